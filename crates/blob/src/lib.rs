@@ -1,0 +1,177 @@
+//! S3 adapter. Keys come from `dialectic_core::paths`; this crate only moves bytes.
+
+use aws_sdk_s3::Client;
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_s3::primitives::ByteStream;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BlobError {
+    #[error("object {0} not found")]
+    NotFound(String),
+    #[error("S3 {operation} on {key}: {message}")]
+    S3 {
+        operation: &'static str,
+        key: String,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct BlobSettings {
+    pub endpoint: String,
+    pub bucket: String,
+    pub region: String,
+    pub access_key: String,
+    pub secret_key: String,
+    pub force_path_style: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct BlobStore {
+    client: Client,
+    bucket: String,
+}
+
+fn s3_err<'a, E: std::fmt::Display>(
+    operation: &'static str,
+    key: &'a str,
+) -> impl FnOnce(E) -> BlobError + 'a {
+    move |e| BlobError::S3 {
+        operation,
+        key: key.to_string(),
+        message: format!("{e:#}"),
+    }
+}
+
+impl BlobStore {
+    pub fn new(settings: &BlobSettings) -> Self {
+        let credentials = Credentials::new(
+            &settings.access_key,
+            &settings.secret_key,
+            None,
+            None,
+            "dialectic-config",
+        );
+        let mut builder = aws_sdk_s3::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new(settings.region.clone()))
+            .credentials_provider(credentials)
+            .force_path_style(settings.force_path_style);
+        if !settings.endpoint.is_empty() {
+            builder = builder.endpoint_url(&settings.endpoint);
+        }
+        Self {
+            client: Client::from_conf(builder.build()),
+            bucket: settings.bucket.clone(),
+        }
+    }
+
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// Writes (or overwrites) an object.
+    pub async fn put(&self, key: &str, body: Vec<u8>, content_type: &str) -> Result<(), BlobError> {
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type(content_type)
+            .body(ByteStream::from(body))
+            .send()
+            .await
+            .map_err(s3_err("put", key))?;
+        Ok(())
+    }
+
+    pub async fn get(&self, key: &str) -> Result<Vec<u8>, BlobError> {
+        let out = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|e| {
+                if e.as_service_error().is_some_and(|s| s.is_no_such_key()) {
+                    BlobError::NotFound(key.to_string())
+                } else {
+                    BlobError::S3 {
+                        operation: "get",
+                        key: key.to_string(),
+                        message: format!("{e:#}"),
+                    }
+                }
+            })?;
+        let bytes = out.body.collect().await.map_err(s3_err("read", key))?;
+        Ok(bytes.into_bytes().to_vec())
+    }
+
+    pub async fn get_string(&self, key: &str) -> Result<String, BlobError> {
+        let bytes = self.get(key).await?;
+        String::from_utf8(bytes).map_err(s3_err("decode", key))
+    }
+
+    pub async fn delete(&self, key: &str) -> Result<(), BlobError> {
+        self.client
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(s3_err("delete", key))?;
+        Ok(())
+    }
+
+    /// Every key under `prefix` (follows continuation tokens).
+    pub async fn list(&self, prefix: &str) -> Result<Vec<String>, BlobError> {
+        let mut keys = Vec::new();
+        let mut token = None;
+        loop {
+            let out = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(prefix)
+                .set_continuation_token(token)
+                .send()
+                .await
+                .map_err(s3_err("list", prefix))?;
+            keys.extend(
+                out.contents()
+                    .iter()
+                    .filter_map(|o| o.key().map(str::to_string)),
+            );
+            match out.next_continuation_token() {
+                Some(next) if out.is_truncated() == Some(true) => token = Some(next.to_string()),
+                _ => break,
+            }
+        }
+        Ok(keys)
+    }
+
+    /// Readiness probe: the bucket answers.
+    pub async fn check(&self) -> Result<(), BlobError> {
+        self.client
+            .head_bucket()
+            .bucket(&self.bucket)
+            .send()
+            .await
+            .map_err(s3_err("head_bucket", &self.bucket))?;
+        Ok(())
+    }
+
+    /// Creates the bucket if it does not exist (tests use a bucket of their own).
+    pub async fn ensure_bucket(&self) -> Result<(), BlobError> {
+        if self.check().await.is_ok() {
+            return Ok(());
+        }
+        self.client
+            .create_bucket()
+            .bucket(&self.bucket)
+            .send()
+            .await
+            .map_err(s3_err("create_bucket", &self.bucket))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,114 @@
+//! Redis adapter (seed 004 §§1, 2): `session:{id}:events` pub/sub for live
+//! progress and `session:{id}:progress` for the latest state, with a TTL.
+
+use futures::StreamExt;
+use redis::AsyncCommands;
+use redis::aio::ConnectionManager;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("Redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("progress event is not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// One progress event, as published and as kept for catch-up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ProgressEvent {
+    pub session_id: String,
+    pub kind: String,
+    #[serde(default)]
+    pub session_status: String,
+    #[serde(default)]
+    pub stage_slug: String,
+    #[serde(default)]
+    pub job_id: String,
+    #[serde(default)]
+    pub job_type: String,
+    #[serde(default)]
+    pub document_key: String,
+    #[serde(default)]
+    pub model: String,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default)]
+    pub stage_percent: u32,
+    /// Milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub at_ms: i64,
+}
+
+pub fn events_channel(session_id: &str) -> String {
+    format!("session:{session_id}:events")
+}
+
+pub fn progress_key(session_id: &str) -> String {
+    format!("session:{session_id}:progress")
+}
+
+#[derive(Clone)]
+pub struct Cache {
+    client: redis::Client,
+    conn: ConnectionManager,
+    progress_ttl_secs: u64,
+}
+
+impl Cache {
+    pub async fn connect(url: &str, progress_ttl_secs: u64) -> Result<Self, CacheError> {
+        let client = redis::Client::open(url)?;
+        let conn = ConnectionManager::new(client.clone()).await?;
+        Ok(Self {
+            client,
+            conn,
+            progress_ttl_secs,
+        })
+    }
+
+    pub async fn ping(&self) -> Result<(), CacheError> {
+        let mut conn = self.conn.clone();
+        let _: String = redis::cmd("PING").query_async(&mut conn).await?;
+        Ok(())
+    }
+
+    /// Publishes an event and records it as the session's latest progress.
+    pub async fn publish(&self, event: &ProgressEvent) -> Result<(), CacheError> {
+        let body = serde_json::to_string(event)?;
+        let mut conn = self.conn.clone();
+        let _: () = redis::pipe()
+            .atomic()
+            .set_ex(
+                progress_key(&event.session_id),
+                &body,
+                self.progress_ttl_secs,
+            )
+            .publish(events_channel(&event.session_id), &body)
+            .query_async(&mut conn)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn latest(&self, session_id: &str) -> Result<Option<ProgressEvent>, CacheError> {
+        let mut conn = self.conn.clone();
+        let body: Option<String> = conn.get(progress_key(session_id)).await?;
+        Ok(match body {
+            Some(b) => Some(serde_json::from_str(&b)?),
+            None => None,
+        })
+    }
+
+    /// Live events of one session. Subscribe before reading the catch-up
+    /// snapshot so nothing falls between the two.
+    pub async fn subscribe(
+        &self,
+        session_id: &str,
+    ) -> Result<impl futures::Stream<Item = ProgressEvent> + use<>, CacheError> {
+        let mut pubsub = self.client.get_async_pubsub().await?;
+        pubsub.subscribe(events_channel(session_id)).await?;
+        Ok(pubsub.into_on_message().filter_map(|msg| async move {
+            let body: String = msg.get_payload().ok()?;
+            serde_json::from_str(&body).ok()
+        }))
+    }
+}

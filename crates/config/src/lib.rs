@@ -1,0 +1,407 @@
+//! Configuration, layered as defaults → TOML file → `DIALECTIC_*` environment
+//! (`__` nests: `DIALECTIC_DATABASE__URL`) → `--set key=value` flags.
+
+use clap::Args;
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+    #[error("--set expects key=value, got {0:?}")]
+    BadOverride(String),
+    #[error("could not render configuration: {0}")]
+    Render(String),
+}
+
+impl From<figment::Error> for ConfigError {
+    fn from(e: figment::Error) -> Self {
+        ConfigError::Invalid(e.to_string())
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct DatabaseConfig {
+    pub url: String,
+    pub max_connections: u32,
+    pub connect_timeout_ms: u64,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        Self {
+            url: "postgres://postgres@127.0.0.1:5432/dialectic".into(),
+            max_connections: 10,
+            connect_timeout_ms: 3000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AmqpConfig {
+    pub url: String,
+    /// Prefix of the exchange and queue names, so several installs (or test runs) share a broker.
+    pub prefix: String,
+    /// Deliveries after which a message goes to the dead-letter queue.
+    pub delivery_limit: u32,
+}
+
+impl Default for AmqpConfig {
+    fn default() -> Self {
+        Self {
+            url: "amqp://guest:guest@127.0.0.1:5672/%2f".into(),
+            prefix: "dialectic".into(),
+            delivery_limit: 5,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct RedisConfig {
+    pub url: String,
+    pub progress_ttl_secs: u64,
+}
+
+impl Default for RedisConfig {
+    fn default() -> Self {
+        Self {
+            url: "redis://127.0.0.1:6379".into(),
+            progress_ttl_secs: 86_400,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct S3Config {
+    pub endpoint: String,
+    pub bucket: String,
+    pub region: String,
+    pub access_key: String,
+    pub secret_key: String,
+    pub force_path_style: bool,
+}
+
+impl Default for S3Config {
+    fn default() -> Self {
+        Self {
+            endpoint: "http://127.0.0.1:9000".into(),
+            bucket: "dialectic".into(),
+            region: "us-east-1".into(),
+            access_key: "dialectic".into(),
+            secret_key: "dialectic-secret".into(),
+            force_path_style: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TelemetryConfig {
+    /// `tracing_subscriber` filter, e.g. `info,dialectic=debug`.
+    pub log_filter: String,
+    /// `text` or `json`.
+    pub log_format: String,
+    /// OTLP/gRPC endpoint; empty disables export. `OTEL_EXPORTER_OTLP_ENDPOINT` also enables it.
+    pub otlp_endpoint: String,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self {
+            log_filter: "info".into(),
+            log_format: "text".into(),
+            otlp_endpoint: String::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct GatewayConfig {
+    pub listen: String,
+    /// The user every call acts as until API keys are configured.
+    pub default_user_id: String,
+    pub max_prompt_bytes: usize,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:50051".into(),
+            default_user_id: "00000000-0000-0000-0000-000000000001".into(),
+            max_prompt_bytes: 256 * 1024,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct PlannerConfig {
+    pub listen: String,
+    pub sweep_interval_ms: u64,
+    pub outbox_batch: i64,
+    pub retry_base_ms: u64,
+    pub retry_cap_ms: u64,
+    /// Claims a job may use before it ends in `retry_loop_failed`.
+    pub max_attempts: u32,
+}
+
+impl Default for PlannerConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:50052".into(),
+            sweep_interval_ms: 1000,
+            outbox_batch: 200,
+            retry_base_ms: 500,
+            retry_cap_ms: 30_000,
+            max_attempts: 3,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct WorkerConfig {
+    pub listen: String,
+    /// Concurrent jobs; also the consumer prefetch.
+    pub slots: u16,
+    /// How long a claim lasts without a heartbeat.
+    pub lease_secs: u64,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self {
+            listen: String::new(),
+            slots: 4,
+            lease_secs: 30,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ExecutorConfig {
+    #[serde(flatten)]
+    pub worker: WorkerConfig,
+    /// Simulated provider: delay per call, to model a real provider's latency.
+    pub simulated_latency_ms: u64,
+    /// Simulated provider: fail this share of calls (0..=1) to exercise retries.
+    pub simulated_failure_rate: f64,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        Self {
+            worker: WorkerConfig {
+                listen: "127.0.0.1:50053".into(),
+                slots: 4,
+                lease_secs: 30,
+            },
+            simulated_latency_ms: 0,
+            simulated_failure_rate: 0.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct RendererConfig {
+    #[serde(flatten)]
+    pub worker: WorkerConfig,
+}
+
+impl Default for RendererConfig {
+    fn default() -> Self {
+        Self {
+            worker: WorkerConfig {
+                listen: "127.0.0.1:50054".into(),
+                slots: 4,
+                lease_secs: 30,
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ListenConfig {
+    pub listen: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Settings {
+    pub database: DatabaseConfig,
+    pub amqp: AmqpConfig,
+    pub redis: RedisConfig,
+    pub s3: S3Config,
+    pub telemetry: TelemetryConfig,
+    pub gateway: GatewayConfig,
+    pub planner: PlannerConfig,
+    pub executor: ExecutorConfig,
+    pub renderer: RendererConfig,
+    pub indexer: ListenConfig,
+    pub wallet: ListenConfig,
+    /// In-flight work gets this long to finish on SIGTERM.
+    pub shutdown_grace_secs: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            database: DatabaseConfig::default(),
+            amqp: AmqpConfig::default(),
+            redis: RedisConfig::default(),
+            s3: S3Config::default(),
+            telemetry: TelemetryConfig::default(),
+            gateway: GatewayConfig::default(),
+            planner: PlannerConfig::default(),
+            executor: ExecutorConfig::default(),
+            renderer: RendererConfig::default(),
+            indexer: ListenConfig {
+                listen: "127.0.0.1:50055".into(),
+            },
+            wallet: ListenConfig {
+                listen: "127.0.0.1:50056".into(),
+            },
+            shutdown_grace_secs: 30,
+        }
+    }
+}
+
+/// Flags every dialectic binary accepts.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ConfigArgs {
+    /// TOML configuration file.
+    #[arg(long, short = 'c', env = "DIALECTIC_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+    /// Override one setting, e.g. `--set executor.slots=8` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE", global = true)]
+    pub overrides: Vec<String>,
+    /// Print the effective configuration as TOML and exit.
+    #[arg(long, global = true)]
+    pub dump_config: bool,
+}
+
+impl ConfigArgs {
+    pub fn load(&self) -> Result<Settings, ConfigError> {
+        let mut figment = Figment::from(Serialized::defaults(Settings::default()));
+        if let Some(path) = &self.config {
+            figment = figment.merge(Toml::file_exact(path));
+        }
+        figment = figment.merge(Env::prefixed("DIALECTIC_").split("__").ignore(&["config"]));
+        for item in &self.overrides {
+            let (key, value) = item
+                .split_once('=')
+                .ok_or_else(|| ConfigError::BadOverride(item.clone()))?;
+            // Values are read as TOML so numbers and booleans keep their types.
+            let parsed: toml::Value = toml::from_str::<toml::Table>(&format!("v = {value}"))
+                .ok()
+                .and_then(|mut t| t.remove("v"))
+                .unwrap_or_else(|| toml::Value::String(value.to_string()));
+            figment = figment.merge(Serialized::global(key.trim(), parsed));
+        }
+        let settings: Settings = figment.extract()?;
+        settings.validate()?;
+        Ok(settings)
+    }
+}
+
+impl Settings {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: &str| Err(ConfigError::Invalid(m.to_string()));
+        if self.executor.worker.slots == 0 || self.renderer.worker.slots == 0 {
+            return bad("executor.slots and renderer.slots must be at least 1");
+        }
+        if self.planner.max_attempts == 0 {
+            return bad("planner.max_attempts must be at least 1");
+        }
+        if !(0.0..=1.0).contains(&self.executor.simulated_failure_rate) {
+            return bad("executor.simulated_failure_rate must be between 0 and 1");
+        }
+        if self.amqp.prefix.is_empty()
+            || !self
+                .amqp
+                .prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        {
+            return bad(
+                "amqp.prefix must be non-empty and use only letters, digits, '-', '_' and '.'",
+            );
+        }
+        Ok(())
+    }
+
+    /// TOML with secrets masked, for `--dump-config`.
+    pub fn dump(&self) -> Result<String, ConfigError> {
+        let mut masked = self.clone();
+        masked.s3.secret_key = "***".into();
+        masked.database.url = mask_url_password(&masked.database.url);
+        masked.amqp.url = mask_url_password(&masked.amqp.url);
+        masked.redis.url = mask_url_password(&masked.redis.url);
+        toml::to_string_pretty(&masked).map_err(|e| ConfigError::Render(e.to_string()))
+    }
+}
+
+/// `scheme://user:secret@host` → `scheme://user:***@host`.
+pub fn mask_url_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let Some((creds, host)) = rest.split_once('@') else {
+        return url.to_string();
+    };
+    match creds.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_apply_in_order() {
+        let args = ConfigArgs {
+            overrides: vec!["executor.slots=9".into(), "gateway.listen=0.0.0.0:1".into()],
+            ..Default::default()
+        };
+        let s = args.load().unwrap();
+        assert_eq!(s.executor.worker.slots, 9);
+        assert_eq!(s.gateway.listen, "0.0.0.0:1");
+        assert!(
+            ConfigArgs {
+                overrides: vec!["executor.slots=0".into()],
+                ..Default::default()
+            }
+            .load()
+            .is_err()
+        );
+        assert!(
+            ConfigArgs {
+                overrides: vec!["nonsense".into()],
+                ..Default::default()
+            }
+            .load()
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn dump_masks_secrets() {
+        let mut s = Settings::default();
+        s.amqp.url = "amqp://guest:hunter2@h/".into();
+        let text = s.dump().unwrap();
+        assert!(!text.contains("hunter2") && !text.contains("dialectic-secret"));
+    }
+}

@@ -1,0 +1,100 @@
+//! Typed identifiers, so a job id can never be passed where a session id is expected.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+use uuid::Uuid;
+
+/// The text of an id could not be read as a UUID.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} id {value:?} is not a valid UUID")]
+pub struct InvalidId {
+    pub kind: &'static str,
+    pub value: String,
+}
+
+macro_rules! typed_id {
+    ($($name:ident => $kind:literal),* $(,)?) => {$(
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(pub Uuid);
+
+        impl $name {
+            /// A new time-ordered id (UUIDv7), which keeps B-tree inserts local.
+            pub fn new() -> Self {
+                Self(Uuid::now_v7())
+            }
+            pub fn as_uuid(&self) -> Uuid {
+                self.0
+            }
+            /// First eight hex digits, used in storage paths (`session_{id8}`).
+            pub fn short(&self) -> String {
+                self.0.simple().to_string()[..8].to_string()
+            }
+            pub fn parse(value: &str) -> Result<Self, InvalidId> {
+                value.parse()
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = InvalidId;
+            fn from_str(value: &str) -> Result<Self, InvalidId> {
+                Uuid::parse_str(value.trim())
+                    .map(Self)
+                    .map_err(|_| InvalidId { kind: $kind, value: value.chars().take(64).collect() })
+            }
+        }
+
+        impl From<Uuid> for $name {
+            fn from(value: Uuid) -> Self {
+                Self(value)
+            }
+        }
+
+        impl From<$name> for Uuid {
+            fn from(value: $name) -> Self {
+                value.0
+            }
+        }
+    )*};
+}
+
+typed_id! {
+    UserId => "user",
+    ProjectId => "project",
+    SessionId => "session",
+    JobId => "job",
+    ContributionId => "contribution",
+    ResourceId => "resource",
+    ModelId => "model",
+    StageId => "stage",
+    StepId => "recipe step",
+    TemplateId => "recipe template",
+    WalletId => "wallet",
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip_and_reject_garbage() {
+        let id = JobId::new();
+        assert_eq!(JobId::parse(&id.to_string()).unwrap(), id);
+        let err = SessionId::parse("not-a-uuid").unwrap_err();
+        assert_eq!(err.kind, "session");
+        assert_eq!(id.short().len(), 8);
+    }
+}

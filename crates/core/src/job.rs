@@ -1,0 +1,448 @@
+//! The job status machine of seed 000 ("Job Status Lifecycle"), encoded once.
+//! The planner applies it inside a transaction under a row lock; workers use
+//! `claimable` for their compare-and-set claim.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum JobType {
+    Plan,
+    Execute,
+    Render,
+}
+
+impl JobType {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            JobType::Plan => "PLAN",
+            JobType::Execute => "EXECUTE",
+            JobType::Render => "RENDER",
+        }
+    }
+
+    /// Routing key of the dispatch message for this job type.
+    pub const fn dispatch_routing_key(self) -> &'static str {
+        match self {
+            JobType::Plan => "job.plan",
+            JobType::Execute => "job.execute",
+            JobType::Render => "job.render",
+        }
+    }
+}
+
+impl fmt::Display for JobType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for JobType {
+    type Err = UnknownValue;
+    fn from_str(s: &str) -> Result<Self, UnknownValue> {
+        match s {
+            "PLAN" => Ok(JobType::Plan),
+            "EXECUTE" => Ok(JobType::Execute),
+            "RENDER" => Ok(JobType::Render),
+            other => Err(UnknownValue::new("job type", other)),
+        }
+    }
+}
+
+/// A stored enum value that this build does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {kind} {value:?}")]
+pub struct UnknownValue {
+    pub kind: &'static str,
+    pub value: String,
+}
+
+impl UnknownValue {
+    pub fn new(kind: &'static str, value: &str) -> Self {
+        Self {
+            kind,
+            value: value.chars().take(64).collect(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    Pending,
+    Processing,
+    WaitingForPrerequisite,
+    WaitingForChildren,
+    PendingNextStep,
+    PendingContinuation,
+    Retrying,
+    Completed,
+    Failed,
+    RetryLoopFailed,
+}
+
+impl JobStatus {
+    pub const ALL: [JobStatus; 10] = [
+        JobStatus::Pending,
+        JobStatus::Processing,
+        JobStatus::WaitingForPrerequisite,
+        JobStatus::WaitingForChildren,
+        JobStatus::PendingNextStep,
+        JobStatus::PendingContinuation,
+        JobStatus::Retrying,
+        JobStatus::Completed,
+        JobStatus::Failed,
+        JobStatus::RetryLoopFailed,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Pending => "pending",
+            JobStatus::Processing => "processing",
+            JobStatus::WaitingForPrerequisite => "waiting_for_prerequisite",
+            JobStatus::WaitingForChildren => "waiting_for_children",
+            JobStatus::PendingNextStep => "pending_next_step",
+            JobStatus::PendingContinuation => "pending_continuation",
+            JobStatus::Retrying => "retrying",
+            JobStatus::Completed => "completed",
+            JobStatus::Failed => "failed",
+            JobStatus::RetryLoopFailed => "retry_loop_failed",
+        }
+    }
+
+    pub const fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobStatus::Completed | JobStatus::Failed | JobStatus::RetryLoopFailed
+        )
+    }
+
+    pub const fn is_failure(self) -> bool {
+        matches!(self, JobStatus::Failed | JobStatus::RetryLoopFailed)
+    }
+
+    /// Statuses from which a worker may claim a job (compare-and-set source set).
+    pub const fn claimable() -> &'static [JobStatus] {
+        &[
+            JobStatus::Pending,
+            JobStatus::PendingContinuation,
+            JobStatus::Retrying,
+        ]
+    }
+}
+
+impl fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for JobStatus {
+    type Err = UnknownValue;
+    fn from_str(s: &str) -> Result<Self, UnknownValue> {
+        JobStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == s)
+            .ok_or_else(|| UnknownValue::new("job status", s))
+    }
+}
+
+/// Something that happened to a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobEvent {
+    /// A worker claimed the job (its compare-and-set succeeded).
+    Claimed,
+    /// The job cannot start before its prerequisite job completes.
+    AwaitPrerequisite,
+    PrerequisiteCompleted,
+    PrerequisiteFailed,
+    /// The planner created child jobs for this job's next ready steps.
+    ChildrenSpawned,
+    /// Every non-RENDER child reached `completed`.
+    ChildrenCompleted,
+    /// A non-RENDER child ended in `failed` or `retry_loop_failed`.
+    ChildFailed,
+    /// The attempt produced its output, or a woken parent has no steps left.
+    Succeeded,
+    /// The attempt failed. `retryable` failures go through `retrying`.
+    Failed {
+        retryable: bool,
+    },
+    /// The worker's lease ran out without an outcome (the worker died or hung).
+    LeaseExpired,
+    /// A `retrying` job is due for its next attempt; `attempts_used` counts claims so far.
+    RetryDue {
+        attempts_used: u32,
+        max_attempts: u32,
+    },
+}
+
+/// What the planner must do after a transition, in the same transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobEffect {
+    /// Publish a dispatch message (through the outbox) so a worker claims the job.
+    Dispatch,
+    /// Re-evaluate the parent: are all its children done?
+    CheckParent,
+    /// Wake or fail the jobs waiting for this one as their prerequisite.
+    ReleaseDependents,
+    /// A root job ended: is the stage complete?
+    CheckStage,
+    /// Expand the job's next ready recipe steps (or complete it when none are left).
+    PlanNextSteps,
+    /// Schedule the next attempt after a back-off.
+    ScheduleRetry,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    pub to: JobStatus,
+    pub effects: Vec<JobEffect>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("job cannot go from {from} on {event:?}")]
+pub struct InvalidTransition {
+    pub from: JobStatus,
+    pub event: JobEvent,
+}
+
+fn terminal_effects() -> Vec<JobEffect> {
+    vec![
+        JobEffect::CheckParent,
+        JobEffect::ReleaseDependents,
+        JobEffect::CheckStage,
+    ]
+}
+
+/// The lifecycle. Every arrow of seed 000's diagram is here, plus
+/// `processing → waiting_for_children` and `pending_next_step → waiting_for_children`
+/// (a PLAN job whose own model call produced the header_context and which now
+/// waits for the steps it spawned) and `pending_next_step → completed` (no steps left):
+/// in this system the planner, not a second worker pass, expands the next steps.
+pub fn transition(from: JobStatus, event: JobEvent) -> Result<Transition, InvalidTransition> {
+    use JobEffect as E;
+    use JobEvent as Ev;
+    use JobStatus as S;
+    let t = |to, effects: Vec<JobEffect>| Ok(Transition { to, effects });
+    match (from, event) {
+        (S::Pending | S::PendingContinuation | S::Retrying | S::PendingNextStep, Ev::Claimed) => {
+            t(S::Processing, vec![])
+        }
+        (S::Pending, Ev::AwaitPrerequisite) => t(S::WaitingForPrerequisite, vec![]),
+        (S::WaitingForPrerequisite, Ev::PrerequisiteCompleted) => t(S::Pending, vec![E::Dispatch]),
+        (S::WaitingForPrerequisite, Ev::PrerequisiteFailed) => t(S::Failed, terminal_effects()),
+        (S::Pending | S::Processing | S::PendingNextStep, Ev::ChildrenSpawned) => {
+            t(S::WaitingForChildren, vec![])
+        }
+        (S::WaitingForChildren, Ev::ChildrenCompleted) => {
+            t(S::PendingNextStep, vec![E::PlanNextSteps])
+        }
+        (S::WaitingForChildren, Ev::ChildFailed) => t(S::Failed, terminal_effects()),
+        (S::Processing | S::PendingNextStep, Ev::Succeeded) => t(S::Completed, terminal_effects()),
+        (S::Processing, Ev::Failed { retryable: true }) => t(S::Retrying, vec![E::ScheduleRetry]),
+        (S::Processing, Ev::Failed { retryable: false }) => t(S::Failed, terminal_effects()),
+        (S::Processing, Ev::LeaseExpired) => t(S::Retrying, vec![E::ScheduleRetry]),
+        (
+            S::Retrying,
+            Ev::RetryDue {
+                attempts_used,
+                max_attempts,
+            },
+        ) => {
+            if attempts_used >= max_attempts {
+                t(S::RetryLoopFailed, terminal_effects())
+            } else {
+                t(S::Retrying, vec![E::Dispatch])
+            }
+        }
+        (from, event) => Err(InvalidTransition { from, event }),
+    }
+}
+
+/// Exponential back-off for attempt `attempts_used` (1-based), capped.
+pub fn retry_backoff_ms(attempts_used: u32, base_ms: u64, cap_ms: u64) -> u64 {
+    let exp = attempts_used.saturating_sub(1).min(16);
+    base_ms.saturating_mul(1u64 << exp).min(cap_ms)
+}
+
+/// Whether all children are done, and how, ignoring RENDER jobs which never block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildrenState {
+    Outstanding,
+    AllCompleted,
+    AnyFailed,
+}
+
+/// Children as (job type, status). RENDER children are side effects and never count.
+pub fn children_state(children: &[(JobType, JobStatus)]) -> ChildrenState {
+    let relevant = children.iter().filter(|(ty, _)| *ty != JobType::Render);
+    let mut outstanding = false;
+    for (_, status) in relevant {
+        if status.is_failure() {
+            return ChildrenState::AnyFailed;
+        }
+        if *status != JobStatus::Completed {
+            outstanding = true;
+        }
+    }
+    if outstanding {
+        ChildrenState::Outstanding
+    } else {
+        ChildrenState::AllCompleted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use JobEvent as Ev;
+    use JobStatus as S;
+
+    #[test]
+    fn statuses_round_trip_through_text() {
+        for status in S::ALL {
+            assert_eq!(status.as_str().parse::<S>().unwrap(), status);
+        }
+        assert!("bogus".parse::<S>().is_err());
+        for ty in [JobType::Plan, JobType::Execute, JobType::Render] {
+            assert_eq!(ty.as_str().parse::<JobType>().unwrap(), ty);
+        }
+    }
+
+    /// Every arrow of the seed 000 lifecycle diagram, plus the planner-side arrows.
+    #[test]
+    fn lifecycle_table() {
+        let cases: &[(S, Ev, S)] = &[
+            (S::Pending, Ev::Claimed, S::Processing),
+            (S::Pending, Ev::AwaitPrerequisite, S::WaitingForPrerequisite),
+            (S::Pending, Ev::ChildrenSpawned, S::WaitingForChildren),
+            (
+                S::WaitingForPrerequisite,
+                Ev::PrerequisiteCompleted,
+                S::Pending,
+            ),
+            (S::WaitingForPrerequisite, Ev::PrerequisiteFailed, S::Failed),
+            (
+                S::WaitingForChildren,
+                Ev::ChildrenCompleted,
+                S::PendingNextStep,
+            ),
+            (S::WaitingForChildren, Ev::ChildFailed, S::Failed),
+            (S::PendingNextStep, Ev::Claimed, S::Processing),
+            (S::PendingContinuation, Ev::Claimed, S::Processing),
+            (S::Processing, Ev::Succeeded, S::Completed),
+            (S::Processing, Ev::Failed { retryable: false }, S::Failed),
+            (S::Processing, Ev::Failed { retryable: true }, S::Retrying),
+            (S::Processing, Ev::LeaseExpired, S::Retrying),
+            (S::Retrying, Ev::Claimed, S::Processing),
+            (
+                S::Retrying,
+                Ev::RetryDue {
+                    attempts_used: 3,
+                    max_attempts: 3,
+                },
+                S::RetryLoopFailed,
+            ),
+            (
+                S::Retrying,
+                Ev::RetryDue {
+                    attempts_used: 1,
+                    max_attempts: 3,
+                },
+                S::Retrying,
+            ),
+            (S::Processing, Ev::ChildrenSpawned, S::WaitingForChildren),
+            (
+                S::PendingNextStep,
+                Ev::ChildrenSpawned,
+                S::WaitingForChildren,
+            ),
+            (S::PendingNextStep, Ev::Succeeded, S::Completed),
+        ];
+        for (from, event, to) in cases {
+            let got = transition(*from, *event).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(got.to, *to, "{from} on {event:?}");
+        }
+    }
+
+    #[test]
+    fn terminal_states_accept_nothing() {
+        let events = [
+            Ev::Claimed,
+            Ev::Succeeded,
+            Ev::Failed { retryable: true },
+            Ev::LeaseExpired,
+            Ev::ChildrenCompleted,
+            Ev::ChildFailed,
+            Ev::PrerequisiteCompleted,
+        ];
+        for status in [S::Completed, S::Failed, S::RetryLoopFailed] {
+            for event in events {
+                assert!(
+                    transition(status, event).is_err(),
+                    "{status} accepted {event:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn duplicate_outcomes_are_rejected_not_reapplied() {
+        // A second Succeeded for a job already completed must not fire effects twice.
+        let first = transition(S::Processing, Ev::Succeeded).unwrap();
+        assert!(first.effects.contains(&JobEffect::CheckParent));
+        assert!(transition(first.to, Ev::Succeeded).is_err());
+    }
+
+    #[test]
+    fn terminal_transitions_check_parent_dependents_and_stage() {
+        for (from, event) in [
+            (S::Processing, Ev::Succeeded),
+            (S::Processing, Ev::Failed { retryable: false }),
+            (S::WaitingForChildren, Ev::ChildFailed),
+            (
+                S::Retrying,
+                Ev::RetryDue {
+                    attempts_used: 5,
+                    max_attempts: 5,
+                },
+            ),
+        ] {
+            let t = transition(from, event).unwrap();
+            assert!(t.to.is_terminal());
+            assert_eq!(t.effects, terminal_effects());
+        }
+    }
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        assert_eq!(retry_backoff_ms(1, 100, 10_000), 100);
+        assert_eq!(retry_backoff_ms(2, 100, 10_000), 200);
+        assert_eq!(retry_backoff_ms(4, 100, 10_000), 800);
+        assert_eq!(retry_backoff_ms(40, 100, 10_000), 10_000);
+    }
+
+    #[test]
+    fn children_state_ignores_render_jobs() {
+        use JobType::*;
+        assert_eq!(
+            children_state(&[(Execute, S::Completed), (Render, S::Pending)]),
+            ChildrenState::AllCompleted
+        );
+        assert_eq!(
+            children_state(&[(Execute, S::Completed), (Render, S::Failed)]),
+            ChildrenState::AllCompleted
+        );
+        assert_eq!(
+            children_state(&[(Execute, S::Completed), (Execute, S::Processing)]),
+            ChildrenState::Outstanding
+        );
+        assert_eq!(
+            children_state(&[(Execute, S::RetryLoopFailed), (Execute, S::Processing)]),
+            ChildrenState::AnyFailed
+        );
+    }
+}

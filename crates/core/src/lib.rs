@@ -1,0 +1,15 @@
+//! Domain rules of dialectic. No I/O lives here: every function is a pure
+//! transformation that the services apply inside their own transactions.
+
+pub mod ids;
+pub mod job;
+pub mod paths;
+pub mod payload;
+pub mod prompt;
+pub mod recipe;
+pub mod sanitize;
+pub mod session;
+pub mod slug;
+pub mod tokens;
+
+pub use ids::*;

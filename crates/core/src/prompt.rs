@@ -1,0 +1,180 @@
+//! Prompt assembly (seed 001 Phase 2): raw ingredients in a
+//! `PromptConstructionPayload`, one `ChatRequest` out, one model call per job.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: String,
+    /// For assistant turns replayed in a continuation: the chunk they came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contribution_id: Option<String>,
+}
+
+impl Message {
+    pub fn user(content: impl Into<String>) -> Self {
+        Self {
+            role: Role::User,
+            content: content.into(),
+            contribution_id: None,
+        }
+    }
+    pub fn assistant(content: impl Into<String>, contribution_id: Option<String>) -> Self {
+        Self {
+            role: Role::Assistant,
+            content: content.into(),
+            contribution_id,
+        }
+    }
+}
+
+/// A document handed to the model as context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceDocument {
+    /// Contribution, resource or feedback id it was read from.
+    pub id: String,
+    /// document | header_context | feedback | seed_prompt
+    pub kind: String,
+    pub stage_slug: String,
+    pub document_key: String,
+    pub model: Option<String>,
+    pub content: String,
+    pub section_header: Option<String>,
+    /// From the step's `inputs_relevance`, 0..=1; used to order compression.
+    pub relevance: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PromptConstructionPayload {
+    pub system_instruction: Option<String>,
+    pub conversation_history: Vec<Message>,
+    pub resource_documents: Vec<ResourceDocument>,
+    pub current_user_prompt: String,
+}
+
+/// What one model call receives.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    pub model: String,
+    pub system_instruction: Option<String>,
+    pub messages: Vec<Message>,
+    pub max_tokens: u32,
+    /// Output the step must produce (e.g. `business_case`), for providers that shape replies.
+    pub output_type: String,
+    /// For planning steps: the documents the plan must cover.
+    #[serde(default)]
+    pub output_hints: Vec<String>,
+}
+
+/// Folds resource documents into the final user message (seed 000 steps 9–11):
+/// history first, then the current prompt with its context sections.
+pub fn assemble(
+    payload: &PromptConstructionPayload,
+    model: &str,
+    max_tokens: u32,
+    output_type: &str,
+    output_hints: &[String],
+) -> ChatRequest {
+    let mut user = String::new();
+    for doc in &payload.resource_documents {
+        let header = doc.section_header.clone().unwrap_or_else(|| {
+            format!(
+                "--- {} ({} / {}) ---",
+                doc.document_key, doc.stage_slug, doc.kind
+            )
+        });
+        user.push_str(&header);
+        user.push('\n');
+        user.push_str(&doc.content);
+        user.push_str("\n\n");
+    }
+    user.push_str(&payload.current_user_prompt);
+    let mut messages = payload.conversation_history.clone();
+    messages.push(Message::user(user));
+    ChatRequest {
+        model: model.to_string(),
+        system_instruction: payload.system_instruction.clone(),
+        messages,
+        max_tokens,
+        output_type: output_type.to_string(),
+        output_hints: output_hints.to_vec(),
+    }
+}
+
+/// Replaces `{{name}}` placeholders; unknown placeholders are left as they are.
+pub fn fill_template(template: &str, vars: &[(&str, &str)]) -> String {
+    let mut out = template.to_string();
+    for (name, value) in vars {
+        out = out.replace(&format!("{{{{{name}}}}}"), value);
+    }
+    out
+}
+
+/// `business_case` → `Business Case`.
+pub fn title_from_key(document_key: &str) -> String {
+    document_key
+        .split(['_', '-'])
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let mut chars = w.chars();
+            chars
+                .next()
+                .map(|c| c.to_uppercase().chain(chars).collect::<String>())
+                .unwrap_or_default()
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assembly_puts_resources_before_the_prompt_and_keeps_history() {
+        let payload = PromptConstructionPayload {
+            system_instruction: Some("sys".into()),
+            conversation_history: vec![
+                Message::user("first"),
+                Message::assistant("chunk", Some("c1".into())),
+            ],
+            resource_documents: vec![ResourceDocument {
+                id: "r".into(),
+                kind: "header_context".into(),
+                stage_slug: "thesis".into(),
+                document_key: "header_context".into(),
+                model: None,
+                content: "{}".into(),
+                section_header: None,
+                relevance: 1.0,
+            }],
+            current_user_prompt: "write it".into(),
+        };
+        let req = assemble(&payload, "m", 100, "business_case", &[]);
+        assert_eq!(req.messages.len(), 3);
+        let last = &req.messages[2].content;
+        assert!(last.find("header_context").unwrap() < last.find("write it").unwrap());
+        assert_eq!(req.messages[1].contribution_id.as_deref(), Some("c1"));
+    }
+
+    #[test]
+    fn templates_and_titles() {
+        assert_eq!(
+            fill_template(
+                "# {{title}}\n{{content}} {{x}}",
+                &[("title", "T"), ("content", "C")]
+            ),
+            "# T\nC {{x}}"
+        );
+        assert_eq!(title_from_key("business_case"), "Business Case");
+    }
+}

@@ -1,0 +1,406 @@
+//! Recipes are data: steps and edges forming a DAG (seed 002). This module
+//! validates a DAG before anything is written and answers which steps are ready.
+
+use crate::ids::StepId;
+use crate::job::{JobType, UnknownValue};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::fmt;
+use std::str::FromStr;
+
+/// How one recipe step fans out into jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Granularity {
+    /// One job per lineage (model) that consumes every input.
+    AllToOne,
+    /// One job per selected model.
+    PerModel,
+    /// One job per source document.
+    PerSourceDocument,
+    /// One job per source document of the job's own lineage.
+    PerSourceDocumentByLineage,
+    /// One job per pair of source documents that share an origin.
+    PairwiseByOrigin,
+    /// One job per group of source documents (grouped by their source contribution).
+    PerSourceGroup,
+}
+
+impl Granularity {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Granularity::AllToOne => "all_to_one",
+            Granularity::PerModel => "per_model",
+            Granularity::PerSourceDocument => "per_source_document",
+            Granularity::PerSourceDocumentByLineage => "per_source_document_by_lineage",
+            Granularity::PairwiseByOrigin => "pairwise_by_origin",
+            Granularity::PerSourceGroup => "per_source_group",
+        }
+    }
+}
+
+impl FromStr for Granularity {
+    type Err = UnknownValue;
+    fn from_str(s: &str) -> Result<Self, UnknownValue> {
+        [
+            Granularity::AllToOne,
+            Granularity::PerModel,
+            Granularity::PerSourceDocument,
+            Granularity::PerSourceDocumentByLineage,
+            Granularity::PairwiseByOrigin,
+            Granularity::PerSourceGroup,
+        ]
+        .into_iter()
+        .find(|g| g.as_str() == s)
+        .ok_or_else(|| UnknownValue::new("granularity strategy", s))
+    }
+}
+
+impl fmt::Display for Granularity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One entry of `inputs_required`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputRule {
+    /// seed_prompt | document | header_context | feedback
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub stage_slug: Option<String>,
+    #[serde(default)]
+    pub document_key: Option<String>,
+    #[serde(default = "default_true")]
+    pub required: bool,
+    #[serde(default)]
+    pub multiple: bool,
+    #[serde(default)]
+    pub section_header: Option<String>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// One entry of `outputs_required`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputRule {
+    pub document_key: String,
+    /// markdown | json | header_context
+    #[serde(default)]
+    pub file_type: Option<String>,
+    #[serde(default)]
+    pub template_filename: Option<String>,
+    /// Keys the model's JSON must contain for the document to count as finished.
+    #[serde(default)]
+    pub required_keys: Vec<String>,
+}
+
+impl OutputRule {
+    /// Seed 000 function 6: a markdown document is `file_type: markdown`
+    /// or a template file name ending in `.md`.
+    pub fn is_markdown(&self) -> bool {
+        self.file_type.as_deref() == Some("markdown")
+            || self
+                .template_filename
+                .as_deref()
+                .is_some_and(|f| f.ends_with(".md"))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecipeStep {
+    pub id: StepId,
+    pub step_key: String,
+    pub step_name: String,
+    pub job_type: JobType,
+    pub prompt_type: String,
+    pub prompt_template: Option<String>,
+    pub output_type: String,
+    pub granularity: Granularity,
+    pub inputs_required: Vec<InputRule>,
+    pub inputs_relevance: serde_json::Value,
+    pub outputs_required: Vec<OutputRule>,
+    pub order: i32,
+    pub is_skipped: bool,
+}
+
+impl RecipeStep {
+    pub fn renders_markdown(&self) -> bool {
+        self.outputs_required
+            .iter()
+            .any(|o| o.document_key == self.output_type && o.is_markdown())
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Recipe {
+    pub steps: Vec<RecipeStep>,
+    pub edges: Vec<(StepId, StepId)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecipeError {
+    #[error("recipe step {0:?} appears twice")]
+    DuplicateStepKey(String),
+    #[error("edge refers to step {0} which is not in this recipe")]
+    EdgeOutsideRecipe(StepId),
+    #[error("edge from step {0} to itself")]
+    SelfLoop(StepId),
+    #[error("edges form a cycle through steps {0:?}")]
+    Cycle(Vec<String>),
+    #[error("recipe has no steps")]
+    Empty,
+}
+
+impl Recipe {
+    pub fn step(&self, id: StepId) -> Option<&RecipeStep> {
+        self.steps.iter().find(|s| s.id == id)
+    }
+
+    pub fn step_by_key(&self, key: &str) -> Option<&RecipeStep> {
+        self.steps.iter().find(|s| s.step_key == key)
+    }
+
+    /// Checks the invariants of seed 002 "DAG Invariants" before any edge is written.
+    pub fn validate(&self) -> Result<(), RecipeError> {
+        if self.steps.is_empty() {
+            return Err(RecipeError::Empty);
+        }
+        let mut keys = HashSet::new();
+        for step in &self.steps {
+            if !keys.insert(step.step_key.as_str()) {
+                return Err(RecipeError::DuplicateStepKey(step.step_key.clone()));
+            }
+        }
+        let ids: HashSet<StepId> = self.steps.iter().map(|s| s.id).collect();
+        for (from, to) in &self.edges {
+            for id in [from, to] {
+                if !ids.contains(id) {
+                    return Err(RecipeError::EdgeOutsideRecipe(*id));
+                }
+            }
+            if from == to {
+                return Err(RecipeError::SelfLoop(*from));
+            }
+        }
+        self.topological_order().map(|_| ())
+    }
+
+    /// Kahn's algorithm; on a cycle, names the steps that could not be ordered.
+    pub fn topological_order(&self) -> Result<Vec<StepId>, RecipeError> {
+        let mut indegree: BTreeMap<StepId, usize> = self.steps.iter().map(|s| (s.id, 0)).collect();
+        let mut successors: HashMap<StepId, Vec<StepId>> = HashMap::new();
+        for (from, to) in &self.edges {
+            *indegree.entry(*to).or_default() += 1;
+            successors.entry(*from).or_default().push(*to);
+        }
+        let mut queue: VecDeque<StepId> = indegree
+            .iter()
+            .filter(|(_, d)| **d == 0)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut order = Vec::with_capacity(self.steps.len());
+        while let Some(id) = queue.pop_front() {
+            order.push(id);
+            for next in successors.get(&id).into_iter().flatten() {
+                if let Some(d) = indegree.get_mut(next) {
+                    *d -= 1;
+                    if *d == 0 {
+                        queue.push_back(*next);
+                    }
+                }
+            }
+        }
+        if order.len() == indegree.len() {
+            return Ok(order);
+        }
+        let mut stuck: Vec<String> = indegree
+            .iter()
+            .filter(|(id, d)| **d > 0 && !order.contains(id))
+            .filter_map(|(id, _)| self.step(*id).map(|s| s.step_key.clone()))
+            .collect();
+        stuck.sort();
+        Err(RecipeError::Cycle(stuck))
+    }
+
+    /// Would adding `edge` keep the recipe acyclic? Used before writing a new edge.
+    pub fn with_edge(&self, edge: (StepId, StepId)) -> Result<Recipe, RecipeError> {
+        let mut next = self.clone();
+        next.edges.push(edge);
+        next.validate()?;
+        Ok(next)
+    }
+
+    pub fn predecessors(&self, id: StepId) -> impl Iterator<Item = StepId> + '_ {
+        self.edges
+            .iter()
+            .filter(move |(_, to)| *to == id)
+            .map(|(from, _)| *from)
+    }
+
+    /// Seed 002 "Worker Orchestration": steps not yet started whose every
+    /// predecessor is done. Skipped steps count as done and are never returned.
+    pub fn ready_steps(
+        &self,
+        done: &HashSet<StepId>,
+        started: &HashSet<StepId>,
+    ) -> Vec<&RecipeStep> {
+        let skipped: HashSet<StepId> = self
+            .steps
+            .iter()
+            .filter(|s| s.is_skipped)
+            .map(|s| s.id)
+            .collect();
+        let mut ready: Vec<&RecipeStep> = self
+            .steps
+            .iter()
+            .filter(|s| !s.is_skipped && !started.contains(&s.id) && !done.contains(&s.id))
+            .filter(|s| {
+                self.predecessors(s.id)
+                    .all(|p| done.contains(&p) || skipped.contains(&p))
+            })
+            .collect();
+        ready.sort_by_key(|s| (s.order, s.step_key.clone()));
+        ready
+    }
+
+    /// The steps a stage starts with: no predecessors.
+    pub fn entry_steps(&self) -> Vec<&RecipeStep> {
+        self.ready_steps(&HashSet::new(), &HashSet::new())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub fn step(key: &str, job_type: JobType, order: i32) -> RecipeStep {
+        RecipeStep {
+            id: StepId::new(),
+            step_key: key.to_string(),
+            step_name: key.to_string(),
+            job_type,
+            prompt_type: "Turn".into(),
+            prompt_template: None,
+            output_type: key.to_string(),
+            granularity: Granularity::AllToOne,
+            inputs_required: vec![],
+            inputs_relevance: serde_json::json!([]),
+            outputs_required: vec![],
+            order,
+            is_skipped: false,
+        }
+    }
+
+    fn thesis() -> Recipe {
+        let plan = step("header", JobType::Plan, 1);
+        let docs: Vec<RecipeStep> = [
+            "business_case",
+            "feature_spec",
+            "technical_approach",
+            "success_metrics",
+        ]
+        .iter()
+        .map(|k| step(k, JobType::Execute, 2))
+        .collect();
+        let edges = docs.iter().map(|d| (plan.id, d.id)).collect();
+        let mut steps = vec![plan];
+        steps.extend(docs);
+        Recipe { steps, edges }
+    }
+
+    #[test]
+    fn thesis_dag_is_valid_and_fans_out_after_the_plan() {
+        let recipe = thesis();
+        recipe.validate().unwrap();
+        let entry = recipe.entry_steps();
+        assert_eq!(entry.len(), 1);
+        assert_eq!(entry[0].step_key, "header");
+        let done: HashSet<StepId> = [entry[0].id].into();
+        let ready = recipe.ready_steps(&done, &HashSet::new());
+        assert_eq!(ready.len(), 4);
+    }
+
+    #[test]
+    fn cycles_are_rejected_with_the_steps_named() {
+        let recipe = thesis();
+        let a = recipe.steps[1].id;
+        let plan = recipe.steps[0].id;
+        let err = recipe.with_edge((a, plan)).unwrap_err();
+        match err {
+            RecipeError::Cycle(keys) => assert!(keys.contains(&"header".to_string())),
+            other => panic!("expected a cycle, got {other:?}"),
+        }
+        assert!(matches!(
+            recipe.with_edge((a, a)),
+            Err(RecipeError::SelfLoop(_))
+        ));
+        assert!(matches!(
+            recipe.with_edge((a, StepId::new())),
+            Err(RecipeError::EdgeOutsideRecipe(_))
+        ));
+    }
+
+    #[test]
+    fn skipped_steps_count_as_done() {
+        let mut a = step("a", JobType::Plan, 1);
+        let mut b = step("b", JobType::Execute, 2);
+        let c = step("c", JobType::Execute, 3);
+        b.is_skipped = true;
+        a.order = 1;
+        let recipe = Recipe {
+            edges: vec![(a.id, b.id), (b.id, c.id)],
+            steps: vec![a.clone(), b, c.clone()],
+        };
+        let done: HashSet<StepId> = [a.id].into();
+        let ready = recipe.ready_steps(&done, &HashSet::new());
+        assert_eq!(
+            ready
+                .iter()
+                .map(|s| s.step_key.as_str())
+                .collect::<Vec<_>>(),
+            vec!["c"]
+        );
+    }
+
+    #[test]
+    fn granularity_names_parse() {
+        for g in [
+            "all_to_one",
+            "per_model",
+            "per_source_document",
+            "per_source_document_by_lineage",
+            "pairwise_by_origin",
+            "per_source_group",
+        ] {
+            assert_eq!(g.parse::<Granularity>().unwrap().as_str(), g);
+        }
+        assert!("sideways".parse::<Granularity>().is_err());
+    }
+
+    #[test]
+    fn markdown_outputs_are_detected() {
+        let md = OutputRule {
+            document_key: "x".into(),
+            file_type: Some("markdown".into()),
+            template_filename: None,
+            required_keys: vec![],
+        };
+        let by_name = OutputRule {
+            document_key: "x".into(),
+            file_type: None,
+            template_filename: Some("x.md".into()),
+            required_keys: vec![],
+        };
+        let json = OutputRule {
+            document_key: "x".into(),
+            file_type: Some("json".into()),
+            template_filename: None,
+            required_keys: vec![],
+        };
+        assert!(md.is_markdown() && by_name.is_markdown() && !json.is_markdown());
+    }
+}

@@ -1,0 +1,303 @@
+//! The default provider: offline and deterministic. It writes recipe-shaped
+//! JSON derived from its inputs (the seed prompt and header context show up in
+//! what it writes) and honours `max_tokens`: a long document comes back in
+//! slices with `finish_reason = length`, each continuing exactly where the
+//! previous one stopped, so the merged chunks equal the whole text.
+
+use crate::{ChatResponse, FinishReason, LlmError, ModelProvider};
+use async_trait::async_trait;
+use dialectic_core::prompt::{ChatRequest, Role, title_from_key};
+use dialectic_core::tokens::estimate_tokens;
+use sha2::{Digest, Sha256};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+#[derive(Debug, Clone, Default)]
+pub struct SimulatedSettings {
+    pub latency_ms: u64,
+    /// Share of calls (0..=1) that fail with a transient error.
+    pub failure_rate: f64,
+    /// Paragraphs per document; more paragraphs make longer documents.
+    pub paragraphs: usize,
+}
+
+pub struct SimulatedProvider {
+    settings: SimulatedSettings,
+    calls: AtomicU64,
+}
+
+impl SimulatedProvider {
+    pub fn new(settings: SimulatedSettings) -> Self {
+        Self {
+            settings,
+            calls: AtomicU64::new(0),
+        }
+    }
+}
+
+fn digest(parts: &[&str]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update([0]);
+    }
+    h.finalize().into()
+}
+
+/// Text of the section a resource header introduced (`--- Seed prompt ---` …), if present.
+fn section<'a>(prompt: &'a str, header: &str) -> Option<&'a str> {
+    let start = prompt.find(header)? + header.len();
+    let rest = &prompt[start..];
+    let end = rest.find("\n--- ").unwrap_or(rest.len());
+    Some(rest[..end].trim())
+}
+
+fn excerpt(text: &str, max_chars: usize) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max_chars {
+        flat
+    } else {
+        let cut: String = flat.chars().take(max_chars).collect();
+        format!("{cut}…")
+    }
+}
+
+const VERBS: [&str; 8] = [
+    "prioritise",
+    "validate",
+    "measure",
+    "de-risk",
+    "stage",
+    "document",
+    "automate",
+    "review",
+];
+const NOUNS: [&str; 8] = [
+    "the rollout",
+    "the core workflow",
+    "user onboarding",
+    "the data model",
+    "cost controls",
+    "the pilot",
+    "integration points",
+    "support load",
+];
+
+impl SimulatedProvider {
+    /// The whole reply this model means to write for the request.
+    fn full_document(&self, request: &ChatRequest, first_user: &str) -> (bool, String) {
+        let seed = section(first_user, "--- Seed prompt ---").unwrap_or(first_user);
+        let header = section(first_user, "--- Header context ---");
+        let key = request.output_type.as_str();
+        if key == "header_context" || key.starts_with("header_context") {
+            let docs: Vec<serde_json::Value> = request
+                .output_hints
+                .iter()
+                .map(|d| {
+                    serde_json::json!({
+                        "document_key": d,
+                        "content_to_include": {
+                            "focus": format!("{} for: {}", title_from_key(d), excerpt(seed, 120)),
+                            "written_by": request.model,
+                        }
+                    })
+                })
+                .collect();
+            let value = serde_json::json!({
+                "system_materials": {
+                    "stage_rationale": format!("{} plans {} documents", request.model, docs.len()),
+                    "seed_summary": excerpt(seed, 240),
+                },
+                "context_for_documents": docs,
+            });
+            return (false, value.to_string());
+        }
+        let d = digest(&[&request.model, key, seed]);
+        let title = title_from_key(key);
+        let mut body = format!(
+            "## Overview\n\n{} writes the {} for this request: {}\n",
+            request.model,
+            title.to_lowercase(),
+            excerpt(seed, 400)
+        );
+        if let Some(h) = header {
+            body.push_str(&format!("\n## Header context\n\n{}\n", excerpt(h, 400)));
+        }
+        let paragraphs = self.settings.paragraphs.max(1);
+        for i in 0..paragraphs {
+            let v = VERBS[d[i % 32] as usize % VERBS.len()];
+            let n = NOUNS[d[(i + 7) % 32] as usize % NOUNS.len()];
+            let n2 = NOUNS[d[(i + 13) % 32] as usize % NOUNS.len()];
+            body.push_str(&format!(
+                "\n### Point {}\n\nWe {v} {n} first, because {n2} depends on it; the {title} tracks this as item {}-{:02x}.\n",
+                i + 1,
+                key,
+                d[(i + 3) % 32]
+            ));
+        }
+        (true, body)
+    }
+}
+
+#[async_trait]
+impl ModelProvider for SimulatedProvider {
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let call = self.calls.fetch_add(1, Ordering::Relaxed);
+        if self.settings.latency_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(self.settings.latency_ms)).await;
+        }
+        if self.settings.failure_rate > 0.0 {
+            let roll = digest(&[&call.to_string(), &request.model])[0] as f64 / 255.0;
+            if roll < self.settings.failure_rate {
+                return Err(LlmError::Transient(
+                    "simulated provider fault injection".into(),
+                ));
+            }
+        }
+        let first_user = request
+            .messages
+            .iter()
+            .find(|m| m.role == Role::User)
+            .map(|m| m.content.as_str())
+            .unwrap_or_default();
+        let (is_document, full) = self.full_document(request, first_user);
+        let (text, finish_reason) = if is_document {
+            // Earlier turns of this chain: continue exactly after what they wrote.
+            let written: usize = request
+                .messages
+                .iter()
+                .filter(|m| m.role == Role::Assistant)
+                .filter_map(|m| serde_json::from_str::<serde_json::Value>(&m.content).ok())
+                .filter_map(|v| v.get("content").and_then(|c| c.as_str()).map(str::len))
+                .sum();
+            let start = floor_char_boundary(&full, written.min(full.len()));
+            let budget = (request.max_tokens as usize).saturating_mul(4).max(16);
+            let end = floor_char_boundary(&full, (start + budget).min(full.len()));
+            let end = if end == start && start < full.len() {
+                ceil_char_boundary(&full, start + 1)
+            } else {
+                end
+            };
+            let more = end < full.len();
+            let slice = &full[start..end];
+            let reply = serde_json::json!({ "content": slice, "continuation_needed": more });
+            (
+                reply.to_string(),
+                if more {
+                    FinishReason::Length
+                } else {
+                    FinishReason::Stop
+                },
+            )
+        } else {
+            (full, FinishReason::Stop)
+        };
+        let input_tokens = request
+            .system_instruction
+            .as_deref()
+            .map(estimate_tokens)
+            .unwrap_or(0)
+            + request
+                .messages
+                .iter()
+                .map(|m| estimate_tokens(&m.content))
+                .sum::<u64>();
+        let output_tokens = estimate_tokens(&text);
+        let raw = serde_json::json!({
+            "provider": "simulated",
+            "model": request.model,
+            "choices": [{ "message": { "role": "assistant", "content": text }, "finish_reason": finish_reason.as_str() }],
+            "usage": { "prompt_tokens": input_tokens, "completion_tokens": output_tokens },
+        });
+        Ok(ChatResponse {
+            text,
+            finish_reason,
+            input_tokens,
+            output_tokens,
+            usage_estimated: false,
+            raw,
+        })
+    }
+}
+
+fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
+    while i < s.len() && !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i.min(s.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dialectic_core::prompt::Message;
+
+    fn request(max_tokens: u32, history: Vec<Message>) -> ChatRequest {
+        let mut messages = vec![Message::user(
+            "--- Seed prompt ---\nA bakery app for night owls\n--- Header context ---\n{\"x\":1}\n\nWrite it.",
+        )];
+        messages.extend(history);
+        ChatRequest {
+            model: "simulated".into(),
+            system_instruction: Some("sys".into()),
+            messages,
+            max_tokens,
+            output_type: "business_case".into(),
+            output_hints: vec![],
+        }
+    }
+
+    #[tokio::test]
+    async fn documents_reflect_their_inputs_and_are_deterministic() {
+        let p = SimulatedProvider::new(SimulatedSettings {
+            paragraphs: 3,
+            ..Default::default()
+        });
+        let a = p.chat(&request(100_000, vec![])).await.unwrap();
+        let b = p.chat(&request(100_000, vec![])).await.unwrap();
+        assert_eq!(a.text, b.text);
+        assert_eq!(a.finish_reason, FinishReason::Stop);
+        let content = serde_json::from_str::<serde_json::Value>(&a.text).unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(content.contains("bakery app for night owls"));
+        assert!(content.contains("Header context"));
+    }
+
+    #[tokio::test]
+    async fn small_max_tokens_slices_and_the_slices_merge_to_the_whole() {
+        let p = SimulatedProvider::new(SimulatedSettings {
+            paragraphs: 6,
+            ..Default::default()
+        });
+        let whole = p.chat(&request(100_000, vec![])).await.unwrap();
+        let whole_content =
+            serde_json::from_str::<serde_json::Value>(&whole.text).unwrap()["content"]
+                .as_str()
+                .unwrap()
+                .to_string();
+        let mut history = Vec::new();
+        let mut merged = String::new();
+        for turn in 0..100 {
+            let r = p.chat(&request(40, history.clone())).await.unwrap();
+            let v: serde_json::Value = serde_json::from_str(&r.text).unwrap();
+            merged.push_str(v["content"].as_str().unwrap());
+            history.push(Message::assistant(r.text.clone(), Some(format!("c{turn}"))));
+            if r.finish_reason == FinishReason::Stop {
+                assert!(turn >= 2, "expected several slices");
+                break;
+            }
+            assert_eq!(r.finish_reason, FinishReason::Length);
+            assert_eq!(v["continuation_needed"], true);
+        }
+        assert_eq!(merged, whole_content);
+    }
+}

@@ -1,0 +1,356 @@
+//! The job table. Workers claim with a compare-and-set; the planner moves jobs
+//! under `SELECT … FOR UPDATE` and applies `dialectic_core::job::transition`.
+
+use crate::{StoreError, Tx};
+use chrono::{DateTime, Utc};
+use dialectic_core::job::{JobStatus, JobType};
+use dialectic_core::payload::JobPayload;
+use dialectic_core::session::RootJob;
+use sqlx::PgPool;
+use sqlx::types::Json;
+use uuid::Uuid;
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct JobRow {
+    pub id: Uuid,
+    pub job_key: String,
+    pub session_id: Uuid,
+    pub user_id: Uuid,
+    pub stage_slug: String,
+    pub iteration_number: i32,
+    pub job_type: String,
+    pub status: String,
+    pub recipe_step_id: Option<Uuid>,
+    pub step_key: Option<String>,
+    pub model_id: Option<Uuid>,
+    pub document_key: Option<String>,
+    pub payload: Json<serde_json::Value>,
+    pub parent_job_id: Option<Uuid>,
+    pub prerequisite_job_id: Option<Uuid>,
+    pub target_contribution_id: Option<Uuid>,
+    pub attempt_count: i32,
+    pub max_retries: i32,
+    pub lease_owner: Option<String>,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub error_details: Option<Json<serde_json::Value>>,
+}
+
+impl JobRow {
+    pub fn status(&self) -> Result<JobStatus, StoreError> {
+        self.status
+            .parse()
+            .map_err(|e: dialectic_core::job::UnknownValue| StoreError::Corrupt(e.to_string()))
+    }
+    pub fn job_type(&self) -> Result<JobType, StoreError> {
+        self.job_type
+            .parse()
+            .map_err(|e: dialectic_core::job::UnknownValue| StoreError::Corrupt(e.to_string()))
+    }
+    pub fn payload(&self) -> Result<JobPayload, StoreError> {
+        serde_json::from_value(self.payload.0.clone())
+            .map_err(|e| StoreError::Corrupt(format!("job {} payload: {e}", self.id)))
+    }
+}
+
+const JOB_COLUMNS: &str = "id, job_key, session_id, user_id, stage_slug, iteration_number, job_type, status, recipe_step_id,
+    step_key, model_id, document_key, payload, parent_job_id, prerequisite_job_id, target_contribution_id, attempt_count,
+    max_retries, lease_owner, lease_expires_at, error_details";
+
+pub struct NewJob<'a> {
+    pub id: Uuid,
+    pub job_key: String,
+    pub session_id: Uuid,
+    pub user_id: Uuid,
+    pub stage_slug: &'a str,
+    pub iteration: i32,
+    pub job_type: JobType,
+    pub status: JobStatus,
+    pub step_id: Option<Uuid>,
+    pub step_key: Option<&'a str>,
+    pub model_id: Option<Uuid>,
+    pub document_key: Option<&'a str>,
+    pub payload: &'a JobPayload,
+    pub parent_job_id: Option<Uuid>,
+    pub prerequisite_job_id: Option<Uuid>,
+    pub target_contribution_id: Option<Uuid>,
+    pub max_attempts: i32,
+}
+
+/// Inserts unless a job with the same natural key exists; returns the new id, or None.
+pub async fn insert(tx: &mut Tx<'_>, j: &NewJob<'_>) -> Result<Option<Uuid>, StoreError> {
+    let payload =
+        serde_json::to_value(j.payload).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    Ok(sqlx::query_scalar(
+        "INSERT INTO dialectic_generation_jobs
+           (id, job_key, session_id, user_id, stage_slug, iteration_number, job_type, status, recipe_step_id, step_key,
+            model_id, document_key, payload, parent_job_id, prerequisite_job_id, target_contribution_id, max_retries)
+         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17)
+         ON CONFLICT (job_key) DO NOTHING
+         RETURNING id",
+    )
+    .bind(j.id)
+    .bind(&j.job_key)
+    .bind(j.session_id)
+    .bind(j.user_id)
+    .bind(j.stage_slug)
+    .bind(j.iteration)
+    .bind(j.job_type.as_str())
+    .bind(j.status.as_str())
+    .bind(j.step_id)
+    .bind(j.step_key)
+    .bind(j.model_id)
+    .bind(j.document_key)
+    .bind(Json(payload))
+    .bind(j.parent_job_id)
+    .bind(j.prerequisite_job_id)
+    .bind(j.target_contribution_id)
+    .bind(j.max_attempts)
+    .fetch_optional(&mut **tx)
+    .await?)
+}
+
+pub async fn get(executor: impl sqlx::PgExecutor<'_>, id: Uuid) -> Result<JobRow, StoreError> {
+    sqlx::query_as::<_, JobRow>(&format!(
+        "SELECT {JOB_COLUMNS} FROM dialectic_generation_jobs WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(executor)
+    .await?
+    .ok_or_else(|| StoreError::NotFound(format!("job {id}")))
+}
+
+pub async fn lock(tx: &mut Tx<'_>, id: Uuid) -> Result<JobRow, StoreError> {
+    sqlx::query_as::<_, JobRow>(&format!(
+        "SELECT {JOB_COLUMNS} FROM dialectic_generation_jobs WHERE id = $1 FOR UPDATE"
+    ))
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or_else(|| StoreError::NotFound(format!("job {id}")))
+}
+
+/// Writes a status the planner decided; `error` and `results` are kept when None.
+pub async fn set_status(
+    tx: &mut Tx<'_>,
+    id: Uuid,
+    status: JobStatus,
+    error: Option<&serde_json::Value>,
+    results: Option<&serde_json::Value>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE dialectic_generation_jobs
+         SET status = $2,
+             error_details = COALESCE($3, error_details),
+             results = COALESCE($4, results),
+             lease_owner = CASE WHEN $2 = 'processing' THEN lease_owner ELSE NULL END,
+             lease_expires_at = CASE WHEN $2 = 'processing' THEN lease_expires_at ELSE NULL END,
+             completed_at = CASE WHEN $2 IN ('completed', 'failed', 'retry_loop_failed') THEN now() ELSE completed_at END,
+             updated_at = now()
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(status.as_str())
+    .bind(error.map(Json))
+    .bind(results.map(Json))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+pub async fn schedule_retry(tx: &mut Tx<'_>, id: Uuid, delay_ms: u64) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE dialectic_generation_jobs
+         SET next_attempt_at = now() + make_interval(secs => $2::double precision / 1000.0), updated_at = now()
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(delay_ms as i64)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// The worker's compare-and-set claim. Only one claimant wins; a duplicate or
+/// stale dispatch message finds the job in another status and gets None.
+pub async fn claim(
+    tx: &mut Tx<'_>,
+    id: Uuid,
+    job_types: &[JobType],
+    worker: &str,
+    lease_secs: u64,
+) -> Result<Option<JobRow>, StoreError> {
+    let claimable: Vec<&str> = JobStatus::claimable().iter().map(|s| s.as_str()).collect();
+    let types: Vec<&str> = job_types.iter().map(|t| t.as_str()).collect();
+    Ok(sqlx::query_as::<_, JobRow>(&format!(
+        "UPDATE dialectic_generation_jobs
+         SET status = 'processing', attempt_count = attempt_count + 1, lease_owner = $3,
+             lease_expires_at = now() + make_interval(secs => $4::double precision),
+             started_at = COALESCE(started_at, now()), next_attempt_at = NULL, updated_at = now()
+         WHERE id = $1 AND status = ANY($2) AND job_type = ANY($5)
+         RETURNING {JOB_COLUMNS}"
+    ))
+    .bind(id)
+    .bind(&claimable)
+    .bind(worker)
+    .bind(lease_secs as f64)
+    .bind(&types)
+    .fetch_optional(&mut **tx)
+    .await?)
+}
+
+/// Extends a lease while the worker still owns this attempt; false means it lost the job.
+pub async fn heartbeat(
+    pool: &PgPool,
+    id: Uuid,
+    attempt: i32,
+    worker: &str,
+    lease_secs: u64,
+) -> Result<bool, StoreError> {
+    let updated = sqlx::query(
+        "UPDATE dialectic_generation_jobs
+         SET lease_expires_at = now() + make_interval(secs => $4::double precision)
+         WHERE id = $1 AND attempt_count = $2 AND lease_owner = $3 AND status = 'processing'",
+    )
+    .bind(id)
+    .bind(attempt)
+    .bind(worker)
+    .bind(lease_secs as f64)
+    .execute(pool)
+    .await?;
+    Ok(updated.rows_affected() == 1)
+}
+
+/// Children of a parent as (type, status, step id), locked so concurrent
+/// completions serialise on the parent check.
+pub async fn children(
+    tx: &mut Tx<'_>,
+    parent: Uuid,
+) -> Result<Vec<(JobType, JobStatus, Option<Uuid>)>, StoreError> {
+    let rows: Vec<(String, String, Option<Uuid>)> = sqlx::query_as(
+        "SELECT job_type, status, recipe_step_id FROM dialectic_generation_jobs WHERE parent_job_id = $1 ORDER BY id FOR UPDATE",
+    )
+    .bind(parent)
+    .fetch_all(&mut **tx)
+    .await?;
+    rows.into_iter()
+        .map(|(t, s, step)| {
+            let t = t.parse().map_err(|e: dialectic_core::job::UnknownValue| {
+                StoreError::Corrupt(e.to_string())
+            })?;
+            let s = s.parse().map_err(|e: dialectic_core::job::UnknownValue| {
+                StoreError::Corrupt(e.to_string())
+            })?;
+            Ok((t, s, step))
+        })
+        .collect()
+}
+
+/// Root jobs of a stage iteration, from the job table's own columns (seed 000 §2).
+pub async fn root_jobs(
+    tx: &mut Tx<'_>,
+    session_id: Uuid,
+    stage_slug: &str,
+    iteration: i32,
+) -> Result<Vec<RootJob>, StoreError> {
+    let rows: Vec<(String, String)> = sqlx::query_as(
+        "SELECT job_type, status FROM dialectic_generation_jobs
+         WHERE parent_job_id IS NULL AND session_id = $1 AND stage_slug = $2 AND iteration_number = $3
+         FOR UPDATE",
+    )
+    .bind(session_id)
+    .bind(stage_slug)
+    .bind(iteration)
+    .fetch_all(&mut **tx)
+    .await?;
+    rows.into_iter()
+        .map(|(t, s)| {
+            Ok(RootJob {
+                job_type: t.parse().map_err(|e: dialectic_core::job::UnknownValue| {
+                    StoreError::Corrupt(e.to_string())
+                })?,
+                status: s.parse().map_err(|e: dialectic_core::job::UnknownValue| {
+                    StoreError::Corrupt(e.to_string())
+                })?,
+            })
+        })
+        .collect()
+}
+
+/// Jobs whose worker stopped heartbeating.
+pub async fn expired_leases(tx: &mut Tx<'_>, limit: i64) -> Result<Vec<Uuid>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM dialectic_generation_jobs
+         WHERE status = 'processing' AND lease_expires_at < now()
+         ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED",
+    )
+    .bind(limit)
+    .fetch_all(&mut **tx)
+    .await?)
+}
+
+/// `retrying` jobs whose back-off has passed.
+pub async fn due_retries(tx: &mut Tx<'_>, limit: i64) -> Result<Vec<Uuid>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM dialectic_generation_jobs
+         WHERE status = 'retrying' AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
+         ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED",
+    )
+    .bind(limit)
+    .fetch_all(&mut **tx)
+    .await?)
+}
+
+pub async fn clear_next_attempt(tx: &mut Tx<'_>, id: Uuid) -> Result<(), StoreError> {
+    sqlx::query("UPDATE dialectic_generation_jobs SET next_attempt_at = NULL WHERE id = $1")
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+pub async fn waiting_on(tx: &mut Tx<'_>, prerequisite: Uuid) -> Result<Vec<Uuid>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM dialectic_generation_jobs WHERE prerequisite_job_id = $1 AND status = 'waiting_for_prerequisite' FOR UPDATE",
+    )
+    .bind(prerequisite)
+    .fetch_all(&mut **tx)
+    .await?)
+}
+
+/// (stage, job type, status, count) for a session.
+pub async fn session_counts(
+    pool: &PgPool,
+    session_id: Uuid,
+) -> Result<Vec<(String, String, String, i64)>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT stage_slug, job_type, status, count(*) FROM dialectic_generation_jobs
+         WHERE session_id = $1 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+    )
+    .bind(session_id)
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Share (0..=100) of a stage's non-RENDER jobs that reached a terminal status.
+pub async fn stage_percent(
+    tx: &mut Tx<'_>,
+    session_id: Uuid,
+    stage_slug: &str,
+    iteration: i32,
+) -> Result<u32, StoreError> {
+    let (done, total): (i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE status IN ('completed', 'failed', 'retry_loop_failed')), count(*)
+         FROM dialectic_generation_jobs
+         WHERE session_id = $1 AND stage_slug = $2 AND iteration_number = $3 AND job_type <> 'RENDER'",
+    )
+    .bind(session_id)
+    .bind(stage_slug)
+    .bind(iteration)
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(if total == 0 {
+        0
+    } else {
+        (done * 100 / total) as u32
+    })
+}

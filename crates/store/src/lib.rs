@@ -1,0 +1,129 @@
+//! Postgres adapter. Every write that implies a message writes its outbox row
+//! in the same transaction; every job transition is a compare-and-set.
+
+pub mod jobs;
+pub mod outbox;
+pub mod recipes;
+pub mod records;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, Postgres, Transaction};
+use std::str::FromStr;
+use std::time::Duration;
+
+pub type Tx<'a> = Transaction<'a, Postgres>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("migration: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("invalid stored data: {0}")]
+    Corrupt(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl StoreError {
+    /// Worth retrying: the database is unreachable or the transaction lost a race.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StoreError::Database(e) => match e {
+                sqlx::Error::Io(_)
+                | sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::WorkerCrashed => true,
+                sqlx::Error::Database(db) => matches!(
+                    db.code().as_deref(),
+                    Some("40001" | "40P01" | "57P01" | "57P03")
+                ),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+}
+
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaStatus {
+    UpToDate,
+    /// The database lacks migrations this build ships: run `migrate`.
+    Behind {
+        database: i64,
+        code: i64,
+    },
+    /// The database is newer than this build: refuse to run.
+    Ahead {
+        database: i64,
+        code: i64,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: PgPool,
+}
+
+impl Store {
+    /// Builds the pool without connecting, so a service can start while Postgres is down.
+    pub fn connect_lazy(
+        url: &str,
+        max_connections: u32,
+        connect_timeout: Duration,
+    ) -> Result<Self, StoreError> {
+        let options = PgConnectOptions::from_str(url)?;
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(connect_timeout)
+            .connect_lazy_with(options);
+        Ok(Self { pool })
+    }
+
+    pub fn from_pool(pool: PgPool) -> Self {
+        Self { pool }
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub async fn begin(&self) -> Result<Tx<'static>, StoreError> {
+        Ok(self.pool.begin().await?)
+    }
+
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        MIGRATOR.run(&self.pool).await?;
+        Ok(())
+    }
+
+    pub async fn schema_status(&self) -> Result<SchemaStatus, StoreError> {
+        let code = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+        let exists: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+            .fetch_one(&self.pool)
+            .await?;
+        let database: i64 = if exists {
+            sqlx::query_scalar(
+                "SELECT COALESCE(MAX(version), 0) FROM _sqlx_migrations WHERE success",
+            )
+            .fetch_one(&self.pool)
+            .await?
+        } else {
+            0
+        };
+        Ok(match database.cmp(&code) {
+            std::cmp::Ordering::Equal => SchemaStatus::UpToDate,
+            std::cmp::Ordering::Less => SchemaStatus::Behind { database, code },
+            std::cmp::Ordering::Greater => SchemaStatus::Ahead { database, code },
+        })
+    }
+}

@@ -1,0 +1,124 @@
+//! Reading a stage's recipe (seed 002 "Worker Orchestration"): the cloned
+//! instance's steps and edges when `is_cloned`, else the template's.
+
+use crate::StoreError;
+use dialectic_core::ids::StepId;
+use dialectic_core::recipe::{Recipe, RecipeStep};
+use sqlx::types::Json;
+use uuid::Uuid;
+
+#[derive(sqlx::FromRow)]
+struct StepRecord {
+    id: Uuid,
+    step_key: String,
+    step_name: String,
+    job_type: String,
+    prompt_type: String,
+    prompt_template: Option<String>,
+    output_type: String,
+    granularity_strategy: String,
+    inputs_required: Json<serde_json::Value>,
+    inputs_relevance: Json<serde_json::Value>,
+    outputs_required: Json<serde_json::Value>,
+    step_order: i32,
+    is_skipped: bool,
+}
+
+impl StepRecord {
+    fn into_step(self) -> Result<RecipeStep, StoreError> {
+        let corrupt = |what: &str, e: String| {
+            StoreError::Corrupt(format!("recipe step {} {what}: {e}", self.step_key))
+        };
+        Ok(RecipeStep {
+            id: StepId(self.id),
+            job_type: self
+                .job_type
+                .parse()
+                .map_err(|e: dialectic_core::job::UnknownValue| {
+                    corrupt("job_type", e.to_string())
+                })?,
+            granularity: self.granularity_strategy.parse().map_err(
+                |e: dialectic_core::job::UnknownValue| corrupt("granularity", e.to_string()),
+            )?,
+            inputs_required: serde_json::from_value(self.inputs_required.0.clone())
+                .map_err(|e| corrupt("inputs_required", e.to_string()))?,
+            outputs_required: serde_json::from_value(self.outputs_required.0.clone())
+                .map_err(|e| corrupt("outputs_required", e.to_string()))?,
+            inputs_relevance: self.inputs_relevance.0,
+            step_key: self.step_key,
+            step_name: self.step_name,
+            prompt_type: self.prompt_type,
+            prompt_template: self.prompt_template,
+            output_type: self.output_type,
+            order: self.step_order,
+            is_skipped: self.is_skipped,
+        })
+    }
+}
+
+/// The active recipe of a stage, validated as a DAG.
+pub async fn stage_recipe(
+    executor: &mut sqlx::PgConnection,
+    stage_slug: &str,
+) -> Result<Recipe, StoreError> {
+    let instance: Option<(Uuid, Uuid, bool)> = sqlx::query_as(
+        "SELECT i.id, i.template_id, i.is_cloned
+         FROM dialectic_stages s JOIN dialectic_stage_recipe_instances i ON i.id = s.active_recipe_instance_id
+         WHERE s.slug = $1",
+    )
+    .bind(stage_slug)
+    .fetch_optional(&mut *executor)
+    .await?;
+    let Some((instance_id, template_id, is_cloned)) = instance else {
+        return Err(StoreError::NotFound(format!(
+            "a recipe for stage {stage_slug}"
+        )));
+    };
+    let (steps, edges): (Vec<StepRecord>, Vec<(Uuid, Uuid)>) = if is_cloned {
+        let steps = sqlx::query_as::<_, StepRecord>(
+            "SELECT s.id, s.step_key, s.step_name, s.job_type, s.prompt_type, sp.prompt_text AS prompt_template, s.output_type,
+                    s.granularity_strategy, s.inputs_required, s.inputs_relevance, s.outputs_required,
+                    COALESCE(s.execution_order, 0) AS step_order, s.is_skipped
+             FROM dialectic_stage_recipe_steps s LEFT JOIN system_prompts sp ON sp.id = s.prompt_template_id
+             WHERE s.instance_id = $1 ORDER BY step_order, s.created_at",
+        )
+        .bind(instance_id)
+        .fetch_all(&mut *executor)
+        .await?;
+        let edges = sqlx::query_as("SELECT from_step_id, to_step_id FROM dialectic_stage_recipe_edges WHERE instance_id = $1")
+            .bind(instance_id)
+            .fetch_all(&mut *executor)
+            .await?;
+        (steps, edges)
+    } else {
+        let steps = sqlx::query_as::<_, StepRecord>(
+            "SELECT s.id, s.step_key, s.step_name, s.job_type, s.prompt_type, sp.prompt_text AS prompt_template, s.output_type,
+                    s.granularity_strategy, s.inputs_required, s.inputs_relevance, s.outputs_required,
+                    s.step_number AS step_order, false AS is_skipped
+             FROM dialectic_recipe_template_steps s LEFT JOIN system_prompts sp ON sp.id = s.prompt_template_id
+             WHERE s.template_id = $1 ORDER BY s.step_number, s.step_key",
+        )
+        .bind(template_id)
+        .fetch_all(&mut *executor)
+        .await?;
+        let edges = sqlx::query_as("SELECT from_step_id, to_step_id FROM dialectic_recipe_template_edges WHERE template_id = $1")
+            .bind(template_id)
+            .fetch_all(&mut *executor)
+            .await?;
+        (steps, edges)
+    };
+    let recipe = Recipe {
+        steps: steps
+            .into_iter()
+            .map(StepRecord::into_step)
+            .collect::<Result<_, _>>()?,
+        edges: edges
+            .into_iter()
+            .map(|(a, b)| (StepId(a), StepId(b)))
+            .collect(),
+    };
+    recipe
+        .validate()
+        .map_err(|e| StoreError::Corrupt(format!("recipe of stage {stage_slug}: {e}")))?;
+    Ok(recipe)
+}

@@ -1,0 +1,598 @@
+//! Projects, sessions, models, stages, contributions, resources and templates.
+//! Reads that act for a user take the user id and match it, so another
+//! user's row is simply not found.
+
+use crate::{StoreError, Tx};
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+use sqlx::types::Json;
+use uuid::Uuid;
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ProjectRow {
+    pub id: Uuid,
+    pub user_id: Uuid,
+    pub project_name: String,
+    pub slug: String,
+    pub initial_user_prompt: String,
+    pub initial_prompt_storage_key: Option<String>,
+    pub process_template_id: Uuid,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct SessionRow {
+    pub id: Uuid,
+    pub project_id: Uuid,
+    pub user_id: Uuid,
+    pub status: String,
+    pub iteration_count: i32,
+    pub current_stage_id: Option<Uuid>,
+    pub selected_model_ids: Vec<Uuid>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ModelRow {
+    pub id: Uuid,
+    pub api_identifier: String,
+    pub name: String,
+    pub provider: String,
+    pub context_window_tokens: i32,
+    pub max_output_tokens: i32,
+    pub input_token_cost_rate: f64,
+    pub output_token_cost_rate: f64,
+    pub tokenizer: String,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct StageRow {
+    pub id: Uuid,
+    pub slug: String,
+    pub display_name: String,
+    pub stage_number: i32,
+    pub system_prompt: Option<String>,
+    pub next_stage_slug: Option<String>,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ContributionRow {
+    pub id: Uuid,
+    pub session_id: Uuid,
+    pub job_id: Option<Uuid>,
+    pub attempt: Option<i32>,
+    pub model_id: Option<Uuid>,
+    pub model_name: Option<String>,
+    pub stage_slug: String,
+    pub iteration_number: i32,
+    pub document_key: String,
+    pub storage_path: String,
+    pub file_name: String,
+    pub raw_response_storage_path: String,
+    pub finish_reason: Option<String>,
+    pub target_contribution_id: Option<Uuid>,
+    pub document_relationships: Option<Json<serde_json::Value>>,
+    pub edit_version: i32,
+    pub is_latest_edit: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ResourceRow {
+    pub id: Uuid,
+    pub project_id: Uuid,
+    pub session_id: Option<Uuid>,
+    pub stage_slug: Option<String>,
+    pub iteration_number: Option<i32>,
+    pub resource_type: String,
+    pub document_key: Option<String>,
+    pub model_id: Option<Uuid>,
+    pub file_name: String,
+    pub storage_bucket: String,
+    pub storage_path: String,
+    pub mime_type: String,
+    pub size_bytes: i64,
+    pub source_contribution_id: Option<Uuid>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl ResourceRow {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.storage_path, self.file_name)
+    }
+}
+
+pub struct NewProject<'a> {
+    pub id: Uuid,
+    pub user_id: Uuid,
+    pub name: &'a str,
+    pub slug: &'a str,
+    pub prompt: &'a str,
+    pub prompt_key: &'a str,
+    pub client_request_id: Option<&'a str>,
+}
+
+const PROJECT_COLUMNS: &str = "id, user_id, project_name, slug, initial_user_prompt, initial_prompt_storage_key, process_template_id, created_at";
+
+/// Inserts a project on the default process template. With a client request id,
+/// a repeated call returns the first project instead of creating another.
+pub async fn insert_project(
+    pool: &PgPool,
+    p: &NewProject<'_>,
+) -> Result<(ProjectRow, bool), StoreError> {
+    let inserted = sqlx::query_as::<_, ProjectRow>(&format!(
+        "INSERT INTO dialectic_projects (id, user_id, project_name, slug, initial_user_prompt, initial_prompt_storage_key,
+                                         process_template_id, client_request_id)
+         SELECT $1, $2, $3, $4, $5, $6, id, $7 FROM dialectic_process_templates ORDER BY created_at, name LIMIT 1
+         ON CONFLICT (user_id, client_request_id) DO NOTHING
+         RETURNING {PROJECT_COLUMNS}"
+    ))
+    .bind(p.id)
+    .bind(p.user_id)
+    .bind(p.name)
+    .bind(p.slug)
+    .bind(p.prompt)
+    .bind(p.prompt_key)
+    .bind(p.client_request_id)
+    .fetch_optional(pool)
+    .await?;
+    if let Some(row) = inserted {
+        return Ok((row, true));
+    }
+    let existing = sqlx::query_as::<_, ProjectRow>(&format!(
+        "SELECT {PROJECT_COLUMNS} FROM dialectic_projects WHERE user_id = $1 AND client_request_id = $2"
+    ))
+    .bind(p.user_id)
+    .bind(p.client_request_id)
+    .fetch_optional(pool)
+    .await?;
+    existing
+        .map(|r| (r, false))
+        .ok_or_else(|| StoreError::Invalid("no process template is installed; run migrate".into()))
+}
+
+pub async fn project_for_user(
+    pool: &PgPool,
+    user_id: Uuid,
+    id: Uuid,
+) -> Result<ProjectRow, StoreError> {
+    sqlx::query_as::<_, ProjectRow>(&format!(
+        "SELECT {PROJECT_COLUMNS} FROM dialectic_projects WHERE id = $1 AND user_id = $2"
+    ))
+    .bind(id)
+    .bind(user_id)
+    .fetch_optional(pool)
+    .await?
+    .ok_or_else(|| StoreError::NotFound(format!("project {id}")))
+}
+
+pub async fn project(tx: &mut Tx<'_>, id: Uuid) -> Result<ProjectRow, StoreError> {
+    sqlx::query_as::<_, ProjectRow>(&format!(
+        "SELECT {PROJECT_COLUMNS} FROM dialectic_projects WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or_else(|| StoreError::NotFound(format!("project {id}")))
+}
+
+const MODEL_COLUMNS: &str =
+    "id, api_identifier, name, provider, context_window_tokens, max_output_tokens,
+    input_token_cost_rate, output_token_cost_rate, tokenizer";
+
+pub async fn active_models(pool: &PgPool) -> Result<Vec<ModelRow>, StoreError> {
+    Ok(sqlx::query_as::<_, ModelRow>(&format!(
+        "SELECT {MODEL_COLUMNS} FROM ai_providers WHERE is_active ORDER BY api_identifier"
+    ))
+    .fetch_all(pool)
+    .await?)
+}
+
+pub async fn models_by_id(
+    executor: impl sqlx::PgExecutor<'_>,
+    ids: &[Uuid],
+) -> Result<Vec<ModelRow>, StoreError> {
+    Ok(sqlx::query_as::<_, ModelRow>(&format!(
+        "SELECT {MODEL_COLUMNS} FROM ai_providers WHERE id = ANY($1)"
+    ))
+    .bind(ids)
+    .fetch_all(executor)
+    .await?)
+}
+
+pub async fn model(executor: impl sqlx::PgExecutor<'_>, id: Uuid) -> Result<ModelRow, StoreError> {
+    models_by_id(executor, &[id])
+        .await?
+        .pop()
+        .ok_or_else(|| StoreError::NotFound(format!("model {id}")))
+}
+
+const SESSION_COLUMNS: &str = "id, project_id, user_id, status, iteration_count, current_stage_id, selected_model_ids, created_at, updated_at";
+
+pub struct NewSession<'a> {
+    pub id: Uuid,
+    pub project_id: Uuid,
+    pub user_id: Uuid,
+    pub model_ids: &'a [Uuid],
+    pub description: Option<&'a str>,
+    pub client_request_id: Option<&'a str>,
+}
+
+/// Inserts the session at `pending_<first stage>`; returns (row, created).
+pub async fn insert_session(
+    tx: &mut Tx<'_>,
+    s: &NewSession<'_>,
+) -> Result<(SessionRow, bool), StoreError> {
+    let inserted = sqlx::query_as::<_, SessionRow>(&format!(
+        "INSERT INTO dialectic_sessions (id, project_id, user_id, status, current_stage_id, selected_model_ids,
+                                         session_description, client_request_id)
+         SELECT $1, p.id, $3, 'pending_' || st.slug, st.id, $4, $5, $6
+         FROM dialectic_projects p
+         JOIN dialectic_process_templates t ON t.id = p.process_template_id
+         JOIN dialectic_stages st ON st.id = t.starting_stage_id
+         WHERE p.id = $2 AND p.user_id = $3
+         ON CONFLICT (user_id, client_request_id) DO NOTHING
+         RETURNING {SESSION_COLUMNS}"
+    ))
+    .bind(s.id)
+    .bind(s.project_id)
+    .bind(s.user_id)
+    .bind(s.model_ids)
+    .bind(s.description)
+    .bind(s.client_request_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    if let Some(row) = inserted {
+        return Ok((row, true));
+    }
+    if let Some(request_id) = s.client_request_id {
+        let existing = sqlx::query_as::<_, SessionRow>(&format!(
+            "SELECT {SESSION_COLUMNS} FROM dialectic_sessions WHERE user_id = $1 AND client_request_id = $2"
+        ))
+        .bind(s.user_id)
+        .bind(request_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+        if let Some(row) = existing {
+            return Ok((row, false));
+        }
+    }
+    Err(StoreError::NotFound(format!("project {}", s.project_id)))
+}
+
+pub async fn session_for_user(
+    pool: &PgPool,
+    user_id: Uuid,
+    id: Uuid,
+) -> Result<SessionRow, StoreError> {
+    sqlx::query_as::<_, SessionRow>(&format!(
+        "SELECT {SESSION_COLUMNS} FROM dialectic_sessions WHERE id = $1 AND user_id = $2"
+    ))
+    .bind(id)
+    .bind(user_id)
+    .fetch_optional(pool)
+    .await?
+    .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
+}
+
+pub async fn lock_session(tx: &mut Tx<'_>, id: Uuid) -> Result<SessionRow, StoreError> {
+    sqlx::query_as::<_, SessionRow>(&format!(
+        "SELECT {SESSION_COLUMNS} FROM dialectic_sessions WHERE id = $1 FOR UPDATE"
+    ))
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
+}
+
+pub async fn set_session_status(
+    tx: &mut Tx<'_>,
+    id: Uuid,
+    status: &str,
+    stage_slug: Option<&str>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE dialectic_sessions
+         SET status = $2,
+             current_stage_id = COALESCE((SELECT id FROM dialectic_stages WHERE slug = $3), current_stage_id),
+             updated_at = now()
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(status)
+    .bind(stage_slug)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// A stage within the session's process template, with its successor (seed 000 §3).
+pub async fn stage_in_process(
+    executor: impl sqlx::PgExecutor<'_>,
+    session_id: Uuid,
+    stage_slug: &str,
+) -> Result<StageRow, StoreError> {
+    sqlx::query_as::<_, StageRow>(
+        "SELECT st.id, st.slug, st.display_name, pts.stage_number, sp.prompt_text AS system_prompt,
+                (SELECT nxt.slug FROM dialectic_stage_transitions tr
+                 JOIN dialectic_stages nxt ON nxt.id = tr.target_stage_id
+                 WHERE tr.source_stage_id = st.id AND tr.process_template_id = p.process_template_id
+                 LIMIT 1) AS next_stage_slug
+         FROM dialectic_sessions s
+         JOIN dialectic_projects p ON p.id = s.project_id
+         JOIN dialectic_stages st ON st.slug = $2
+         JOIN dialectic_process_template_stages pts ON pts.process_template_id = p.process_template_id AND pts.stage_id = st.id
+         LEFT JOIN system_prompts sp ON sp.id = st.default_system_prompt_id
+         WHERE s.id = $1",
+    )
+    .bind(session_id)
+    .bind(stage_slug)
+    .fetch_optional(executor)
+    .await?
+    .ok_or_else(|| StoreError::NotFound(format!("stage {stage_slug} in the session's process")))
+}
+
+pub struct NewContribution<'a> {
+    pub id: Uuid,
+    pub session_id: Uuid,
+    pub job_id: Uuid,
+    pub attempt: i32,
+    pub user_id: Uuid,
+    pub model_id: Uuid,
+    pub model_name: &'a str,
+    pub stage_slug: &'a str,
+    pub iteration: i32,
+    pub document_key: &'a str,
+    pub contribution_type: &'a str,
+    pub bucket: &'a str,
+    pub storage_path: &'a str,
+    pub file_name: &'a str,
+    pub size_bytes: i64,
+    pub tokens_in: i64,
+    pub tokens_out: i64,
+    pub processing_ms: i64,
+    pub finish_reason: &'a str,
+    pub target_contribution_id: Option<Uuid>,
+    pub document_relationships: serde_json::Value,
+    pub is_intermediate: bool,
+}
+
+/// Idempotent by (job, attempt): returns the id of the row that exists afterwards.
+pub async fn insert_contribution(
+    tx: &mut Tx<'_>,
+    c: &NewContribution<'_>,
+) -> Result<Uuid, StoreError> {
+    let raw_path = format!("{}/{}", c.storage_path, c.file_name);
+    let inserted: Option<Uuid> = sqlx::query_scalar(
+        "INSERT INTO dialectic_contributions
+           (id, session_id, job_id, attempt, user_id, model_id, model_name, stage_slug, iteration_number, document_key,
+            contribution_type, storage_bucket, storage_path, file_name, raw_response_storage_path, size_bytes,
+            tokens_used_input, tokens_used_output, processing_time_ms, finish_reason, target_contribution_id,
+            document_relationships, is_intermediate)
+         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23)
+         ON CONFLICT (job_id, attempt) DO NOTHING
+         RETURNING id",
+    )
+    .bind(c.id)
+    .bind(c.session_id)
+    .bind(c.job_id)
+    .bind(c.attempt)
+    .bind(c.user_id)
+    .bind(c.model_id)
+    .bind(c.model_name)
+    .bind(c.stage_slug)
+    .bind(c.iteration)
+    .bind(c.document_key)
+    .bind(c.contribution_type)
+    .bind(c.bucket)
+    .bind(c.storage_path)
+    .bind(c.file_name)
+    .bind(raw_path)
+    .bind(c.size_bytes)
+    .bind(c.tokens_in as i32)
+    .bind(c.tokens_out as i32)
+    .bind(c.processing_ms as i32)
+    .bind(c.finish_reason)
+    .bind(c.target_contribution_id)
+    .bind(Json(&c.document_relationships))
+    .bind(c.is_intermediate)
+    .fetch_optional(&mut **tx)
+    .await?;
+    match inserted {
+        Some(id) => Ok(id),
+        None => sqlx::query_scalar(
+            "SELECT id FROM dialectic_contributions WHERE job_id = $1 AND attempt = $2",
+        )
+        .bind(c.job_id)
+        .bind(c.attempt)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(Into::into),
+    }
+}
+
+const CONTRIBUTION_COLUMNS: &str = "id, session_id, job_id, attempt, model_id, model_name, stage_slug, iteration_number,
+    document_key, storage_path, file_name, raw_response_storage_path, finish_reason, target_contribution_id,
+    document_relationships, edit_version, is_latest_edit, created_at";
+
+pub async fn contribution(
+    executor: impl sqlx::PgExecutor<'_>,
+    id: Uuid,
+) -> Result<ContributionRow, StoreError> {
+    sqlx::query_as::<_, ContributionRow>(&format!(
+        "SELECT {CONTRIBUTION_COLUMNS} FROM dialectic_contributions WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(executor)
+    .await?
+    .ok_or_else(|| StoreError::NotFound(format!("contribution {id}")))
+}
+
+/// The contribution a completed job produced (its last successful attempt).
+pub async fn contribution_of_job(
+    executor: impl sqlx::PgExecutor<'_>,
+    job_id: Uuid,
+) -> Result<Option<ContributionRow>, StoreError> {
+    Ok(sqlx::query_as::<_, ContributionRow>(&format!(
+        "SELECT {CONTRIBUTION_COLUMNS} FROM dialectic_contributions WHERE job_id = $1 ORDER BY attempt DESC LIMIT 1"
+    ))
+    .bind(job_id)
+    .fetch_optional(executor)
+    .await?)
+}
+
+/// Seed 000 function 3: every chunk of one document chain, in edit order.
+pub async fn document_chain(
+    executor: impl sqlx::PgExecutor<'_>,
+    session_id: Uuid,
+    stage_slug: &str,
+    document_identity: Uuid,
+) -> Result<Vec<ContributionRow>, StoreError> {
+    let filter = serde_json::json!({ stage_slug: document_identity.to_string() });
+    Ok(sqlx::query_as::<_, ContributionRow>(&format!(
+        "SELECT {CONTRIBUTION_COLUMNS} FROM dialectic_contributions
+         WHERE session_id = $1 AND document_relationships @> $2
+         ORDER BY edit_version, created_at, id"
+    ))
+    .bind(session_id)
+    .bind(Json(filter))
+    .fetch_all(executor)
+    .await?)
+}
+
+pub struct NewResource<'a> {
+    pub id: Uuid,
+    pub project_id: Uuid,
+    pub user_id: Uuid,
+    pub session_id: Uuid,
+    pub stage_slug: &'a str,
+    pub iteration: i32,
+    pub resource_type: &'a str,
+    pub document_key: &'a str,
+    pub model_id: Option<Uuid>,
+    pub bucket: &'a str,
+    pub storage_path: &'a str,
+    pub file_name: &'a str,
+    pub mime_type: &'a str,
+    pub size_bytes: i64,
+    pub source_contribution_id: Uuid,
+}
+
+/// Upsert by storage location: one canonical row per rendered document.
+pub async fn upsert_resource(tx: &mut Tx<'_>, r: &NewResource<'_>) -> Result<Uuid, StoreError> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO dialectic_project_resources
+           (id, project_id, user_id, session_id, stage_slug, iteration_number, resource_type, document_key, model_id,
+            storage_bucket, storage_path, file_name, mime_type, size_bytes, source_contribution_id)
+         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15)
+         ON CONFLICT (storage_bucket, storage_path, file_name) DO UPDATE
+           SET size_bytes = EXCLUDED.size_bytes, source_contribution_id = EXCLUDED.source_contribution_id,
+               updated_at = now()
+         RETURNING id",
+    )
+    .bind(r.id)
+    .bind(r.project_id)
+    .bind(r.user_id)
+    .bind(r.session_id)
+    .bind(r.stage_slug)
+    .bind(r.iteration)
+    .bind(r.resource_type)
+    .bind(r.document_key)
+    .bind(r.model_id)
+    .bind(r.bucket)
+    .bind(r.storage_path)
+    .bind(r.file_name)
+    .bind(r.mime_type)
+    .bind(r.size_bytes)
+    .bind(r.source_contribution_id)
+    .fetch_one(&mut **tx)
+    .await?)
+}
+
+const RESOURCE_COLUMNS: &str = "id, project_id, session_id, stage_slug, iteration_number, resource_type, document_key, model_id,
+    file_name, storage_bucket, storage_path, mime_type, size_bytes, source_contribution_id, updated_at";
+
+pub async fn session_documents(
+    pool: &PgPool,
+    user_id: Uuid,
+    session_id: Uuid,
+    stage_slug: Option<&str>,
+    iteration: Option<i32>,
+) -> Result<Vec<ResourceRow>, StoreError> {
+    Ok(sqlx::query_as::<_, ResourceRow>(&format!(
+        "SELECT {RESOURCE_COLUMNS} FROM dialectic_project_resources
+         WHERE session_id = $1 AND user_id = $2 AND resource_type = 'rendered_document'
+           AND ($3::text IS NULL OR stage_slug = $3) AND ($4::int IS NULL OR iteration_number = $4)
+         ORDER BY iteration_number, stage_slug, document_key, file_name"
+    ))
+    .bind(session_id)
+    .bind(user_id)
+    .bind(stage_slug)
+    .bind(iteration)
+    .fetch_all(pool)
+    .await?)
+}
+
+pub async fn resource_for_user(
+    pool: &PgPool,
+    user_id: Uuid,
+    id: Uuid,
+) -> Result<ResourceRow, StoreError> {
+    sqlx::query_as::<_, ResourceRow>(&format!(
+        "SELECT {RESOURCE_COLUMNS} FROM dialectic_project_resources WHERE id = $1 AND user_id = $2"
+    ))
+    .bind(id)
+    .bind(user_id)
+    .fetch_optional(pool)
+    .await?
+    .ok_or_else(|| StoreError::NotFound(format!("document {id}")))
+}
+
+/// Template text for a stage's document (seed 000 function 3).
+pub async fn document_template(
+    executor: impl sqlx::PgExecutor<'_>,
+    stage_slug: &str,
+    document_key: &str,
+) -> Result<String, StoreError> {
+    sqlx::query_scalar("SELECT content FROM dialectic_document_templates WHERE stage_slug = $1 AND document_key = $2 AND is_active")
+        .bind(stage_slug)
+        .bind(document_key)
+        .fetch_optional(executor)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("document template for {stage_slug}/{document_key}")))
+}
+
+pub async fn prompt_text(
+    executor: impl sqlx::PgExecutor<'_>,
+    name: &str,
+) -> Result<String, StoreError> {
+    sqlx::query_scalar("SELECT prompt_text FROM system_prompts WHERE name = $1 AND is_active")
+        .bind(name)
+        .fetch_optional(executor)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("system prompt {name}")))
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct WalletBalance {
+    pub id: Uuid,
+    pub balance: i64,
+    pub held: i64,
+}
+
+pub async fn wallet_balance(
+    pool: &PgPool,
+    wallet_id: Option<Uuid>,
+    user_id: Option<Uuid>,
+) -> Result<WalletBalance, StoreError> {
+    sqlx::query_as::<_, WalletBalance>(
+        "SELECT id, balance, held FROM token_wallets
+         WHERE ($1::uuid IS NOT NULL AND id = $1) OR ($1::uuid IS NULL AND user_id = $2 AND organization_id IS NULL)",
+    )
+    .bind(wallet_id)
+    .bind(user_id)
+    .fetch_optional(pool)
+    .await?
+    .ok_or_else(|| StoreError::NotFound("wallet".into()))
+}

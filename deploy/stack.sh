@@ -1,0 +1,424 @@
+#!/usr/bin/env bash
+# Local backing services for dialectic: PostgreSQL, Redis, RabbitMQ and an
+# S3-compatible store (s3s-fs). Development/CI only: loopback, trust auth.
+#
+#   deploy/stack.sh [up]   install what is missing, start what is down,
+#                          create the S3 bucket and the database (idempotent)
+#   deploy/stack.sh status one line per service; exit 0 only if all are up
+#   deploy/stack.sh down   stop only what this script started itself
+#   deploy/stack.sh env    print `export KEY=value` lines for the app config
+#
+# Migrations are NOT applied here; run the project's `migrate` command after.
+set -euo pipefail
+
+STATE_DIR="${DIALECTIC_STATE_DIR:-$HOME/.local/share/dialectic}"
+DB_NAME="${DIALECTIC_DB_NAME:-dialectic}"
+S3_HOST=127.0.0.1
+S3_PORT="${DIALECTIC_S3_PORT:-9000}"
+S3_BUCKET="${DIALECTIC_S3_BUCKET:-dialectic}"
+S3_ACCESS_KEY="${DIALECTIC_S3_ACCESS_KEY:-dialectic}"
+S3_SECRET_KEY="${DIALECTIC_S3_SECRET_KEY:-dialectic-secret}"
+S3_REGION=us-east-1
+S3_DATA_DIR="$STATE_DIR/s3"
+S3_LOG="$STATE_DIR/s3s-fs.log"
+S3_PID_FILE="$STATE_DIR/s3s-fs.pid"
+S3S_FS_VERSION=0.14.1
+STARTED_FILE="$STATE_DIR/started"
+LOCK_FILE="$STATE_DIR/stack.lock"
+
+PG_HOST=127.0.0.1
+PG_PORT=5432
+REDIS_PORT=6379
+AMQP_PORT=5672
+
+# Keep psql from hanging on a wedged server.
+export PGCONNECT_TIMEOUT=5
+
+log() { printf '[stack] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+have() { command -v "$1" >/dev/null 2>&1; }
+
+# True if something accepts TCP connections on host:port. A child bash under
+# timeout, because a filtered port would block /dev/tcp for minutes.
+port_open() {
+    # shellcheck disable=SC2016 # expanded by the child bash, on purpose
+    timeout 2 bash -c ': >"/dev/tcp/$1/$2"' port_open "$1" "$2" 2>/dev/null
+}
+
+# wait_for DESCRIPTION SECONDS CMD...: poll CMD once a second.
+wait_for() {
+    local what=$1 secs=$2 i
+    shift 2
+    for ((i = 0; i < secs; i++)); do
+        if "$@"; then return 0; fi
+        sleep 1
+    done
+    die "$what not ready after ${secs}s"
+}
+
+# Remember that we started a service, so `down` only stops our own.
+mark_started() {
+    touch "$STARTED_FILE"
+    grep -qx "$1" "$STARTED_FILE" || echo "$1" >>"$STARTED_FILE"
+}
+was_started() { [[ -f $STARTED_FILE ]] && grep -qx "$1" "$STARTED_FILE"; }
+unmark_started() {
+    [[ -f $STARTED_FILE ]] || return 0
+    local rest
+    rest=$(grep -vx "$1" "$STARTED_FILE" || true)
+    printf '%s\n' "$rest" | sed '/^$/d' >"$STARTED_FILE"
+}
+
+# Serialise up/down; children must not inherit fd 9 (see `9>&-` below),
+# otherwise a daemon would hold the lock forever.
+take_lock() {
+    mkdir -p "$STATE_DIR"
+    exec 9>"$LOCK_FILE"
+    if ! flock -n 9; then
+        log "waiting for another stack.sh holding $LOCK_FILE"
+        flock -w 1800 9 || die "could not take $LOCK_FILE"
+    fi
+}
+
+# ---------------------------------------------------------------- checks
+
+pg_up() {
+    if have pg_isready; then
+        pg_isready -q -h "$PG_HOST" -p "$PG_PORT" -t 3
+    else
+        port_open "$PG_HOST" "$PG_PORT"
+    fi
+}
+pg_query() { psql -X -q -h "$PG_HOST" -p "$PG_PORT" -U postgres -d postgres -v ON_ERROR_STOP=1 "$@"; }
+redis_up() {
+    if have redis-cli; then
+        [[ $(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null) == PONG ]]
+    else
+        port_open 127.0.0.1 "$REDIS_PORT"
+    fi
+}
+amqp_up() { port_open 127.0.0.1 "$AMQP_PORT"; }
+rabbit_ping() { rabbitmq-diagnostics -q ping >/dev/null 2>&1; }
+s3_up() { port_open "$S3_HOST" "$S3_PORT"; }
+
+# Newest installed major version (the brief's `$(ls /etc/postgresql)` breaks
+# with two versions side by side).
+pg_version() {
+    local v
+    v=$(find /etc/postgresql -mindepth 1 -maxdepth 1 -type d -printf '%f\n' 2>/dev/null | sort -V | tail -n1)
+    [[ -n $v ]] || die "no cluster under /etc/postgresql"
+    echo "$v"
+}
+
+# -------------------------------------------------------------- packages
+
+# apt-get only for services that are down *and* not installed; a service
+# reachable on its port (whoever runs it) needs nothing from us.
+ensure_packages() {
+    local pkgs=()
+    if ! pg_up && { ! have pg_ctlcluster || ! have psql || ! compgen -G '/etc/postgresql/*/main' >/dev/null; }; then
+        pkgs+=(postgresql)
+    elif ! have psql; then
+        pkgs+=(postgresql-client)
+    fi
+    if ! redis_up && ! have redis-server; then pkgs+=(redis-server); fi
+    if ! amqp_up && ! have rabbitmq-server; then pkgs+=(rabbitmq-server); fi
+    ((${#pkgs[@]})) || return 0
+    log "installing ${pkgs[*]} via apt-get"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update 9>&- >&2
+    apt-get install -y "${pkgs[@]}" 9>&- >&2
+}
+
+# -------------------------------------------------------------- services
+
+ensure_postgres() {
+    if ! pg_up; then
+        local ver
+        ver=$(pg_version)
+        log "starting postgresql $ver/main"
+        pg_ctlcluster --skip-systemctl-redirect "$ver" main start 9>&- >&2
+        mark_started postgres
+        wait_for postgresql 30 pg_up
+    fi
+    pg_trust_localhost
+    log "postgresql up on $PG_HOST:$PG_PORT"
+}
+
+# A fresh Debian cluster uses scram over TCP; the app connects without a
+# password, so put trust rules for loopback ahead of everything else.
+pg_trust_localhost() {
+    pg_query -c 'select 1' >/dev/null 2>&1 && return 0
+    local ver hba
+    ver=$(pg_version)
+    hba="/etc/postgresql/$ver/main/pg_hba.conf"
+    [[ -f $hba ]] || die "cannot connect as postgres and $hba is missing"
+    if ! grep -q '# dialectic stack.sh' "$hba"; then
+        log "enabling trust auth for loopback in $hba"
+        local tmp
+        tmp=$(mktemp)
+        {
+            echo '# dialectic stack.sh: passwordless loopback for local dev'
+            echo 'host all all 127.0.0.1/32 trust'
+            echo 'host all all ::1/128 trust'
+            cat "$hba"
+        } >"$tmp"
+        cat "$tmp" >"$hba" # keep owner/mode of the original file
+        rm -f "$tmp"
+    fi
+    pg_ctlcluster --skip-systemctl-redirect "$ver" main reload 9>&- >&2
+    wait_for "postgresql trust auth" 10 pg_query -c 'select 1' -o /dev/null
+}
+
+ensure_redis() {
+    if ! redis_up; then
+        log "starting redis-server"
+        mkdir -p /var/lib/redis /var/log/redis
+        redis-server --daemonize yes --bind 127.0.0.1 -::1 --port "$REDIS_PORT" \
+            --save "" --appendonly no --dir /var/lib/redis \
+            --logfile /var/log/redis/ci.log 9>&- >&2
+        mark_started redis
+        wait_for redis 15 redis_up
+    fi
+    log "redis up on 127.0.0.1:$REDIS_PORT"
+}
+
+ensure_rabbitmq() {
+    if ! amqp_up; then
+        # The node may be running but still booting its listeners; starting
+        # a second one would fail on the node name, so only start if dead.
+        if ! rabbit_ping; then
+            log "starting rabbitmq-server (takes a while)"
+            rabbitmq-server -detached 9>&- >&2
+            mark_started rabbitmq
+            wait_for "rabbitmq node" 60 rabbit_ping
+        fi
+        wait_for "rabbitmq amqp listener" 60 amqp_up
+    fi
+    log "rabbitmq up on 127.0.0.1:$AMQP_PORT"
+}
+
+# ------------------------------------------------------------------- s3
+
+s3s_fs_bin() {
+    local cand
+    for cand in "$(command -v s3s-fs 2>/dev/null || true)" \
+        "${CARGO_HOME:-$HOME/.cargo}/bin/s3s-fs" "$HOME/.cargo/bin/s3s-fs"; do
+        if [[ -n $cand && -x $cand ]]; then
+            echo "$cand"
+            return 0
+        fi
+    done
+    return 1
+}
+
+install_s3s_fs() {
+    local cargo
+    cargo=$(command -v cargo 2>/dev/null || echo "$HOME/.cargo/bin/cargo")
+    [[ -x $cargo ]] || die "s3s-fs missing and no cargo to install it"
+    log "installing s3s-fs $S3S_FS_VERSION with cargo (several minutes)"
+    # Build outside the project so we never touch its target dir.
+    if ! (cd / && "$cargo" install --locked "s3s-fs@$S3S_FS_VERSION" --features binary 9>&- >&2); then
+        log "cargo install --locked failed; retrying without --locked"
+        (cd / && "$cargo" install "s3s-fs@$S3S_FS_VERSION" --features binary 9>&- >&2)
+    fi
+}
+
+# Pid from the pid file, only if it still is a running s3s-fs (guards
+# against a recycled pid).
+s3_pid() {
+    local pid
+    [[ -f $S3_PID_FILE ]] || return 1
+    pid=$(<"$S3_PID_FILE")
+    [[ $pid =~ ^[0-9]+$ ]] || return 1
+    [[ $(cat "/proc/$pid/comm" 2>/dev/null) == s3s-fs ]] || return 1
+    echo "$pid"
+}
+
+# Fail fast (with the log) if the fresh s3s-fs died, e.g. port in use.
+# Only liveness here: right after the fork, comm may still be setsid/nohup.
+s3_started_ok() {
+    if ! kill -0 "$(<"$S3_PID_FILE")" 2>/dev/null; then
+        tail -n 20 "$S3_LOG" >&2
+        die "s3s-fs exited; see $S3_LOG"
+    fi
+    s3_up
+}
+
+ensure_s3() {
+    if s3_up; then
+        s3_pid >/dev/null || log "port $S3_PORT already in use by a process not started by stack.sh; using it as is"
+    else
+        local bin
+        bin=$(s3s_fs_bin) || { install_s3s_fs; bin=$(s3s_fs_bin) || die "s3s-fs not found after install"; }
+        mkdir -p "$S3_DATA_DIR" # s3s-fs canonicalizes the root, so it must exist
+        log "starting $bin on $S3_HOST:$S3_PORT (data $S3_DATA_DIR, log $S3_LOG)"
+        # No --domain: clients use path-style addressing.
+        RUST_LOG=info setsid nohup "$bin" \
+            --host "$S3_HOST" --port "$S3_PORT" \
+            --access-key "$S3_ACCESS_KEY" --secret-key "$S3_SECRET_KEY" \
+            "$S3_DATA_DIR" </dev/null >>"$S3_LOG" 2>&1 9>&- &
+        # setsid does not fork here (we are no group leader), so $! is s3s-fs.
+        echo "$!" >"$S3_PID_FILE"
+        wait_for s3s-fs 30 s3_started_ok
+        s3_pid >/dev/null || die "pid in $S3_PID_FILE is not s3s-fs; \`down\` could not stop it"
+    fi
+    log "s3s-fs up on $S3_HOST:$S3_PORT"
+}
+
+ensure_boto3() {
+    python3 -c 'import boto3' 2>/dev/null && return 0
+    log "installing boto3 with pip"
+    python3 -m pip install --quiet boto3 >&2
+}
+
+# Create the bucket and prove credentials + path-style access work.
+ensure_bucket() {
+    ensure_boto3
+    S3_ENDPOINT="http://$S3_HOST:$S3_PORT" S3_BUCKET="$S3_BUCKET" \
+        S3_ACCESS_KEY="$S3_ACCESS_KEY" S3_SECRET_KEY="$S3_SECRET_KEY" S3_REGION="$S3_REGION" \
+        python3 - <<'PY' || die "S3 bucket check failed against http://$S3_HOST:$S3_PORT"
+import os, sys, time
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+env = os.environ
+s3 = boto3.client(
+    "s3",
+    endpoint_url=env["S3_ENDPOINT"],
+    region_name=env["S3_REGION"],
+    aws_access_key_id=env["S3_ACCESS_KEY"],
+    aws_secret_access_key=env["S3_SECRET_KEY"],
+    config=Config(s3={"addressing_style": "path"}, connect_timeout=5,
+                  read_timeout=30, retries={"max_attempts": 3}),
+)
+bucket = env["S3_BUCKET"]
+try:
+    s3.create_bucket(Bucket=bucket)
+    print(f"[stack] created bucket {bucket}", file=sys.stderr)
+except ClientError as e:
+    if e.response.get("Error", {}).get("Code") not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+        raise
+
+key = "_stack_check"
+body = f"stack check {time.time()}".encode()
+s3.put_object(Bucket=bucket, Key=key, Body=body)
+got = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+s3.delete_object(Bucket=bucket, Key=key)
+if got != body:
+    sys.exit(f"[stack] round trip mismatch: put {body!r}, got {got!r}")
+print(f"[stack] bucket {bucket} ok (put/get/delete round trip)", file=sys.stderr)
+PY
+}
+
+# ------------------------------------------------------------- database
+
+ensure_db() {
+    # Validated so it can be interpolated into SQL and URLs safely.
+    [[ $DB_NAME =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || die "bad DIALECTIC_DB_NAME: $DB_NAME"
+    if [[ $(pg_query -tAc "select 1 from pg_database where datname='$DB_NAME'") == 1 ]]; then
+        log "database $DB_NAME exists"
+    else
+        log "creating database $DB_NAME"
+        pg_query -c "create database \"$DB_NAME\""
+    fi
+}
+
+# ------------------------------------------------------------- commands
+
+cmd_up() {
+    take_lock
+    ensure_packages
+    ensure_postgres
+    ensure_redis
+    ensure_rabbitmq
+    ensure_s3
+    ensure_bucket
+    ensure_db
+    log "stack is up (migrations not applied; run the project's migrate command)"
+}
+
+cmd_status() {
+    local rc=0 name addr check state
+    while read -r name addr check; do
+        if "$check" </dev/null; then state=up; else state=down; rc=1; fi
+        printf '%-9s %-16s %s\n' "$name" "$addr" "$state"
+    done <<EOF
+postgres $PG_HOST:$PG_PORT pg_up
+redis 127.0.0.1:$REDIS_PORT redis_up
+rabbitmq 127.0.0.1:$AMQP_PORT amqp_up
+s3s-fs $S3_HOST:$S3_PORT s3_up
+EOF
+    return "$rc"
+}
+
+stop_s3() {
+    local pid i
+    if pid=$(s3_pid); then
+        log "stopping s3s-fs (pid $pid)"
+        kill "$pid" 2>/dev/null || true
+        for ((i = 0; i < 15; i++)); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 1
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            log "s3s-fs did not exit; sending SIGKILL"
+            kill -9 "$pid" 2>/dev/null || true
+        fi
+    else
+        log "s3s-fs: no running instance started by stack.sh"
+    fi
+    rm -f "$S3_PID_FILE"
+}
+
+cmd_down() {
+    take_lock
+    stop_s3
+    if was_started rabbitmq; then
+        log "stopping rabbitmq"
+        rabbitmqctl stop 9>&- >&2 || log "rabbitmqctl stop failed"
+        unmark_started rabbitmq
+    fi
+    if was_started redis; then
+        log "stopping redis"
+        redis-cli -h 127.0.0.1 -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1 || true
+        unmark_started redis
+    fi
+    if was_started postgres; then
+        log "stopping postgresql"
+        pg_ctlcluster --skip-systemctl-redirect "$(pg_version)" main stop 9>&- >&2 ||
+            log "pg_ctlcluster stop failed"
+        unmark_started postgres
+    fi
+    log "down done (services not started by stack.sh left running)"
+}
+
+cmd_env() {
+    local k v
+    while IFS='=' read -r k v; do
+        printf 'export %s=%q\n' "$k" "$v"
+    done <<EOF
+DIALECTIC_DATABASE__URL=postgres://postgres@$PG_HOST:$PG_PORT/$DB_NAME
+DIALECTIC_AMQP__URL=amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f
+DIALECTIC_REDIS__URL=redis://127.0.0.1:$REDIS_PORT
+DIALECTIC_S3__ENDPOINT=http://$S3_HOST:$S3_PORT
+DIALECTIC_S3__BUCKET=$S3_BUCKET
+DIALECTIC_S3__ACCESS_KEY=$S3_ACCESS_KEY
+DIALECTIC_S3__SECRET_KEY=$S3_SECRET_KEY
+DIALECTIC_S3__REGION=$S3_REGION
+EOF
+}
+
+main() {
+    case "${1:-up}" in
+    up) cmd_up ;;
+    status) cmd_status ;;
+    down) cmd_down ;;
+    env) cmd_env ;;
+    -h | --help | help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' ;;
+    *) die "unknown command '$1' (expected up, status, down or env)" ;;
+    esac
+}
+
+main "$@"

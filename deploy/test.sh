@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Sets up everything the tests need (Postgres, RabbitMQ, Redis, S3 server) and
+# runs the whole suite. Tests isolate themselves: a fresh database, bucket and
+# queue prefix per test, so nothing depends on what an earlier run left behind.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
+deploy/stack.sh up
+eval "$(deploy/stack.sh env)"
+# Reuse one build directory across clones of this repository on the same machine.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/dialectic-target}"
+
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo test --workspace --locked
