@@ -1,7 +1,7 @@
 //! What a job row's `payload` holds: the definition of the work, fixed when the
 //! planner created the job (a snapshot of its recipe step), never live state.
 
-use crate::recipe::RecipeStep;
+use crate::recipe::{Recipe, RecipeStep};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -22,6 +22,10 @@ pub struct JobPayload {
     pub planned_documents: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub render: Option<RenderPayload>,
+    /// Root jobs only: the stage's recipe as it was when the stage started, so
+    /// a recipe edited mid-run never changes work already planned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipe: Option<Recipe>,
 }
 
 /// Seed 000 function 7: `document_identity` groups the chain (the root chunk's id);

@@ -220,14 +220,15 @@ pub async fn heartbeat(
     Ok(updated.rows_affected() == 1)
 }
 
-/// Children of a parent as (type, status, step id), locked so concurrent
-/// completions serialise on the parent check.
+/// Children of a parent as (type, status, step id). Not locked: callers hold
+/// the parent's row lock, which serialises sibling completions, and under READ
+/// COMMITTED this statement sees every sibling committed before that lock was won.
 pub async fn children(
     tx: &mut Tx<'_>,
     parent: Uuid,
 ) -> Result<Vec<(JobType, JobStatus, Option<Uuid>)>, StoreError> {
     let rows: Vec<(String, String, Option<Uuid>)> = sqlx::query_as(
-        "SELECT job_type, status, recipe_step_id FROM dialectic_generation_jobs WHERE parent_job_id = $1 ORDER BY id FOR UPDATE",
+        "SELECT job_type, status, recipe_step_id FROM dialectic_generation_jobs WHERE parent_job_id = $1 ORDER BY id",
     )
     .bind(parent)
     .fetch_all(&mut **tx)
@@ -246,6 +247,7 @@ pub async fn children(
 }
 
 /// Root jobs of a stage iteration, from the job table's own columns (seed 000 §2).
+/// Callers hold the session's row lock, the serialisation point of stage checks.
 pub async fn root_jobs(
     tx: &mut Tx<'_>,
     session_id: Uuid,
@@ -254,8 +256,7 @@ pub async fn root_jobs(
 ) -> Result<Vec<RootJob>, StoreError> {
     let rows: Vec<(String, String)> = sqlx::query_as(
         "SELECT job_type, status FROM dialectic_generation_jobs
-         WHERE parent_job_id IS NULL AND session_id = $1 AND stage_slug = $2 AND iteration_number = $3
-         FOR UPDATE",
+         WHERE parent_job_id IS NULL AND session_id = $1 AND stage_slug = $2 AND iteration_number = $3",
     )
     .bind(session_id)
     .bind(stage_slug)
@@ -353,4 +354,26 @@ pub async fn stage_percent(
     } else {
         (done * 100 / total) as u32
     })
+}
+
+/// The worker's final write for an attempt, in the transaction that records its
+/// outcome: drops the lease if this worker still owns the attempt. False means
+/// the job was taken away (lease expired, retried) and the outcome must be discarded.
+pub async fn release_lease(
+    tx: &mut Tx<'_>,
+    id: Uuid,
+    attempt: i32,
+    worker: &str,
+) -> Result<bool, StoreError> {
+    let updated = sqlx::query(
+        "UPDATE dialectic_generation_jobs
+         SET lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+         WHERE id = $1 AND attempt_count = $2 AND lease_owner = $3 AND status = 'processing'",
+    )
+    .bind(id)
+    .bind(attempt)
+    .bind(worker)
+    .execute(&mut **tx)
+    .await?;
+    Ok(updated.rows_affected() == 1)
 }

@@ -1,6 +1,7 @@
 //! Postgres adapter. Every write that implies a message writes its outbox row
 //! in the same transaction; every job transition is a compare-and-set.
 
+pub mod api;
 pub mod jobs;
 pub mod outbox;
 pub mod recipes;

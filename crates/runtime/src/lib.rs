@@ -1,0 +1,370 @@
+//! What every service process shares: signal handling, the gRPC server with
+//! health and reflection, readiness that follows the dependencies, connecting
+//! with back-off, and the manual-ack consumer loop.
+
+mod consumer;
+pub mod worker;
+
+pub use consumer::{ConsumerOptions, Disposition, Handler, run_consumer};
+pub use tokio_util::sync::CancellationToken;
+
+use dialectic_blob::{BlobSettings, BlobStore};
+use dialectic_config::Settings;
+use dialectic_queue::Topology;
+use dialectic_store::{SchemaStatus, Store};
+use futures::future::BoxFuture;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic_health::ServingStatus;
+use tonic_health::server::HealthReporter;
+
+/// Health service name that reports SERVING whenever the process runs,
+/// whatever its dependencies do: use it for Kubernetes liveness probes.
+pub const LIVENESS_SERVICE: &str = "dialectic.liveness";
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("gRPC server: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    #[error("reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    #[error("store: {0}")]
+    Store(#[from] dialectic_store::StoreError),
+}
+
+/// Cancels the returned token on the first SIGTERM or SIGINT; a second signal
+/// exits at once, for an operator who does not want to wait for the drain.
+pub fn shutdown_on_signals() -> CancellationToken {
+    let token = CancellationToken::new();
+    let trigger = token.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutdown requested; finishing in-flight work");
+        trigger.cancel();
+        wait_for_signal().await;
+        tracing::warn!("second signal; exiting now");
+        std::process::exit(130);
+    });
+    token
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Sleeps for `delay` unless shutdown comes first; false means shut down.
+pub async fn sleep_or_shutdown(delay: Duration, shutdown: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(delay) => true,
+        _ = shutdown.cancelled() => false,
+    }
+}
+
+/// Calls `attempt` until it succeeds, backing off from 200 ms to 5 s.
+/// Returns None when shutdown comes first.
+pub async fn retry_with_backoff<T, E, F, Fut>(
+    what: &str,
+    shutdown: &CancellationToken,
+    mut attempt: F,
+) -> Option<T>
+where
+    E: std::fmt::Display,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let mut delay = Duration::from_millis(200);
+    loop {
+        if shutdown.is_cancelled() {
+            return None;
+        }
+        match attempt().await {
+            Ok(value) => return Some(value),
+            Err(e) => {
+                tracing::warn!(dependency = what, error = %e, retry_in_ms = delay.as_millis() as u64, "not reachable yet");
+                if !sleep_or_shutdown(delay, shutdown).await {
+                    return None;
+                }
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+/// The health statuses one service publishes.
+#[derive(Clone)]
+pub struct Health {
+    reporter: HealthReporter,
+    service: String,
+}
+
+impl Health {
+    /// Sets the overall ("") and the named service's status.
+    pub async fn set_ready(&self, ready: bool) {
+        let status = if ready {
+            ServingStatus::Serving
+        } else {
+            ServingStatus::NotServing
+        };
+        self.reporter.set_service_status("", status).await;
+        self.reporter
+            .set_service_status(self.service.as_str(), status)
+            .await;
+    }
+}
+
+pub struct GrpcServer {
+    pub addr: SocketAddr,
+    pub health: Health,
+    pub task: JoinHandle<Result<(), RuntimeError>>,
+}
+
+/// Binds `listen` and serves `routes` plus health and reflection until
+/// `shutdown`. Readiness starts NOT_SERVING; liveness is SERVING at once.
+pub async fn start_grpc(
+    service: &str,
+    listen: &str,
+    routes: tonic::service::Routes,
+    shutdown: CancellationToken,
+) -> Result<GrpcServer, RuntimeError> {
+    let listener = TcpListener::bind(listen)
+        .await
+        .map_err(|source| RuntimeError::Bind {
+            addr: listen.to_string(),
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| RuntimeError::Bind {
+        addr: listen.to_string(),
+        source,
+    })?;
+    let (reporter, health_service) = tonic_health::server::health_reporter();
+    let health = Health {
+        reporter: reporter.clone(),
+        service: service.to_string(),
+    };
+    health.set_ready(false).await;
+    reporter
+        .set_service_status(LIVENESS_SERVICE, ServingStatus::Serving)
+        .await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(dialectic_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let routes = routes.add_service(health_service).add_service(reflection);
+    let name = service.to_string();
+    let task = tokio::spawn(async move {
+        tracing::info!(service = %name, %addr, "gRPC listening");
+        tonic::transport::Server::builder()
+            .add_routes(routes)
+            .serve_with_incoming_shutdown(
+                TcpListenerStream::new(listener),
+                shutdown.cancelled_owned(),
+            )
+            .await?;
+        Ok(())
+    });
+    Ok(GrpcServer { addr, health, task })
+}
+
+pub type ReadinessCheck = Arc<dyn Fn() -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
+
+/// Re-evaluates readiness every `interval` until shutdown, then reports NOT_SERVING
+/// so load balancers stop sending work while in-flight work drains.
+pub fn spawn_readiness(
+    health: Health,
+    interval: Duration,
+    check: ReadinessCheck,
+    shutdown: CancellationToken,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut last: Option<bool> = None;
+        loop {
+            let result = tokio::time::timeout(interval.max(Duration::from_secs(2)), check())
+                .await
+                .unwrap_or_else(|_| Err("readiness check timed out".into()));
+            let ready = result.is_ok();
+            if last != Some(ready) {
+                match &result {
+                    Ok(()) => tracing::info!(service = %health.service, "ready"),
+                    Err(reason) => {
+                        tracing::warn!(service = %health.service, %reason, "not ready")
+                    }
+                }
+                health.set_ready(ready).await;
+                last = Some(ready);
+            }
+            if !sleep_or_shutdown(interval, &shutdown).await {
+                health.set_ready(false).await;
+                return;
+            }
+        }
+    })
+}
+
+/// Ready when Postgres answers and its schema is the one this build expects.
+pub async fn check_store(store: &Store) -> Result<(), String> {
+    match store.schema_status().await {
+        Ok(SchemaStatus::UpToDate) => Ok(()),
+        Ok(SchemaStatus::Behind { database, code }) => Err(format!(
+            "database schema is at {database}, this build needs {code}: run `dialecticd migrate`"
+        )),
+        Ok(SchemaStatus::Ahead { database, code }) => Err(format!(
+            "database schema {database} is newer than this build ({code}); refusing to run against it"
+        )),
+        Err(e) => Err(format!("postgres: {e}")),
+    }
+}
+
+pub fn store(settings: &Settings) -> Result<Store, RuntimeError> {
+    Ok(Store::connect_lazy(
+        &settings.database.url,
+        settings.database.max_connections,
+        Duration::from_millis(settings.database.connect_timeout_ms),
+    )?)
+}
+
+pub fn blob(settings: &Settings) -> BlobStore {
+    BlobStore::new(&BlobSettings {
+        endpoint: settings.s3.endpoint.clone(),
+        bucket: settings.s3.bucket.clone(),
+        region: settings.s3.region.clone(),
+        access_key: settings.s3.access_key.clone(),
+        secret_key: settings.s3.secret_key.clone(),
+        force_path_style: settings.s3.force_path_style,
+    })
+}
+
+pub fn topology(settings: &Settings) -> Topology {
+    Topology::new(settings.amqp.prefix.clone(), settings.amqp.delivery_limit)
+}
+
+/// Connects to Redis with back-off; None on shutdown.
+pub async fn cache(
+    settings: &Settings,
+    shutdown: &CancellationToken,
+) -> Option<dialectic_cache::Cache> {
+    retry_with_backoff("redis", shutdown, || {
+        dialectic_cache::Cache::connect(&settings.redis.url, settings.redis.progress_ttl_secs)
+    })
+    .await
+}
+
+/// Waits for the gRPC server, logging instead of failing the caller when it errs.
+pub async fn join_server(service: &str, task: JoinHandle<Result<(), RuntimeError>>) {
+    match task.await {
+        Ok(Ok(())) => tracing::info!(service, "gRPC server stopped"),
+        Ok(Err(e)) => tracing::error!(service, error = %e, "gRPC server failed"),
+        Err(e) => tracing::error!(service, error = %e, "gRPC server task panicked"),
+    }
+}
+
+/// A started service: where its gRPC server listens, and a task that ends
+/// once the service has shut down completely.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub done: JoinHandle<()>,
+}
+
+pub type StartFn =
+    fn(Arc<Settings>, CancellationToken) -> BoxFuture<'static, Result<Running, RuntimeError>>;
+
+#[derive(clap::Parser)]
+#[command(version, about = "A dialectic service")]
+struct ServiceArgs {
+    #[command(flatten)]
+    config: dialectic_config::ConfigArgs,
+}
+
+/// The whole `main` of a single-service binary: config, telemetry, signals,
+/// start, wait for the drain.
+pub fn run_main(service: &'static str, start: StartFn) -> std::process::ExitCode {
+    use clap::Parser;
+    let args = ServiceArgs::parse();
+    let settings = match args.config.load() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{service}: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    if args.config.dump_config {
+        return match settings.dump() {
+            Ok(text) => {
+                print!("{text}");
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{service}: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{service}: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let _telemetry = match init_telemetry(service, &settings) {
+            Ok(guard) => guard,
+            Err(e) => {
+                eprintln!("{service}: {e}");
+                return std::process::ExitCode::FAILURE;
+            }
+        };
+        let shutdown = shutdown_on_signals();
+        match start(Arc::new(settings), shutdown).await {
+            Ok(running) => {
+                let _ = running.done.await;
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                tracing::error!(service, error = %e, "could not start");
+                std::process::ExitCode::FAILURE
+            }
+        }
+    })
+}
+
+pub fn init_telemetry(
+    service: &str,
+    settings: &Settings,
+) -> Result<dialectic_telemetry::TelemetryGuard, dialectic_telemetry::TelemetryError> {
+    dialectic_telemetry::init(dialectic_telemetry::TelemetrySettings {
+        service_name: service,
+        log_filter: &settings.telemetry.log_filter,
+        json: settings.telemetry.log_format == "json",
+        otlp_endpoint: Some(settings.telemetry.otlp_endpoint.as_str()),
+    })
+}

@@ -1,0 +1,280 @@
+//! What every job worker does around its own work: claim by compare-and-set
+//! (recording `JobStarted` in the same transaction), keep the lease alive, and
+//! record the outcome only while it still owns the attempt.
+
+use crate::CancellationToken;
+use dialectic_core::job::JobType;
+use dialectic_proto::ENVELOPE_VERSION;
+use dialectic_proto::v1::queue::{
+    Envelope, JobFailed, JobOutcome, JobStarted, JobSucceeded, envelope::Body, job_outcome,
+};
+use dialectic_queue::keys;
+use dialectic_store::jobs::{self, JobRow};
+use dialectic_store::{Store, StoreError, Tx, outbox};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+fn outcome(job: &JobRow, result: job_outcome::Result) -> Vec<u8> {
+    dialectic_queue::encode(&Envelope {
+        version: ENVELOPE_VERSION,
+        body: Some(Body::JobOutcome(JobOutcome {
+            job_id: job.id.to_string(),
+            attempt: job.attempt_count.max(0) as u32,
+            result: Some(result),
+        })),
+    })
+}
+
+/// Claims the job for `worker`; None when another worker has it or it is not
+/// claimable any more (a duplicate or stale dispatch).
+pub async fn claim(
+    store: &Store,
+    job_id: Uuid,
+    job_types: &[JobType],
+    worker: &str,
+    lease_secs: u64,
+) -> Result<Option<JobRow>, StoreError> {
+    let mut tx = store.begin().await?;
+    let Some(job) = jobs::claim(&mut tx, job_id, job_types, worker, lease_secs).await? else {
+        return Ok(None);
+    };
+    let started = outcome(
+        &job,
+        job_outcome::Result::Started(JobStarted {
+            worker: worker.to_string(),
+        }),
+    );
+    outbox::enqueue(
+        &mut tx,
+        keys::JOB_EVENT,
+        &started,
+        dialectic_telemetry::current_traceparent().as_deref(),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Some(job))
+}
+
+/// Renews the lease every third of its length until `stop`; cancels `lost`
+/// when the job was taken away, so the worker can abandon the attempt.
+pub fn spawn_heartbeat(
+    store: Store,
+    job: &JobRow,
+    worker: String,
+    lease_secs: u64,
+    stop: CancellationToken,
+    lost: CancellationToken,
+) -> JoinHandle<()> {
+    let (id, attempt) = (job.id, job.attempt_count);
+    tokio::spawn(async move {
+        let every = Duration::from_millis((lease_secs * 1000 / 3).max(100));
+        while crate::sleep_or_shutdown(every, &stop).await {
+            match jobs::heartbeat(store.pool(), id, attempt, &worker, lease_secs).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!(job_id = %id, "lease lost; abandoning this attempt");
+                    lost.cancel();
+                    return;
+                }
+                Err(e) => tracing::warn!(job_id = %id, error = %e, "heartbeat failed"),
+            }
+        }
+    })
+}
+
+/// Records success inside the caller's transaction (which also writes the
+/// job's product). False: the attempt is no longer ours; roll back.
+pub async fn record_success(
+    tx: &mut Tx<'_>,
+    job: &JobRow,
+    worker: &str,
+    succeeded: JobSucceeded,
+) -> Result<bool, StoreError> {
+    if !jobs::release_lease(tx, job.id, job.attempt_count, worker).await? {
+        return Ok(false);
+    }
+    outbox::enqueue(
+        tx,
+        keys::JOB_EVENT,
+        &outcome(job, job_outcome::Result::Succeeded(succeeded)),
+        dialectic_telemetry::current_traceparent().as_deref(),
+    )
+    .await?;
+    Ok(true)
+}
+
+/// Records a failed attempt; the planner decides between retry and failure.
+pub async fn record_failure(
+    store: &Store,
+    job: &JobRow,
+    worker: &str,
+    code: &str,
+    message: &str,
+    retryable: bool,
+) -> Result<bool, StoreError> {
+    let mut tx = store.begin().await?;
+    if !jobs::release_lease(&mut tx, job.id, job.attempt_count, worker).await? {
+        return Ok(false);
+    }
+    outbox::enqueue(
+        &mut tx,
+        keys::JOB_EVENT,
+        &outcome(
+            job,
+            job_outcome::Result::Failed(JobFailed {
+                error_code: code.to_string(),
+                message: message.to_string(),
+                retryable,
+            }),
+        ),
+        dialectic_telemetry::current_traceparent().as_deref(),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// Reads the job id out of a dispatch message; Err is a reason to dead-letter.
+pub fn dispatched_job(data: &[u8]) -> Result<Uuid, String> {
+    let envelope = dialectic_queue::decode(data).map_err(|e| e.to_string())?;
+    match envelope.body {
+        Some(Body::JobDispatch(d)) => {
+            Uuid::parse_str(&d.job_id).map_err(|_| format!("job id {:?} is not a UUID", d.job_id))
+        }
+        _ => Err("expected a job dispatch".into()),
+    }
+}
+
+/// Why an attempt did not produce its product.
+#[derive(Debug, thiserror::Error)]
+pub enum AttemptError {
+    #[error("{code}: {message}")]
+    Permanent { code: &'static str, message: String },
+    #[error("{code}: {message}")]
+    Retryable { code: &'static str, message: String },
+    #[error("the lease was lost to another attempt")]
+    Lost,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl AttemptError {
+    pub fn permanent(code: &'static str, message: impl ToString) -> Self {
+        AttemptError::Permanent {
+            code,
+            message: message.to_string(),
+        }
+    }
+
+    pub fn retryable(code: &'static str, message: impl ToString) -> Self {
+        AttemptError::Retryable {
+            code,
+            message: message.to_string(),
+        }
+    }
+}
+
+/// The job-specific part of a worker: one attempt at one claimed job. It must
+/// record its success through [`record_success`] in the transaction that saves
+/// its product, and return `Lost` when that reports the attempt is no longer its own.
+#[async_trait::async_trait]
+pub trait JobWork: Send + Sync + 'static {
+    async fn attempt(&self, job: &JobRow, worker: &str) -> Result<(), AttemptError>;
+}
+
+#[derive(Default)]
+pub struct WorkerStats {
+    pub busy: std::sync::atomic::AtomicU32,
+    pub completed: std::sync::atomic::AtomicU64,
+}
+
+/// A queue handler that claims, heartbeats, runs the attempt and records a
+/// failure; duplicate and stale dispatches are acked as no-ops.
+pub struct JobWorker<W> {
+    pub store: Store,
+    pub worker: String,
+    pub lease_secs: u64,
+    pub job_types: &'static [JobType],
+    pub work: W,
+    pub stats: std::sync::Arc<WorkerStats>,
+}
+
+#[async_trait::async_trait]
+impl<W: JobWork> crate::Handler for JobWorker<W> {
+    async fn handle(&self, delivery: &dialectic_queue::Delivery) -> crate::Disposition {
+        use tracing::Instrument;
+        let job_id = match dispatched_job(&delivery.data) {
+            Ok(id) => id,
+            Err(reason) => return crate::Disposition::DeadLetter(reason),
+        };
+        let span = tracing::info_span!("job", %job_id, job_type = ?self.job_types, session_id = tracing::field::Empty, trace_id = tracing::field::Empty);
+        dialectic_telemetry::adopt_traceparent(
+            &span,
+            dialectic_queue::header(delivery, dialectic_queue::TRACEPARENT_HEADER).as_deref(),
+        );
+        self.handle_job(job_id).instrument(span).await
+    }
+}
+
+impl<W: JobWork> JobWorker<W> {
+    async fn handle_job(&self, job_id: Uuid) -> crate::Disposition {
+        use std::sync::atomic::Ordering;
+        let job = match claim(
+            &self.store,
+            job_id,
+            self.job_types,
+            &self.worker,
+            self.lease_secs,
+        )
+        .await
+        {
+            Ok(Some(job)) => job,
+            Ok(None) => {
+                tracing::info!("job not claimable (duplicate or stale dispatch); dropping message");
+                return crate::Disposition::Ack;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot claim yet");
+                return crate::Disposition::Requeue;
+            }
+        };
+        tracing::Span::current().record("session_id", tracing::field::display(job.session_id));
+        self.stats.busy.fetch_add(1, Ordering::Relaxed);
+        let stop = CancellationToken::new();
+        let lost = CancellationToken::new();
+        let heartbeat = spawn_heartbeat(
+            self.store.clone(),
+            &job,
+            self.worker.clone(),
+            self.lease_secs,
+            stop.clone(),
+            lost.clone(),
+        );
+        let result = tokio::select! {
+            r = self.work.attempt(&job, &self.worker) => r,
+            _ = lost.cancelled() => Err(AttemptError::Lost),
+        };
+        stop.cancel();
+        let _ = heartbeat.await;
+        self.stats.busy.fetch_sub(1, Ordering::Relaxed);
+        let (code, message, can_retry) = match result {
+            Ok(()) => {
+                self.stats.completed.fetch_add(1, Ordering::Relaxed);
+                return crate::Disposition::Ack;
+            }
+            Err(AttemptError::Lost) => return crate::Disposition::Ack,
+            Err(AttemptError::Permanent { code, message }) => (code, message, false),
+            Err(AttemptError::Retryable { code, message }) => (code, message, true),
+            Err(AttemptError::Store(e)) => ("store", e.to_string(), true),
+        };
+        tracing::warn!(code, %message, retryable = can_retry, "attempt failed");
+        if let Err(e) =
+            record_failure(&self.store, &job, &self.worker, code, &message, can_retry).await
+        {
+            // The lease will expire and the planner will retry the job.
+            tracing::warn!(error = %e, "could not record the failure");
+        }
+        crate::Disposition::Ack
+    }
+}

@@ -1,0 +1,17 @@
+//! Reads the public API needs beyond what the workers share in `records`.
+
+use crate::StoreError;
+use uuid::Uuid;
+
+/// The slug of a stage by id; None when the stage no longer exists.
+pub async fn stage_slug(
+    executor: impl sqlx::PgExecutor<'_>,
+    stage_id: Uuid,
+) -> Result<Option<String>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT slug FROM dialectic_stages WHERE id = $1")
+            .bind(stage_id)
+            .fetch_optional(executor)
+            .await?,
+    )
+}

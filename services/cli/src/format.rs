@@ -1,0 +1,203 @@
+//! Pure text formatting and the watch stop rule, kept apart for testing.
+
+use dialectic_proto::v1::{Session, SessionEvent};
+use tonic::{Code, Status};
+
+const REVIEW: &str = "iteration_complete_pending_review";
+
+fn or_dash(value: &str) -> &str {
+    if value.is_empty() { "-" } else { value }
+}
+
+/// `[kind] stage status job_type document_key model percent% message`;
+/// empty fields print as `-` so the columns stay aligned for `awk`.
+pub fn event(e: &SessionEvent) -> String {
+    let line = format!(
+        "[{}] {} {} {} {} {} {}%",
+        e.kind,
+        or_dash(&e.stage_slug),
+        or_dash(&e.session_status),
+        or_dash(&e.job_type),
+        or_dash(&e.document_key),
+        or_dash(&e.model),
+        e.stage_percent
+    );
+    if e.message.is_empty() {
+        line
+    } else {
+        format!("{line} {}", e.message)
+    }
+}
+
+pub fn session(s: &Session) -> String {
+    let mut out = format!(
+        "session {}\nstatus: {}\nstage: {}  iteration: {}\nmodels: {}\n",
+        s.id,
+        s.status,
+        or_dash(&s.current_stage),
+        s.iteration,
+        s.models.join(", ")
+    );
+    if s.jobs.is_empty() {
+        out.push_str("jobs: none yet\n");
+    } else {
+        out.push_str("jobs:\n");
+        for j in &s.jobs {
+            out.push_str(&format!(
+                "  {}: plan {}, execute {}, render {} | completed {}, failed {}, in flight {}\n",
+                j.stage_slug, j.plan, j.execute, j.render, j.completed, j.failed, j.in_flight
+            ));
+        }
+    }
+    out
+}
+
+/// First `n` lines of a document.
+pub fn head(text: &str, n: usize) -> impl Iterator<Item = &str> {
+    text.lines().take(n)
+}
+
+/// `CODE_NAME: message`, with the code spelled as in the gRPC spec.
+pub fn status(s: &Status) -> String {
+    let name = match s.code() {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    };
+    format!("{name}: {}", s.message())
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Continue,
+    Reached,
+    /// The session can no longer reach the awaited status.
+    Ended(String),
+}
+
+/// When `watch` stops: at `until` if given; otherwise at the first status
+/// where the user must act that differs from the one the watch began with.
+pub struct Stop {
+    until: Option<String>,
+    initial: Option<String>,
+    last: Option<String>,
+}
+
+impl Stop {
+    pub fn new(until: Option<&str>) -> Self {
+        Self {
+            until: until.map(str::to_string),
+            initial: None,
+            last: None,
+        }
+    }
+
+    pub fn last(&self) -> Option<&str> {
+        self.last.as_deref()
+    }
+
+    pub fn observe(&mut self, status: &str) -> Verdict {
+        if status.is_empty() {
+            return Verdict::Continue;
+        }
+        let initial = self
+            .initial
+            .get_or_insert_with(|| status.to_string())
+            .clone();
+        self.last = Some(status.to_string());
+        match &self.until {
+            Some(until) if until == status => Verdict::Reached,
+            // Abandoned sessions never move again, so waiting on would only time out.
+            _ if status == "abandoned" => Verdict::Ended(status.to_string()),
+            Some(_) => Verdict::Continue,
+            None if status == REVIEW => Verdict::Reached,
+            None if status.starts_with("pending_") && status != initial => Verdict::Reached,
+            None => Verdict::Continue,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_print_one_line_with_dashes_for_blanks() {
+        let e = SessionEvent {
+            kind: "job_completed".into(),
+            stage_slug: "thesis".into(),
+            session_status: "running_thesis".into(),
+            job_type: "EXECUTE".into(),
+            document_key: "business_case".into(),
+            model: "simulated".into(),
+            stage_percent: 40,
+            message: "done".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            event(&e),
+            "[job_completed] thesis running_thesis EXECUTE business_case simulated 40% done"
+        );
+        let snapshot = SessionEvent {
+            kind: "snapshot".into(),
+            session_status: "pending_thesis".into(),
+            ..Default::default()
+        };
+        assert_eq!(event(&snapshot), "[snapshot] - pending_thesis - - - 0%");
+    }
+
+    #[test]
+    fn watch_stops_at_until() {
+        let mut stop = Stop::new(Some("pending_antithesis"));
+        assert_eq!(stop.observe("pending_thesis"), Verdict::Continue);
+        assert_eq!(stop.observe("running_thesis"), Verdict::Continue);
+        assert_eq!(stop.observe(""), Verdict::Continue);
+        assert_eq!(stop.observe("pending_antithesis"), Verdict::Reached);
+        assert_eq!(stop.last(), Some("pending_antithesis"));
+        let mut already = Stop::new(Some("pending_thesis"));
+        assert_eq!(already.observe("pending_thesis"), Verdict::Reached);
+        let mut dead = Stop::new(Some("pending_synthesis"));
+        assert_eq!(
+            dead.observe("abandoned"),
+            Verdict::Ended("abandoned".into())
+        );
+    }
+
+    #[test]
+    fn watch_without_until_stops_when_the_user_must_act() {
+        let mut stop = Stop::new(None);
+        assert_eq!(stop.observe("pending_thesis"), Verdict::Continue);
+        assert_eq!(stop.observe("running_thesis"), Verdict::Continue);
+        assert_eq!(stop.observe("pending_thesis"), Verdict::Continue);
+        assert_eq!(stop.observe("pending_antithesis"), Verdict::Reached);
+        let mut review = Stop::new(None);
+        assert_eq!(review.observe(REVIEW), Verdict::Reached);
+    }
+
+    #[test]
+    fn statuses_print_code_names() {
+        assert_eq!(
+            status(&Status::not_found("session x not found")),
+            "NOT_FOUND: session x not found"
+        );
+    }
+
+    #[test]
+    fn head_takes_the_first_lines() {
+        assert_eq!(head("a\nb\nc", 2).collect::<Vec<_>>(), vec!["a", "b"]);
+    }
+}

@@ -1,0 +1,117 @@
+//! `dialecticd`: every service in one process (or any subset), plus `migrate`.
+//! Each service keeps its own gRPC port, health and queues, exactly as when it
+//! runs alone, so splitting a deployment later changes nothing but addresses.
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use dialectic_config::{ConfigArgs, Settings};
+use dialectic_runtime::{CancellationToken, StartFn};
+use std::sync::Arc;
+use std::time::Duration;
+
+const SERVICES: [(&str, StartFn); 6] = [
+    ("wallet", dialectic_wallet::start),
+    ("indexer", dialectic_indexer::start),
+    ("planner", dialectic_planner::start),
+    ("executor", dialectic_executor::start),
+    ("renderer", dialectic_renderer::start),
+    ("gateway", dialectic_gateway::start),
+];
+
+#[derive(Parser)]
+#[command(version, about = "Run dialectic services")]
+struct Cli {
+    #[command(flatten)]
+    config: ConfigArgs,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run services (all by default) until SIGTERM.
+    Run {
+        /// Comma-separated: all, gateway, planner, executor, renderer, indexer, wallet.
+        #[arg(long, default_value = "all", value_delimiter = ',')]
+        services: Vec<String>,
+    },
+    /// Apply database migrations (waits for Postgres) and exit.
+    Migrate,
+}
+
+fn selected(names: &[String]) -> anyhow::Result<Vec<(&'static str, StartFn)>> {
+    if names.iter().any(|n| n == "all") {
+        return Ok(SERVICES.to_vec());
+    }
+    let mut chosen = Vec::new();
+    for name in names {
+        let Some(found) = SERVICES.iter().find(|(n, _)| n == name) else {
+            bail!(
+                "unknown service {name:?}; choose from all, {}",
+                SERVICES.map(|(n, _)| n).join(", ")
+            );
+        };
+        if !chosen.iter().any(|(n, _): &(&str, StartFn)| *n == found.0) {
+            chosen.push(*found);
+        }
+    }
+    Ok(chosen)
+}
+
+async fn migrate(settings: &Settings) -> anyhow::Result<()> {
+    let store = dialectic_runtime::store(settings)?;
+    let never = CancellationToken::new();
+    let deadline = tokio::time::timeout(
+        Duration::from_secs(60),
+        dialectic_runtime::retry_with_backoff("postgres", &never, || store.ping()),
+    );
+    deadline
+        .await
+        .context("postgres did not answer within 60 s")?;
+    store.migrate().await.context("applying migrations")?;
+    tracing::info!("migrations applied");
+    Ok(())
+}
+
+async fn run(settings: Settings, names: &[String]) -> anyhow::Result<()> {
+    let services = selected(names)?;
+    let settings = Arc::new(settings);
+    let shutdown = dialectic_runtime::shutdown_on_signals();
+    let mut running = Vec::new();
+    for (name, start) in services {
+        let service = start(settings.clone(), shutdown.clone())
+            .await
+            .with_context(|| format!("starting {name}"))?;
+        tracing::info!(service = name, addr = %service.addr, "started");
+        running.push((name, service));
+    }
+    // Stop in reverse start order: the gateway stops taking requests first.
+    shutdown.cancelled().await;
+    for (name, service) in running.into_iter().rev() {
+        let _ = service.done.await;
+        tracing::info!(service = name, "stopped");
+    }
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let settings = cli.config.load()?;
+    if cli.config.dump_config {
+        print!("{}", settings.dump()?);
+        return Ok(());
+    }
+    settings.validate()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let _telemetry = dialectic_runtime::init_telemetry("dialecticd", &settings)?;
+        match cli.command.unwrap_or(Command::Run {
+            services: vec!["all".into()],
+        }) {
+            Command::Migrate => migrate(&settings).await,
+            Command::Run { services } => run(settings, &services).await,
+        }
+    })
+}

@@ -1,0 +1,242 @@
+//! Pure mappings between rows, cache events and API messages.
+
+use chrono::{DateTime, Utc};
+use dialectic_cache::ProgressEvent;
+use dialectic_core::job::{JobStatus, JobType};
+use dialectic_core::session::SessionStatus;
+use dialectic_proto::v1::{Model, Project, SessionEvent, StageDocument, StageJobCounts};
+use dialectic_store::records::{ModelRow, ProjectRow, ResourceRow};
+use prost_types::Timestamp;
+use std::collections::HashMap;
+use uuid::Uuid;
+
+/// Models a session uses when the request names none.
+pub const DEFAULT_MODELS: [&str; 1] = ["simulated"];
+
+pub fn timestamp(at: DateTime<Utc>) -> Timestamp {
+    Timestamp {
+        seconds: at.timestamp(),
+        nanos: i32::try_from(at.timestamp_subsec_nanos()).unwrap_or(0),
+    }
+}
+
+/// Milliseconds since the epoch; 0 means the publisher did not say.
+pub fn timestamp_from_ms(at_ms: i64) -> Option<Timestamp> {
+    (at_ms != 0).then(|| Timestamp {
+        seconds: at_ms.div_euclid(1000),
+        nanos: i32::try_from(at_ms.rem_euclid(1000) * 1_000_000).unwrap_or(0),
+    })
+}
+
+fn clamp_u32(n: i64) -> u32 {
+    u32::try_from(n.max(0)).unwrap_or(u32::MAX)
+}
+
+/// The stage a freshly inserted session waits to start (`pending_thesis` → `thesis`).
+pub fn stage_to_start(status: &str) -> Option<String> {
+    match SessionStatus::parse(status) {
+        Ok(SessionStatus::Pending(stage)) if !stage.is_empty() => Some(stage),
+        _ => None,
+    }
+}
+
+/// The stage a status names, if any (`running_antithesis` → `antithesis`).
+pub fn stage_of_status(status: &str) -> Option<String> {
+    SessionStatus::parse(status)
+        .ok()
+        .and_then(|s| s.stage().map(str::to_string))
+}
+
+/// Resolves requested models (api identifiers or ids of active models) to ids,
+/// in request order without duplicates. Err names the first unknown model.
+pub fn resolve_models(
+    requested: &[String],
+    active: &[(Uuid, String)],
+) -> Result<Vec<Uuid>, String> {
+    let defaults: Vec<String>;
+    let requested: &[String] = if requested.iter().all(|m| m.trim().is_empty()) {
+        defaults = DEFAULT_MODELS.iter().map(|m| m.to_string()).collect();
+        &defaults
+    } else {
+        requested
+    };
+    let mut ids = Vec::with_capacity(requested.len());
+    for name in requested.iter().map(|m| m.trim()).filter(|m| !m.is_empty()) {
+        let found = active
+            .iter()
+            .find(|(id, api)| api == name || Uuid::parse_str(name).is_ok_and(|u| u == *id))
+            .map(|(id, _)| *id)
+            .ok_or_else(|| name.to_string())?;
+        if !ids.contains(&found) {
+            ids.push(found);
+        }
+    }
+    Ok(ids)
+}
+
+/// Folds `(stage, job type, status, count)` rows into per-stage counts, in
+/// the order stages first appear.
+pub fn job_counts(rows: &[(String, String, String, i64)]) -> Vec<StageJobCounts> {
+    let mut out: Vec<StageJobCounts> = Vec::new();
+    for (stage, job_type, status, count) in rows {
+        let n = clamp_u32(*count);
+        let index = match out.iter().position(|c| &c.stage_slug == stage) {
+            Some(i) => i,
+            None => {
+                out.push(StageJobCounts {
+                    stage_slug: stage.clone(),
+                    ..Default::default()
+                });
+                out.len() - 1
+            }
+        };
+        let entry = &mut out[index];
+        match job_type.parse::<JobType>() {
+            Ok(JobType::Plan) => entry.plan += n,
+            Ok(JobType::Execute) => entry.execute += n,
+            Ok(JobType::Render) => entry.render += n,
+            Err(_) => {}
+        }
+        match status.parse::<JobStatus>() {
+            Ok(JobStatus::Completed) => entry.completed += n,
+            Ok(s) if s.is_failure() => entry.failed += n,
+            _ => entry.in_flight += n,
+        }
+    }
+    out
+}
+
+pub fn project(row: ProjectRow) -> Project {
+    Project {
+        id: row.id.to_string(),
+        name: row.project_name,
+        slug: row.slug,
+        initial_user_prompt: row.initial_user_prompt,
+        process_template_id: row.process_template_id.to_string(),
+        created_at: Some(timestamp(row.created_at)),
+    }
+}
+
+pub fn model(row: &ModelRow) -> Model {
+    Model {
+        id: row.id.to_string(),
+        api_identifier: row.api_identifier.clone(),
+        name: row.name.clone(),
+        provider: row.provider.clone(),
+        context_window_tokens: clamp_u32(row.context_window_tokens.into()),
+        max_output_tokens: clamp_u32(row.max_output_tokens.into()),
+    }
+}
+
+/// `names` maps model ids to api identifiers; an unknown id is shown as the id.
+pub fn document(row: &ResourceRow, names: &HashMap<Uuid, String>) -> StageDocument {
+    StageDocument {
+        resource_id: row.id.to_string(),
+        stage_slug: row.stage_slug.clone().unwrap_or_default(),
+        iteration: clamp_u32(row.iteration_number.unwrap_or(0).into()),
+        document_key: row.document_key.clone().unwrap_or_default(),
+        model: row
+            .model_id
+            .map(|id| names.get(&id).cloned().unwrap_or_else(|| id.to_string()))
+            .unwrap_or_default(),
+        storage_key: row.key(),
+        size_bytes: u64::try_from(row.size_bytes).unwrap_or(0),
+        source_contribution_id: row
+            .source_contribution_id
+            .map(|id| id.to_string())
+            .unwrap_or_default(),
+        updated_at: Some(timestamp(row.updated_at)),
+    }
+}
+
+pub fn event(e: ProgressEvent) -> SessionEvent {
+    SessionEvent {
+        session_id: e.session_id,
+        kind: e.kind,
+        session_status: e.session_status,
+        stage_slug: e.stage_slug,
+        job_id: e.job_id,
+        job_type: e.job_type,
+        document_key: e.document_key,
+        model: e.model,
+        message: e.message,
+        stage_percent: e.stage_percent.min(100),
+        at: timestamp_from_ms(e.at_ms),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pending_status_names_the_stage_to_start() {
+        assert_eq!(stage_to_start("pending_thesis").as_deref(), Some("thesis"));
+        assert_eq!(stage_to_start("running_thesis"), None);
+        assert_eq!(stage_to_start("iteration_complete_pending_review"), None);
+        assert_eq!(stage_to_start("garbage"), None);
+        assert_eq!(
+            stage_of_status("running_antithesis").as_deref(),
+            Some("antithesis")
+        );
+        assert_eq!(stage_of_status("paused"), None);
+    }
+
+    #[test]
+    fn models_resolve_by_name_or_id_without_duplicates() {
+        let a = Uuid::now_v7();
+        let b = Uuid::now_v7();
+        let active = vec![(a, "simulated".to_string()), (b, "simulated-b".to_string())];
+        assert_eq!(resolve_models(&[], &active), Ok(vec![a]));
+        assert_eq!(resolve_models(&[" ".into()], &active), Ok(vec![a]));
+        assert_eq!(
+            resolve_models(
+                &["simulated-b".into(), a.to_string(), "simulated".into()],
+                &active
+            ),
+            Ok(vec![b, a])
+        );
+        assert_eq!(
+            resolve_models(&["simulated".into(), "gpt-9".into()], &active),
+            Err("gpt-9".to_string())
+        );
+        assert!(resolve_models(&[Uuid::now_v7().to_string()], &active).is_err());
+        assert!(resolve_models(&["simulated".into()], &[]).is_err());
+    }
+
+    #[test]
+    fn job_counts_fold_per_stage() {
+        let row =
+            |stage: &str, t: &str, s: &str, n: i64| (stage.to_string(), t.into(), s.into(), n);
+        let counts = job_counts(&[
+            row("thesis", "EXECUTE", "completed", 3),
+            row("thesis", "EXECUTE", "retry_loop_failed", 1),
+            row("thesis", "PLAN", "waiting_for_children", 1),
+            row("thesis", "RENDER", "failed", 2),
+            row("antithesis", "PLAN", "pending", 1),
+        ]);
+        assert_eq!(counts.len(), 2);
+        let thesis = &counts[0];
+        assert_eq!(thesis.stage_slug, "thesis");
+        assert_eq!((thesis.plan, thesis.execute, thesis.render), (1, 4, 2));
+        assert_eq!(
+            (thesis.completed, thesis.failed, thesis.in_flight),
+            (3, 3, 1)
+        );
+        assert_eq!(counts[1].in_flight, 1);
+    }
+
+    #[test]
+    fn event_times_convert_from_milliseconds() {
+        let ts = timestamp_from_ms(1_700_000_000_123).unwrap();
+        assert_eq!((ts.seconds, ts.nanos), (1_700_000_000, 123_000_000));
+        assert!(timestamp_from_ms(0).is_none());
+        let e = event(ProgressEvent {
+            session_id: "s".into(),
+            kind: "job_started".into(),
+            stage_percent: 250,
+            ..Default::default()
+        });
+        assert_eq!((e.kind.as_str(), e.stage_percent), ("job_started", 100));
+    }
+}

@@ -1,0 +1,569 @@
+//! The `DialecticService` handlers.
+
+use crate::convert;
+use crate::error::GatewayError;
+use dialectic_blob::BlobStore;
+use dialectic_cache::{Cache, ProgressEvent};
+use dialectic_core::ids::{ProjectId, ResourceId, SessionId};
+use dialectic_core::paths::{FileKind, PathContext};
+use dialectic_core::slug::slugify;
+use dialectic_proto::ENVELOPE_VERSION;
+use dialectic_proto::v1::dialectic_service_server::DialecticService;
+use dialectic_proto::v1::queue::envelope::Body;
+use dialectic_proto::v1::queue::planner_command::Command;
+use dialectic_proto::v1::queue::{Envelope, PlannerCommand, StartStage};
+use dialectic_proto::v1::{
+    CreateProjectRequest, DocumentContent, GetDocumentContentRequest, GetProjectRequest,
+    GetSessionRequest, ListModelsRequest, ListModelsResponse, ListStageDocumentsRequest,
+    ListStageDocumentsResponse, Project, Session, SessionEvent, StartSessionRequest,
+    WatchSessionRequest,
+};
+use dialectic_runtime::CancellationToken;
+use dialectic_store::records::{self, NewProject, NewSession, SessionRow};
+use dialectic_store::{Store, StoreError, api, jobs, outbox};
+use futures::StreamExt;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::metadata::MetadataMap;
+use tonic::{Request, Response, Status};
+use tracing::Instrument;
+use uuid::Uuid;
+
+/// Metadata header naming the calling user (until API keys exist).
+pub const USER_HEADER: &str = "x-dialectic-user";
+
+/// Key of a project's initial prompt: `projects/{id}/initial-prompt.md`. A dash,
+/// not an underscore: `paths` reserves underscores as name-part separators.
+pub const PROMPT_NAME: &str = "initial-prompt";
+
+/// Where a project's initial prompt is stored.
+pub fn prompt_key(project_id: ProjectId) -> Result<String, GatewayError> {
+    PathContext {
+        project_id,
+        session_short: String::new(),
+        iteration: 0,
+        stage_number: 0,
+        stage_slug: String::new(),
+        file: FileKind::ProjectPrompt {
+            name_slug: PROMPT_NAME.into(),
+        },
+    }
+    .construct()
+    .map_err(|e| GatewayError::Internal(format!("prompt storage key: {e}")))
+}
+
+/// The caller: the header when present, else the configured default user.
+pub fn caller_id(header: Option<&str>, default: Option<Uuid>) -> Result<Uuid, GatewayError> {
+    match header {
+        Some(value) => Uuid::parse_str(value.trim()).map_err(|_| {
+            GatewayError::InvalidArgument(format!(
+                "{USER_HEADER} {:?} is not a valid UUID",
+                value.chars().take(64).collect::<String>()
+            ))
+        }),
+        None => default.ok_or_else(|| {
+            GatewayError::Internal(
+                "no x-dialectic-user header and gateway.default_user_id is not a valid UUID".into(),
+            )
+        }),
+    }
+}
+
+fn optional(value: &str) -> Option<&str> {
+    let value = value.trim();
+    (!value.is_empty()).then_some(value)
+}
+
+pub struct Gateway {
+    store: Store,
+    blob: BlobStore,
+    cache: Arc<OnceLock<Cache>>,
+    default_user: Option<Uuid>,
+    max_prompt_bytes: usize,
+    shutdown: CancellationToken,
+}
+
+impl Gateway {
+    pub fn new(
+        store: Store,
+        blob: BlobStore,
+        cache: Arc<OnceLock<Cache>>,
+        default_user: Option<Uuid>,
+        max_prompt_bytes: usize,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Self {
+            store,
+            blob,
+            cache,
+            default_user,
+            max_prompt_bytes,
+            shutdown,
+        }
+    }
+
+    fn caller(&self, metadata: &MetadataMap) -> Result<Uuid, GatewayError> {
+        let header = match metadata.get(USER_HEADER) {
+            Some(v) => Some(v.to_str().map_err(|_| {
+                GatewayError::InvalidArgument(format!("{USER_HEADER} is not valid text"))
+            })?),
+            None => None,
+        };
+        caller_id(header, self.default_user)
+    }
+
+    fn cache(&self) -> Result<&Cache, GatewayError> {
+        self.cache
+            .get()
+            .ok_or_else(|| GatewayError::Unavailable("redis is not connected yet".into()))
+    }
+
+    async fn model_names(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, String>, GatewayError> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        Ok(records::models_by_id(self.store.pool(), ids)
+            .await?
+            .into_iter()
+            .map(|m| (m.id, m.api_identifier))
+            .collect())
+    }
+
+    async fn session_view(
+        &self,
+        row: SessionRow,
+        with_jobs: bool,
+    ) -> Result<Session, GatewayError> {
+        let names = self.model_names(&row.selected_model_ids).await?;
+        let models = row
+            .selected_model_ids
+            .iter()
+            .map(|id| names.get(id).cloned().unwrap_or_else(|| id.to_string()))
+            .collect();
+        let stage_from_row = match row.current_stage_id {
+            Some(id) => api::stage_slug(self.store.pool(), id).await?,
+            None => None,
+        };
+        let current_stage = stage_from_row
+            .or_else(|| convert::stage_of_status(&row.status))
+            .unwrap_or_default();
+        let jobs = if with_jobs {
+            convert::job_counts(&jobs::session_counts(self.store.pool(), row.id).await?)
+        } else {
+            Vec::new()
+        };
+        Ok(Session {
+            id: row.id.to_string(),
+            project_id: row.project_id.to_string(),
+            status: row.status,
+            iteration: u32::try_from(row.iteration_count).unwrap_or(0),
+            current_stage,
+            models,
+            jobs,
+            created_at: Some(convert::timestamp(row.created_at)),
+            updated_at: Some(convert::timestamp(row.updated_at)),
+        })
+    }
+
+    async fn create_project(
+        &self,
+        user: Uuid,
+        req: CreateProjectRequest,
+    ) -> Result<Project, GatewayError> {
+        let name = req.name.trim();
+        if name.is_empty() {
+            return Err(GatewayError::InvalidArgument("name is required".into()));
+        }
+        let prompt = req.initial_user_prompt.as_str();
+        if prompt.trim().is_empty() {
+            return Err(GatewayError::InvalidArgument(
+                "initial_user_prompt is required".into(),
+            ));
+        }
+        if prompt.len() > self.max_prompt_bytes {
+            return Err(GatewayError::InvalidArgument(format!(
+                "initial_user_prompt is {} bytes; the limit is {} bytes",
+                prompt.len(),
+                self.max_prompt_bytes
+            )));
+        }
+        let id = ProjectId::new();
+        tracing::Span::current().record("project_id", tracing::field::display(id));
+        let slug = slugify(name, 60, "project");
+        let key = prompt_key(id)?;
+        // The object goes first: a project row must never point at a missing prompt.
+        self.blob
+            .put(
+                &key,
+                prompt.as_bytes().to_vec(),
+                "text/markdown; charset=utf-8",
+            )
+            .await?;
+        let inserted = records::insert_project(
+            self.store.pool(),
+            &NewProject {
+                id: id.as_uuid(),
+                user_id: user,
+                name,
+                slug: &slug,
+                prompt,
+                prompt_key: &key,
+                client_request_id: optional(&req.client_request_id),
+            },
+        )
+        .await;
+        match inserted {
+            Ok((row, _created)) if row.id == id.as_uuid() => Ok(convert::project(row)),
+            Ok((row, _)) => {
+                // A retried request: the first project keeps its own prompt object.
+                tracing::info!(existing = %row.id, "client request id repeated; returning the first project");
+                self.discard_object(&key).await;
+                Ok(convert::project(row))
+            }
+            Err(e) => {
+                self.discard_object(&key).await;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Best effort: a leftover prompt object is harmless, so a failed delete is only logged.
+    async fn discard_object(&self, key: &str) {
+        if let Err(e) = self.blob.delete(key).await {
+            tracing::warn!(key, error = %e, "could not delete an unused prompt object");
+        }
+    }
+
+    async fn start_session(
+        &self,
+        user: Uuid,
+        req: StartSessionRequest,
+    ) -> Result<Session, GatewayError> {
+        let project_id = ProjectId::parse(&req.project_id)?;
+        records::project_for_user(self.store.pool(), user, project_id.as_uuid()).await?;
+        let active: Vec<(Uuid, String)> = records::active_models(self.store.pool())
+            .await?
+            .into_iter()
+            .map(|m| (m.id, m.api_identifier))
+            .collect();
+        let model_ids = convert::resolve_models(&req.models, &active).map_err(|name| {
+            GatewayError::InvalidArgument(format!(
+                "unknown model {name:?}; see ListModels for the available ones"
+            ))
+        })?;
+        let session_id = SessionId::new();
+        let mut tx = self.store.begin().await?;
+        let (row, created) = records::insert_session(
+            &mut tx,
+            &NewSession {
+                id: session_id.as_uuid(),
+                project_id: project_id.as_uuid(),
+                user_id: user,
+                model_ids: &model_ids,
+                description: optional(&req.description),
+                client_request_id: optional(&req.client_request_id),
+            },
+        )
+        .await?;
+        tracing::Span::current().record("session_id", tracing::field::display(row.id));
+        if created {
+            let stage_slug = convert::stage_to_start(&row.status).ok_or_else(|| {
+                GatewayError::Internal(format!(
+                    "new session has status {:?}, which names no stage to start",
+                    row.status
+                ))
+            })?;
+            let envelope = Envelope {
+                version: ENVELOPE_VERSION,
+                body: Some(Body::PlannerCommand(PlannerCommand {
+                    command: Some(Command::StartStage(StartStage {
+                        session_id: row.id.to_string(),
+                        stage_slug,
+                        iteration: 1,
+                    })),
+                })),
+            };
+            outbox::enqueue(
+                &mut tx,
+                dialectic_queue::keys::PLANNER_COMMAND,
+                &dialectic_queue::encode(&envelope),
+                dialectic_telemetry::current_traceparent().as_deref(),
+            )
+            .await?;
+        }
+        tx.commit().await.map_err(StoreError::from)?;
+        self.session_view(row, false).await
+    }
+
+    async fn list_documents(
+        &self,
+        user: Uuid,
+        req: ListStageDocumentsRequest,
+    ) -> Result<ListStageDocumentsResponse, GatewayError> {
+        let session_id = SessionId::parse(&req.session_id)?;
+        records::session_for_user(self.store.pool(), user, session_id.as_uuid()).await?;
+        let iteration = match req.iteration {
+            0 => None,
+            n => Some(i32::try_from(n).map_err(|_| {
+                GatewayError::InvalidArgument(format!("iteration {n} is out of range"))
+            })?),
+        };
+        let rows = records::session_documents(
+            self.store.pool(),
+            user,
+            session_id.as_uuid(),
+            optional(&req.stage_slug),
+            iteration,
+        )
+        .await?;
+        let mut ids: Vec<Uuid> = rows.iter().filter_map(|r| r.model_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let names = self.model_names(&ids).await?;
+        Ok(ListStageDocumentsResponse {
+            documents: rows.iter().map(|r| convert::document(r, &names)).collect(),
+        })
+    }
+
+    async fn document_content(
+        &self,
+        user: Uuid,
+        req: GetDocumentContentRequest,
+    ) -> Result<DocumentContent, GatewayError> {
+        let id = ResourceId::parse(&req.resource_id)?;
+        let row = records::resource_for_user(self.store.pool(), user, id.as_uuid()).await?;
+        let content = self.blob.get_string(&row.key()).await?;
+        let names = self.model_names(row.model_id.as_slice()).await?;
+        Ok(DocumentContent {
+            document: Some(convert::document(&row, &names)),
+            content,
+            mime_type: row.mime_type,
+        })
+    }
+
+    async fn watch(
+        &self,
+        user: Uuid,
+        req: WatchSessionRequest,
+    ) -> Result<ReceiverStream<Result<SessionEvent, Status>>, GatewayError> {
+        let session_id = SessionId::parse(&req.session_id)?;
+        records::session_for_user(self.store.pool(), user, session_id.as_uuid()).await?;
+        let cache = self.cache()?;
+        let sid = session_id.to_string();
+        // Subscribing before reading the snapshot means no event falls between them.
+        let events = cache.subscribe(&sid).await?;
+        let row = records::session_for_user(self.store.pool(), user, session_id.as_uuid()).await?;
+        let stage_slug = convert::stage_of_status(&row.status).unwrap_or_default();
+        // The latest event only adds progress detail to a snapshot of the same status.
+        let latest = cache.latest(&sid).await.ok().flatten().filter(|e| {
+            e.session_status == row.status && (stage_slug.is_empty() || e.stage_slug == stage_slug)
+        });
+        let snapshot = convert::event(ProgressEvent {
+            session_id: sid.clone(),
+            kind: "snapshot".into(),
+            session_status: row.status.clone(),
+            stage_slug,
+            stage_percent: latest.as_ref().map(|e| e.stage_percent).unwrap_or(0),
+            message: latest.map(|e| e.message).unwrap_or_default(),
+            at_ms: chrono::Utc::now().timestamp_millis(),
+            ..Default::default()
+        });
+        let (tx, rx) = mpsc::channel(64);
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(
+            async move {
+                if tx.send(Ok(snapshot)).await.is_err() {
+                    return;
+                }
+                let mut events = std::pin::pin!(events);
+                loop {
+                    tokio::select! {
+                        // Open streams must not hold up the server's graceful shutdown.
+                        _ = shutdown.cancelled() => break,
+                        _ = tx.closed() => break,
+                        next = events.next() => match next {
+                            Some(event) => {
+                                if tx.send(Ok(convert::event(event))).await.is_err() {
+                                    break;
+                                }
+                            }
+                            None => {
+                                let _ = tx
+                                    .send(Err(Status::unavailable("progress feed closed; watch again")))
+                                    .await;
+                                break;
+                            }
+                        },
+                    }
+                }
+                tracing::debug!("watch stream ended");
+            }
+            .in_current_span(),
+        );
+        Ok(ReceiverStream::new(rx))
+    }
+}
+
+macro_rules! span {
+    ($name:literal, $user:expr) => {
+        tracing::info_span!(
+            $name,
+            user_id = %$user,
+            project_id = tracing::field::Empty,
+            session_id = tracing::field::Empty,
+        )
+    };
+}
+
+#[tonic::async_trait]
+impl DialecticService for Gateway {
+    async fn create_project(
+        &self,
+        request: Request<CreateProjectRequest>,
+    ) -> Result<Response<Project>, Status> {
+        let user = self.caller(request.metadata())?;
+        let span = span!("create_project", user);
+        let project = Gateway::create_project(self, user, request.into_inner())
+            .instrument(span)
+            .await?;
+        Ok(Response::new(project))
+    }
+
+    async fn get_project(
+        &self,
+        request: Request<GetProjectRequest>,
+    ) -> Result<Response<Project>, Status> {
+        let user = self.caller(request.metadata())?;
+        let req = request.into_inner();
+        let span = span!("get_project", user);
+        span.record("project_id", req.project_id.as_str());
+        async {
+            let id = ProjectId::parse(&req.project_id)?;
+            let row = records::project_for_user(self.store.pool(), user, id.as_uuid()).await?;
+            Ok::<_, GatewayError>(Response::new(convert::project(row)))
+        }
+        .instrument(span)
+        .await
+        .map_err(Status::from)
+    }
+
+    async fn start_session(
+        &self,
+        request: Request<StartSessionRequest>,
+    ) -> Result<Response<Session>, Status> {
+        let user = self.caller(request.metadata())?;
+        let req = request.into_inner();
+        let span = span!("start_session", user);
+        span.record("project_id", req.project_id.as_str());
+        let session = Gateway::start_session(self, user, req)
+            .instrument(span)
+            .await?;
+        Ok(Response::new(session))
+    }
+
+    async fn get_session(
+        &self,
+        request: Request<GetSessionRequest>,
+    ) -> Result<Response<Session>, Status> {
+        let user = self.caller(request.metadata())?;
+        let req = request.into_inner();
+        let span = span!("get_session", user);
+        span.record("session_id", req.session_id.as_str());
+        async {
+            let id = SessionId::parse(&req.session_id)?;
+            let row = records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
+            tracing::Span::current().record("project_id", tracing::field::display(row.project_id));
+            self.session_view(row, true).await
+        }
+        .instrument(span)
+        .await
+        .map(Response::new)
+        .map_err(Status::from)
+    }
+
+    async fn list_stage_documents(
+        &self,
+        request: Request<ListStageDocumentsRequest>,
+    ) -> Result<Response<ListStageDocumentsResponse>, Status> {
+        let user = self.caller(request.metadata())?;
+        let req = request.into_inner();
+        let span = span!("list_stage_documents", user);
+        span.record("session_id", req.session_id.as_str());
+        let docs = self.list_documents(user, req).instrument(span).await?;
+        Ok(Response::new(docs))
+    }
+
+    async fn get_document_content(
+        &self,
+        request: Request<GetDocumentContentRequest>,
+    ) -> Result<Response<DocumentContent>, Status> {
+        let user = self.caller(request.metadata())?;
+        let req = request.into_inner();
+        let span = tracing::info_span!("get_document_content", user_id = %user, resource_id = %req.resource_id);
+        let content = self.document_content(user, req).instrument(span).await?;
+        Ok(Response::new(content))
+    }
+
+    async fn list_models(
+        &self,
+        request: Request<ListModelsRequest>,
+    ) -> Result<Response<ListModelsResponse>, Status> {
+        let user = self.caller(request.metadata())?;
+        let span = span!("list_models", user);
+        async {
+            let rows = records::active_models(self.store.pool()).await?;
+            Ok::<_, GatewayError>(Response::new(ListModelsResponse {
+                models: rows.iter().map(convert::model).collect(),
+            }))
+        }
+        .instrument(span)
+        .await
+        .map_err(Status::from)
+    }
+
+    type WatchSessionStream = ReceiverStream<Result<SessionEvent, Status>>;
+
+    async fn watch_session(
+        &self,
+        request: Request<WatchSessionRequest>,
+    ) -> Result<Response<Self::WatchSessionStream>, Status> {
+        let user = self.caller(request.metadata())?;
+        let req = request.into_inner();
+        let span = span!("watch_session", user);
+        span.record("session_id", req.session_id.as_str());
+        let stream = self.watch(user, req).instrument(span).await?;
+        Ok(Response::new(stream))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caller_comes_from_header_or_default() {
+        let default = Uuid::now_v7();
+        let other = Uuid::now_v7();
+        assert_eq!(caller_id(None, Some(default)).ok(), Some(default));
+        assert_eq!(
+            caller_id(Some(&other.to_string()), Some(default)).ok(),
+            Some(other)
+        );
+        assert!(matches!(
+            caller_id(Some("bob"), Some(default)),
+            Err(GatewayError::InvalidArgument(_))
+        ));
+        assert!(caller_id(None, None).is_err());
+    }
+
+    #[test]
+    fn prompt_key_is_at_the_project_root() {
+        let id = ProjectId::new();
+        assert_eq!(
+            prompt_key(id).ok(),
+            Some(format!("projects/{id}/initial-prompt.md"))
+        );
+    }
+}

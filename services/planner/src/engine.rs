@@ -1,0 +1,787 @@
+//! The planner's decisions. Each message is one transaction: lock what changes
+//! (job → parent → session, always in that order), apply the pure transitions of
+//! `dialectic_core::job`, write follow-up messages to the outbox, commit, then
+//! publish progress. A duplicate or stale message finds nothing to do.
+
+use dialectic_cache::{Cache, ProgressEvent};
+use dialectic_config::PlannerConfig;
+use dialectic_core::ids::StepId;
+use dialectic_core::job::{
+    ChildrenState, JobEffect, JobEvent, JobStatus, JobType, children_state, retry_backoff_ms,
+    transition,
+};
+use dialectic_core::payload::{JobPayload, RenderPayload};
+use dialectic_core::recipe::RecipeStep;
+use dialectic_core::session::{
+    SessionStatus, StageCompletion, stage_completion, status_after_stage,
+    status_on_root_plan_started,
+};
+use dialectic_core::slug::slugify;
+use dialectic_proto::ENVELOPE_VERSION;
+use dialectic_proto::v1::queue::{
+    Envelope, JobDispatch, JobOutcome, StartStage, envelope::Body, job_outcome,
+};
+use dialectic_store::jobs::{self, JobRow, NewJob};
+use dialectic_store::{Store, StoreError, Tx, outbox, recipes, records};
+use serde_json::json;
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, OnceLock};
+use uuid::Uuid;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlannerError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("invalid message: {0}")]
+    BadMessage(String),
+    #[error("cannot plan stage {stage}: {reason}")]
+    Recipe { stage: String, reason: String },
+}
+
+impl PlannerError {
+    pub fn is_transient(&self) -> bool {
+        matches!(self, PlannerError::Store(e) if e.is_transient())
+    }
+}
+
+impl From<PlannerError> for tonic::Status {
+    fn from(e: PlannerError) -> Self {
+        if e.is_transient() {
+            tonic::Status::unavailable(e.to_string())
+        } else {
+            tonic::Status::internal(e.to_string())
+        }
+    }
+}
+
+/// Follow-up work inside one transaction, processed in order.
+enum Work {
+    Apply {
+        job: Uuid,
+        event: JobEvent,
+        error: Option<serde_json::Value>,
+        results: Option<serde_json::Value>,
+    },
+    CheckParent(Uuid),
+    CheckStage {
+        session: Uuid,
+        stage: String,
+        iteration: i32,
+    },
+    PlanNext(Uuid),
+    Release {
+        prerequisite: Uuid,
+        succeeded: bool,
+    },
+}
+
+struct Unit {
+    tx: Tx<'static>,
+    events: Vec<ProgressEvent>,
+    work: VecDeque<Work>,
+    traceparent: Option<String>,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SweepReport {
+    pub expired_leases: u32,
+    pub retries_dispatched: u32,
+}
+
+pub struct Engine {
+    store: Store,
+    config: PlannerConfig,
+    cache: Arc<OnceLock<Cache>>,
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+fn parse_id(kind: &str, value: &str) -> Result<Uuid, PlannerError> {
+    Uuid::parse_str(value)
+        .map_err(|_| PlannerError::BadMessage(format!("{kind} {value:?} is not a UUID")))
+}
+
+impl Engine {
+    pub fn new(store: Store, config: PlannerConfig, cache: Arc<OnceLock<Cache>>) -> Self {
+        Self {
+            store,
+            config,
+            cache,
+        }
+    }
+
+    async fn begin(&self, traceparent: Option<&str>) -> Result<Unit, PlannerError> {
+        Ok(Unit {
+            tx: self.store.begin().await?,
+            events: Vec::new(),
+            work: VecDeque::new(),
+            traceparent: traceparent.map(str::to_string),
+        })
+    }
+
+    async fn finish(&self, mut unit: Unit) -> Result<(), PlannerError> {
+        self.run(&mut unit).await?;
+        unit.tx.commit().await.map_err(StoreError::from)?;
+        if let Some(cache) = self.cache.get() {
+            for event in &unit.events {
+                if let Err(e) = cache.publish(event).await {
+                    tracing::warn!(error = %e, "could not publish progress");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Seed 000 §4.1: create one root PLAN job per selected model for the stage.
+    pub async fn start_stage(
+        &self,
+        command: &StartStage,
+        traceparent: Option<&str>,
+    ) -> Result<(), PlannerError> {
+        let session_id = parse_id("session", &command.session_id)?;
+        let stage = command.stage_slug.as_str();
+        let iteration = command.iteration.max(1) as i32;
+        let mut unit = self.begin(traceparent).await?;
+        let session = match records::lock_session(&mut unit.tx, session_id).await {
+            Ok(s) => s,
+            Err(StoreError::NotFound(what)) => {
+                tracing::warn!(%what, "start-stage for an unknown session; ignoring");
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let current = SessionStatus::parse(&session.status)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        if current != SessionStatus::Pending(stage.to_string()) {
+            tracing::info!(status = %session.status, stage, "stage already started or not next; nothing to do");
+            return Ok(());
+        }
+        let stage_row = records::stage_in_process(&mut *unit.tx, session_id, stage).await?;
+        let recipe = recipes::stage_recipe(&mut unit.tx, stage).await?;
+        let root_step = recipe
+            .entry_steps()
+            .into_iter()
+            .find(|s| s.job_type == JobType::Plan)
+            .cloned()
+            .ok_or_else(|| PlannerError::Recipe {
+                stage: stage.to_string(),
+                reason: "the recipe has no PLAN step without predecessors".into(),
+            })?;
+        let mut planned_documents: Vec<String> = recipe
+            .steps
+            .iter()
+            .filter(|s| s.id != root_step.id && !s.is_skipped)
+            .map(|s| s.output_type.clone())
+            .collect();
+        planned_documents.dedup();
+        let models = records::models_by_id(&mut *unit.tx, &session.selected_model_ids).await?;
+        for model_id in &session.selected_model_ids {
+            let Some(model) = models.iter().find(|m| m.id == *model_id) else {
+                return Err(PlannerError::Recipe {
+                    stage: stage.to_string(),
+                    reason: format!("model {model_id} no longer exists"),
+                });
+            };
+            let payload = JobPayload {
+                step: Some(root_step.clone()),
+                model_api_identifier: model.api_identifier.clone(),
+                model_slug: slugify(&model.api_identifier, 40, "model"),
+                stage_number: stage_row.stage_number.max(0) as u32,
+                planned_documents: planned_documents.clone(),
+                render: None,
+                recipe: Some(recipe.clone()),
+            };
+            let job_id = Uuid::now_v7();
+            let inserted = jobs::insert(
+                &mut unit.tx,
+                &NewJob {
+                    id: job_id,
+                    job_key: format!("{session_id}:{stage}:{iteration}:{model_id}"),
+                    session_id,
+                    user_id: session.user_id,
+                    stage_slug: stage,
+                    iteration,
+                    job_type: JobType::Plan,
+                    status: JobStatus::Pending,
+                    step_id: Some(root_step.id.0),
+                    step_key: Some(&root_step.step_key),
+                    model_id: Some(model.id),
+                    document_key: Some(&root_step.output_type),
+                    payload: &payload,
+                    parent_job_id: None,
+                    prerequisite_job_id: None,
+                    target_contribution_id: None,
+                    max_attempts: self.config.max_attempts as i32,
+                },
+            )
+            .await?;
+            if let Some(id) = inserted {
+                self.dispatch(&mut unit, id, JobType::Plan).await?;
+            }
+        }
+        unit.events.push(ProgressEvent {
+            session_id: session_id.to_string(),
+            kind: "stage_started".into(),
+            session_status: session.status.clone(),
+            stage_slug: stage.to_string(),
+            message: format!("{} root job(s) planned", session.selected_model_ids.len()),
+            at_ms: now_ms(),
+            ..Default::default()
+        });
+        self.finish(unit).await
+    }
+
+    pub async fn on_outcome(
+        &self,
+        outcome: &JobOutcome,
+        traceparent: Option<&str>,
+    ) -> Result<(), PlannerError> {
+        let job_id = parse_id("job", &outcome.job_id)?;
+        let Some(result) = &outcome.result else {
+            return Err(PlannerError::BadMessage(
+                "job outcome without a result".into(),
+            ));
+        };
+        let mut unit = self.begin(traceparent).await?;
+        let job = match jobs::lock(&mut unit.tx, job_id).await {
+            Ok(j) => j,
+            Err(StoreError::NotFound(what)) => {
+                tracing::warn!(%what, "outcome for an unknown job; ignoring");
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let current_attempt =
+            job.status()? == JobStatus::Processing && job.attempt_count as u32 == outcome.attempt;
+        match result {
+            job_outcome::Result::Started(started) => {
+                if job.parent_job_id.is_none() && job.job_type()? == JobType::Plan {
+                    let session = records::lock_session(&mut unit.tx, job.session_id).await?;
+                    let status = SessionStatus::parse(&session.status)
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                    if let Some(next) = status_on_root_plan_started(&status, &job.stage_slug) {
+                        let next = next.to_string();
+                        records::set_session_status(
+                            &mut unit.tx,
+                            job.session_id,
+                            &next,
+                            Some(&job.stage_slug),
+                        )
+                        .await?;
+                        unit.events
+                            .push(self.session_event(&job, "session_status", &next));
+                    }
+                }
+                let mut event = self.job_event(&mut unit, &job, "job_started").await?;
+                event.message = format!("attempt {} on {}", outcome.attempt, started.worker);
+                unit.events.push(event);
+            }
+            job_outcome::Result::Succeeded(done) => {
+                if !current_attempt {
+                    tracing::info!(job_id = %job.id, status = %job.status, "stale success outcome; ignoring");
+                    return Ok(());
+                }
+                let results = json!({
+                    "contribution_id": done.contribution_id,
+                    "resource_id": done.resource_id,
+                    "finish_reason": done.finish_reason,
+                });
+                let payload = job.payload()?;
+                match job.job_type()? {
+                    JobType::Plan if payload.recipe.is_some() => {
+                        jobs::set_status(
+                            &mut unit.tx,
+                            job.id,
+                            JobStatus::Processing,
+                            None,
+                            Some(&results),
+                        )
+                        .await?;
+                        unit.work.push_back(Work::PlanNext(job.id));
+                    }
+                    job_type => {
+                        if job_type == JobType::Execute
+                            && payload
+                                .step
+                                .as_ref()
+                                .is_some_and(RecipeStep::renders_markdown)
+                            && !done.contribution_id.is_empty()
+                        {
+                            let contribution = parse_id("contribution", &done.contribution_id)?;
+                            self.spawn_render(&mut unit, &job, &payload, contribution)
+                                .await?;
+                        }
+                        unit.work.push_back(Work::Apply {
+                            job: job.id,
+                            event: JobEvent::Succeeded,
+                            error: None,
+                            results: Some(results),
+                        });
+                    }
+                }
+            }
+            job_outcome::Result::Failed(failed) => {
+                if !current_attempt {
+                    tracing::info!(job_id = %job.id, status = %job.status, "stale failure outcome; ignoring");
+                    return Ok(());
+                }
+                unit.work.push_back(Work::Apply {
+                    job: job.id,
+                    event: JobEvent::Failed {
+                        retryable: failed.retryable,
+                    },
+                    error: Some(json!({
+                        "code": failed.error_code,
+                        "message": failed.message,
+                        "attempt": outcome.attempt,
+                    })),
+                    results: None,
+                });
+            }
+        }
+        self.finish(unit).await
+    }
+
+    /// Moves jobs whose lease ran out back to `retrying`, and dispatches retries that are due.
+    pub async fn sweep(&self) -> Result<SweepReport, PlannerError> {
+        let mut report = SweepReport::default();
+        let mut unit = self.begin(None).await?;
+        for id in jobs::expired_leases(&mut unit.tx, 100).await? {
+            report.expired_leases += 1;
+            tracing::warn!(job_id = %id, "lease expired; the worker is gone");
+            unit.work.push_back(Work::Apply {
+                job: id,
+                event: JobEvent::LeaseExpired,
+                error: Some(json!({"code": "lease_expired", "message": "the worker stopped renewing its lease"})),
+                results: None,
+            });
+        }
+        self.finish(unit).await?;
+        let mut unit = self.begin(None).await?;
+        for id in jobs::due_retries(&mut unit.tx, 100).await? {
+            let job = jobs::lock(&mut unit.tx, id).await?;
+            report.retries_dispatched += 1;
+            unit.work.push_back(Work::Apply {
+                job: id,
+                event: JobEvent::RetryDue {
+                    attempts_used: job.attempt_count.max(0) as u32,
+                    max_attempts: job.max_retries.max(1) as u32,
+                },
+                error: None,
+                results: None,
+            });
+        }
+        self.finish(unit).await?;
+        Ok(report)
+    }
+
+    async fn run(&self, unit: &mut Unit) -> Result<(), PlannerError> {
+        while let Some(work) = unit.work.pop_front() {
+            match work {
+                Work::Apply {
+                    job,
+                    event,
+                    error,
+                    results,
+                } => self.apply(unit, job, event, error, results).await?,
+                Work::CheckParent(parent) => self.check_parent(unit, parent).await?,
+                Work::CheckStage {
+                    session,
+                    stage,
+                    iteration,
+                } => self.check_stage(unit, session, &stage, iteration).await?,
+                Work::PlanNext(job) => self.plan_next(unit, job).await?,
+                Work::Release {
+                    prerequisite,
+                    succeeded,
+                } => {
+                    for waiting in jobs::waiting_on(&mut unit.tx, prerequisite).await? {
+                        unit.work.push_back(Work::Apply {
+                            job: waiting,
+                            event: if succeeded {
+                                JobEvent::PrerequisiteCompleted
+                            } else {
+                                JobEvent::PrerequisiteFailed
+                            },
+                            error: (!succeeded).then(|| json!({"code": "prerequisite_failed"})),
+                            results: None,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn apply(
+        &self,
+        unit: &mut Unit,
+        job_id: Uuid,
+        event: JobEvent,
+        error: Option<serde_json::Value>,
+        results: Option<serde_json::Value>,
+    ) -> Result<(), PlannerError> {
+        let job = jobs::lock(&mut unit.tx, job_id).await?;
+        let from = job.status()?;
+        let t = match transition(from, event) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::info!(job_id = %job.id, error = %e, "transition not applicable; ignoring");
+                return Ok(());
+            }
+        };
+        jobs::set_status(&mut unit.tx, job.id, t.to, error.as_ref(), results.as_ref()).await?;
+        let mut progress = self.job_event(unit, &job, "job_status").await?;
+        progress.message = t.to.as_str().to_string();
+        if let Some(e) = &error {
+            progress.message = format!("{} ({})", t.to.as_str(), e);
+        }
+        unit.events.push(progress);
+        for effect in t.effects {
+            match effect {
+                JobEffect::Dispatch => {
+                    if t.to == JobStatus::Retrying {
+                        jobs::clear_next_attempt(&mut unit.tx, job.id).await?;
+                    }
+                    self.dispatch(unit, job.id, job.job_type()?).await?;
+                }
+                JobEffect::ScheduleRetry => {
+                    let delay = retry_backoff_ms(
+                        job.attempt_count.max(1) as u32,
+                        self.config.retry_base_ms,
+                        self.config.retry_cap_ms,
+                    );
+                    jobs::schedule_retry(&mut unit.tx, job.id, delay).await?;
+                }
+                JobEffect::CheckParent => {
+                    if let Some(parent) = job.parent_job_id {
+                        unit.work.push_back(Work::CheckParent(parent));
+                    }
+                }
+                JobEffect::ReleaseDependents => unit.work.push_back(Work::Release {
+                    prerequisite: job.id,
+                    succeeded: t.to == JobStatus::Completed,
+                }),
+                JobEffect::CheckStage => {
+                    if job.parent_job_id.is_none() {
+                        unit.work.push_back(Work::CheckStage {
+                            session: job.session_id,
+                            stage: job.stage_slug.clone(),
+                            iteration: job.iteration_number,
+                        });
+                    }
+                }
+                JobEffect::PlanNextSteps => unit.work.push_back(Work::PlanNext(job.id)),
+            }
+        }
+        Ok(())
+    }
+
+    async fn check_parent(&self, unit: &mut Unit, parent_id: Uuid) -> Result<(), PlannerError> {
+        let parent = jobs::lock(&mut unit.tx, parent_id).await?;
+        if parent.status()? != JobStatus::WaitingForChildren {
+            return Ok(());
+        }
+        let children: Vec<(JobType, JobStatus)> = jobs::children(&mut unit.tx, parent_id)
+            .await?
+            .into_iter()
+            .map(|(t, s, _)| (t, s))
+            .collect();
+        let event = match children_state(&children) {
+            ChildrenState::Outstanding => return Ok(()),
+            ChildrenState::AllCompleted => JobEvent::ChildrenCompleted,
+            ChildrenState::AnyFailed => JobEvent::ChildFailed,
+        };
+        unit.work.push_back(Work::Apply {
+            job: parent_id,
+            event,
+            error: (event == JobEvent::ChildFailed)
+                .then(|| json!({"code": "child_failed", "message": "a child job failed"})),
+            results: None,
+        });
+        Ok(())
+    }
+
+    /// Seed 002 "Worker Orchestration": spawn the recipe steps whose
+    /// predecessors are done, or complete the root job when none are left.
+    async fn plan_next(&self, unit: &mut Unit, job_id: Uuid) -> Result<(), PlannerError> {
+        let job = jobs::lock(&mut unit.tx, job_id).await?;
+        if !matches!(
+            job.status()?,
+            JobStatus::Processing | JobStatus::PendingNextStep
+        ) {
+            return Ok(());
+        }
+        let payload = job.payload()?;
+        let Some(recipe) = payload.recipe.as_ref() else {
+            unit.work.push_back(Work::Apply {
+                job: job.id,
+                event: JobEvent::Succeeded,
+                error: None,
+                results: None,
+            });
+            return Ok(());
+        };
+        let children = jobs::children(&mut unit.tx, job.id).await?;
+        let mut done: HashSet<StepId> = HashSet::new();
+        let mut started: HashSet<StepId> = HashSet::new();
+        if let Some(step) = &payload.step {
+            done.insert(step.id);
+        }
+        for (job_type, status, step) in children {
+            let (Some(step), false) = (step, job_type == JobType::Render) else {
+                continue;
+            };
+            started.insert(StepId(step));
+            if status == JobStatus::Completed {
+                done.insert(StepId(step));
+            }
+        }
+        let ready: Vec<RecipeStep> = recipe
+            .ready_steps(&done, &started)
+            .into_iter()
+            .cloned()
+            .collect();
+        if ready.is_empty() {
+            unit.work.push_back(Work::Apply {
+                job: job.id,
+                event: JobEvent::Succeeded,
+                error: None,
+                results: None,
+            });
+            return Ok(());
+        }
+        for step in &ready {
+            self.spawn_child(unit, &job, &payload, step).await?;
+        }
+        unit.work.push_back(Work::Apply {
+            job: job.id,
+            event: JobEvent::ChildrenSpawned,
+            error: None,
+            results: None,
+        });
+        Ok(())
+    }
+
+    async fn spawn_child(
+        &self,
+        unit: &mut Unit,
+        parent: &JobRow,
+        parent_payload: &JobPayload,
+        step: &RecipeStep,
+    ) -> Result<(), PlannerError> {
+        let payload = JobPayload {
+            step: Some(step.clone()),
+            model_api_identifier: parent_payload.model_api_identifier.clone(),
+            model_slug: parent_payload.model_slug.clone(),
+            stage_number: parent_payload.stage_number,
+            planned_documents: Vec::new(),
+            render: None,
+            recipe: None,
+        };
+        let inserted = jobs::insert(
+            &mut unit.tx,
+            &NewJob {
+                id: Uuid::now_v7(),
+                job_key: format!("{}:{}", parent.id, step.step_key),
+                session_id: parent.session_id,
+                user_id: parent.user_id,
+                stage_slug: &parent.stage_slug,
+                iteration: parent.iteration_number,
+                job_type: step.job_type,
+                status: JobStatus::Pending,
+                step_id: Some(step.id.0),
+                step_key: Some(&step.step_key),
+                model_id: parent.model_id,
+                document_key: Some(&step.output_type),
+                payload: &payload,
+                parent_job_id: Some(parent.id),
+                prerequisite_job_id: None,
+                target_contribution_id: None,
+                max_attempts: self.config.max_attempts as i32,
+            },
+        )
+        .await?;
+        if let Some(id) = inserted {
+            self.dispatch(unit, id, step.job_type).await?;
+        }
+        Ok(())
+    }
+
+    /// Seed 000 function 7: a markdown chunk queues a RENDER job for its document
+    /// chain. RENDER jobs hang under the EXECUTE job, so they never gate a parent or a stage.
+    async fn spawn_render(
+        &self,
+        unit: &mut Unit,
+        job: &JobRow,
+        payload: &JobPayload,
+        contribution_id: Uuid,
+    ) -> Result<(), PlannerError> {
+        let contribution = records::contribution(&mut *unit.tx, contribution_id).await?;
+        let identity = contribution
+            .document_relationships
+            .as_ref()
+            .and_then(|r| r.0.get(&job.stage_slug))
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+            .unwrap_or_else(|| contribution_id.to_string());
+        let render_payload = JobPayload {
+            step: None,
+            model_api_identifier: payload.model_api_identifier.clone(),
+            model_slug: payload.model_slug.clone(),
+            stage_number: payload.stage_number,
+            planned_documents: Vec::new(),
+            render: Some(RenderPayload {
+                document_identity: identity,
+                source_contribution_id: contribution_id.to_string(),
+                document_key: contribution.document_key.clone(),
+            }),
+            recipe: None,
+        };
+        let inserted = jobs::insert(
+            &mut unit.tx,
+            &NewJob {
+                id: Uuid::now_v7(),
+                job_key: format!("{contribution_id}:render"),
+                session_id: job.session_id,
+                user_id: job.user_id,
+                stage_slug: &job.stage_slug,
+                iteration: job.iteration_number,
+                job_type: JobType::Render,
+                status: JobStatus::Pending,
+                step_id: None,
+                step_key: None,
+                model_id: job.model_id,
+                document_key: Some(&contribution.document_key),
+                payload: &render_payload,
+                parent_job_id: Some(job.id),
+                prerequisite_job_id: None,
+                target_contribution_id: Some(contribution_id),
+                max_attempts: self.config.max_attempts as i32,
+            },
+        )
+        .await?;
+        if let Some(id) = inserted {
+            self.dispatch(unit, id, JobType::Render).await?;
+        }
+        Ok(())
+    }
+
+    /// Seed 000 §§2–3: when every root PLAN job of the stage is done, the
+    /// session moves to the next stage's `pending_` status (or review).
+    async fn check_stage(
+        &self,
+        unit: &mut Unit,
+        session_id: Uuid,
+        stage: &str,
+        iteration: i32,
+    ) -> Result<(), PlannerError> {
+        let session = records::lock_session(&mut unit.tx, session_id).await?;
+        let roots = jobs::root_jobs(&mut unit.tx, session_id, stage, iteration).await?;
+        let base = ProgressEvent {
+            session_id: session_id.to_string(),
+            stage_slug: stage.to_string(),
+            at_ms: now_ms(),
+            ..Default::default()
+        };
+        match stage_completion(&roots) {
+            StageCompletion::Incomplete => {}
+            StageCompletion::Failed => {
+                tracing::warn!(%session_id, stage, "stage failed: a root job failed");
+                unit.events.push(ProgressEvent {
+                    kind: "stage_failed".into(),
+                    session_status: session.status.clone(),
+                    message: "a root job failed; the stage does not advance".into(),
+                    ..base
+                });
+            }
+            StageCompletion::Complete => {
+                let current = SessionStatus::parse(&session.status)
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let in_stage = matches!(&current, SessionStatus::Running(s) | SessionStatus::Pending(s) if s == stage);
+                if !in_stage {
+                    return Ok(());
+                }
+                let stage_row = records::stage_in_process(&mut *unit.tx, session_id, stage).await?;
+                let next = status_after_stage(stage_row.next_stage_slug.as_deref());
+                let next_text = next.to_string();
+                records::set_session_status(&mut unit.tx, session_id, &next_text, next.stage())
+                    .await?;
+                tracing::info!(%session_id, stage, status = %next_text, "stage complete");
+                unit.events.push(ProgressEvent {
+                    kind: "stage_completed".into(),
+                    session_status: next_text,
+                    stage_percent: 100,
+                    ..base
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn dispatch(
+        &self,
+        unit: &mut Unit,
+        job_id: Uuid,
+        job_type: JobType,
+    ) -> Result<(), PlannerError> {
+        let envelope = Envelope {
+            version: ENVELOPE_VERSION,
+            body: Some(Body::JobDispatch(JobDispatch {
+                job_id: job_id.to_string(),
+            })),
+        };
+        outbox::enqueue(
+            &mut unit.tx,
+            job_type.dispatch_routing_key(),
+            &dialectic_queue::encode(&envelope),
+            unit.traceparent.as_deref(),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn job_event(
+        &self,
+        unit: &mut Unit,
+        job: &JobRow,
+        kind: &str,
+    ) -> Result<ProgressEvent, PlannerError> {
+        let percent = jobs::stage_percent(
+            &mut unit.tx,
+            job.session_id,
+            &job.stage_slug,
+            job.iteration_number,
+        )
+        .await?;
+        let model = job
+            .payload()
+            .map(|p| p.model_api_identifier)
+            .unwrap_or_default();
+        Ok(ProgressEvent {
+            session_id: job.session_id.to_string(),
+            kind: kind.to_string(),
+            stage_slug: job.stage_slug.clone(),
+            job_id: job.id.to_string(),
+            job_type: job.job_type.clone(),
+            document_key: job.document_key.clone().unwrap_or_default(),
+            model,
+            stage_percent: percent,
+            at_ms: now_ms(),
+            ..Default::default()
+        })
+    }
+
+    fn session_event(&self, job: &JobRow, kind: &str, status: &str) -> ProgressEvent {
+        ProgressEvent {
+            session_id: job.session_id.to_string(),
+            kind: kind.to_string(),
+            session_status: status.to_string(),
+            stage_slug: job.stage_slug.clone(),
+            at_ms: now_ms(),
+            ..Default::default()
+        }
+    }
+}

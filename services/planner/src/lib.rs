@@ -1,0 +1,237 @@
+//! The planner: turns `StartStage` commands into root jobs, applies job
+//! outcomes to the job and session state machines, relays the outbox to
+//! RabbitMQ, and sweeps expired leases and due retries.
+
+pub mod engine;
+pub mod relay;
+
+use dialectic_config::Settings;
+use dialectic_proto::v1::planner::planner_service_server::{PlannerService, PlannerServiceServer};
+use dialectic_proto::v1::planner::{SweepNowRequest, SweepNowResponse};
+use dialectic_proto::v1::queue::envelope::Body;
+use dialectic_proto::v1::queue::planner_command::Command;
+use dialectic_queue::{Delivery, TRACEPARENT_HEADER, keys};
+use dialectic_runtime::{
+    CancellationToken, ConsumerOptions, Disposition, Handler, Running, RuntimeError, run_consumer,
+    sleep_or_shutdown, spawn_readiness,
+};
+use engine::{Engine, PlannerError};
+use futures::future::BoxFuture;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use tracing::Instrument;
+
+pub const SERVICE_NAME: &str = "dialectic.v1.planner.PlannerService";
+
+struct Api {
+    engine: Arc<Engine>,
+}
+
+#[tonic::async_trait]
+impl PlannerService for Api {
+    async fn sweep_now(
+        &self,
+        _request: tonic::Request<SweepNowRequest>,
+    ) -> Result<tonic::Response<SweepNowResponse>, tonic::Status> {
+        let report = self.engine.sweep().await?;
+        Ok(tonic::Response::new(SweepNowResponse {
+            expired_leases: report.expired_leases,
+            retries_dispatched: report.retries_dispatched,
+        }))
+    }
+}
+
+struct MessageHandler {
+    engine: Arc<Engine>,
+}
+
+fn disposition(result: Result<(), PlannerError>) -> Disposition {
+    match result {
+        Ok(()) => Disposition::Ack,
+        Err(e) if e.is_transient() => {
+            tracing::warn!(error = %e, "transient failure; message will be redelivered");
+            Disposition::Requeue
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "message cannot be processed");
+            Disposition::DeadLetter(e.to_string())
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Handler for MessageHandler {
+    async fn handle(&self, delivery: &Delivery) -> Disposition {
+        let envelope = match dialectic_queue::decode(&delivery.data) {
+            Ok(e) => e,
+            Err(e) => return Disposition::DeadLetter(e.to_string()),
+        };
+        let traceparent = dialectic_queue::header(delivery, TRACEPARENT_HEADER);
+        match envelope.body {
+            Some(Body::PlannerCommand(command)) => match command.command {
+                Some(Command::StartStage(start)) => {
+                    let span = tracing::info_span!("start_stage", session_id = %start.session_id, stage = %start.stage_slug, trace_id = tracing::field::Empty);
+                    dialectic_telemetry::adopt_traceparent(&span, traceparent.as_deref());
+                    disposition(
+                        self.engine
+                            .start_stage(&start, traceparent.as_deref())
+                            .instrument(span)
+                            .await,
+                    )
+                }
+                None => Disposition::DeadLetter("planner command without a command".into()),
+            },
+            Some(Body::JobOutcome(outcome)) => {
+                let span = tracing::info_span!("job_outcome", job_id = %outcome.job_id, attempt = outcome.attempt, trace_id = tracing::field::Empty);
+                dialectic_telemetry::adopt_traceparent(&span, traceparent.as_deref());
+                disposition(
+                    self.engine
+                        .on_outcome(&outcome, traceparent.as_deref())
+                        .instrument(span)
+                        .await,
+                )
+            }
+            Some(Body::JobDispatch(_)) | None => {
+                Disposition::DeadLetter("the planner does not take job dispatches".into())
+            }
+        }
+    }
+}
+
+pub fn start(
+    settings: Arc<Settings>,
+    shutdown: CancellationToken,
+) -> BoxFuture<'static, Result<Running, RuntimeError>> {
+    Box::pin(start_planner(settings, shutdown))
+}
+
+async fn start_planner(
+    settings: Arc<Settings>,
+    shutdown: CancellationToken,
+) -> Result<Running, RuntimeError> {
+    let store = dialectic_runtime::store(&settings)?;
+    let topology = dialectic_runtime::topology(&settings);
+    let cache = Arc::new(OnceLock::new());
+    let engine = Arc::new(Engine::new(
+        store.clone(),
+        settings.planner.clone(),
+        cache.clone(),
+    ));
+    let server = dialectic_runtime::start_grpc(
+        SERVICE_NAME,
+        &settings.planner.listen,
+        tonic::service::Routes::new(PlannerServiceServer::new(Api {
+            engine: engine.clone(),
+        })),
+        shutdown.clone(),
+    )
+    .await?;
+
+    let relay_up = Arc::new(AtomicBool::new(false));
+    let commands_up = Arc::new(AtomicBool::new(false));
+    let events_up = Arc::new(AtomicBool::new(false));
+    // Workers stop on `work_shutdown`, which follows the process shutdown only
+    // after the gRPC server stops taking requests.
+    let work_shutdown = shutdown.child_token();
+    let mut tasks = Vec::new();
+    tasks.push(tokio::spawn(relay::run_relay(
+        store.clone(),
+        relay::RelayOptions {
+            amqp_url: settings.amqp.url.clone(),
+            topology: topology.clone(),
+            batch: settings.planner.outbox_batch,
+            poll: Duration::from_millis(500),
+        },
+        relay_up.clone(),
+        work_shutdown.clone(),
+    )));
+    let handler: Arc<dyn Handler> = Arc::new(MessageHandler {
+        engine: engine.clone(),
+    });
+    for (key, flag) in [
+        (keys::PLANNER_COMMAND, commands_up.clone()),
+        (keys::JOB_EVENT, events_up.clone()),
+    ] {
+        tasks.push(tokio::spawn(run_consumer(
+            ConsumerOptions {
+                amqp_url: settings.amqp.url.clone(),
+                topology: topology.clone(),
+                routing_key: key,
+                prefetch: 16,
+                tag: format!("planner-{}-{}", key, std::process::id()),
+                grace: Duration::from_secs(settings.shutdown_grace_secs),
+                requeue_delay: Duration::from_millis(500),
+            },
+            handler.clone(),
+            flag,
+            work_shutdown.clone(),
+        )));
+    }
+    {
+        let engine = engine.clone();
+        let interval = Duration::from_millis(settings.planner.sweep_interval_ms.max(50));
+        let shutdown = work_shutdown.clone();
+        tasks.push(tokio::spawn(async move {
+            while sleep_or_shutdown(interval, &shutdown).await {
+                match engine.sweep().await {
+                    Ok(r) if r.expired_leases + r.retries_dispatched > 0 => {
+                        tracing::info!(
+                            expired = r.expired_leases,
+                            retried = r.retries_dispatched,
+                            "sweep"
+                        )
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "sweep failed"),
+                }
+            }
+        }));
+    }
+    {
+        let cache = cache.clone();
+        let settings = settings.clone();
+        let shutdown = work_shutdown.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Some(c) = dialectic_runtime::cache(&settings, &shutdown).await {
+                let _ = cache.set(c);
+            }
+        }));
+    }
+    let readiness = {
+        let store = store.clone();
+        let cache = cache.clone();
+        let flags = [relay_up, commands_up, events_up];
+        spawn_readiness(
+            server.health.clone(),
+            Duration::from_secs(1),
+            Arc::new(move || {
+                let store = store.clone();
+                let cache = cache.clone();
+                let flags: Vec<bool> = flags.iter().map(|f| f.load(Ordering::Relaxed)).collect();
+                Box::pin(async move {
+                    dialectic_runtime::check_store(&store).await?;
+                    if flags.iter().any(|up| !up) {
+                        return Err("rabbitmq: not connected".to_string());
+                    }
+                    match cache.get() {
+                        Some(c) => c.ping().await.map_err(|e| format!("redis: {e}")),
+                        None => Err("redis: not connected".to_string()),
+                    }
+                })
+            }),
+            shutdown.clone(),
+        )
+    };
+    let addr = server.addr;
+    let done = tokio::spawn(async move {
+        dialectic_runtime::join_server(SERVICE_NAME, server.task).await;
+        work_shutdown.cancel();
+        for task in tasks {
+            let _ = task.await;
+        }
+        let _ = readiness.await;
+        tracing::info!("planner stopped");
+    });
+    Ok(Running { addr, done })
+}

@@ -1,0 +1,298 @@
+//! The renderer: claims RENDER jobs, reads every chunk of one document chain
+//! (seed 000 function 3), merges their content, fills the stage's document
+//! template, and upserts one canonical markdown file per document as a
+//! project resource. Rendering is idempotent: the same chain gives the same file.
+
+use dialectic_blob::BlobStore;
+use dialectic_config::Settings;
+use dialectic_core::job::JobType;
+use dialectic_core::paths::{FileKind, PathContext};
+use dialectic_core::prompt::{fill_template, title_from_key};
+use dialectic_proto::v1::queue::JobSucceeded;
+use dialectic_proto::v1::renderer::renderer_service_server::{
+    RendererService, RendererServiceServer,
+};
+use dialectic_proto::v1::renderer::{RenderPreviewRequest, RenderPreviewResponse};
+use dialectic_queue::keys;
+use dialectic_runtime::worker::{self, AttemptError, JobWork, JobWorker, WorkerStats};
+use dialectic_runtime::{
+    CancellationToken, ConsumerOptions, Handler, Running, RuntimeError, run_consumer,
+    spawn_readiness,
+};
+use dialectic_store::jobs::JobRow;
+use dialectic_store::records::{self, ContributionRow, NewResource};
+use dialectic_store::{Store, StoreError};
+use futures::future::BoxFuture;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use uuid::Uuid;
+
+pub const SERVICE_NAME: &str = "dialectic.v1.renderer.RendererService";
+
+/// Used when a stage ships no template for a document, so output is never lost.
+const FALLBACK_TEMPLATE: &str = "# {{title}}\n\n{{content}}\n";
+
+pub struct Rendered {
+    pub key: String,
+    pub markdown: String,
+}
+
+#[derive(Clone)]
+struct Renderer {
+    store: Store,
+    blob: BlobStore,
+}
+
+/// The text a chunk contributes: its `content` field, or the whole JSON when a
+/// model wrote structured content.
+fn chunk_text(raw: &str) -> Result<String, AttemptError> {
+    let value: serde_json::Value =
+        serde_json::from_str(raw).map_err(|e| AttemptError::permanent("corrupt_chunk", e))?;
+    Ok(match value.get("content") {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(other) => serde_json::to_string_pretty(other).unwrap_or_default(),
+        None => serde_json::to_string_pretty(&value).unwrap_or_default(),
+    })
+}
+
+impl Renderer {
+    /// Renders the chain whose first chunk is `identity`, without saving anything.
+    async fn render(&self, identity: Uuid) -> Result<(Rendered, ContributionRow), AttemptError> {
+        let pool = self.store.pool();
+        let root = records::contribution(pool, identity).await?;
+        let chain =
+            records::document_chain(pool, root.session_id, &root.stage_slug, identity).await?;
+        if chain.is_empty() {
+            return Err(AttemptError::permanent(
+                "missing_chunks",
+                format!("no chunks found for document {identity}"),
+            ));
+        }
+        let mut content = String::new();
+        for chunk in &chain {
+            let raw = self
+                .blob
+                .get_string(&chunk.raw_response_storage_path)
+                .await
+                .map_err(|e| AttemptError::retryable("storage", e))?;
+            content.push_str(&chunk_text(&raw)?);
+        }
+        let template =
+            match records::document_template(pool, &root.stage_slug, &root.document_key).await {
+                Ok(t) => t,
+                Err(StoreError::NotFound(what)) => {
+                    tracing::warn!(%what, "no document template; using the plain one");
+                    FALLBACK_TEMPLATE.to_string()
+                }
+                Err(e) => return Err(e.into()),
+            };
+        let title = title_from_key(&root.document_key);
+        let model = root.model_name.clone().unwrap_or_default();
+        let markdown = fill_template(
+            &template,
+            &[
+                ("title", title.as_str()),
+                ("content", content.trim_end()),
+                ("model", model.as_str()),
+                ("stage", root.stage_slug.as_str()),
+            ],
+        );
+        // The rendered file sits at the stage root under the first chunk's name (seed 001).
+        let mut context = PathContext::deconstruct(&root.raw_response_storage_path)
+            .map_err(|e| AttemptError::permanent("bad_path", e))?;
+        let FileKind::RawChunk { name, .. } = context.file else {
+            return Err(AttemptError::permanent(
+                "bad_path",
+                format!("{} is not a raw chunk", root.raw_response_storage_path),
+            ));
+        };
+        context.file = FileKind::RenderedDocument { name };
+        let key = context
+            .construct()
+            .map_err(|e| AttemptError::permanent("bad_path", e))?;
+        Ok((Rendered { key, markdown }, root))
+    }
+}
+
+#[async_trait::async_trait]
+impl JobWork for Renderer {
+    async fn attempt(&self, job: &JobRow, worker: &str) -> Result<(), AttemptError> {
+        let payload = job.payload()?;
+        let render = payload.render.ok_or_else(|| {
+            AttemptError::permanent("bad_payload", "RENDER job without a render payload")
+        })?;
+        let identity = Uuid::parse_str(&render.document_identity)
+            .map_err(|e| AttemptError::permanent("bad_payload", e))?;
+        let source = Uuid::parse_str(&render.source_contribution_id)
+            .map_err(|e| AttemptError::permanent("bad_payload", e))?;
+        let (rendered, root) = self.render(identity).await?;
+        let session =
+            records::session_for_user(self.store.pool(), job.user_id, job.session_id).await?;
+        let size = rendered.markdown.len() as i64;
+        self.blob
+            .put(
+                &rendered.key,
+                rendered.markdown.into_bytes(),
+                "text/markdown",
+            )
+            .await
+            .map_err(|e| AttemptError::retryable("storage", e))?;
+        let (dir, file_name) = rendered
+            .key
+            .rsplit_once('/')
+            .unwrap_or(("", rendered.key.as_str()));
+        let mut tx = self.store.begin().await?;
+        let resource_id = records::upsert_resource(
+            &mut tx,
+            &NewResource {
+                id: Uuid::now_v7(),
+                project_id: session.project_id,
+                user_id: job.user_id,
+                session_id: job.session_id,
+                stage_slug: &root.stage_slug,
+                iteration: root.iteration_number,
+                resource_type: "rendered_document",
+                document_key: &root.document_key,
+                model_id: root.model_id,
+                bucket: self.blob.bucket(),
+                storage_path: dir,
+                file_name,
+                mime_type: "text/markdown",
+                size_bytes: size,
+                source_contribution_id: source,
+            },
+        )
+        .await?;
+        let recorded = worker::record_success(
+            &mut tx,
+            job,
+            worker,
+            JobSucceeded {
+                contribution_id: source.to_string(),
+                resource_id: resource_id.to_string(),
+                finish_reason: String::new(),
+            },
+        )
+        .await?;
+        if !recorded {
+            // Another attempt owns the job now; it writes the same file.
+            return Err(AttemptError::Lost);
+        }
+        tx.commit().await.map_err(StoreError::from)?;
+        tracing::info!(%resource_id, key = %rendered.key, "document rendered");
+        Ok(())
+    }
+}
+
+struct Api {
+    renderer: Renderer,
+}
+
+#[tonic::async_trait]
+impl RendererService for Api {
+    async fn render_preview(
+        &self,
+        request: tonic::Request<RenderPreviewRequest>,
+    ) -> Result<tonic::Response<RenderPreviewResponse>, tonic::Status> {
+        let request = request.into_inner();
+        let identity = Uuid::parse_str(&request.document_identity).map_err(|_| {
+            tonic::Status::invalid_argument("document_identity must be a contribution UUID")
+        })?;
+        let (rendered, root) = self.renderer.render(identity).await.map_err(|e| match e {
+            AttemptError::Store(StoreError::NotFound(what)) => {
+                tonic::Status::not_found(format!("{what} not found"))
+            }
+            AttemptError::Retryable { .. } => tonic::Status::unavailable(e.to_string()),
+            other => tonic::Status::internal(other.to_string()),
+        })?;
+        if !request.session_id.is_empty() && request.session_id != root.session_id.to_string() {
+            return Err(tonic::Status::not_found(
+                "document not found in that session",
+            ));
+        }
+        Ok(tonic::Response::new(RenderPreviewResponse {
+            markdown: rendered.markdown,
+        }))
+    }
+}
+
+pub fn start(
+    settings: Arc<Settings>,
+    shutdown: CancellationToken,
+) -> BoxFuture<'static, Result<Running, RuntimeError>> {
+    Box::pin(start_renderer(settings, shutdown))
+}
+
+async fn start_renderer(
+    settings: Arc<Settings>,
+    shutdown: CancellationToken,
+) -> Result<Running, RuntimeError> {
+    let store = dialectic_runtime::store(&settings)?;
+    let blob = dialectic_runtime::blob(&settings);
+    let renderer = Renderer {
+        store: store.clone(),
+        blob: blob.clone(),
+    };
+    let server = dialectic_runtime::start_grpc(
+        SERVICE_NAME,
+        &settings.renderer.worker.listen,
+        tonic::service::Routes::new(RendererServiceServer::new(Api {
+            renderer: renderer.clone(),
+        })),
+        shutdown.clone(),
+    )
+    .await?;
+    let handler: Arc<dyn Handler> = Arc::new(JobWorker {
+        store: store.clone(),
+        worker: format!("renderer-{}", Uuid::now_v7().simple()),
+        lease_secs: settings.renderer.worker.lease_secs.max(1),
+        job_types: &[JobType::Render],
+        work: renderer,
+        stats: Arc::new(WorkerStats::default()),
+    });
+    let work_shutdown = shutdown.child_token();
+    let connected = Arc::new(AtomicBool::new(false));
+    let consumer = tokio::spawn(run_consumer(
+        ConsumerOptions {
+            amqp_url: settings.amqp.url.clone(),
+            topology: dialectic_runtime::topology(&settings),
+            routing_key: keys::JOB_RENDER,
+            prefetch: settings.renderer.worker.slots.max(1),
+            tag: format!("renderer-{}", std::process::id()),
+            grace: Duration::from_secs(settings.shutdown_grace_secs),
+            requeue_delay: Duration::from_millis(500),
+        },
+        handler,
+        connected.clone(),
+        work_shutdown.clone(),
+    ));
+    let readiness = spawn_readiness(
+        server.health.clone(),
+        Duration::from_secs(1),
+        Arc::new(move || {
+            let store = store.clone();
+            let blob = blob.clone();
+            let broker_up = connected.load(Ordering::Relaxed);
+            Box::pin(async move {
+                dialectic_runtime::check_store(&store).await?;
+                blob.check().await.map_err(|e| format!("s3: {e}"))?;
+                if broker_up {
+                    Ok(())
+                } else {
+                    Err("rabbitmq: not connected".to_string())
+                }
+            })
+        }),
+        shutdown.clone(),
+    );
+    let addr = server.addr;
+    let done = tokio::spawn(async move {
+        dialectic_runtime::join_server(SERVICE_NAME, server.task).await;
+        work_shutdown.cancel();
+        let _ = consumer.await;
+        let _ = readiness.await;
+        tracing::info!("renderer stopped");
+    });
+    Ok(Running { addr, done })
+}
