@@ -54,7 +54,8 @@ pub fn session(s: &Session) -> String {
 
 /// First `n` lines of a document.
 pub fn head(text: &str, n: usize) -> impl Iterator<Item = &str> {
-    text.lines().take(n)
+    // Blank lines carry nothing in a preview; skip them so the body shows.
+    text.lines().filter(|l| !l.trim().is_empty()).take(n)
 }
 
 /// `CODE_NAME: message`, with the code spelled as in the gRPC spec.

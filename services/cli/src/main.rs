@@ -397,7 +397,7 @@ impl Gateway {
                     async move { c.get_document_content(request).await }
                 })
                 .await?;
-            for line in format::head(&content.content, 5) {
+            for line in format::head(&content.content, 6) {
                 println!("    {line}");
             }
         }
