@@ -259,14 +259,13 @@ async fn thesis_runs_end_to_end_through_every_service() {
     env.teardown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_duplicate_dispatch_produces_one_contribution() {
-    let mut env = TestEnv::new().await;
-    // No executor yet: the root PLAN jobs' dispatch messages wait in the queue.
+/// Starts a one-model session with no executor running, so its root PLAN
+/// job's dispatch waits in the queue; returns (session id, root job id).
+async fn session_without_executor(env: &mut TestEnv) -> (String, uuid::Uuid) {
     env.start(&["planner", "gateway", "renderer"]).await;
     env.wait_serving("gateway").await;
     env.wait_serving("planner").await;
-    let (_, session_id) = start_session(&env, &["simulated"]).await;
+    let (_, session_id) = start_session(env, &["simulated"]).await;
     let session = uuid::Uuid::parse_str(&session_id).expect("uuid");
     let root: uuid::Uuid = eventually(30, "root PLAN job", || async {
         sqlx::query_scalar(
@@ -279,6 +278,14 @@ async fn a_duplicate_dispatch_produces_one_contribution() {
         .flatten()
     })
     .await;
+    (session_id, root)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_duplicate_dispatch_produces_one_contribution() {
+    let mut env = TestEnv::new().await;
+    // No executor yet: the root PLAN jobs' dispatch messages wait in the queue.
+    let (session_id, root) = session_without_executor(&mut env).await;
     // Two more copies of the same dispatch, as a redelivery or a repeated relay would make.
     let connection = dialectic_queue::connect(&env.settings.amqp.url)
         .await
@@ -329,22 +336,7 @@ async fn a_duplicate_dispatch_produces_one_contribution() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_job_whose_worker_dies_is_picked_up_again() {
     let mut env = TestEnv::new().await;
-    env.start(&["planner", "gateway", "renderer"]).await;
-    env.wait_serving("gateway").await;
-    env.wait_serving("planner").await;
-    let (_, session_id) = start_session(&env, &["simulated"]).await;
-    let session = uuid::Uuid::parse_str(&session_id).expect("uuid");
-    let root: uuid::Uuid = eventually(30, "root PLAN job", || async {
-        sqlx::query_scalar(
-            "SELECT id FROM dialectic_generation_jobs WHERE session_id = $1 AND parent_job_id IS NULL",
-        )
-        .bind(session)
-        .fetch_optional(env.store.pool())
-        .await
-        .ok()
-        .flatten()
-    })
-    .await;
+    let (session_id, root) = session_without_executor(&mut env).await;
     // A worker claims the job with a one-second lease and then dies: no heartbeat, no outcome.
     let claimed = dialectic_runtime::worker::claim(
         &env.store,

@@ -368,3 +368,88 @@ pub fn init_telemetry(
         otlp_endpoint: Some(settings.telemetry.otlp_endpoint.as_str()),
     })
 }
+
+/// What a service depends on; it is ready when every one it has answers.
+#[derive(Clone, Default)]
+pub struct Dependencies {
+    pub store: Option<Store>,
+    pub blob: Option<BlobStore>,
+    /// Filled by [`supervise`] once Redis answers; connecting happens in the background.
+    pub cache: Option<Arc<std::sync::OnceLock<dialectic_cache::Cache>>>,
+    /// One flag per broker connection (consumers, relay), set while connected.
+    pub broker: Vec<Arc<std::sync::atomic::AtomicBool>>,
+}
+
+impl Dependencies {
+    /// A new broker flag for one consumer or relay to keep up to date.
+    pub fn broker_flag(&mut self) -> Arc<std::sync::atomic::AtomicBool> {
+        let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        self.broker.push(flag.clone());
+        flag
+    }
+
+    pub async fn check(&self) -> Result<(), String> {
+        if let Some(store) = &self.store {
+            check_store(store).await?;
+        }
+        if self
+            .broker
+            .iter()
+            .any(|up| !up.load(std::sync::atomic::Ordering::Relaxed))
+        {
+            return Err("rabbitmq: not connected".into());
+        }
+        if let Some(cache) = &self.cache {
+            match cache.get() {
+                Some(c) => c.ping().await.map_err(|e| format!("redis: {e}"))?,
+                None => return Err("redis: not connected".into()),
+            }
+        }
+        if let Some(blob) = &self.blob {
+            blob.check().await.map_err(|e| format!("s3: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// The rest of a service's life after its gRPC server started: connects Redis
+/// when the service uses it, keeps readiness current, and once the server stops,
+/// stops the workers (`work_shutdown`, a child of the process shutdown) and waits for them.
+pub fn supervise(
+    service: &'static str,
+    settings: &Arc<Settings>,
+    server: GrpcServer,
+    dependencies: Dependencies,
+    work_shutdown: CancellationToken,
+    mut tasks: Vec<JoinHandle<()>>,
+) -> Running {
+    if let Some(slot) = dependencies.cache.clone() {
+        let settings = settings.clone();
+        let shutdown = work_shutdown.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Some(c) = cache(&settings, &shutdown).await {
+                let _ = slot.set(c);
+            }
+        }));
+    }
+    let readiness = spawn_readiness(
+        server.health.clone(),
+        Duration::from_secs(1),
+        Arc::new(move || {
+            let dependencies = dependencies.clone();
+            Box::pin(async move { dependencies.check().await })
+        }),
+        work_shutdown.clone(),
+    );
+    let addr = server.addr;
+    let done = tokio::spawn(async move {
+        join_server(service, server.task).await;
+        work_shutdown.cancel();
+        for task in tasks {
+            let _ = task.await;
+        }
+        let _ = readiness.await;
+        tracing::info!(service, "stopped");
+    });
+    Running { addr, done }
+}

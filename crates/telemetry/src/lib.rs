@@ -97,12 +97,20 @@ pub fn current_traceparent() -> Option<String> {
     carrier.remove("traceparent")
 }
 
-/// Makes `span` a child of the remote span named by `traceparent`.
+/// Makes `span` a child of the remote span named by `traceparent`, and fills
+/// its `trace_id` field (when it declares one) so plain logs carry the trace too.
 pub fn adopt_traceparent(span: &tracing::Span, traceparent: Option<&str>) {
-    let Some(tp) = traceparent else { return };
-    let carrier: HashMap<String, String> = [("traceparent".to_string(), tp.to_string())].into();
-    let cx = TraceContextPropagator::new().extract(&carrier);
-    let _ = span.set_parent(cx);
+    if let Some(tp) = traceparent {
+        let carrier: HashMap<String, String> = [("traceparent".to_string(), tp.to_string())].into();
+        let cx = TraceContextPropagator::new().extract(&carrier);
+        let _ = span.set_parent(cx);
+    }
+    let trace_id = traceparent
+        .and_then(|tp| tp.split('-').nth(1).map(str::to_string))
+        .or_else(|| span.in_scope(current_trace_id));
+    if let Some(id) = trace_id {
+        span.record("trace_id", id.as_str());
+    }
 }
 
 /// The trace id of the current span (32 hex digits), for logs and tests.

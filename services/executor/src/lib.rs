@@ -19,15 +19,15 @@ use dialectic_proto::v1::queue::JobSucceeded;
 use dialectic_queue::keys;
 use dialectic_runtime::worker::{self, AttemptError, JobWork, JobWorker, WorkerStats};
 use dialectic_runtime::{
-    CancellationToken, ConsumerOptions, Handler, Running, RuntimeError, run_consumer,
-    spawn_readiness,
+    CancellationToken, ConsumerOptions, Dependencies, Handler, Running, RuntimeError, run_consumer,
+    supervise,
 };
 use dialectic_store::jobs::JobRow;
 use dialectic_store::records::{self, NewContribution};
 use dialectic_store::{Store, StoreError};
 use futures::future::BoxFuture;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 
@@ -316,11 +316,13 @@ async fn start_executor(
     });
     let work_shutdown = shutdown.child_token();
     let topology = dialectic_runtime::topology(&settings);
+    let mut dependencies = Dependencies {
+        store: Some(store),
+        blob: Some(blob),
+        ..Default::default()
+    };
     let mut tasks = Vec::new();
-    let mut flags = Vec::new();
     for key in [keys::JOB_PLAN, keys::JOB_EXECUTE] {
-        let flag = Arc::new(AtomicBool::new(false));
-        flags.push(flag.clone());
         tasks.push(tokio::spawn(run_consumer(
             ConsumerOptions {
                 amqp_url: settings.amqp.url.clone(),
@@ -332,38 +334,16 @@ async fn start_executor(
                 requeue_delay: Duration::from_millis(500),
             },
             handler.clone(),
-            flag,
+            dependencies.broker_flag(),
             work_shutdown.clone(),
         )));
     }
-    let readiness = spawn_readiness(
-        server.health.clone(),
-        Duration::from_secs(1),
-        Arc::new(move || {
-            let store = store.clone();
-            let blob = blob.clone();
-            let broker_up = flags.iter().all(|f| f.load(Ordering::Relaxed));
-            Box::pin(async move {
-                dialectic_runtime::check_store(&store).await?;
-                blob.check().await.map_err(|e| format!("s3: {e}"))?;
-                if broker_up {
-                    Ok(())
-                } else {
-                    Err("rabbitmq: not connected".to_string())
-                }
-            })
-        }),
-        shutdown.clone(),
-    );
-    let addr = server.addr;
-    let done = tokio::spawn(async move {
-        dialectic_runtime::join_server(SERVICE_NAME, server.task).await;
-        work_shutdown.cancel();
-        for task in tasks {
-            let _ = task.await;
-        }
-        let _ = readiness.await;
-        tracing::info!("executor stopped");
-    });
-    Ok(Running { addr, done })
+    Ok(supervise(
+        "executor",
+        &settings,
+        server,
+        dependencies,
+        work_shutdown,
+        tasks,
+    ))
 }

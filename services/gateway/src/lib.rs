@@ -12,10 +12,9 @@ pub use service::{Gateway, USER_HEADER};
 
 use dialectic_config::Settings;
 use dialectic_proto::v1::dialectic_service_server::DialecticServiceServer;
-use dialectic_runtime::{CancellationToken, Running, RuntimeError, spawn_readiness};
+use dialectic_runtime::{CancellationToken, Dependencies, Running, RuntimeError, supervise};
 use futures::future::BoxFuture;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 use uuid::Uuid;
 
 pub const SERVICE_NAME: &str = "dialectic.v1.DialecticService";
@@ -59,44 +58,18 @@ async fn start_gateway(
     )
     .await?;
 
-    // Background tasks stop with the process, or when the server dies on its own.
-    let work_shutdown = shutdown.child_token();
-    // Redis is connected after binding, so the gateway answers health while it is down.
-    let connect = {
-        let cache = cache.clone();
-        let settings = settings.clone();
-        let shutdown = work_shutdown.clone();
-        tokio::spawn(async move {
-            if let Some(c) = dialectic_runtime::cache(&settings, &shutdown).await {
-                let _ = cache.set(c);
-            }
-        })
+    let dependencies = Dependencies {
+        store: Some(store),
+        blob: Some(blob),
+        cache: Some(cache),
+        ..Default::default()
     };
-    let readiness = spawn_readiness(
-        server.health.clone(),
-        Duration::from_secs(1),
-        Arc::new(move || {
-            let store = store.clone();
-            let blob = blob.clone();
-            let cache = cache.get().cloned();
-            Box::pin(async move {
-                dialectic_runtime::check_store(&store).await?;
-                match cache {
-                    Some(c) => c.ping().await.map_err(|e| format!("redis: {e}"))?,
-                    None => return Err("redis: not connected".to_string()),
-                }
-                blob.check().await.map_err(|e| format!("s3: {e}"))
-            })
-        }),
-        work_shutdown.clone(),
-    );
-    let addr = server.addr;
-    let done = tokio::spawn(async move {
-        dialectic_runtime::join_server(SERVICE_NAME, server.task).await;
-        work_shutdown.cancel();
-        let _ = connect.await;
-        let _ = readiness.await;
-        tracing::info!("gateway stopped");
-    });
-    Ok(Running { addr, done })
+    Ok(supervise(
+        "gateway",
+        &settings,
+        server,
+        dependencies,
+        shutdown.child_token(),
+        Vec::new(),
+    ))
 }

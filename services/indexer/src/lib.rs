@@ -4,11 +4,10 @@
 use dialectic_config::Settings;
 use dialectic_proto::v1::indexer::indexer_service_server::{IndexerService, IndexerServiceServer};
 use dialectic_proto::v1::indexer::{CountTokensRequest, CountTokensResponse};
-use dialectic_runtime::{CancellationToken, Running, RuntimeError, spawn_readiness};
+use dialectic_runtime::{CancellationToken, Dependencies, Running, RuntimeError, supervise};
 use dialectic_store::StoreError;
 use futures::future::BoxFuture;
 use std::sync::Arc;
-use std::time::Duration;
 use tonic::{Request, Response, Status};
 
 pub const SERVICE_NAME: &str = "dialectic.v1.indexer.IndexerService";
@@ -90,28 +89,19 @@ async fn start_indexer(
         shutdown.clone(),
     )
     .await?;
-    let work_shutdown = shutdown.child_token();
-    let readiness = spawn_readiness(
-        server.health.clone(),
-        Duration::from_secs(1),
-        Arc::new(move || {
-            let store = store.clone();
-            let blob = blob.clone();
-            Box::pin(async move {
-                dialectic_runtime::check_store(&store).await?;
-                blob.check().await.map_err(|e| format!("s3: {e}"))
-            })
-        }),
-        work_shutdown.clone(),
-    );
-    let addr = server.addr;
-    let done = tokio::spawn(async move {
-        dialectic_runtime::join_server(SERVICE_NAME, server.task).await;
-        work_shutdown.cancel();
-        let _ = readiness.await;
-        tracing::info!("indexer stopped");
-    });
-    Ok(Running { addr, done })
+    let dependencies = Dependencies {
+        store: Some(store),
+        blob: Some(blob),
+        ..Default::default()
+    };
+    Ok(supervise(
+        "indexer",
+        &settings,
+        server,
+        dependencies,
+        shutdown.child_token(),
+        Vec::new(),
+    ))
 }
 
 #[cfg(test)]

@@ -12,12 +12,11 @@ use dialectic_proto::v1::queue::envelope::Body;
 use dialectic_proto::v1::queue::planner_command::Command;
 use dialectic_queue::{Delivery, TRACEPARENT_HEADER, keys};
 use dialectic_runtime::{
-    CancellationToken, ConsumerOptions, Disposition, Handler, Running, RuntimeError, run_consumer,
-    sleep_or_shutdown, spawn_readiness,
+    CancellationToken, ConsumerOptions, Dependencies, Disposition, Handler, Running, RuntimeError,
+    run_consumer, sleep_or_shutdown, supervise,
 };
 use engine::{Engine, PlannerError};
 use futures::future::BoxFuture;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tracing::Instrument;
@@ -128,9 +127,11 @@ async fn start_planner(
     )
     .await?;
 
-    let relay_up = Arc::new(AtomicBool::new(false));
-    let commands_up = Arc::new(AtomicBool::new(false));
-    let events_up = Arc::new(AtomicBool::new(false));
+    let mut dependencies = Dependencies {
+        store: Some(store.clone()),
+        cache: Some(cache),
+        ..Default::default()
+    };
     // Workers stop on `work_shutdown`, which follows the process shutdown only
     // after the gRPC server stops taking requests.
     let work_shutdown = shutdown.child_token();
@@ -143,16 +144,13 @@ async fn start_planner(
             batch: settings.planner.outbox_batch,
             poll: Duration::from_millis(500),
         },
-        relay_up.clone(),
+        dependencies.broker_flag(),
         work_shutdown.clone(),
     )));
     let handler: Arc<dyn Handler> = Arc::new(MessageHandler {
         engine: engine.clone(),
     });
-    for (key, flag) in [
-        (keys::PLANNER_COMMAND, commands_up.clone()),
-        (keys::JOB_EVENT, events_up.clone()),
-    ] {
+    for key in [keys::PLANNER_COMMAND, keys::JOB_EVENT] {
         tasks.push(tokio::spawn(run_consumer(
             ConsumerOptions {
                 amqp_url: settings.amqp.url.clone(),
@@ -164,7 +162,7 @@ async fn start_planner(
                 requeue_delay: Duration::from_millis(500),
             },
             handler.clone(),
-            flag,
+            dependencies.broker_flag(),
             work_shutdown.clone(),
         )));
     }
@@ -188,50 +186,12 @@ async fn start_planner(
             }
         }));
     }
-    {
-        let cache = cache.clone();
-        let settings = settings.clone();
-        let shutdown = work_shutdown.clone();
-        tasks.push(tokio::spawn(async move {
-            if let Some(c) = dialectic_runtime::cache(&settings, &shutdown).await {
-                let _ = cache.set(c);
-            }
-        }));
-    }
-    let readiness = {
-        let store = store.clone();
-        let cache = cache.clone();
-        let flags = [relay_up, commands_up, events_up];
-        spawn_readiness(
-            server.health.clone(),
-            Duration::from_secs(1),
-            Arc::new(move || {
-                let store = store.clone();
-                let cache = cache.clone();
-                let flags: Vec<bool> = flags.iter().map(|f| f.load(Ordering::Relaxed)).collect();
-                Box::pin(async move {
-                    dialectic_runtime::check_store(&store).await?;
-                    if flags.iter().any(|up| !up) {
-                        return Err("rabbitmq: not connected".to_string());
-                    }
-                    match cache.get() {
-                        Some(c) => c.ping().await.map_err(|e| format!("redis: {e}")),
-                        None => Err("redis: not connected".to_string()),
-                    }
-                })
-            }),
-            shutdown.clone(),
-        )
-    };
-    let addr = server.addr;
-    let done = tokio::spawn(async move {
-        dialectic_runtime::join_server(SERVICE_NAME, server.task).await;
-        work_shutdown.cancel();
-        for task in tasks {
-            let _ = task.await;
-        }
-        let _ = readiness.await;
-        tracing::info!("planner stopped");
-    });
-    Ok(Running { addr, done })
+    Ok(supervise(
+        "planner",
+        &settings,
+        server,
+        dependencies,
+        work_shutdown,
+        tasks,
+    ))
 }

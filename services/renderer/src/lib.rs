@@ -16,15 +16,14 @@ use dialectic_proto::v1::renderer::{RenderPreviewRequest, RenderPreviewResponse}
 use dialectic_queue::keys;
 use dialectic_runtime::worker::{self, AttemptError, JobWork, JobWorker, WorkerStats};
 use dialectic_runtime::{
-    CancellationToken, ConsumerOptions, Handler, Running, RuntimeError, run_consumer,
-    spawn_readiness,
+    CancellationToken, ConsumerOptions, Dependencies, Handler, Running, RuntimeError, run_consumer,
+    supervise,
 };
 use dialectic_store::jobs::JobRow;
 use dialectic_store::records::{self, ContributionRow, NewResource};
 use dialectic_store::{Store, StoreError};
 use futures::future::BoxFuture;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -252,7 +251,11 @@ async fn start_renderer(
         stats: Arc::new(WorkerStats::default()),
     });
     let work_shutdown = shutdown.child_token();
-    let connected = Arc::new(AtomicBool::new(false));
+    let mut dependencies = Dependencies {
+        store: Some(store),
+        blob: Some(blob),
+        ..Default::default()
+    };
     let consumer = tokio::spawn(run_consumer(
         ConsumerOptions {
             amqp_url: settings.amqp.url.clone(),
@@ -264,35 +267,15 @@ async fn start_renderer(
             requeue_delay: Duration::from_millis(500),
         },
         handler,
-        connected.clone(),
+        dependencies.broker_flag(),
         work_shutdown.clone(),
     ));
-    let readiness = spawn_readiness(
-        server.health.clone(),
-        Duration::from_secs(1),
-        Arc::new(move || {
-            let store = store.clone();
-            let blob = blob.clone();
-            let broker_up = connected.load(Ordering::Relaxed);
-            Box::pin(async move {
-                dialectic_runtime::check_store(&store).await?;
-                blob.check().await.map_err(|e| format!("s3: {e}"))?;
-                if broker_up {
-                    Ok(())
-                } else {
-                    Err("rabbitmq: not connected".to_string())
-                }
-            })
-        }),
-        shutdown.clone(),
-    );
-    let addr = server.addr;
-    let done = tokio::spawn(async move {
-        dialectic_runtime::join_server(SERVICE_NAME, server.task).await;
-        work_shutdown.cancel();
-        let _ = consumer.await;
-        let _ = readiness.await;
-        tracing::info!("renderer stopped");
-    });
-    Ok(Running { addr, done })
+    Ok(supervise(
+        "renderer",
+        &settings,
+        server,
+        dependencies,
+        work_shutdown,
+        vec![consumer],
+    ))
 }

@@ -4,11 +4,10 @@
 use dialectic_config::Settings;
 use dialectic_proto::v1::wallet::wallet_service_server::{WalletService, WalletServiceServer};
 use dialectic_proto::v1::wallet::{Balance, GetBalanceRequest};
-use dialectic_runtime::{CancellationToken, Running, RuntimeError, spawn_readiness};
+use dialectic_runtime::{CancellationToken, Dependencies, Running, RuntimeError, supervise};
 use dialectic_store::{Store, StoreError, records};
 use futures::future::BoxFuture;
 use std::sync::Arc;
-use std::time::Duration;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 use uuid::Uuid;
@@ -141,24 +140,18 @@ async fn start_wallet(
         shutdown.clone(),
     )
     .await?;
-    let work_shutdown = shutdown.child_token();
-    let readiness = spawn_readiness(
-        server.health.clone(),
-        Duration::from_secs(1),
-        Arc::new(move || {
-            let store = store.clone();
-            Box::pin(async move { dialectic_runtime::check_store(&store).await })
-        }),
-        work_shutdown.clone(),
-    );
-    let addr = server.addr;
-    let done = tokio::spawn(async move {
-        dialectic_runtime::join_server(SERVICE_NAME, server.task).await;
-        work_shutdown.cancel();
-        let _ = readiness.await;
-        tracing::info!("wallet stopped");
-    });
-    Ok(Running { addr, done })
+    let dependencies = Dependencies {
+        store: Some(store),
+        ..Default::default()
+    };
+    Ok(supervise(
+        "wallet",
+        &settings,
+        server,
+        dependencies,
+        shutdown.child_token(),
+        Vec::new(),
+    ))
 }
 
 #[cfg(test)]
