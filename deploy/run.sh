@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: set everything up, start all six services in one process, run a
-# session on the sample prompt with the simulated models until the thesis stage
-# is done (status pending_antithesis), and show the rendered documents.
+# whole session (thesis → antithesis → synthesis → parenthesis → paralysis) on the
+# sample prompt with the simulated models, advancing stage by stage until it is
+# ready for review, then show the rendered documents and a summary per stage.
 #
 #   deploy/run.sh [extra `dialectic run` flags, e.g. --model simulated]
 set -euo pipefail
@@ -34,7 +35,7 @@ if [ "$#" -eq 0 ]; then
 fi
 OUT="$STATE_DIR/last-run.txt"
 "$BIN/dialectic" run --name "Tool library" --prompt-file deploy/sample-prompt.md \
-    --until pending_antithesis "$@" | tee "$OUT"
+    "$@" | tee "$OUT"
 
 PROJECT_ID=$(grep -Eo 'project[: ]+[0-9a-f-]{36}' "$OUT" | grep -Eo '[0-9a-f-]{36}' | head -n1 || true)
 if [ -n "$PROJECT_ID" ]; then
@@ -55,3 +56,6 @@ for page in paginator.paginate(Bucket=os.environ["DIALECTIC_S3__BUCKET"], Prefix
         print(f"  {obj['Size']:>7}  {obj['Key']}")
 PY
 fi
+
+echo
+sed -n '/^stage  /,/^session /p' "$OUT"

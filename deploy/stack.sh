@@ -22,7 +22,11 @@ S3_REGION=us-east-1
 S3_DATA_DIR="$STATE_DIR/s3"
 S3_LOG="$STATE_DIR/s3s-fs.log"
 S3_PID_FILE="$STATE_DIR/s3s-fs.pid"
-S3S_FS_VERSION=0.14.1
+# s3s-fs 0.14.1 with one patch (deploy/s3s-fs): short sidecar file names, so
+# keys longer than ~160 bytes work. Bump the suffix when the patch changes.
+S3S_FS_VERSION=0.14.1+dialectic.1
+S3S_FS_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/s3s-fs"
+S3S_FS_ROOT="$STATE_DIR/s3s-fs-install"
 STARTED_FILE="$STATE_DIR/started"
 LOCK_FILE="$STATE_DIR/stack.lock"
 
@@ -201,27 +205,21 @@ ensure_rabbitmq() {
 # ------------------------------------------------------------------- s3
 
 s3s_fs_bin() {
-    local cand
-    for cand in "$(command -v s3s-fs 2>/dev/null || true)" \
-        "${CARGO_HOME:-$HOME/.cargo}/bin/s3s-fs" "$HOME/.cargo/bin/s3s-fs"; do
-        if [[ -n $cand && -x $cand ]]; then
-            echo "$cand"
-            return 0
-        fi
-    done
-    return 1
+    local bin="$S3S_FS_ROOT/bin/s3s-fs"
+    [[ -x $bin && $(cat "$S3S_FS_ROOT/version" 2>/dev/null) == "$S3S_FS_VERSION" ]] || return 1
+    echo "$bin"
 }
 
 install_s3s_fs() {
     local cargo
     cargo=$(command -v cargo 2>/dev/null || echo "$HOME/.cargo/bin/cargo")
     [[ -x $cargo ]] || die "s3s-fs missing and no cargo to install it"
-    log "installing s3s-fs $S3S_FS_VERSION with cargo (several minutes)"
-    # Build outside the project so we never touch its target dir.
-    if ! (cd / && "$cargo" install --locked "s3s-fs@$S3S_FS_VERSION" --features binary 9>&- >&2); then
-        log "cargo install --locked failed; retrying without --locked"
-        (cd / && "$cargo" install "s3s-fs@$S3S_FS_VERSION" --features binary 9>&- >&2)
-    fi
+    log "building s3s-fs $S3S_FS_VERSION from $S3S_FS_SRC (several minutes, once)"
+    # Its own target dir: never touch the project's build.
+    CARGO_TARGET_DIR="$STATE_DIR/s3s-fs-target" "$cargo" install --locked --force \
+        --path "$S3S_FS_SRC" --features binary --root "$S3S_FS_ROOT" 9>&- >&2 \
+        || die "building s3s-fs failed"
+    echo "$S3S_FS_VERSION" >"$S3S_FS_ROOT/version"
 }
 
 # Pid from the pid file, only if it still is a running s3s-fs (guards
@@ -246,6 +244,12 @@ s3_started_ok() {
 }
 
 ensure_s3() {
+    local running
+    if running=$(s3_pid) && [[ $(cat "$S3_PID_FILE.version" 2>/dev/null) != "$S3S_FS_VERSION" ]]; then
+        log "restarting s3s-fs (pid $running): it is not $S3S_FS_VERSION"
+        kill "$running" 2>/dev/null || true
+        wait_for "s3s-fs to stop" 15 bash -c "! kill -0 $running 2>/dev/null"
+    fi
     if s3_up; then
         s3_pid >/dev/null || log "port $S3_PORT already in use by a process not started by stack.sh; using it as is"
     else
@@ -260,6 +264,7 @@ ensure_s3() {
             "$S3_DATA_DIR" </dev/null >>"$S3_LOG" 2>&1 9>&- &
         # setsid does not fork here (we are no group leader), so $! is s3s-fs.
         echo "$!" >"$S3_PID_FILE"
+        echo "$S3S_FS_VERSION" >"$S3_PID_FILE.version"
         wait_for s3s-fs 30 s3_started_ok
         s3_pid >/dev/null || die "pid in $S3_PID_FILE is not s3s-fs; \`down\` could not stop it"
     fi

@@ -35,6 +35,7 @@ async fn start_session(env: &TestEnv, models: &[&str]) -> (String, String) {
             models: models.iter().map(|m| m.to_string()).collect(),
             description: String::new(),
             client_request_id: String::new(),
+            auto_advance: false,
         })
         .await
         .expect("start session")
@@ -94,6 +95,7 @@ async fn thesis_runs_end_to_end_through_every_service() {
             models: vec!["simulated".into(), "simulated-b".into()],
             description: String::new(),
             client_request_id: String::new(),
+            auto_advance: false,
         })
         .await
         .expect("start session")

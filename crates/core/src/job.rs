@@ -243,7 +243,10 @@ pub fn transition(from: JobStatus, event: JobEvent) -> Result<Transition, Invali
         (S::WaitingForChildren, Ev::ChildFailed) => t(S::Failed, terminal_effects()),
         (S::Processing | S::PendingNextStep, Ev::Succeeded) => t(S::Completed, terminal_effects()),
         (S::Processing, Ev::Failed { retryable: true }) => t(S::Retrying, vec![E::ScheduleRetry]),
-        (S::Processing, Ev::Failed { retryable: false }) => t(S::Failed, terminal_effects()),
+        // A root whose next steps cannot be planned (no source documents) fails from pending_next_step.
+        (S::Processing | S::PendingNextStep, Ev::Failed { retryable: false }) => {
+            t(S::Failed, terminal_effects())
+        }
         (S::Processing, Ev::LeaseExpired) => t(S::Retrying, vec![E::ScheduleRetry]),
         (
             S::Retrying,
@@ -423,6 +426,238 @@ mod tests {
         assert_eq!(retry_backoff_ms(2, 100, 10_000), 200);
         assert_eq!(retry_backoff_ms(4, 100, 10_000), 800);
         assert_eq!(retry_backoff_ms(40, 100, 10_000), 10_000);
+    }
+
+    /// Every event variant the planner can raise, with retry budgets on both
+    /// sides of the limit.
+    fn all_events() -> Vec<Ev> {
+        let mut events = vec![
+            Ev::Claimed,
+            Ev::AwaitPrerequisite,
+            Ev::PrerequisiteCompleted,
+            Ev::PrerequisiteFailed,
+            Ev::ChildrenSpawned,
+            Ev::ChildrenCompleted,
+            Ev::ChildFailed,
+            Ev::Succeeded,
+            Ev::Failed { retryable: true },
+            Ev::Failed { retryable: false },
+            Ev::LeaseExpired,
+        ];
+        for (attempts_used, max_attempts) in [(0, 0), (0, 3), (1, 3), (2, 3), (3, 3), (7, 3)] {
+            events.push(Ev::RetryDue {
+                attempts_used,
+                max_attempts,
+            });
+        }
+        events
+    }
+
+    /// The expected lifecycle, written out independently of `transition`:
+    /// None means the pair must be rejected.
+    fn expected(from: S, event: Ev) -> Option<(S, Vec<JobEffect>)> {
+        use JobEffect as E;
+        match event {
+            Ev::Claimed => matches!(
+                from,
+                S::Pending | S::PendingContinuation | S::Retrying | S::PendingNextStep
+            )
+            .then(|| (S::Processing, vec![])),
+            Ev::AwaitPrerequisite => {
+                (from == S::Pending).then(|| (S::WaitingForPrerequisite, vec![]))
+            }
+            Ev::PrerequisiteCompleted => {
+                (from == S::WaitingForPrerequisite).then(|| (S::Pending, vec![E::Dispatch]))
+            }
+            Ev::PrerequisiteFailed => {
+                (from == S::WaitingForPrerequisite).then(|| (S::Failed, terminal_effects()))
+            }
+            Ev::ChildrenSpawned => matches!(from, S::Pending | S::Processing | S::PendingNextStep)
+                .then(|| (S::WaitingForChildren, vec![])),
+            Ev::ChildrenCompleted => (from == S::WaitingForChildren)
+                .then(|| (S::PendingNextStep, vec![E::PlanNextSteps])),
+            Ev::ChildFailed => {
+                (from == S::WaitingForChildren).then(|| (S::Failed, terminal_effects()))
+            }
+            Ev::Succeeded => matches!(from, S::Processing | S::PendingNextStep)
+                .then(|| (S::Completed, terminal_effects())),
+            Ev::Failed { retryable: true } => {
+                (from == S::Processing).then(|| (S::Retrying, vec![E::ScheduleRetry]))
+            }
+            Ev::Failed { retryable: false } => matches!(from, S::Processing | S::PendingNextStep)
+                .then(|| (S::Failed, terminal_effects())),
+            Ev::LeaseExpired => {
+                (from == S::Processing).then(|| (S::Retrying, vec![E::ScheduleRetry]))
+            }
+            Ev::RetryDue {
+                attempts_used,
+                max_attempts,
+            } => (from == S::Retrying).then(|| {
+                if attempts_used >= max_attempts {
+                    (S::RetryLoopFailed, terminal_effects())
+                } else {
+                    (S::Retrying, vec![E::Dispatch])
+                }
+            }),
+        }
+    }
+
+    /// The whole table JobStatus::ALL × events: every valid pair lands where
+    /// the lifecycle says with exactly its effects, every other pair is an
+    /// `InvalidTransition` naming the pair.
+    #[test]
+    fn transition_table_over_every_status_and_event() {
+        let mut valid = 0;
+        for from in S::ALL {
+            for event in all_events() {
+                match (expected(from, event), transition(from, event)) {
+                    (Some((to, effects)), Ok(got)) => {
+                        valid += 1;
+                        assert_eq!(got.to, to, "{from} on {event:?}");
+                        assert_eq!(got.effects, effects, "effects of {from} on {event:?}");
+                    }
+                    (None, Err(e)) => {
+                        assert_eq!(e, InvalidTransition { from, event });
+                        assert!(e.to_string().contains(from.as_str()), "{e}");
+                    }
+                    (Some(_), Err(e)) => panic!("{from} on {event:?} rejected: {e}"),
+                    (None, Ok(t)) => panic!("{from} on {event:?} accepted, went to {}", t.to),
+                }
+            }
+        }
+        // 4 claims + 1 + 1 + 1 + 3 spawns + 1 + 1 + 2 successes + 1 + 2 + 1 + 6 retry-dues.
+        assert_eq!(valid, 24);
+    }
+
+    /// Terminal states must be absorbing: no event of the table leaves them.
+    #[test]
+    fn terminal_states_reject_every_event() {
+        for from in S::ALL.into_iter().filter(|s| s.is_terminal()) {
+            for event in all_events() {
+                assert!(transition(from, event).is_err(), "{from} on {event:?}");
+            }
+        }
+    }
+
+    /// Only the statuses a worker may claim are claimable; a waiting parent or
+    /// a finished job never is.
+    #[test]
+    fn claimable_statuses_all_accept_a_claim() {
+        for status in S::claimable() {
+            assert_eq!(transition(*status, Ev::Claimed).unwrap().to, S::Processing);
+        }
+        for status in [
+            S::Processing,
+            S::WaitingForChildren,
+            S::WaitingForPrerequisite,
+            S::Completed,
+        ] {
+            assert!(!S::claimable().contains(&status), "{status}");
+        }
+    }
+
+    #[test]
+    fn terminal_and_failure_predicates() {
+        for status in S::ALL {
+            let terminal = matches!(status, S::Completed | S::Failed | S::RetryLoopFailed);
+            assert_eq!(status.is_terminal(), terminal, "{status}");
+            assert_eq!(
+                status.is_failure(),
+                matches!(status, S::Failed | S::RetryLoopFailed),
+                "{status}"
+            );
+        }
+    }
+
+    #[test]
+    fn backoff_table() {
+        let cases: &[(u32, u64, u64, u64)] = &[
+            // (attempts_used, base, cap, expected)
+            (0, 100, 10_000, 100),
+            (1, 100, 10_000, 100),
+            (3, 100, 10_000, 400),
+            (7, 100, 10_000, 6_400),
+            (8, 100, 10_000, 10_000),
+            (2, 100, 150, 150),
+            (1, 500, 100, 100),
+            (5, 0, 10_000, 0),
+            // The exponent stops growing at 2^16.
+            (17, 1, u64::MAX, 1 << 16),
+            (u32::MAX, 1, u64::MAX, 1 << 16),
+            // Overflow saturates instead of wrapping, then the cap applies.
+            (17, u64::MAX / 2, 60_000, 60_000),
+            (17, u64::MAX / 2, u64::MAX, u64::MAX),
+        ];
+        for (attempts, base, cap, want) in cases {
+            assert_eq!(
+                retry_backoff_ms(*attempts, *base, *cap),
+                *want,
+                "attempt {attempts}, base {base}, cap {cap}"
+            );
+        }
+        let mut previous = 0;
+        for attempt in 1..30 {
+            let delay = retry_backoff_ms(attempt, 100, 30_000);
+            assert!(delay >= previous, "back-off never shrinks");
+            previous = delay;
+        }
+    }
+
+    /// One non-RENDER child in each status, alone and next to RENDER children
+    /// in every status: RENDER never changes the answer.
+    #[test]
+    fn children_state_table_ignores_render_in_every_status() {
+        use JobType::*;
+        for status in S::ALL {
+            let want = if status == S::Completed {
+                ChildrenState::AllCompleted
+            } else if status.is_failure() {
+                ChildrenState::AnyFailed
+            } else {
+                ChildrenState::Outstanding
+            };
+            for ty in [Plan, Execute] {
+                assert_eq!(children_state(&[(ty, status)]), want, "{ty} {status}");
+                for render in S::ALL {
+                    assert_eq!(
+                        children_state(&[(Render, render), (ty, status), (Render, render)]),
+                        want,
+                        "{ty} {status} with a {render} render"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn children_state_edge_cases() {
+        use JobType::*;
+        // Nothing (or only side effects) to wait for.
+        assert_eq!(children_state(&[]), ChildrenState::AllCompleted);
+        assert_eq!(
+            children_state(&[(Render, S::Pending), (Render, S::RetryLoopFailed)]),
+            ChildrenState::AllCompleted
+        );
+        // A failure wins over outstanding siblings, whatever the order.
+        assert_eq!(
+            children_state(&[(Execute, S::Processing), (Execute, S::Failed)]),
+            ChildrenState::AnyFailed
+        );
+        assert_eq!(
+            children_state(&[
+                (Execute, S::Completed),
+                (Plan, S::WaitingForChildren),
+                (Execute, S::RetryLoopFailed)
+            ]),
+            ChildrenState::AnyFailed
+        );
+        // A retrying child is still outstanding, not failed.
+        assert_eq!(
+            children_state(&[(Execute, S::Completed), (Execute, S::Retrying)]),
+            ChildrenState::Outstanding
+        );
+        let many: Vec<(JobType, S)> = (0..16).map(|_| (Execute, S::Completed)).collect();
+        assert_eq!(children_state(&many), ChildrenState::AllCompleted);
     }
 
     #[test]

@@ -7,7 +7,8 @@ use crate::slug::is_safe_segment;
 use std::fmt;
 
 /// How a document's file name records where it came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Lineage {
     /// `{model}_{n}_{document_key}`
     Plain,

@@ -1,6 +1,7 @@
 //! What a job row's `payload` holds: the definition of the work, fixed when the
 //! planner created the job (a snapshot of its recipe step), never live state.
 
+use crate::paths::Lineage;
 use crate::recipe::{Recipe, RecipeStep};
 use serde::{Deserialize, Serialize};
 
@@ -26,6 +27,29 @@ pub struct JobPayload {
     /// a recipe edited mid-run never changes work already planned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recipe: Option<Recipe>,
+    /// Fan-out jobs: the documents this job covers, per restricted input rule.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<SourceSelection>,
+    /// How the job's output is named (`critiquing`, `from`, `reducing`); Plain when None.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineage: Option<Lineage>,
+}
+
+/// Input rule `rule` (an index into the step's `inputs_required`) sees only these storage keys.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceSelection {
+    pub rule: usize,
+    pub keys: Vec<String>,
+}
+
+impl JobPayload {
+    /// The keys rule `rule` is restricted to, or None when it sees every match.
+    pub fn restriction(&self, rule: usize) -> Option<&[String]> {
+        self.sources
+            .iter()
+            .find(|s| s.rule == rule)
+            .map(|s| s.keys.as_slice())
+    }
 }
 
 /// Seed 000 function 7: `document_identity` groups the chain (the root chunk's id);

@@ -189,7 +189,7 @@ impl Recipe {
         self.topological_order().map(|_| ())
     }
 
-    /// Kahn's algorithm; on a cycle, names the steps that could not be ordered.
+    /// Kahn's algorithm; on a cycle, names the steps of one cycle in edge order.
     pub fn topological_order(&self) -> Result<Vec<StepId>, RecipeError> {
         let mut indegree: BTreeMap<StepId, usize> = self.steps.iter().map(|s| (s.id, 0)).collect();
         let mut successors: HashMap<StepId, Vec<StepId>> = HashMap::new();
@@ -217,13 +217,53 @@ impl Recipe {
         if order.len() == indegree.len() {
             return Ok(order);
         }
-        let mut stuck: Vec<String> = indegree
+        Err(RecipeError::Cycle(self.cycle_path(&order)))
+    }
+
+    /// One cycle among the steps Kahn's algorithm could not order, as step keys
+    /// `[a, b, …, a]`. The unordered set also holds steps merely downstream of a
+    /// cycle, so naming it whole would blame steps that are not on any cycle.
+    fn cycle_path(&self, ordered: &[StepId]) -> Vec<String> {
+        let ordered: HashSet<StepId> = ordered.iter().copied().collect();
+        let unordered: BTreeMap<StepId, &str> = self
+            .steps
             .iter()
-            .filter(|(id, d)| **d > 0 && !order.contains(id))
-            .filter_map(|(id, _)| self.step(*id).map(|s| s.step_key.clone()))
+            .filter(|s| !ordered.contains(&s.id))
+            .map(|s| (s.id, s.step_key.as_str()))
             .collect();
-        stuck.sort();
-        Err(RecipeError::Cycle(stuck))
+        // Every unordered step keeps an unordered predecessor, so walking
+        // backwards through them must revisit a step: that loop is a cycle.
+        let Some(mut current) = unordered.keys().next().copied() else {
+            return Vec::new();
+        };
+        let mut walk: Vec<StepId> = Vec::new();
+        let start = loop {
+            if let Some(pos) = walk.iter().position(|id| *id == current) {
+                break pos;
+            }
+            walk.push(current);
+            match self
+                .predecessors(current)
+                .find(|p| unordered.contains_key(p))
+            {
+                Some(p) => current = p,
+                None => return unordered.values().map(|k| k.to_string()).collect(),
+            }
+        };
+        let mut cycle: Vec<&str> = walk[start..]
+            .iter()
+            .rev()
+            .filter_map(|id| unordered.get(id).copied())
+            .collect();
+        // Start at the smallest key so the same cycle is always reported the same way.
+        if let Some(min) = (0..cycle.len()).min_by_key(|i| cycle[*i]) {
+            cycle.rotate_left(min);
+        }
+        let mut path: Vec<String> = cycle.iter().map(|k| k.to_string()).collect();
+        if let Some(first) = path.first().cloned() {
+            path.push(first);
+        }
+        path
     }
 
     /// Would adding `edge` keep the recipe acyclic? Used before writing a new edge.
@@ -242,26 +282,33 @@ impl Recipe {
     }
 
     /// Seed 002 "Worker Orchestration": steps not yet started whose every
-    /// predecessor is done. Skipped steps count as done and are never returned.
+    /// predecessor is done. Skipped steps count as done once their own
+    /// predecessors are (so `a → skipped → c` still runs `c` after `a`), and are
+    /// never returned.
     pub fn ready_steps(
         &self,
         done: &HashSet<StepId>,
         started: &HashSet<StepId>,
     ) -> Vec<&RecipeStep> {
-        let skipped: HashSet<StepId> = self
-            .steps
-            .iter()
-            .filter(|s| s.is_skipped)
-            .map(|s| s.id)
-            .collect();
+        let mut satisfied: HashSet<StepId> = done.clone();
+        loop {
+            let newly: Vec<StepId> = self
+                .steps
+                .iter()
+                .filter(|s| s.is_skipped && !satisfied.contains(&s.id))
+                .filter(|s| self.predecessors(s.id).all(|p| satisfied.contains(&p)))
+                .map(|s| s.id)
+                .collect();
+            if newly.is_empty() {
+                break;
+            }
+            satisfied.extend(newly);
+        }
         let mut ready: Vec<&RecipeStep> = self
             .steps
             .iter()
             .filter(|s| !s.is_skipped && !started.contains(&s.id) && !done.contains(&s.id))
-            .filter(|s| {
-                self.predecessors(s.id)
-                    .all(|p| done.contains(&p) || skipped.contains(&p))
-            })
+            .filter(|s| self.predecessors(s.id).all(|p| satisfied.contains(&p)))
             .collect();
         ready.sort_by_key(|s| (s.order, s.step_key.clone()));
         ready
@@ -364,6 +411,175 @@ pub(crate) mod tests {
                 .collect::<Vec<_>>(),
             vec!["c"]
         );
+    }
+
+    fn ids(recipe: &Recipe, keys: &[&str]) -> HashSet<StepId> {
+        keys.iter()
+            .map(|k| recipe.step_by_key(k).unwrap().id)
+            .collect()
+    }
+
+    fn keys(steps: &[&RecipeStep]) -> Vec<String> {
+        steps.iter().map(|s| s.step_key.clone()).collect()
+    }
+
+    /// EXECUTE steps ordered as listed, with edges given by key.
+    fn chain(keys: &[&str], edges: &[(&str, &str)]) -> Recipe {
+        let steps: Vec<RecipeStep> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| step(k, JobType::Execute, i as i32 + 1))
+            .collect();
+        let id = |k: &str| steps.iter().find(|s| s.step_key == k).unwrap().id;
+        let edges = edges.iter().map(|(a, b)| (id(a), id(b))).collect();
+        Recipe { steps, edges }
+    }
+
+    #[test]
+    fn cycle_error_names_only_the_cycle_in_edge_order() {
+        // header → {business_case, …}; business_case → header closes a cycle;
+        // the other three documents are downstream of it but not on it.
+        let recipe = thesis();
+        let header = recipe.step_by_key("header").unwrap().id;
+        let business = recipe.step_by_key("business_case").unwrap().id;
+        match recipe.with_edge((business, header)) {
+            Err(RecipeError::Cycle(path)) => {
+                assert_eq!(path, vec!["business_case", "header", "business_case"])
+            }
+            other => panic!("expected a cycle, got {other:?}"),
+        }
+        // A longer loop far from the entry step, with a tail hanging off it.
+        let recipe = chain(
+            &["a", "b", "c", "d", "e", "tail"],
+            &[
+                ("a", "b"),
+                ("b", "c"),
+                ("c", "d"),
+                ("d", "e"),
+                ("e", "c"),
+                ("e", "tail"),
+            ],
+        );
+        match recipe.validate() {
+            Err(RecipeError::Cycle(path)) => assert_eq!(path, vec!["c", "d", "e", "c"]),
+            other => panic!("expected a cycle, got {other:?}"),
+        }
+        let err = recipe.validate().unwrap_err().to_string();
+        assert!(err.contains("cycle") && err.contains("\"d\""), "{err}");
+    }
+
+    #[test]
+    fn validate_rejects_what_the_store_must_never_write() {
+        assert_eq!(Recipe::default().validate(), Err(RecipeError::Empty));
+        let mut recipe = thesis();
+        recipe
+            .steps
+            .push(step("business_case", JobType::Execute, 3));
+        assert_eq!(
+            recipe.validate(),
+            Err(RecipeError::DuplicateStepKey("business_case".into()))
+        );
+        let recipe = thesis();
+        let outsider = StepId::new();
+        let mut with_outsider = recipe.clone();
+        with_outsider.edges.push((outsider, recipe.steps[0].id));
+        assert_eq!(
+            with_outsider.validate(),
+            Err(RecipeError::EdgeOutsideRecipe(outsider))
+        );
+        // Diamonds and repeated edges are still DAGs.
+        let diamond = chain(
+            &["a", "b", "c", "d"],
+            &[("a", "b"), ("a", "c"), ("b", "d"), ("c", "d"), ("c", "d")],
+        );
+        diamond.validate().unwrap();
+        let order = diamond.topological_order().unwrap();
+        let position = |k: &str| {
+            let id = diamond.step_by_key(k).unwrap().id;
+            order.iter().position(|x| *x == id).unwrap()
+        };
+        assert!(position("a") < position("b") && position("c") < position("d"));
+        // with_edge leaves the original alone whether it accepts or rejects.
+        let extended = diamond
+            .with_edge((diamond.steps[1].id, diamond.steps[2].id))
+            .unwrap();
+        assert_eq!(extended.edges.len(), diamond.edges.len() + 1);
+        assert!(
+            diamond
+                .with_edge((diamond.steps[3].id, diamond.steps[0].id))
+                .is_err()
+        );
+        assert_eq!(diamond.edges.len(), 5);
+    }
+
+    #[test]
+    fn skipped_step_waits_for_its_own_predecessors() {
+        // a → b (skipped) → c: c must not start before a is done.
+        let mut recipe = chain(&["a", "b", "c"], &[("a", "b"), ("b", "c")]);
+        recipe.steps[1].is_skipped = true;
+        let none = HashSet::new();
+        assert_eq!(keys(&recipe.entry_steps()), vec!["a"]);
+        assert_eq!(
+            keys(&recipe.ready_steps(&none, &ids(&recipe, &["a"]))),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            keys(&recipe.ready_steps(&ids(&recipe, &["a"]), &ids(&recipe, &["a"]))),
+            vec!["c"]
+        );
+    }
+
+    #[test]
+    fn ready_steps_with_skips_table() {
+        // header → {x, y}; x → z; y → z; z → last. Skips chain through.
+        let base = chain(
+            &["header", "x", "y", "z", "last"],
+            &[
+                ("header", "x"),
+                ("header", "y"),
+                ("x", "z"),
+                ("y", "z"),
+                ("z", "last"),
+            ],
+        );
+        let cases: &[[&[&str]; 4]] = &[
+            // (skipped, done, started, ready)
+            [&[], &[], &[], &["header"]],
+            [&[], &["header"], &[], &["x", "y"]],
+            [&[], &["header", "x"], &["y"], &[]],
+            [&["y"], &["header"], &[], &["x"]],
+            [&["y"], &["header", "x"], &[], &["z"]],
+            [&["x", "y"], &["header"], &[], &["z"]],
+            [&["x", "y", "z"], &["header"], &[], &["last"]],
+            [&["x", "y", "z"], &[], &[], &["header"]],
+            // A skipped entry step lets its successors start at once.
+            [&["header"], &[], &[], &["x", "y"]],
+            [&["header", "x", "y", "z", "last"], &[], &[], &[]],
+            [&["last"], &["header", "x", "y", "z"], &[], &[]],
+        ];
+        for [skipped, done, started, want] in cases {
+            let mut recipe = base.clone();
+            for step in &mut recipe.steps {
+                step.is_skipped = skipped.contains(&step.step_key.as_str());
+            }
+            let ready = recipe.ready_steps(&ids(&recipe, done), &ids(&recipe, started));
+            assert_eq!(
+                keys(&ready),
+                want.iter().map(|k| k.to_string()).collect::<Vec<_>>(),
+                "skipped {skipped:?}, done {done:?}, started {started:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn ready_steps_are_ordered_by_order_then_key() {
+        let mut recipe = chain(&["h", "b", "a", "c"], &[("h", "a"), ("h", "b"), ("h", "c")]);
+        recipe.steps[3].order = 2;
+        for s in &mut recipe.steps[1..3] {
+            s.order = 5;
+        }
+        let ready = recipe.ready_steps(&ids(&recipe, &["h"]), &HashSet::new());
+        assert_eq!(keys(&ready), vec!["c", "a", "b"]);
     }
 
     #[test]

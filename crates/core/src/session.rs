@@ -244,6 +244,199 @@ mod tests {
         );
     }
 
+    /// Seed 000 §6, 21.b.iv: root EXECUTE jobs and RENDER jobs all completed
+    /// next to the completed PLAN jobs advance the stage.
+    #[test]
+    fn advances_when_execute_and_render_jobs_complete() {
+        let jobs = [
+            job(Plan, S::Completed),
+            job(Execute, S::Completed),
+            job(Execute, S::Completed),
+            job(Render, S::Completed),
+            job(Render, S::Completed),
+        ];
+        assert_eq!(stage_completion(&jobs), StageCompletion::Complete);
+    }
+
+    /// Seed 000 §6, 21.b.v: a RENDER job in any status, stuck or failed,
+    /// never holds back (or fails) a stage whose PLAN jobs completed; and
+    /// RENDER jobs never complete a stage on their own.
+    #[test]
+    fn render_jobs_in_every_status_never_block_the_stage() {
+        for render in S::ALL {
+            assert_eq!(
+                stage_completion(&[job(Render, render), job(Plan, S::Completed)]),
+                StageCompletion::Complete,
+                "render {render}"
+            );
+            assert_eq!(
+                stage_completion(&[job(Render, render), job(Plan, S::Processing)]),
+                StageCompletion::Incomplete,
+                "render {render} next to a running plan"
+            );
+            assert_eq!(
+                stage_completion(&[job(Render, render)]),
+                StageCompletion::Incomplete,
+                "render {render} alone"
+            );
+        }
+    }
+
+    /// Each status of a single root PLAN job: only `completed` advances, only
+    /// the failures fail, `waiting_for_prerequisite` is not counted at all.
+    #[test]
+    fn single_plan_status_table() {
+        for status in S::ALL {
+            let want = match status {
+                S::Completed => StageCompletion::Complete,
+                S::Failed | S::RetryLoopFailed => StageCompletion::Failed,
+                _ => StageCompletion::Incomplete,
+            };
+            assert_eq!(stage_completion(&[job(Plan, status)]), want, "{status}");
+        }
+    }
+
+    /// Failed PLAN jobs block progression: while another root job is still
+    /// running the stage is merely incomplete, and once everything ended it
+    /// failed — it never becomes complete.
+    #[test]
+    fn failed_plan_blocks_progression() {
+        let cases: &[(&str, Vec<RootJob>, StageCompletion)] = &[
+            (
+                "failed plan next to a running plan",
+                vec![job(Plan, S::Failed), job(Plan, S::WaitingForChildren)],
+                StageCompletion::Incomplete,
+            ),
+            (
+                "failed plan after the other completed",
+                vec![job(Plan, S::Failed), job(Plan, S::Completed)],
+                StageCompletion::Failed,
+            ),
+            (
+                "retry loop failed plan after the others completed",
+                vec![
+                    job(Plan, S::Completed),
+                    job(Plan, S::RetryLoopFailed),
+                    job(Plan, S::Completed),
+                ],
+                StageCompletion::Failed,
+            ),
+            (
+                "failed root execute job fails the stage",
+                vec![job(Plan, S::Completed), job(Execute, S::Failed)],
+                StageCompletion::Failed,
+            ),
+            (
+                "root execute retrying is outstanding, not failed",
+                vec![job(Plan, S::Completed), job(Execute, S::Retrying)],
+                StageCompletion::Incomplete,
+            ),
+        ];
+        for (name, jobs, want) in cases {
+            assert_eq!(stage_completion(jobs), *want, "{name}");
+        }
+    }
+
+    /// A synthesis-like stage with two sequential PLAN jobs per model: the
+    /// stage completes only after the last of them, in whichever order.
+    #[test]
+    fn multi_plan_stage_needs_every_plan_completed() {
+        let mut jobs = vec![
+            job(Plan, S::Pending),
+            job(Plan, S::Pending),
+            job(Plan, S::Pending),
+            job(Plan, S::Pending),
+        ];
+        let order = [2, 0, 3, 1];
+        for (n, index) in order.iter().enumerate() {
+            jobs[*index].status = S::WaitingForChildren;
+            assert_eq!(stage_completion(&jobs), StageCompletion::Incomplete);
+            jobs[*index].status = S::Completed;
+            let want = if n + 1 == order.len() {
+                StageCompletion::Complete
+            } else {
+                StageCompletion::Incomplete
+            };
+            assert_eq!(stage_completion(&jobs), want, "after {} plan(s)", n + 1);
+        }
+    }
+
+    /// Jobs waiting for a prerequisite are not ready yet and are excluded from
+    /// the check (seed 000 §2c) — whatever their type; but they never count as
+    /// the stage's PLAN job either.
+    #[test]
+    fn waiting_for_prerequisite_jobs_are_excluded() {
+        assert_eq!(
+            stage_completion(&[
+                job(Plan, S::Completed),
+                job(Execute, S::WaitingForPrerequisite),
+            ]),
+            StageCompletion::Complete
+        );
+        assert_eq!(
+            stage_completion(&[job(Plan, S::WaitingForPrerequisite)]),
+            StageCompletion::Incomplete
+        );
+        assert_eq!(
+            stage_completion(&[job(Plan, S::WaitingForPrerequisite), job(Plan, S::Failed),]),
+            StageCompletion::Failed
+        );
+    }
+
+    /// Seed 000 §4.1: only `pending_<stage>` of the same stage becomes
+    /// `running_<stage>`; every other session status is left alone.
+    #[test]
+    fn running_status_table() {
+        let thesis = "thesis";
+        let cases = [
+            (
+                SessionStatus::Pending("thesis".into()),
+                Some("running_thesis"),
+            ),
+            (SessionStatus::Pending("antithesis".into()), None),
+            (SessionStatus::Running("thesis".into()), None),
+            (SessionStatus::Running("antithesis".into()), None),
+            (SessionStatus::IterationCompletePendingReview, None),
+            (SessionStatus::Paused, None),
+            (SessionStatus::Abandoned, None),
+        ];
+        for (current, want) in cases {
+            assert_eq!(
+                status_on_root_plan_started(&current, thesis).map(|s| s.to_string()),
+                want.map(str::to_string),
+                "from {current}"
+            );
+        }
+    }
+
+    /// The thesis stage from session creation to `pending_antithesis`, and the
+    /// terminal stage to review, applying the three rules in the order the
+    /// planner does.
+    #[test]
+    fn session_walks_through_a_stage_and_ends_in_review() {
+        let created = SessionStatus::parse("pending_thesis").unwrap();
+        let running = status_on_root_plan_started(&created, "thesis").unwrap();
+        assert_eq!(running.to_string(), "running_thesis");
+        // The second model's root PLAN job starting changes nothing.
+        assert_eq!(status_on_root_plan_started(&running, "thesis"), None);
+        let roots = [job(Plan, S::Completed), job(Plan, S::Completed)];
+        assert_eq!(stage_completion(&roots), StageCompletion::Complete);
+        let next = status_after_stage(Some("antithesis"));
+        assert_eq!(next.to_string(), "pending_antithesis");
+        assert_eq!(next.stage(), Some("antithesis"));
+        assert!(next.awaits_user());
+
+        let last = status_after_stage(None);
+        assert_eq!(last, SessionStatus::IterationCompletePendingReview);
+        assert_eq!(last.stage(), None);
+        assert!(last.awaits_user());
+        assert!(!SessionStatus::Running("paralysis".into()).awaits_user());
+        assert_eq!(
+            SessionStatus::parse("iteration_complete_pending_review").unwrap(),
+            last
+        );
+    }
+
     #[test]
     fn running_is_set_only_from_matching_pending() {
         let pending = SessionStatus::Pending("thesis".into());

@@ -304,6 +304,34 @@ pub fn delivery_count(delivery: &Delivery) -> u64 {
     }
 }
 
+/// A `StartStage` planner command, ready for the outbox (routing key `planner.command`).
+pub fn start_stage_command(session_id: &str, stage_slug: &str, iteration: u32) -> Vec<u8> {
+    use dialectic_proto::v1::queue::{
+        PlannerCommand, StartStage, envelope::Body, planner_command::Command,
+    };
+    encode(&Envelope {
+        version: ENVELOPE_VERSION,
+        body: Some(Body::PlannerCommand(PlannerCommand {
+            command: Some(Command::StartStage(StartStage {
+                session_id: session_id.to_string(),
+                stage_slug: stage_slug.to_string(),
+                iteration: iteration.max(1),
+            })),
+        })),
+    })
+}
+
+/// A job dispatch, ready for the outbox (routing key of the job's type).
+pub fn job_dispatch(job_id: &str) -> Vec<u8> {
+    use dialectic_proto::v1::queue::{JobDispatch, envelope::Body};
+    encode(&Envelope {
+        version: ENVELOPE_VERSION,
+        body: Some(Body::JobDispatch(JobDispatch {
+            job_id: job_id.to_string(),
+        })),
+    })
+}
+
 pub fn encode(envelope: &Envelope) -> Vec<u8> {
     envelope.encode_to_vec()
 }

@@ -318,14 +318,16 @@ pub async fn waiting_on(tx: &mut Tx<'_>, prerequisite: Uuid) -> Result<Vec<Uuid>
     .await?)
 }
 
-/// (stage, job type, status, count) for a session.
+/// (stage, job type, status, count) for a session, stages in the order they started.
 pub async fn session_counts(
     pool: &PgPool,
     session_id: Uuid,
 ) -> Result<Vec<(String, String, String, i64)>, StoreError> {
     Ok(sqlx::query_as(
+        // Stages in the order they ran, so callers can print them as a timeline.
         "SELECT stage_slug, job_type, status, count(*) FROM dialectic_generation_jobs
-         WHERE session_id = $1 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+         WHERE session_id = $1 GROUP BY 1, 2, 3
+         ORDER BY min(min(created_at)) OVER (PARTITION BY stage_slug), 1, 2, 3",
     )
     .bind(session_id)
     .fetch_all(pool)

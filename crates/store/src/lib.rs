@@ -2,8 +2,10 @@
 //! in the same transaction; every job transition is a compare-and-set.
 
 pub mod api;
+pub mod inputs;
 pub mod jobs;
 pub mod outbox;
+pub mod recipe_edit;
 pub mod recipes;
 pub mod records;
 

@@ -29,6 +29,7 @@ pub struct SessionRow {
     pub iteration_count: i32,
     pub current_stage_id: Option<Uuid>,
     pub selected_model_ids: Vec<Uuid>,
+    pub auto_advance: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -208,7 +209,7 @@ pub async fn model(executor: impl sqlx::PgExecutor<'_>, id: Uuid) -> Result<Mode
         .ok_or_else(|| StoreError::NotFound(format!("model {id}")))
 }
 
-const SESSION_COLUMNS: &str = "id, project_id, user_id, status, iteration_count, current_stage_id, selected_model_ids, created_at, updated_at";
+const SESSION_COLUMNS: &str = "id, project_id, user_id, status, iteration_count, current_stage_id, selected_model_ids, auto_advance, created_at, updated_at";
 
 pub struct NewSession<'a> {
     pub id: Uuid,
@@ -217,6 +218,7 @@ pub struct NewSession<'a> {
     pub model_ids: &'a [Uuid],
     pub description: Option<&'a str>,
     pub client_request_id: Option<&'a str>,
+    pub auto_advance: bool,
 }
 
 /// Inserts the session at `pending_<first stage>`; returns (row, created).
@@ -226,8 +228,8 @@ pub async fn insert_session(
 ) -> Result<(SessionRow, bool), StoreError> {
     let inserted = sqlx::query_as::<_, SessionRow>(&format!(
         "INSERT INTO dialectic_sessions (id, project_id, user_id, status, current_stage_id, selected_model_ids,
-                                         session_description, client_request_id)
-         SELECT $1, p.id, $3, 'pending_' || st.slug, st.id, $4, $5, $6
+                                         session_description, client_request_id, auto_advance)
+         SELECT $1, p.id, $3, 'pending_' || st.slug, st.id, $4, $5, $6, $7
          FROM dialectic_projects p
          JOIN dialectic_process_templates t ON t.id = p.process_template_id
          JOIN dialectic_stages st ON st.id = t.starting_stage_id
@@ -241,6 +243,7 @@ pub async fn insert_session(
     .bind(s.model_ids)
     .bind(s.description)
     .bind(s.client_request_id)
+    .bind(s.auto_advance)
     .fetch_optional(&mut **tx)
     .await?;
     if let Some(row) = inserted {
@@ -280,6 +283,24 @@ pub async fn lock_session(tx: &mut Tx<'_>, id: Uuid) -> Result<SessionRow, Store
     sqlx::query_as::<_, SessionRow>(&format!(
         "SELECT {SESSION_COLUMNS} FROM dialectic_sessions WHERE id = $1 FOR UPDATE"
     ))
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
+}
+
+/// Starts the next iteration at the process's first stage; returns that stage's slug.
+pub async fn begin_iteration(tx: &mut Tx<'_>, id: Uuid) -> Result<(String, i32), StoreError> {
+    sqlx::query_as(
+        "UPDATE dialectic_sessions s
+         SET iteration_count = s.iteration_count + 1, status = 'pending_' || st.slug, current_stage_id = st.id,
+             updated_at = now()
+         FROM dialectic_projects p
+         JOIN dialectic_process_templates t ON t.id = p.process_template_id
+         JOIN dialectic_stages st ON st.id = t.starting_stage_id
+         WHERE s.id = $1 AND p.id = s.project_id
+         RETURNING st.slug, s.iteration_count",
+    )
     .bind(id)
     .fetch_optional(&mut **tx)
     .await?

@@ -1,6 +1,6 @@
 //! Pure text formatting and the watch stop rule, kept apart for testing.
 
-use dialectic_proto::v1::{Session, SessionEvent};
+use dialectic_proto::v1::{Session, SessionEvent, StageDocument};
 use tonic::{Code, Status};
 
 const REVIEW: &str = "iteration_complete_pending_review";
@@ -49,6 +49,36 @@ pub fn session(s: &Session) -> String {
             ));
         }
     }
+    out
+}
+
+/// One row per stage: its jobs, its rendered documents and how it ended.
+pub fn summary(s: &Session, documents: &[StageDocument]) -> String {
+    let mut out = format!(
+        "{:<12} {:>5} {:>8} {:>7} {:>10}  {}\n",
+        "stage", "plan", "execute", "render", "documents", "status"
+    );
+    for j in &s.jobs {
+        let docs = documents
+            .iter()
+            .filter(|d| d.stage_slug == j.stage_slug)
+            .count();
+        let status = if j.failed > 0 {
+            "failed"
+        } else if j.in_flight > 0 {
+            "running"
+        } else {
+            "completed"
+        };
+        out.push_str(&format!(
+            "{:<12} {:>5} {:>8} {:>7} {:>10}  {}\n",
+            j.stage_slug, j.plan, j.execute, j.render, docs, status
+        ));
+    }
+    out.push_str(&format!(
+        "session {} is {} (iteration {})\n",
+        s.id, s.status, s.iteration
+    ));
     out
 }
 

@@ -7,7 +7,8 @@ use clap::{Args, Parser, Subcommand};
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{
     CreateProjectRequest, GetDocumentContentRequest, GetSessionRequest, ListStageDocumentsRequest,
-    Session, StartSessionRequest, WatchSessionRequest,
+    Session, StageDocument, StageResponse, StartSessionRequest, SubmitStageResponsesRequest,
+    WatchSessionRequest,
 };
 use std::future::Future;
 use std::path::PathBuf;
@@ -82,6 +83,24 @@ enum Command {
         /// Model api identifier or id (repeatable); default: the gateway's default model.
         #[arg(long = "model")]
         models: Vec<String>,
+        /// Start each next stage as soon as one completes, without stage responses.
+        #[arg(long)]
+        auto_advance: bool,
+    },
+    /// Review a completed stage: store feedback and start the next stage
+    /// (or, after the last stage, the next iteration).
+    Submit {
+        #[arg(long)]
+        session: String,
+        /// The stage that completed.
+        #[arg(long)]
+        stage: String,
+        /// Feedback on the stage (or on --document).
+        #[arg(long)]
+        feedback: Option<String>,
+        /// Document key the feedback is about.
+        #[arg(long)]
+        document: Option<String>,
     },
     /// Print a session's status and job counts.
     Status {
@@ -111,8 +130,12 @@ enum Command {
         prompt: PromptSource,
         #[arg(long = "model")]
         models: Vec<String>,
-        #[arg(long, default_value = "pending_antithesis")]
+        /// Stop when the session reaches this status.
+        #[arg(long, default_value = "iteration_complete_pending_review")]
         until: String,
+        /// Wait at each stage for `dialectic submit` instead of advancing by itself.
+        #[arg(long)]
+        no_auto_advance: bool,
         #[arg(long, default_value_t = 300)]
         timeout_secs: u64,
     },
@@ -140,9 +163,42 @@ async fn run(cli: Cli) -> Result<()> {
             let project = gateway.create_project(&name, &prompt.read()?).await?;
             println!("{project}");
         }
-        Command::Start { project, models } => {
-            let session = gateway.start_session(&project, &models).await?;
+        Command::Start {
+            project,
+            models,
+            auto_advance,
+        } => {
+            let session = gateway
+                .start_session(&project, &models, auto_advance)
+                .await?;
             println!("{} {}", session.id, session.status);
+        }
+        Command::Submit {
+            session,
+            stage,
+            feedback,
+            document,
+        } => {
+            let responses = feedback
+                .map(|text| {
+                    vec![StageResponse {
+                        resource_id: String::new(),
+                        document_key: document.unwrap_or_default(),
+                        feedback: text,
+                    }]
+                })
+                .unwrap_or_default();
+            let s = gateway
+                .call(|mut c| {
+                    let request = gateway.request(SubmitStageResponsesRequest {
+                        session_id: session.clone(),
+                        stage_slug: stage.clone(),
+                        responses: responses.clone(),
+                    });
+                    async move { c.submit_stage_responses(request).await }
+                })
+                .await?;
+            println!("{} {} (iteration {})", s.id, s.status, s.iteration);
         }
         Command::Status { session } => {
             let s = gateway.session(&session).await?;
@@ -161,18 +217,24 @@ async fn run(cli: Cli) -> Result<()> {
             prompt,
             models,
             until,
+            no_auto_advance,
             timeout_secs,
         } => {
             let project = gateway.create_project(&name, &prompt.read()?).await?;
             println!("project {project}");
-            let session = gateway.start_session(&project, &models).await?;
+            let session = gateway
+                .start_session(&project, &models, !no_auto_advance)
+                .await?;
             println!("session {} {}", session.id, session.status);
             let deadline = Instant::now() + Duration::from_secs(timeout_secs);
             gateway
                 .watch(&session.id, Some(&until), Some(deadline))
                 .await?;
             gateway.wait_for_renders(&session.id, deadline).await?;
-            gateway.docs(&session.id, "").await?;
+            let documents = gateway.docs(&session.id, "").await?;
+            let summary = gateway.session(&session.id).await?;
+            println!();
+            print!("{}", format::summary(&summary, &documents));
         }
     }
     Ok(())
@@ -267,12 +329,18 @@ impl Gateway {
         Ok(project.id)
     }
 
-    async fn start_session(&self, project: &str, models: &[String]) -> Result<Session> {
+    async fn start_session(
+        &self,
+        project: &str,
+        models: &[String],
+        auto_advance: bool,
+    ) -> Result<Session> {
         let message = StartSessionRequest {
             project_id: project.to_string(),
             models: models.to_vec(),
             description: String::new(),
             client_request_id: client_request_id(),
+            auto_advance,
         };
         Ok(self
             .call(|mut c| {
@@ -373,7 +441,7 @@ impl Gateway {
         }
     }
 
-    async fn docs(&self, session: &str, stage: &str) -> Result<()> {
+    async fn docs(&self, session: &str, stage: &str) -> Result<Vec<StageDocument>> {
         let list = self
             .call(|mut c| {
                 let request = self.request(ListStageDocumentsRequest {
@@ -401,7 +469,7 @@ impl Gateway {
                 println!("    {line}");
             }
         }
-        Ok(())
+        Ok(list.documents)
     }
 }
 

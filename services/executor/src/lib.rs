@@ -5,10 +5,13 @@
 
 use dialectic_blob::BlobStore;
 use dialectic_config::Settings;
+use dialectic_core::fanout::SourceDoc;
 use dialectic_core::ids::{ProjectId, SessionId};
 use dialectic_core::job::JobType;
 use dialectic_core::paths::{DocumentName, FileKind, Lineage, PathContext};
+use dialectic_core::payload::JobPayload;
 use dialectic_core::prompt::{PromptConstructionPayload, ResourceDocument, assemble};
+use dialectic_core::recipe::{InputRule, RecipeStep};
 use dialectic_core::sanitize::parse_model_json;
 use dialectic_llm::{LlmError, SimulatedSettings, provider_for};
 use dialectic_proto::v1::executor::executor_service_server::{
@@ -24,7 +27,7 @@ use dialectic_runtime::{
 };
 use dialectic_store::jobs::JobRow;
 use dialectic_store::records::{self, NewContribution};
-use dialectic_store::{Store, StoreError};
+use dialectic_store::{Store, StoreError, inputs};
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -66,72 +69,9 @@ impl JobWork for Executor {
         let project = records::project_for_user(pool, job.user_id, session.project_id).await?;
         let stage = records::stage_in_process(pool, session.id, &job.stage_slug).await?;
 
-        let mut resources = Vec::new();
-        for rule in &step.inputs_required {
-            let relevance = step
-                .inputs_relevance
-                .as_array()
-                .and_then(|all| {
-                    all.iter().find(|r| {
-                        r.get("document_key").and_then(|k| k.as_str())
-                            == rule.document_key.as_deref()
-                    })
-                })
-                .and_then(|r| r.get("relevance"))
-                .and_then(|r| r.as_f64())
-                .unwrap_or(1.0);
-            match rule.kind.as_str() {
-                "seed_prompt" => resources.push(ResourceDocument {
-                    id: project.id.to_string(),
-                    kind: "seed_prompt".into(),
-                    stage_slug: job.stage_slug.clone(),
-                    document_key: "seed_prompt".into(),
-                    model: None,
-                    content: project.initial_user_prompt.clone(),
-                    section_header: rule.section_header.clone(),
-                    relevance,
-                }),
-                "header_context" => {
-                    let found = match job.parent_job_id {
-                        Some(parent) => records::contribution_of_job(pool, parent).await?,
-                        None => None,
-                    };
-                    match found {
-                        Some(c) => {
-                            let content = self
-                                .blob
-                                .get_string(&c.raw_response_storage_path)
-                                .await
-                                .map_err(|e| retryable("storage", e))?;
-                            resources.push(ResourceDocument {
-                                id: c.id.to_string(),
-                                kind: "header_context".into(),
-                                stage_slug: c.stage_slug,
-                                document_key: c.document_key,
-                                model: c.model_name,
-                                content,
-                                section_header: rule.section_header.clone(),
-                                relevance,
-                            });
-                        }
-                        None if rule.required => {
-                            return Err(permanent(
-                                "missing_input",
-                                "the parent job's header_context is missing",
-                            ));
-                        }
-                        None => {}
-                    }
-                }
-                other if rule.required => {
-                    return Err(permanent(
-                        "unsupported_input",
-                        format!("input type {other:?} is not supported by this executor yet"),
-                    ));
-                }
-                _ => {}
-            }
-        }
+        let resources = self
+            .gather_inputs(job, &payload, step, &project.initial_user_prompt)
+            .await?;
         let prompt = PromptConstructionPayload {
             system_instruction: stage.system_prompt.clone(),
             conversation_history: Vec::new(),
@@ -173,7 +113,7 @@ impl JobWork for Executor {
             model_slug: payload.model_slug.clone(),
             attempt: (job.attempt_count - 1).max(0) as u32,
             document_key: step.output_type.clone(),
-            lineage: Lineage::Plain,
+            lineage: payload.lineage.clone().unwrap_or(Lineage::Plain),
         };
         let key = PathContext {
             project_id: ProjectId(project.id),
@@ -251,6 +191,160 @@ impl JobWork for Executor {
         tx.commit().await.map_err(StoreError::from)?;
         tracing::info!(contribution_id = %stored_id, %key, "chunk saved");
         Ok(())
+    }
+}
+
+fn relevance_of(step: &RecipeStep, rule: &InputRule) -> f64 {
+    step.inputs_relevance
+        .as_array()
+        .and_then(|all| {
+            all.iter().find(|r| {
+                r.get("document_key").and_then(|k| k.as_str()) == rule.document_key.as_deref()
+                    && r.get("type")
+                        .and_then(|t| t.as_str())
+                        .is_none_or(|t| t == rule.kind)
+            })
+        })
+        .and_then(|r| r.get("relevance"))
+        .and_then(|r| r.as_f64())
+        .unwrap_or(1.0)
+}
+
+fn describe(rule: &InputRule, index: usize) -> String {
+    format!(
+        "input rule {index} ({} {}/{})",
+        rule.kind,
+        rule.stage_slug.as_deref().unwrap_or("this stage"),
+        rule.document_key.as_deref().unwrap_or("*")
+    )
+}
+
+impl Executor {
+    /// gatherInputsForStage (DESIGN §8) for one job: every rule of its step,
+    /// restricted to the job's own sources where the planner fanned it out.
+    async fn gather_inputs(
+        &self,
+        job: &JobRow,
+        payload: &JobPayload,
+        step: &RecipeStep,
+        seed_prompt: &str,
+    ) -> Result<Vec<ResourceDocument>, AttemptError> {
+        let mut conn = self
+            .store
+            .pool()
+            .acquire()
+            .await
+            .map_err(StoreError::from)?;
+        let mut resources = Vec::new();
+        for (index, rule) in step.inputs_required.iter().enumerate() {
+            let relevance = relevance_of(step, rule);
+            let stage = rule.stage_slug.as_deref().unwrap_or(&job.stage_slug);
+            let key = rule.document_key.as_deref().unwrap_or("*");
+            let found = match rule.kind.as_str() {
+                "seed_prompt" => {
+                    resources.push(ResourceDocument {
+                        id: job.session_id.to_string(),
+                        kind: "seed_prompt".into(),
+                        stage_slug: job.stage_slug.clone(),
+                        document_key: "seed_prompt".into(),
+                        model: None,
+                        content: seed_prompt.to_string(),
+                        section_header: rule.section_header.clone(),
+                        relevance,
+                    });
+                    continue;
+                }
+                "header_context" => {
+                    let model = job
+                        .model_id
+                        .ok_or_else(|| permanent("bad_payload", "job has no model"))?;
+                    let mut all = inputs::own_stage_artifacts(
+                        &mut conn,
+                        job.session_id,
+                        stage,
+                        job.iteration_number,
+                        key,
+                        model,
+                    )
+                    .await?;
+                    // The most recent header context of this root is the one in force.
+                    all.truncate(1);
+                    all
+                }
+                "document" => match (stage == job.stage_slug, job.model_id) {
+                    (true, Some(model)) => {
+                        inputs::own_stage_artifacts(
+                            &mut conn,
+                            job.session_id,
+                            stage,
+                            job.iteration_number,
+                            key,
+                            model,
+                        )
+                        .await?
+                    }
+                    _ => {
+                        inputs::earlier_stage_documents(
+                            &mut conn,
+                            job.session_id,
+                            stage,
+                            job.iteration_number,
+                            key,
+                        )
+                        .await?
+                    }
+                },
+                "feedback" => {
+                    inputs::feedback(&mut conn, job.session_id, stage, job.iteration_number).await?
+                }
+                other => {
+                    if rule.required {
+                        return Err(permanent(
+                            "unsupported_input",
+                            format!("{}: unknown input type {other:?}", describe(rule, index)),
+                        ));
+                    }
+                    continue;
+                }
+            };
+            let found: Vec<_> = match payload.restriction(index) {
+                Some(keys) => found
+                    .into_iter()
+                    .filter(|d| keys.contains(&d.storage_key))
+                    .collect(),
+                None => found,
+            };
+            if found.is_empty() {
+                if rule.required {
+                    return Err(permanent(
+                        "missing_input",
+                        format!("{} matched nothing", describe(rule, index)),
+                    ));
+                }
+                continue;
+            }
+            let header = rule.section_header.clone();
+            for doc in found {
+                let content = self
+                    .blob
+                    .get_string(&doc.storage_key)
+                    .await
+                    .map_err(|e| retryable("storage", e))?;
+                let source =
+                    SourceDoc::from_key(doc.id.to_string(), &doc.storage_key, &doc.document_key);
+                resources.push(ResourceDocument {
+                    id: doc.id.to_string(),
+                    kind: rule.kind.clone(),
+                    stage_slug: stage.to_string(),
+                    document_key: doc.document_key.clone(),
+                    model: (!source.author.is_empty()).then_some(source.author),
+                    content,
+                    section_header: header.clone(),
+                    relevance,
+                });
+            }
+        }
+        Ok(resources)
     }
 }
 

@@ -11,6 +11,8 @@ pub enum GatewayError {
     #[error("{0} not found")]
     NotFound(String),
     #[error("{0}")]
+    FailedPrecondition(String),
+    #[error("{0}")]
     Unavailable(String),
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -34,6 +36,7 @@ impl From<GatewayError> for Status {
             GatewayError::InvalidArgument(m) => Status::invalid_argument(m),
             GatewayError::NotFound(what) => Status::not_found(format!("{what} not found")),
             GatewayError::Unavailable(m) => Status::unavailable(m),
+            GatewayError::FailedPrecondition(m) => Status::failed_precondition(m),
             GatewayError::Store(StoreError::NotFound(what)) => {
                 Status::not_found(format!("{what} not found"))
             }

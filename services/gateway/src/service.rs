@@ -6,19 +6,17 @@ use dialectic_blob::BlobStore;
 use dialectic_cache::{Cache, ProgressEvent};
 use dialectic_core::ids::{ProjectId, ResourceId, SessionId};
 use dialectic_core::paths::{FileKind, PathContext};
+use dialectic_core::session::SessionStatus;
 use dialectic_core::slug::slugify;
-use dialectic_proto::ENVELOPE_VERSION;
 use dialectic_proto::v1::dialectic_service_server::DialecticService;
-use dialectic_proto::v1::queue::envelope::Body;
-use dialectic_proto::v1::queue::planner_command::Command;
-use dialectic_proto::v1::queue::{Envelope, PlannerCommand, StartStage};
 use dialectic_proto::v1::{
     CreateProjectRequest, DocumentContent, GetDocumentContentRequest, GetProjectRequest,
     GetSessionRequest, ListModelsRequest, ListModelsResponse, ListStageDocumentsRequest,
     ListStageDocumentsResponse, Project, Session, SessionEvent, StartSessionRequest,
-    WatchSessionRequest,
+    SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use dialectic_runtime::CancellationToken;
+use dialectic_store::inputs::{self, NewFeedback};
 use dialectic_store::records::{self, NewProject, NewSession, SessionRow};
 use dialectic_store::{Store, StoreError, api, jobs, outbox};
 use futures::StreamExt;
@@ -164,7 +162,119 @@ impl Gateway {
             jobs,
             created_at: Some(convert::timestamp(row.created_at)),
             updated_at: Some(convert::timestamp(row.updated_at)),
+            auto_advance: row.auto_advance,
         })
+    }
+
+    /// Stores the review of `stage` and starts what comes next: the next stage,
+    /// or after the last stage a new iteration from the first.
+    async fn submit_stage_responses(
+        &self,
+        user: Uuid,
+        req: SubmitStageResponsesRequest,
+    ) -> Result<Session, GatewayError> {
+        let session_id = SessionId::parse(&req.session_id)?;
+        let reviewed = req.stage_slug.trim();
+        if reviewed.is_empty() {
+            return Err(GatewayError::InvalidArgument(
+                "stage_slug names the stage whose documents were reviewed".into(),
+            ));
+        }
+        records::session_for_user(self.store.pool(), user, session_id.as_uuid()).await?;
+        let mut tx = self.store.begin().await?;
+        let row = records::lock_session(&mut tx, session_id.as_uuid()).await?;
+        let stage = records::stage_in_process(&mut *tx, row.id, reviewed).await?;
+        let status =
+            SessionStatus::parse(&row.status).map_err(|e| GatewayError::Internal(e.to_string()))?;
+        let reviewed_iteration = row.iteration_count;
+        let (next_stage, iteration) = match (&status, stage.next_stage_slug.as_deref()) {
+            (SessionStatus::Pending(next), Some(after)) if next == after => {
+                (next.clone(), row.iteration_count)
+            }
+            (SessionStatus::IterationCompletePendingReview, None) => {
+                records::begin_iteration(&mut tx, row.id).await?
+            }
+            _ => {
+                return Err(GatewayError::FailedPrecondition(format!(
+                    "session is {}; responses for {reviewed} are taken when that stage has completed and the next has not started",
+                    row.status
+                )));
+            }
+        };
+        let mut text = String::new();
+        for response in req
+            .responses
+            .iter()
+            .filter(|r| !r.feedback.trim().is_empty())
+        {
+            let about = if !response.document_key.trim().is_empty() {
+                response.document_key.trim().to_string()
+            } else if !response.resource_id.trim().is_empty() {
+                let id = ResourceId::parse(&response.resource_id)?;
+                let resource =
+                    records::resource_for_user(self.store.pool(), user, id.as_uuid()).await?;
+                if resource.session_id != Some(row.id) {
+                    return Err(GatewayError::NotFound(format!(
+                        "document {}",
+                        response.resource_id
+                    )));
+                }
+                resource.document_key.unwrap_or(resource.file_name)
+            } else {
+                "the stage as a whole".into()
+            };
+            text.push_str(&format!("## {about}\n\n{}\n\n", response.feedback.trim()));
+        }
+        if !text.is_empty() {
+            let key = PathContext {
+                project_id: ProjectId(row.project_id),
+                session_short: SessionId(row.id).short(),
+                iteration: reviewed_iteration.max(1) as u32,
+                stage_number: stage.stage_number.max(0) as u32,
+                stage_slug: stage.slug.clone(),
+                file: FileKind::UserFeedback,
+            }
+            .construct()
+            .map_err(|e| GatewayError::Internal(format!("feedback storage key: {e}")))?;
+            let body = format!("# Feedback on {}\n\n{text}", stage.display_name);
+            let size = body.len() as i64;
+            self.blob
+                .put(&key, body.into_bytes(), "text/markdown")
+                .await?;
+            let (dir, file_name) = key.rsplit_once('/').unwrap_or(("", key.as_str()));
+            inputs::insert_feedback(
+                &mut tx,
+                &NewFeedback {
+                    id: Uuid::now_v7(),
+                    project_id: row.project_id,
+                    session_id: row.id,
+                    user_id: user,
+                    stage_slug: &stage.slug,
+                    iteration: reviewed_iteration,
+                    document_key: None,
+                    source_resource_id: None,
+                    bucket: self.blob.bucket(),
+                    storage_path: dir,
+                    file_name,
+                    size_bytes: size,
+                },
+            )
+            .await?;
+        }
+        outbox::enqueue(
+            &mut tx,
+            dialectic_queue::keys::PLANNER_COMMAND,
+            &dialectic_queue::start_stage_command(
+                &row.id.to_string(),
+                &next_stage,
+                iteration.max(1) as u32,
+            ),
+            dialectic_telemetry::current_traceparent().as_deref(),
+        )
+        .await?;
+        tx.commit().await.map_err(StoreError::from)?;
+        let row = records::session_for_user(self.store.pool(), user, row.id).await?;
+        self.session_view(row, false).await
     }
 
     async fn create_project(
@@ -264,6 +374,7 @@ impl Gateway {
                 model_ids: &model_ids,
                 description: optional(&req.description),
                 client_request_id: optional(&req.client_request_id),
+                auto_advance: req.auto_advance,
             },
         )
         .await?;
@@ -275,20 +386,10 @@ impl Gateway {
                     row.status
                 ))
             })?;
-            let envelope = Envelope {
-                version: ENVELOPE_VERSION,
-                body: Some(Body::PlannerCommand(PlannerCommand {
-                    command: Some(Command::StartStage(StartStage {
-                        session_id: row.id.to_string(),
-                        stage_slug,
-                        iteration: 1,
-                    })),
-                })),
-            };
             outbox::enqueue(
                 &mut tx,
                 dialectic_queue::keys::PLANNER_COMMAND,
-                &dialectic_queue::encode(&envelope),
+                &dialectic_queue::start_stage_command(&row.id.to_string(), &stage_slug, 1),
                 dialectic_telemetry::current_traceparent().as_deref(),
             )
             .await?;
@@ -458,6 +559,20 @@ impl DialecticService for Gateway {
         let span = span!("start_session", user);
         span.record("project_id", req.project_id.as_str());
         let session = Gateway::start_session(self, user, req)
+            .instrument(span)
+            .await?;
+        Ok(Response::new(session))
+    }
+
+    async fn submit_stage_responses(
+        &self,
+        request: Request<SubmitStageResponsesRequest>,
+    ) -> Result<Response<Session>, Status> {
+        let user = self.caller(request.metadata())?;
+        let req = request.into_inner();
+        let span = span!("submit_stage_responses", user);
+        span.record("session_id", req.session_id.as_str());
+        let session = Gateway::submit_stage_responses(self, user, req)
             .instrument(span)
             .await?;
         Ok(Response::new(session))

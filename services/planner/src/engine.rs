@@ -5,24 +5,23 @@
 
 use dialectic_cache::{Cache, ProgressEvent};
 use dialectic_config::PlannerConfig;
+use dialectic_core::fanout::{Anchor, FanOutJob, SourceDoc, fan_out};
 use dialectic_core::ids::StepId;
 use dialectic_core::job::{
     ChildrenState, JobEffect, JobEvent, JobStatus, JobType, children_state, retry_backoff_ms,
     transition,
 };
+use dialectic_core::paths::Lineage;
 use dialectic_core::payload::{JobPayload, RenderPayload};
-use dialectic_core::recipe::RecipeStep;
+use dialectic_core::recipe::{Granularity, Recipe, RecipeStep};
 use dialectic_core::session::{
     SessionStatus, StageCompletion, stage_completion, status_after_stage,
     status_on_root_plan_started,
 };
 use dialectic_core::slug::slugify;
-use dialectic_proto::ENVELOPE_VERSION;
-use dialectic_proto::v1::queue::{
-    Envelope, JobDispatch, JobOutcome, StartStage, envelope::Body, job_outcome,
-};
+use dialectic_proto::v1::queue::{JobOutcome, StartStage, job_outcome};
 use dialectic_store::jobs::{self, JobRow, NewJob};
-use dialectic_store::{Store, StoreError, Tx, outbox, recipes, records};
+use dialectic_store::{Store, StoreError, Tx, inputs, outbox, recipes, records};
 use serde_json::json;
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, OnceLock};
@@ -92,6 +91,27 @@ pub struct Engine {
     store: Store,
     config: PlannerConfig,
     cache: Arc<OnceLock<Cache>>,
+}
+
+/// Output types of every step downstream of `step`: what a PLAN step's header context plans.
+fn descendant_outputs(recipe: &Recipe, step: &RecipeStep) -> Vec<String> {
+    let mut seen: HashSet<StepId> = HashSet::new();
+    let mut frontier = vec![step.id];
+    let mut outputs = Vec::new();
+    while let Some(current) = frontier.pop() {
+        for (from, to) in &recipe.edges {
+            if *from == current && seen.insert(*to) {
+                frontier.push(*to);
+                if let Some(s) = recipe
+                    .step(*to)
+                    .filter(|s| !s.is_skipped && !outputs.contains(&s.output_type))
+                {
+                    outputs.push(s.output_type.clone());
+                }
+            }
+        }
+    }
+    outputs
 }
 
 fn now_ms() -> i64 {
@@ -169,13 +189,7 @@ impl Engine {
                 stage: stage.to_string(),
                 reason: "the recipe has no PLAN step without predecessors".into(),
             })?;
-        let mut planned_documents: Vec<String> = recipe
-            .steps
-            .iter()
-            .filter(|s| s.id != root_step.id && !s.is_skipped)
-            .map(|s| s.output_type.clone())
-            .collect();
-        planned_documents.dedup();
+        let planned_documents = descendant_outputs(&recipe, &root_step);
         let models = records::models_by_id(&mut *unit.tx, &session.selected_model_ids).await?;
         for model_id in &session.selected_model_ids {
             let Some(model) = models.iter().find(|m| m.id == *model_id) else {
@@ -192,6 +206,8 @@ impl Engine {
                 planned_documents: planned_documents.clone(),
                 render: None,
                 recipe: Some(recipe.clone()),
+                sources: Vec::new(),
+                lineage: None,
             };
             let job_id = Uuid::now_v7();
             let inserted = jobs::insert(
@@ -553,8 +569,32 @@ impl Engine {
             });
             return Ok(());
         }
+        let mut planned = Vec::new();
         for step in &ready {
-            self.spawn_child(unit, &job, &payload, step).await?;
+            let anchors = self.anchors(unit, &job, step).await?;
+            match fan_out(step.granularity, &anchors) {
+                Ok(jobs) => planned.push((step, jobs)),
+                Err(e) => {
+                    tracing::warn!(job_id = %job.id, step = %step.step_key, error = %e, "cannot plan step");
+                    unit.work.push_back(Work::Apply {
+                        job: job.id,
+                        event: JobEvent::Failed { retryable: false },
+                        error: Some(json!({
+                            "code": "cannot_plan_step",
+                            "message": format!("step {}: {e}", step.step_key),
+                        })),
+                        results: None,
+                    });
+                    return Ok(());
+                }
+            }
+        }
+        for (step, jobs) in planned {
+            let planned_documents = descendant_outputs(recipe, step);
+            for fan in jobs {
+                self.spawn_child(unit, &job, &payload, step, fan, &planned_documents)
+                    .await?;
+            }
         }
         unit.work.push_back(Work::Apply {
             job: job.id,
@@ -565,27 +605,98 @@ impl Engine {
         Ok(())
     }
 
+    /// The documents a fanning-out step's anchor rules match (its first two
+    /// `document` rules): the root model's own artifacts for same-stage rules,
+    /// every model's finished documents for earlier stages.
+    async fn anchors(
+        &self,
+        unit: &mut Unit,
+        root: &JobRow,
+        step: &RecipeStep,
+    ) -> Result<Vec<Anchor>, PlannerError> {
+        if matches!(
+            step.granularity,
+            Granularity::AllToOne | Granularity::PerModel
+        ) {
+            return Ok(Vec::new());
+        }
+        let mut anchors = Vec::new();
+        for (index, rule) in step
+            .inputs_required
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.kind == "document")
+            .take(2)
+        {
+            let stage = rule.stage_slug.as_deref().unwrap_or(&root.stage_slug);
+            let key = rule.document_key.as_deref().unwrap_or("*");
+            let docs = match (stage == root.stage_slug, root.model_id) {
+                (true, Some(model)) => {
+                    inputs::own_stage_artifacts(
+                        &mut unit.tx,
+                        root.session_id,
+                        stage,
+                        root.iteration_number,
+                        key,
+                        model,
+                    )
+                    .await?
+                }
+                _ => {
+                    inputs::earlier_stage_documents(
+                        &mut unit.tx,
+                        root.session_id,
+                        stage,
+                        root.iteration_number,
+                        key,
+                    )
+                    .await?
+                }
+            };
+            anchors.push((
+                index,
+                docs.iter()
+                    .map(|d| SourceDoc::from_key(d.id.to_string(), &d.storage_key, &d.document_key))
+                    .collect(),
+            ));
+        }
+        Ok(anchors)
+    }
+
     async fn spawn_child(
         &self,
         unit: &mut Unit,
         parent: &JobRow,
         parent_payload: &JobPayload,
         step: &RecipeStep,
+        fan: FanOutJob,
+        planned_documents: &[String],
     ) -> Result<(), PlannerError> {
+        let job_key = if fan.discriminator.is_empty() {
+            format!("{}:{}", parent.id, step.step_key)
+        } else {
+            format!("{}:{}:{}", parent.id, step.step_key, fan.discriminator)
+        };
         let payload = JobPayload {
             step: Some(step.clone()),
             model_api_identifier: parent_payload.model_api_identifier.clone(),
             model_slug: parent_payload.model_slug.clone(),
             stage_number: parent_payload.stage_number,
-            planned_documents: Vec::new(),
+            planned_documents: if step.job_type == JobType::Plan {
+                planned_documents.to_vec()
+            } else {
+                Vec::new()
+            },
             render: None,
             recipe: None,
+            sources: fan.sources,
+            lineage: (fan.lineage != Lineage::Plain).then_some(fan.lineage),
         };
         let inserted = jobs::insert(
             &mut unit.tx,
             &NewJob {
                 id: Uuid::now_v7(),
-                job_key: format!("{}:{}", parent.id, step.step_key),
+                job_key,
                 session_id: parent.session_id,
                 user_id: parent.user_id,
                 stage_slug: &parent.stage_slug,
@@ -639,6 +750,8 @@ impl Engine {
                 document_key: contribution.document_key.clone(),
             }),
             recipe: None,
+            sources: Vec::new(),
+            lineage: None,
         };
         let inserted = jobs::insert(
             &mut unit.tx,
@@ -709,6 +822,10 @@ impl Engine {
                 let next_text = next.to_string();
                 records::set_session_status(&mut unit.tx, session_id, &next_text, next.stage())
                     .await?;
+                if let (true, Some(next_stage)) = (session.auto_advance, next.stage()) {
+                    self.command_start_stage(unit, session_id, next_stage, iteration)
+                        .await?;
+                }
                 tracing::info!(%session_id, stage, status = %next_text, "stage complete");
                 unit.events.push(ProgressEvent {
                     kind: "stage_completed".into(),
@@ -721,22 +838,37 @@ impl Engine {
         Ok(())
     }
 
+    async fn command_start_stage(
+        &self,
+        unit: &mut Unit,
+        session_id: Uuid,
+        stage: &str,
+        iteration: i32,
+    ) -> Result<(), PlannerError> {
+        outbox::enqueue(
+            &mut unit.tx,
+            dialectic_queue::keys::PLANNER_COMMAND,
+            &dialectic_queue::start_stage_command(
+                &session_id.to_string(),
+                stage,
+                iteration.max(1) as u32,
+            ),
+            unit.traceparent.as_deref(),
+        )
+        .await?;
+        Ok(())
+    }
+
     async fn dispatch(
         &self,
         unit: &mut Unit,
         job_id: Uuid,
         job_type: JobType,
     ) -> Result<(), PlannerError> {
-        let envelope = Envelope {
-            version: ENVELOPE_VERSION,
-            body: Some(Body::JobDispatch(JobDispatch {
-                job_id: job_id.to_string(),
-            })),
-        };
         outbox::enqueue(
             &mut unit.tx,
             job_type.dispatch_routing_key(),
-            &dialectic_queue::encode(&envelope),
+            &dialectic_queue::job_dispatch(&job_id.to_string()),
             unit.traceparent.as_deref(),
         )
         .await?;

@@ -1,0 +1,145 @@
+//! What input rules match (DESIGN §8 gatherInputsForStage): finished documents
+//! of earlier stages from rendered resources first, contributions only for
+//! intermediate artifacts and for outputs that are never rendered; header
+//! contexts and same-stage artifacts from the root model's own contributions;
+//! feedback from `dialectic_feedback`.
+
+use crate::{StoreError, Tx};
+use uuid::Uuid;
+
+/// A matched document and where its bytes are.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct InputDoc {
+    pub id: Uuid,
+    pub storage_key: String,
+    pub document_key: String,
+    pub model_id: Option<Uuid>,
+    pub from_resource: bool,
+}
+
+/// Documents of an earlier stage: every model's rendered documents matching
+/// `document_key` (`*` for all); when none is rendered under that key, its
+/// contributions (JSON outputs such as `comparison_vector` are never rendered).
+pub async fn earlier_stage_documents(
+    executor: &mut sqlx::PgConnection,
+    session_id: Uuid,
+    stage_slug: &str,
+    iteration: i32,
+    document_key: &str,
+) -> Result<Vec<InputDoc>, StoreError> {
+    let rendered: Vec<InputDoc> = sqlx::query_as(
+        "SELECT id, storage_path || '/' || file_name AS storage_key, COALESCE(document_key, '') AS document_key,
+                model_id, true AS from_resource
+         FROM dialectic_project_resources
+         WHERE session_id = $1 AND stage_slug = $2 AND iteration_number = $3
+           AND resource_type = 'rendered_document' AND ($4 = '*' OR document_key = $4)
+         ORDER BY document_key, file_name",
+    )
+    .bind(session_id)
+    .bind(stage_slug)
+    .bind(iteration)
+    .bind(document_key)
+    .fetch_all(&mut *executor)
+    .await?;
+    if !rendered.is_empty() || document_key == "*" {
+        return Ok(rendered);
+    }
+    Ok(sqlx::query_as(
+        "SELECT id, raw_response_storage_path AS storage_key, document_key, model_id, false AS from_resource
+         FROM dialectic_contributions
+         WHERE session_id = $1 AND stage_slug = $2 AND iteration_number = $3 AND document_key = $4
+         ORDER BY file_name",
+    )
+    .bind(session_id)
+    .bind(stage_slug)
+    .bind(iteration)
+    .bind(document_key)
+    .fetch_all(&mut *executor)
+    .await?)
+}
+
+/// Artifacts the root model produced earlier in this stage (header contexts,
+/// pairwise and reduced JSON, earlier documents of a sequential recipe).
+pub async fn own_stage_artifacts(
+    executor: &mut sqlx::PgConnection,
+    session_id: Uuid,
+    stage_slug: &str,
+    iteration: i32,
+    document_key: &str,
+    model_id: Uuid,
+) -> Result<Vec<InputDoc>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT id, raw_response_storage_path AS storage_key, document_key, model_id, false AS from_resource
+         FROM dialectic_contributions
+         WHERE session_id = $1 AND stage_slug = $2 AND iteration_number = $3
+           AND ($4 = '*' OR document_key = $4) AND model_id = $5
+         ORDER BY document_key, file_name",
+    )
+    .bind(session_id)
+    .bind(stage_slug)
+    .bind(iteration)
+    .bind(document_key)
+    .bind(model_id)
+    .fetch_all(&mut *executor)
+    .await?)
+}
+
+/// Feedback on a stage: this iteration's first, then earlier iterations'.
+pub async fn feedback(
+    executor: &mut sqlx::PgConnection,
+    session_id: Uuid,
+    stage_slug: &str,
+    iteration: i32,
+) -> Result<Vec<InputDoc>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT id, storage_path || '/' || file_name AS storage_key, COALESCE(document_key, '') AS document_key,
+                NULL::uuid AS model_id, false AS from_resource
+         FROM dialectic_feedback
+         WHERE session_id = $1 AND ($2 = '*' OR stage_slug = $2) AND iteration_number <= $3
+         ORDER BY iteration_number DESC, created_at",
+    )
+    .bind(session_id)
+    .bind(stage_slug)
+    .bind(iteration)
+    .fetch_all(&mut *executor)
+    .await?)
+}
+
+pub struct NewFeedback<'a> {
+    pub id: Uuid,
+    pub project_id: Uuid,
+    pub session_id: Uuid,
+    pub user_id: Uuid,
+    pub stage_slug: &'a str,
+    pub iteration: i32,
+    pub document_key: Option<&'a str>,
+    pub source_resource_id: Option<Uuid>,
+    pub bucket: &'a str,
+    pub storage_path: &'a str,
+    pub file_name: &'a str,
+    pub size_bytes: i64,
+}
+
+pub async fn insert_feedback(tx: &mut Tx<'_>, f: &NewFeedback<'_>) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO dialectic_feedback
+           (id, project_id, session_id, user_id, stage_slug, iteration_number, document_key, source_resource_id,
+            feedback_type, storage_bucket, storage_path, file_name, size_bytes)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'user_feedback', $9, $10, $11, $12)",
+    )
+    .bind(f.id)
+    .bind(f.project_id)
+    .bind(f.session_id)
+    .bind(f.user_id)
+    .bind(f.stage_slug)
+    .bind(f.iteration)
+    .bind(f.document_key)
+    .bind(f.source_resource_id)
+    .bind(f.bucket)
+    .bind(f.storage_path)
+    .bind(f.file_name)
+    .bind(f.size_bytes)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,294 @@
+//! Whole sessions: all five stages with two models, stage responses with
+//! feedback, and a second iteration — through every service, on the real stack.
+
+use dialectic_core::paths::{FileKind, PathContext};
+use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually};
+use dialectic_proto::v1::{
+    CreateProjectRequest, GetSessionRequest, StageResponse, StartSessionRequest,
+    SubmitStageResponsesRequest,
+};
+use std::collections::BTreeMap;
+
+const PROMPT: &str = "A lending library for power tools, run by neighbours for neighbours.";
+
+async fn started(env: &mut TestEnv, models: &[&str], auto_advance: bool) -> (String, String) {
+    env.start(&ALL_SERVICES).await;
+    for name in ALL_SERVICES {
+        env.wait_serving(name).await;
+    }
+    let mut client = env.gateway().await;
+    let project = client
+        .create_project(CreateProjectRequest {
+            name: "Tool library".into(),
+            initial_user_prompt: PROMPT.into(),
+            client_request_id: String::new(),
+        })
+        .await
+        .expect("create project")
+        .into_inner();
+    let session = client
+        .start_session(StartSessionRequest {
+            project_id: project.id.clone(),
+            models: models.iter().map(|m| m.to_string()).collect(),
+            description: String::new(),
+            client_request_id: String::new(),
+            auto_advance,
+        })
+        .await
+        .expect("start session")
+        .into_inner();
+    assert_eq!(session.auto_advance, auto_advance);
+    (project.id, session.id)
+}
+
+/// Waits for `status` and for every job of the session to be over (RENDER jobs
+/// do not gate stages, so they may finish just after).
+async fn settled(env: &TestEnv, session_id: &str, status: &str) {
+    let client = env.gateway().await;
+    eventually(
+        180,
+        &format!("session {status} with no job in flight"),
+        || {
+            let mut client = client.clone();
+            let session_id = session_id.to_string();
+            let status = status.to_string();
+            async move {
+                let s = client
+                    .get_session(GetSessionRequest { session_id })
+                    .await
+                    .ok()?
+                    .into_inner();
+                let idle = s.jobs.iter().all(|j| j.in_flight == 0);
+                (s.status == status && idle).then_some(())
+            }
+        },
+    )
+    .await;
+}
+
+/// (stage, job type) → count, for one iteration.
+async fn job_counts(
+    env: &TestEnv,
+    session_id: &str,
+    iteration: i32,
+) -> BTreeMap<(String, String), i64> {
+    let rows: Vec<(String, String, i64)> = sqlx::query_as(
+        "SELECT stage_slug, job_type, count(*) FROM dialectic_generation_jobs
+         WHERE session_id = $1 AND iteration_number = $2 GROUP BY 1, 2",
+    )
+    .bind(uuid::Uuid::parse_str(session_id).expect("uuid"))
+    .bind(iteration)
+    .fetch_all(env.store.pool())
+    .await
+    .expect("job counts");
+    rows.into_iter().map(|(s, t, n)| ((s, t), n)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_session_with_two_models_runs_all_five_stages() {
+    let mut env = TestEnv::new().await;
+    let (project_id, session_id) = started(&mut env, &["simulated", "simulated-b"], true).await;
+    settled(&env, &session_id, "iteration_complete_pending_review").await;
+
+    let counts = job_counts(&env, &session_id, 1).await;
+    let expected: [(&str, i64, i64, i64); 5] = [
+        ("thesis", 2, 8, 8),
+        ("antithesis", 2, 24, 20),
+        ("synthesis", 4, 18, 6),
+        ("parenthesis", 2, 6, 6),
+        ("paralysis", 2, 6, 6),
+    ];
+    for (stage, plan, execute, render) in expected {
+        let got = |t: &str| {
+            counts
+                .get(&(stage.to_string(), t.to_string()))
+                .copied()
+                .unwrap_or(0)
+        };
+        assert_eq!(
+            (got("PLAN"), got("EXECUTE"), got("RENDER")),
+            (plan, execute, render),
+            "jobs of {stage}: {counts:?}"
+        );
+    }
+    let session = uuid::Uuid::parse_str(&session_id).expect("uuid");
+    let not_completed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM dialectic_generation_jobs WHERE session_id = $1 AND status <> 'completed'",
+    )
+    .bind(session)
+    .fetch_one(env.store.pool())
+    .await
+    .expect("count");
+    assert_eq!(not_completed, 0);
+
+    // Every rendered document is a resource and an S3 object under the seed 001 layout.
+    let resources: Vec<(String, String, String, String)> = sqlx::query_as(
+        "SELECT stage_slug, document_key, storage_path, file_name FROM dialectic_project_resources
+         WHERE session_id = $1 AND resource_type = 'rendered_document'",
+    )
+    .bind(session)
+    .fetch_all(env.store.pool())
+    .await
+    .expect("resources");
+    assert_eq!(resources.len(), 46, "8 + 20 + 6 + 6 + 6 documents");
+    let mut per_stage: BTreeMap<String, usize> = BTreeMap::new();
+    for (stage, document_key, dir, file) in &resources {
+        *per_stage.entry(stage.clone()).or_default() += 1;
+        let key = format!("{dir}/{file}");
+        let context = PathContext::deconstruct(&key).expect("a seed 001 key");
+        assert_eq!(context.project_id.to_string(), project_id);
+        assert_eq!(&context.stage_slug, stage);
+        let FileKind::RenderedDocument { name } = context.file else {
+            panic!("{key} is not a rendered document");
+        };
+        assert_eq!(&name.document_key, document_key);
+        if stage == "antithesis" {
+            assert!(file.contains("_critiquing_"), "{file}");
+        }
+        let body = env.blob.get_string(&key).await.expect("the S3 object");
+        assert!(body.starts_with("# "), "{key}");
+    }
+    assert_eq!(per_stage["antithesis"], 20);
+    assert_eq!(per_stage["synthesis"], 6);
+
+    // Synthesis intermediates are saved but never rendered.
+    let intermediates: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT document_key, count(*) FROM dialectic_contributions
+         WHERE session_id = $1 AND stage_slug = 'synthesis' AND document_key IN ('synthesis_pairwise', 'synthesis_document')
+         GROUP BY 1 ORDER BY 1",
+    )
+    .bind(session)
+    .fetch_all(env.store.pool())
+    .await
+    .expect("intermediates");
+    assert_eq!(
+        intermediates,
+        vec![
+            ("synthesis_document".to_string(), 4),
+            ("synthesis_pairwise".to_string(), 8)
+        ]
+    );
+    let pairwise: Vec<String> = sqlx::query_scalar(
+        "SELECT file_name FROM dialectic_contributions
+         WHERE session_id = $1 AND document_key = 'synthesis_pairwise' AND model_name = 'simulated' ORDER BY 1",
+    )
+    .bind(session)
+    .fetch_all(env.store.pool())
+    .await
+    .expect("pairwise names");
+    assert_eq!(
+        pairwise,
+        vec![
+            "simulated_from_simulated+simulated-b_0_synthesis_pairwise_raw.json",
+            "simulated_from_simulated+simulated_0_synthesis_pairwise_raw.json",
+            "simulated_from_simulated-b+simulated-b_0_synthesis_pairwise_raw.json",
+            "simulated_from_simulated-b+simulated_0_synthesis_pairwise_raw.json",
+        ]
+    );
+    env.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stage_responses_carry_feedback_and_start_the_next_stage_and_iteration() {
+    let mut env = TestEnv::new().await;
+    let (_, session_id) = started(&mut env, &["simulated"], false).await;
+    let mut client = env.gateway().await;
+    settled(&env, &session_id, "pending_antithesis").await;
+
+    let early = client
+        .submit_stage_responses(SubmitStageResponsesRequest {
+            session_id: session_id.clone(),
+            stage_slug: "antithesis".into(),
+            responses: vec![],
+        })
+        .await
+        .expect_err("antithesis has not run yet");
+    assert_eq!(early.code(), tonic::Code::FailedPrecondition);
+
+    client
+        .submit_stage_responses(SubmitStageResponsesRequest {
+            session_id: session_id.clone(),
+            stage_slug: "thesis".into(),
+            responses: vec![StageResponse {
+                resource_id: String::new(),
+                document_key: "business_case".into(),
+                feedback: "Price the membership for students too.".into(),
+            }],
+        })
+        .await
+        .expect("submit thesis responses");
+    settled(&env, &session_id, "pending_synthesis").await;
+    let session = uuid::Uuid::parse_str(&session_id).expect("uuid");
+    let (dir, file): (String, String) = sqlx::query_as(
+        "SELECT storage_path, file_name FROM dialectic_feedback WHERE session_id = $1 AND stage_slug = 'thesis'",
+    )
+    .bind(session)
+    .fetch_one(env.store.pool())
+    .await
+    .expect("one feedback row");
+    assert_eq!(file, "user_feedback_thesis.md");
+    assert!(dir.ends_with("/iteration_1/1_thesis"), "{dir}");
+    let feedback = env
+        .blob
+        .get_string(&format!("{dir}/{file}"))
+        .await
+        .expect("feedback in S3");
+    assert!(feedback.contains("students"));
+
+    for stage in ["synthesis", "parenthesis", "paralysis"] {
+        let previous = match stage {
+            "synthesis" => "antithesis",
+            "parenthesis" => "synthesis",
+            _ => "parenthesis",
+        };
+        client
+            .submit_stage_responses(SubmitStageResponsesRequest {
+                session_id: session_id.clone(),
+                stage_slug: previous.into(),
+                responses: vec![],
+            })
+            .await
+            .unwrap_or_else(|e| panic!("submit {previous}: {e}"));
+        let next = if stage == "paralysis" {
+            "iteration_complete_pending_review".to_string()
+        } else {
+            format!(
+                "pending_{}",
+                match stage {
+                    "synthesis" => "parenthesis",
+                    _ => "paralysis",
+                }
+            )
+        };
+        settled(&env, &session_id, &next).await;
+    }
+
+    // Reviewing the last stage starts iteration 2 at the first stage.
+    let next = client
+        .submit_stage_responses(SubmitStageResponsesRequest {
+            session_id: session_id.clone(),
+            stage_slug: "paralysis".into(),
+            responses: vec![StageResponse {
+                resource_id: String::new(),
+                document_key: String::new(),
+                feedback: "Second pass: focus on insurance.".into(),
+            }],
+        })
+        .await
+        .expect("submit paralysis responses")
+        .into_inner();
+    assert_eq!(next.iteration, 2);
+    assert_eq!(next.status, "pending_thesis");
+    settled(&env, &session_id, "pending_antithesis").await;
+    let counts = job_counts(&env, &session_id, 2).await;
+    assert_eq!(counts.get(&("thesis".into(), "EXECUTE".into())), Some(&4));
+    let second: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM dialectic_project_resources WHERE session_id = $1 AND iteration_number = 2",
+    )
+    .bind(session)
+    .fetch_one(env.store.pool())
+    .await
+    .expect("count");
+    assert_eq!(second, 4, "iteration 2 has its own thesis documents");
+    env.teardown().await;
+}
