@@ -219,6 +219,7 @@ async fn deliver(engine: &Engine, job_id: Uuid) {
             contribution_id: String::new(),
             resource_id: String::new(),
             finish_reason: "stop".into(),
+            continuation_needed: false,
         })),
     };
     for attempt in 1..=10 {

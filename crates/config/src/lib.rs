@@ -195,6 +195,10 @@ pub struct ExecutorConfig {
     pub simulated_latency_ms: u64,
     /// Simulated provider: fail this share of calls (0..=1) to exercise retries.
     pub simulated_failure_rate: f64,
+    /// Continuation turns one document may take before it is assembled as incomplete.
+    pub max_continuations: u32,
+    /// Simulated provider: keep every request in memory (for tests and debugging).
+    pub simulated_record_requests: bool,
 }
 
 impl Default for ExecutorConfig {
@@ -207,6 +211,8 @@ impl Default for ExecutorConfig {
             },
             simulated_latency_ms: 0,
             simulated_failure_rate: 0.0,
+            max_continuations: 5,
+            simulated_record_requests: false,
         }
     }
 }

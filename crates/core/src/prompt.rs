@@ -73,6 +73,10 @@ pub struct ChatRequest {
     /// For planning steps: the documents the plan must cover.
     #[serde(default)]
     pub output_hints: Vec<String>,
+    /// Keys the reply's JSON object must have (the step's `required_keys`), for
+    /// providers that can constrain structured output.
+    #[serde(default)]
+    pub required_keys: Vec<String>,
 }
 
 /// Folds resource documents into the final user message (seed 000 steps 9–11):
@@ -107,6 +111,7 @@ pub fn assemble(
         max_tokens,
         output_type: output_type.to_string(),
         output_hints: output_hints.to_vec(),
+        required_keys: Vec::new(),
     }
 }
 

@@ -3,7 +3,7 @@
 
 mod simulated;
 
-pub use simulated::{SimulatedProvider, SimulatedSettings};
+pub use simulated::{MALFORMED_DIRECTIVE, SimulatedProvider, SimulatedSettings, recorded_requests};
 
 use async_trait::async_trait;
 use dialectic_core::prompt::ChatRequest;

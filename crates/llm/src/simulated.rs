@@ -19,6 +19,20 @@ pub struct SimulatedSettings {
     pub failure_rate: f64,
     /// Paragraphs per document; more paragraphs make longer documents.
     pub paragraphs: usize,
+    /// Keep every request in a process-wide transcript ([`recorded_requests`]),
+    /// so tests and debugging can see exactly what a model was sent.
+    pub record_requests: bool,
+}
+
+/// Seed prompt directive that makes every document reply malformed JSON, to
+/// exercise the sanitizer's failure path and the retry loop.
+pub const MALFORMED_DIRECTIVE: &str = "[[simulate:malformed]]";
+
+static TRANSCRIPT: std::sync::Mutex<Vec<ChatRequest>> = std::sync::Mutex::new(Vec::new());
+
+/// Every request a recording simulated provider received in this process, in order.
+pub fn recorded_requests() -> Vec<ChatRequest> {
+    TRANSCRIPT.lock().map(|t| t.clone()).unwrap_or_default()
 }
 
 pub struct SimulatedProvider {
@@ -143,6 +157,9 @@ impl SimulatedProvider {
 impl ModelProvider for SimulatedProvider {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let call = self.calls.fetch_add(1, Ordering::Relaxed);
+        if let (true, Ok(mut transcript)) = (self.settings.record_requests, TRANSCRIPT.lock()) {
+            transcript.push(request.clone());
+        }
         if self.settings.latency_ms > 0 {
             tokio::time::sleep(Duration::from_millis(self.settings.latency_ms)).await;
         }
@@ -161,6 +178,21 @@ impl ModelProvider for SimulatedProvider {
             .map(|m| m.content.as_str())
             .unwrap_or_default();
         let (is_document, full) = self.full_document(request, first_user);
+        if is_document && first_user.contains(MALFORMED_DIRECTIVE) {
+            let text = "Here is the document you asked for: {\"content\": \"it was cut".to_string();
+            return Ok(ChatResponse {
+                input_tokens: request
+                    .messages
+                    .iter()
+                    .map(|m| estimate_tokens(&m.content))
+                    .sum(),
+                output_tokens: estimate_tokens(&text),
+                raw: serde_json::json!({ "text": text }),
+                text,
+                finish_reason: FinishReason::Stop,
+                usage_estimated: true,
+            });
+        }
         let (text, finish_reason) = if is_document {
             // Earlier turns of this chain: continue exactly after what they wrote.
             let written: usize = request
@@ -180,7 +212,17 @@ impl ModelProvider for SimulatedProvider {
             };
             let more = end < full.len();
             let slice = &full[start..end];
-            let reply = serde_json::json!({ "content": slice, "continuation_needed": more });
+            let mut reply = serde_json::json!({ "content": slice, "continuation_needed": more });
+            // Structured steps name the keys they need; give each one a value
+            // derived from the document, as a model following a schema would.
+            for key in request.required_keys.iter().filter(|k| *k != "content") {
+                reply[key.as_str()] = serde_json::Value::String(format!(
+                    "{} {} for {}",
+                    request.model,
+                    key.replace('_', " "),
+                    title_from_key(&request.output_type).to_lowercase()
+                ));
+            }
             (
                 reply.to_string(),
                 if more {
@@ -251,6 +293,7 @@ mod tests {
             max_tokens,
             output_type: "business_case".into(),
             output_hints: vec![],
+            required_keys: vec![],
         }
     }
 

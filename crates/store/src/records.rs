@@ -76,6 +76,8 @@ pub struct ContributionRow {
     pub document_relationships: Option<Json<serde_json::Value>>,
     pub edit_version: i32,
     pub is_latest_edit: bool,
+    pub contribution_type: String,
+    pub is_incomplete: bool,
     pub created_at: DateTime<Utc>,
 }
 
@@ -95,6 +97,7 @@ pub struct ResourceRow {
     pub mime_type: String,
     pub size_bytes: i64,
     pub source_contribution_id: Option<Uuid>,
+    pub is_incomplete: bool,
     pub updated_at: DateTime<Utc>,
 }
 
@@ -377,6 +380,29 @@ pub struct NewContribution<'a> {
     pub target_contribution_id: Option<Uuid>,
     pub document_relationships: serde_json::Value,
     pub is_intermediate: bool,
+    pub is_incomplete: bool,
+}
+
+/// `contribution_type` of a user's edited version of a document.
+pub const USER_EDIT: &str = "user_edit";
+
+/// Row lock on one contribution: the serialisation point for work on its document.
+pub async fn lock_contribution(tx: &mut Tx<'_>, id: Uuid) -> Result<(), StoreError> {
+    sqlx::query("SELECT id FROM dialectic_contributions WHERE id = $1 FOR UPDATE")
+        .bind(id)
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("contribution {id}")))?;
+    Ok(())
+}
+
+/// Seed 000 function 5: a newer chunk or edit replaces `id` as the latest of its chain.
+pub async fn supersede(tx: &mut Tx<'_>, id: Uuid) -> Result<(), StoreError> {
+    sqlx::query("UPDATE dialectic_contributions SET is_latest_edit = false, updated_at = now() WHERE id = $1")
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
 
 /// Idempotent by (job, attempt): returns the id of the row that exists afterwards.
@@ -390,8 +416,8 @@ pub async fn insert_contribution(
            (id, session_id, job_id, attempt, user_id, model_id, model_name, stage_slug, iteration_number, document_key,
             contribution_type, storage_bucket, storage_path, file_name, raw_response_storage_path, size_bytes,
             tokens_used_input, tokens_used_output, processing_time_ms, finish_reason, target_contribution_id,
-            document_relationships, is_intermediate)
-         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23)
+            document_relationships, is_intermediate, is_incomplete)
+         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23,$24)
          ON CONFLICT (job_id, attempt) DO NOTHING
          RETURNING id",
     )
@@ -418,6 +444,7 @@ pub async fn insert_contribution(
     .bind(c.target_contribution_id)
     .bind(Json(&c.document_relationships))
     .bind(c.is_intermediate)
+    .bind(c.is_incomplete)
     .fetch_optional(&mut **tx)
     .await?;
     match inserted {
@@ -435,7 +462,7 @@ pub async fn insert_contribution(
 
 const CONTRIBUTION_COLUMNS: &str = "id, session_id, job_id, attempt, model_id, model_name, stage_slug, iteration_number,
     document_key, storage_path, file_name, raw_response_storage_path, finish_reason, target_contribution_id,
-    document_relationships, edit_version, is_latest_edit, created_at";
+    document_relationships, edit_version, is_latest_edit, contribution_type, is_incomplete, created_at";
 
 pub async fn contribution(
     executor: impl sqlx::PgExecutor<'_>,
@@ -498,6 +525,7 @@ pub struct NewResource<'a> {
     pub mime_type: &'a str,
     pub size_bytes: i64,
     pub source_contribution_id: Uuid,
+    pub is_incomplete: bool,
 }
 
 /// Upsert by storage location: one canonical row per rendered document.
@@ -505,10 +533,11 @@ pub async fn upsert_resource(tx: &mut Tx<'_>, r: &NewResource<'_>) -> Result<Uui
     Ok(sqlx::query_scalar(
         "INSERT INTO dialectic_project_resources
            (id, project_id, user_id, session_id, stage_slug, iteration_number, resource_type, document_key, model_id,
-            storage_bucket, storage_path, file_name, mime_type, size_bytes, source_contribution_id)
-         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15)
+            storage_bucket, storage_path, file_name, mime_type, size_bytes, source_contribution_id, is_incomplete)
+         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16)
          ON CONFLICT (storage_bucket, storage_path, file_name) DO UPDATE
            SET size_bytes = EXCLUDED.size_bytes, source_contribution_id = EXCLUDED.source_contribution_id,
+               is_incomplete = EXCLUDED.is_incomplete,
                updated_at = now()
          RETURNING id",
     )
@@ -527,12 +556,13 @@ pub async fn upsert_resource(tx: &mut Tx<'_>, r: &NewResource<'_>) -> Result<Uui
     .bind(r.mime_type)
     .bind(r.size_bytes)
     .bind(r.source_contribution_id)
+    .bind(r.is_incomplete)
     .fetch_one(&mut **tx)
     .await?)
 }
 
 const RESOURCE_COLUMNS: &str = "id, project_id, session_id, stage_slug, iteration_number, resource_type, document_key, model_id,
-    file_name, storage_bucket, storage_path, mime_type, size_bytes, source_contribution_id, updated_at";
+    file_name, storage_bucket, storage_path, mime_type, size_bytes, source_contribution_id, is_incomplete, updated_at";
 
 pub async fn session_documents(
     pool: &PgPool,

@@ -10,10 +10,10 @@ use dialectic_core::ids::{ProjectId, SessionId};
 use dialectic_core::job::JobType;
 use dialectic_core::paths::{DocumentName, FileKind, Lineage, PathContext};
 use dialectic_core::payload::JobPayload;
-use dialectic_core::prompt::{PromptConstructionPayload, ResourceDocument, assemble};
+use dialectic_core::prompt::{Message, PromptConstructionPayload, ResourceDocument, assemble};
 use dialectic_core::recipe::{InputRule, RecipeStep};
 use dialectic_core::sanitize::parse_model_json;
-use dialectic_llm::{LlmError, SimulatedSettings, provider_for};
+use dialectic_llm::{ChatResponse, FinishReason, LlmError, SimulatedSettings, provider_for};
 use dialectic_proto::v1::executor::executor_service_server::{
     ExecutorService, ExecutorServiceServer,
 };
@@ -26,7 +26,7 @@ use dialectic_runtime::{
     supervise,
 };
 use dialectic_store::jobs::JobRow;
-use dialectic_store::records::{self, NewContribution};
+use dialectic_store::records::{self, NewContribution, USER_EDIT};
 use dialectic_store::{Store, StoreError, inputs};
 use futures::future::BoxFuture;
 use std::sync::Arc;
@@ -40,6 +40,7 @@ struct Executor {
     store: Store,
     blob: BlobStore,
     simulated: SimulatedSettings,
+    max_continuations: u32,
 }
 
 fn permanent(code: &'static str, message: impl ToString) -> AttemptError {
@@ -72,7 +73,7 @@ impl JobWork for Executor {
         let resources = self
             .gather_inputs(job, &payload, step, &project.initial_user_prompt)
             .await?;
-        let prompt = PromptConstructionPayload {
+        let original = PromptConstructionPayload {
             system_instruction: stage.system_prompt.clone(),
             conversation_history: Vec::new(),
             resource_documents: resources,
@@ -86,13 +87,58 @@ impl JobWork for Executor {
         } else {
             payload.planned_documents.clone()
         };
-        let request = assemble(
-            &prompt,
-            &model.api_identifier,
-            model.max_output_tokens.max(1) as u32,
-            &step.output_type,
-            &hints,
-        );
+        let max_tokens = model.max_output_tokens.max(1) as u32;
+        let chain = match job.target_contribution_id {
+            Some(target) => Some(self.chain_of(job, target).await?),
+            None => None,
+        };
+        let request = match &chain {
+            // Seed 001 Phase 2: the original request, one assistant message per
+            // earlier chunk (with its contribution id), then the continue instruction.
+            Some(chain) => {
+                let first = assemble(
+                    &original,
+                    &model.api_identifier,
+                    max_tokens,
+                    &step.output_type,
+                    &hints,
+                );
+                let mut history = first.messages;
+                history.extend(
+                    chain
+                        .chunks
+                        .iter()
+                        .map(|c| Message::assistant(c.raw.clone(), Some(c.id.to_string()))),
+                );
+                let continuation = PromptConstructionPayload {
+                    system_instruction: first.system_instruction,
+                    conversation_history: history,
+                    resource_documents: Vec::new(),
+                    current_user_prompt: CONTINUE_INSTRUCTION.into(),
+                };
+                assemble(
+                    &continuation,
+                    &model.api_identifier,
+                    max_tokens,
+                    &step.output_type,
+                    &hints,
+                )
+            }
+            None => assemble(
+                &original,
+                &model.api_identifier,
+                max_tokens,
+                &step.output_type,
+                &hints,
+            ),
+        };
+        let mut request = request;
+        request.required_keys = step
+            .outputs_required
+            .iter()
+            .filter(|o| o.document_key == step.output_type)
+            .flat_map(|o| o.required_keys.iter().cloned())
+            .collect();
         let started = Instant::now();
         let response = provider.chat(&request).await.map_err(|e| match e {
             LlmError::Transient(m) => retryable("model_transient", m),
@@ -107,40 +153,86 @@ impl JobWork for Executor {
                 "model JSON needed sanitising"
             );
         }
+        let turn = chain.as_ref().map_or(0, |c| c.chunks.len() as u32);
+        let unfinished = step.job_type == JobType::Execute && needs_more(&response, &value, step);
+        // Seed 001: a capped document is assembled from what exists and marked incomplete.
+        let incomplete = unfinished && turn >= self.max_continuations;
+        let continuation_needed = unfinished && !incomplete;
         let body = serde_json::to_vec_pretty(&value).map_err(|e| permanent("encode", e))?;
 
-        let name = DocumentName {
+        let own_name = DocumentName {
             model_slug: payload.model_slug.clone(),
             attempt: (job.attempt_count - 1).max(0) as u32,
             document_key: step.output_type.clone(),
             lineage: payload.lineage.clone().unwrap_or(Lineage::Plain),
         };
-        let key = PathContext {
+        let name = chain.as_ref().map_or(own_name, |c| c.root_name.clone());
+        let context = |continuation: Option<u32>| PathContext {
             project_id: ProjectId(project.id),
             session_short: SessionId(session.id).short(),
             iteration: job.iteration_number.max(1) as u32,
             stage_number: payload.stage_number,
             stage_slug: job.stage_slug.clone(),
             file: FileKind::RawChunk {
-                name,
-                continuation: None,
+                name: name.clone(),
+                continuation,
             },
-        }
-        .construct()
-        .map_err(|e| permanent("bad_path", e))?;
+        };
+        // A chunk of a multi-turn document lives under _work/; a whole one at the root path.
+        let in_work = turn > 0 || continuation_needed;
+        let key = context(in_work.then_some(turn))
+            .construct()
+            .map_err(|e| permanent("bad_path", e))?;
         let size = body.len() as i64;
         self.blob
             .put(&key, body, "application/json")
             .await
             .map_err(|e| retryable("storage", e))?;
+        if let (Some(chain), false) = (&chain, continuation_needed) {
+            // Seed 001 Phase 4: the last chunk arrived; assemble the whole document at its root path.
+            let mut merged = String::new();
+            for c in &chain.chunks {
+                merged.push_str(&chunk_content(&c.raw));
+            }
+            merged.push_str(&chunk_content(&String::from_utf8_lossy(
+                &serde_json::to_vec(&value).unwrap_or_default(),
+            )));
+            let assembled = serde_json::json!({
+                "content": merged,
+                "chunks": chain.chunks.len() + 1,
+                "incomplete": incomplete,
+            });
+            let root_key = context(None)
+                .construct()
+                .map_err(|e| permanent("bad_path", e))?;
+            self.blob
+                .put(
+                    &root_key,
+                    serde_json::to_vec_pretty(&assembled).unwrap_or_default(),
+                    "application/json",
+                )
+                .await
+                .map_err(|e| retryable("storage", e))?;
+        }
 
         let (dir, file_name) = key.rsplit_once('/').unwrap_or(("", key.as_str()));
         let contribution_id = Uuid::now_v7();
         let mut relationships = serde_json::Map::new();
-        relationships.insert(
-            job.stage_slug.clone(),
-            serde_json::Value::String(contribution_id.to_string()),
-        );
+        match &chain {
+            Some(c) => {
+                relationships.insert(
+                    job.stage_slug.clone(),
+                    serde_json::Value::String(c.identity.to_string()),
+                );
+                relationships.insert("turn".into(), serde_json::Value::from(turn));
+            }
+            None => {
+                relationships.insert(
+                    job.stage_slug.clone(),
+                    serde_json::Value::String(contribution_id.to_string()),
+                );
+            }
+        }
         let mut tx = self.store.begin().await?;
         let stored_id = records::insert_contribution(
             &mut tx,
@@ -167,9 +259,14 @@ impl JobWork for Executor {
                 target_contribution_id: job.target_contribution_id,
                 document_relationships: serde_json::Value::Object(relationships),
                 is_intermediate: !step.renders_markdown(),
+                is_incomplete: incomplete,
             },
         )
         .await?;
+        if let Some(previous) = job.target_contribution_id {
+            // Seed 000 function 5: the newest chunk is the chain's latest.
+            records::supersede(&mut tx, previous).await?;
+        }
         let recorded = worker::record_success(
             &mut tx,
             job,
@@ -178,6 +275,7 @@ impl JobWork for Executor {
                 contribution_id: stored_id.to_string(),
                 resource_id: String::new(),
                 finish_reason: response.finish_reason.as_str().to_string(),
+                continuation_needed,
             },
         )
         .await?;
@@ -189,8 +287,103 @@ impl JobWork for Executor {
             return Err(AttemptError::Lost);
         }
         tx.commit().await.map_err(StoreError::from)?;
-        tracing::info!(contribution_id = %stored_id, %key, "chunk saved");
+        tracing::info!(contribution_id = %stored_id, %key, turn, continuation_needed, incomplete, "chunk saved");
         Ok(())
+    }
+}
+
+const CONTINUE_INSTRUCTION: &str = "Continue exactly where your previous reply stopped. Reply with the same JSON shape, \
+     holding only the text that comes next.";
+
+/// One earlier chunk of a document chain, as the model wrote it.
+struct Chunk {
+    id: Uuid,
+    raw: String,
+}
+
+struct Chain {
+    identity: Uuid,
+    root_name: DocumentName,
+    chunks: Vec<Chunk>,
+}
+
+/// A turn that stopped on length, says it needs more, or lacks a key its step
+/// requires is not a finished document (seed 001 "Limits and honest failure").
+fn needs_more(response: &ChatResponse, value: &serde_json::Value, step: &RecipeStep) -> bool {
+    let flagged = value
+        .get("continuation_needed")
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false);
+    let missing_key = step
+        .outputs_required
+        .iter()
+        .filter(|o| o.document_key == step.output_type)
+        .flat_map(|o| o.required_keys.iter())
+        .any(|k| value.get(k).is_none());
+    response.finish_reason == FinishReason::Length || flagged || missing_key
+}
+
+/// The text a chunk contributes to its document.
+fn chunk_content(raw: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(v) => match v.get("content") {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => String::new(),
+        },
+        Err(_) => String::new(),
+    }
+}
+
+impl Executor {
+    /// The chunks written so far for the document `target` belongs to, in order.
+    async fn chain_of(&self, job: &JobRow, target: Uuid) -> Result<Chain, AttemptError> {
+        let pool = self.store.pool();
+        let target_row = records::contribution(pool, target).await?;
+        let identity = target_row
+            .document_relationships
+            .as_ref()
+            .and_then(|r| r.0.get(&job.stage_slug))
+            .and_then(|v| v.as_str())
+            .and_then(|v| Uuid::parse_str(v).ok())
+            .unwrap_or(target);
+        let rows = records::document_chain(pool, job.session_id, &job.stage_slug, identity)
+            .await?
+            .into_iter()
+            .filter(|c| c.contribution_type != USER_EDIT)
+            .collect::<Vec<_>>();
+        let root = rows.first().ok_or_else(|| {
+            permanent(
+                "missing_chunks",
+                format!("no chunks for document {identity}"),
+            )
+        })?;
+        let root_name = match PathContext::deconstruct(&root.raw_response_storage_path)
+            .map(|c| c.file)
+            .map_err(|e| permanent("bad_path", e))?
+        {
+            FileKind::RawChunk { name, .. } => name,
+            _ => {
+                return Err(permanent(
+                    "bad_path",
+                    "the chain's first chunk is not a raw chunk",
+                ));
+            }
+        };
+        let mut chunks = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let raw = self
+                .blob
+                .get_string(&row.raw_response_storage_path)
+                .await
+                .map_err(|e| retryable("storage", e))?;
+            chunks.push(Chunk { id: row.id, raw });
+        }
+        Ok(Chain {
+            identity,
+            root_name,
+            chunks,
+        })
     }
 }
 
@@ -403,8 +596,10 @@ async fn start_executor(
             simulated: SimulatedSettings {
                 latency_ms: settings.executor.simulated_latency_ms,
                 failure_rate: settings.executor.simulated_failure_rate,
+                record_requests: settings.executor.simulated_record_requests,
                 paragraphs: 3,
             },
+            max_continuations: settings.executor.max_continuations,
         },
         stats,
     });

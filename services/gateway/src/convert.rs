@@ -146,6 +146,7 @@ pub fn document(row: &ResourceRow, names: &HashMap<Uuid, String>) -> StageDocume
             .map(|id| id.to_string())
             .unwrap_or_default(),
         updated_at: Some(timestamp(row.updated_at)),
+        incomplete: row.is_incomplete,
     }
 }
 

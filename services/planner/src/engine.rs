@@ -329,6 +329,11 @@ impl Engine {
                             self.spawn_render(&mut unit, &job, &payload, contribution)
                                 .await?;
                         }
+                        if job_type == JobType::Execute && done.continuation_needed {
+                            let contribution = parse_id("contribution", &done.contribution_id)?;
+                            self.spawn_continuation(&mut unit, &job, &payload, contribution)
+                                .await?;
+                        }
                         unit.work.push_back(Work::Apply {
                             job: job.id,
                             event: JobEvent::Succeeded,
@@ -717,6 +722,53 @@ impl Engine {
         .await?;
         if let Some(id) = inserted {
             self.dispatch(unit, id, step.job_type).await?;
+        }
+        Ok(())
+    }
+
+    /// Seed 001: an unfinished chunk gets a new job for the next turn, under the
+    /// same parent (which keeps waiting), pointing at the chunk it continues.
+    async fn spawn_continuation(
+        &self,
+        unit: &mut Unit,
+        job: &JobRow,
+        payload: &JobPayload,
+        contribution_id: Uuid,
+    ) -> Result<(), PlannerError> {
+        // Lock the parent before adding a child to it: the insert's foreign-key
+        // share lock, upgraded later by CheckParent, would deadlock with a
+        // sibling doing the same.
+        if let Some(parent) = job.parent_job_id {
+            jobs::lock(&mut unit.tx, parent).await?;
+        }
+        let inserted = jobs::insert(
+            &mut unit.tx,
+            &NewJob {
+                id: Uuid::now_v7(),
+                job_key: format!("{contribution_id}:continue"),
+                session_id: job.session_id,
+                user_id: job.user_id,
+                stage_slug: &job.stage_slug,
+                iteration: job.iteration_number,
+                job_type: JobType::Execute,
+                status: JobStatus::PendingContinuation,
+                step_id: job.recipe_step_id,
+                step_key: job.step_key.as_deref(),
+                model_id: job.model_id,
+                document_key: job.document_key.as_deref(),
+                payload,
+                parent_job_id: job.parent_job_id,
+                prerequisite_job_id: None,
+                target_contribution_id: Some(contribution_id),
+                max_attempts: self.config.max_attempts as i32,
+            },
+        )
+        .await?;
+        if let Some(id) = inserted {
+            self.dispatch(unit, id, JobType::Execute).await?;
+            let mut event = self.job_event(unit, job, "continuation_queued").await?;
+            event.job_id = id.to_string();
+            unit.events.push(event);
         }
         Ok(())
     }

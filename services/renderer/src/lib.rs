@@ -20,7 +20,7 @@ use dialectic_runtime::{
     supervise,
 };
 use dialectic_store::jobs::JobRow;
-use dialectic_store::records::{self, ContributionRow, NewResource};
+use dialectic_store::records::{self, ContributionRow, NewResource, USER_EDIT};
 use dialectic_store::{Store, StoreError};
 use futures::future::BoxFuture;
 use std::sync::Arc;
@@ -29,12 +29,16 @@ use uuid::Uuid;
 
 pub const SERVICE_NAME: &str = "dialectic.v1.renderer.RendererService";
 
+/// Appended to a document whose chain reached the continuation cap.
+const INCOMPLETE_NOTE: &str = "\n> **Incomplete:** this document reached its continuation limit; it ends where the model stopped.\n";
+
 /// Used when a stage ships no template for a document, so output is never lost.
 const FALLBACK_TEMPLATE: &str = "# {{title}}\n\n{{content}}\n";
 
 pub struct Rendered {
     pub key: String,
     pub markdown: String,
+    pub incomplete: bool,
 }
 
 #[derive(Clone)]
@@ -68,8 +72,18 @@ impl Renderer {
                 format!("no chunks found for document {identity}"),
             ));
         }
+        // Seed 000 function 3: a user's edit is the whole document and wins over
+        // the model's chunks; otherwise the chunks merge in order.
+        let latest_edit = chain
+            .iter()
+            .filter(|c| c.contribution_type == USER_EDIT)
+            .max_by_key(|c| (c.edit_version, c.created_at));
+        let parts: Vec<&ContributionRow> = match latest_edit {
+            Some(edit) => vec![edit],
+            None => chain.iter().collect(),
+        };
         let mut content = String::new();
-        for chunk in &chain {
+        for chunk in &parts {
             let raw = self
                 .blob
                 .get_string(&chunk.raw_response_storage_path)
@@ -77,6 +91,7 @@ impl Renderer {
                 .map_err(|e| AttemptError::retryable("storage", e))?;
             content.push_str(&chunk_text(&raw)?);
         }
+        let incomplete = latest_edit.is_none() && chain.iter().any(|c| c.is_incomplete);
         let template =
             match records::document_template(pool, &root.stage_slug, &root.document_key).await {
                 Ok(t) => t,
@@ -88,7 +103,7 @@ impl Renderer {
             };
         let title = title_from_key(&root.document_key);
         let model = root.model_name.clone().unwrap_or_default();
-        let markdown = fill_template(
+        let mut markdown = fill_template(
             &template,
             &[
                 ("title", title.as_str()),
@@ -110,7 +125,17 @@ impl Renderer {
         let key = context
             .construct()
             .map_err(|e| AttemptError::permanent("bad_path", e))?;
-        Ok((Rendered { key, markdown }, root))
+        if incomplete {
+            markdown.push_str(INCOMPLETE_NOTE);
+        }
+        Ok((
+            Rendered {
+                key,
+                markdown,
+                incomplete,
+            },
+            root,
+        ))
     }
 }
 
@@ -125,6 +150,10 @@ impl JobWork for Renderer {
             .map_err(|e| AttemptError::permanent("bad_payload", e))?;
         let source = Uuid::parse_str(&render.source_contribution_id)
             .map_err(|e| AttemptError::permanent("bad_payload", e))?;
+        // Renders of one document run one at a time, each reading the chain under
+        // the lock: a render queued by an early chunk can never overwrite a later one.
+        let mut tx = self.store.begin().await?;
+        records::lock_contribution(&mut tx, identity).await?;
         let (rendered, root) = self.render(identity).await?;
         let session =
             records::session_for_user(self.store.pool(), job.user_id, job.session_id).await?;
@@ -141,7 +170,6 @@ impl JobWork for Renderer {
             .key
             .rsplit_once('/')
             .unwrap_or(("", rendered.key.as_str()));
-        let mut tx = self.store.begin().await?;
         let resource_id = records::upsert_resource(
             &mut tx,
             &NewResource {
@@ -159,7 +187,9 @@ impl JobWork for Renderer {
                 file_name,
                 mime_type: "text/markdown",
                 size_bytes: size,
-                source_contribution_id: source,
+                // The resource points at its document's first chunk (seed 000 function 7).
+                source_contribution_id: root.id,
+                is_incomplete: rendered.incomplete,
             },
         )
         .await?;
@@ -171,6 +201,7 @@ impl JobWork for Renderer {
                 contribution_id: source.to_string(),
                 resource_id: resource_id.to_string(),
                 finish_reason: String::new(),
+                continuation_needed: false,
             },
         )
         .await?;

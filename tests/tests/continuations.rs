@@ -1,0 +1,244 @@
+//! Long documents: chunked by a small `max_tokens`, continued by new jobs with
+//! the right history, rendered and assembled whole; the continuation cap; and
+//! replies that never parse. Real stack, simulated model.
+
+use dialectic_core::prompt::Role;
+use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually};
+use dialectic_proto::v1::{
+    CreateProjectRequest, GetDocumentContentRequest, GetSessionRequest, ListStageDocumentsRequest,
+    StartSessionRequest,
+};
+use std::collections::BTreeMap;
+
+async fn start(env: &mut TestEnv) {
+    let mut settings = env.settings.clone();
+    settings.executor.simulated_record_requests = true;
+    for name in ALL_SERVICES {
+        env.start_with(name, settings.clone()).await;
+        env.wait_serving(name).await;
+    }
+}
+
+/// Runs a thesis stage for `prompt` with the `simulated` model; returns the
+/// session id once its documents are all rendered (or `until_status` is reached).
+async fn thesis(env: &TestEnv, prompt: &str, until_status: &str) -> String {
+    let mut client = env.gateway().await;
+    let project = client
+        .create_project(CreateProjectRequest {
+            name: "Long documents".into(),
+            initial_user_prompt: prompt.into(),
+            client_request_id: String::new(),
+        })
+        .await
+        .expect("create project")
+        .into_inner();
+    let session = client
+        .start_session(StartSessionRequest {
+            project_id: project.id,
+            models: vec!["simulated".into()],
+            description: String::new(),
+            client_request_id: String::new(),
+            auto_advance: false,
+        })
+        .await
+        .expect("start session")
+        .into_inner();
+    eventually(120, until_status, || {
+        let mut client = client.clone();
+        let session_id = session.id.clone();
+        async move {
+            let s = client
+                .get_session(GetSessionRequest { session_id })
+                .await
+                .ok()?
+                .into_inner();
+            let idle = s.jobs.iter().all(|j| j.in_flight == 0);
+            (s.status == until_status && idle).then_some(())
+        }
+    })
+    .await;
+    session.id
+}
+
+/// document_key → (rendered markdown, incomplete flag)
+async fn rendered(env: &TestEnv, session_id: &str) -> BTreeMap<String, (String, bool)> {
+    let mut client = env.gateway().await;
+    let docs = client
+        .list_stage_documents(ListStageDocumentsRequest {
+            session_id: session_id.into(),
+            stage_slug: "thesis".into(),
+            iteration: 1,
+        })
+        .await
+        .expect("list")
+        .into_inner()
+        .documents;
+    let mut out = BTreeMap::new();
+    for doc in docs {
+        let content = client
+            .get_document_content(GetDocumentContentRequest {
+                resource_id: doc.resource_id.clone(),
+            })
+            .await
+            .expect("content")
+            .into_inner()
+            .content;
+        out.insert(doc.document_key, (content, doc.incomplete));
+    }
+    out
+}
+
+async fn set_max_tokens(env: &TestEnv, tokens: i32) {
+    sqlx::query(
+        "UPDATE ai_providers SET max_output_tokens = $1 WHERE api_identifier = 'simulated'",
+    )
+    .bind(tokens)
+    .execute(env.store.pool())
+    .await
+    .expect("update model");
+}
+
+/// (file name, storage path, is_incomplete) of one document's chunks, in order.
+async fn chunks(env: &TestEnv, session_id: &str, key: &str) -> Vec<(String, String, bool)> {
+    sqlx::query_as(
+        "SELECT file_name, storage_path, is_incomplete FROM dialectic_contributions
+         WHERE session_id = $1 AND document_key = $2 ORDER BY created_at",
+    )
+    .bind(uuid::Uuid::parse_str(session_id).expect("uuid"))
+    .bind(key)
+    .fetch_all(env.store.pool())
+    .await
+    .expect("chunks")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn long_documents_are_continued_rendered_whole_and_capped() {
+    let mut env = TestEnv::new().await;
+    start(&mut env).await;
+    let prompt =
+        "A repair café network for small towns: volunteers fix toasters, bikes and phones.";
+
+    // The same thesis twice: once whole, once in slices of at most 80 tokens.
+    let whole = thesis(&env, prompt, "pending_antithesis").await;
+    let expected = rendered(&env, &whole).await;
+    assert_eq!(expected.len(), 4);
+    set_max_tokens(&env, 80).await;
+    let sliced = thesis(&env, prompt, "pending_antithesis").await;
+    let got = rendered(&env, &sliced).await;
+    assert_eq!(
+        got, expected,
+        "the merged chunks render the very same documents"
+    );
+
+    for key in [
+        "business_case",
+        "feature_spec",
+        "technical_approach",
+        "success_metrics",
+    ] {
+        let rows = chunks(&env, &sliced, key).await;
+        assert!(rows.len() >= 3, "{key} came in {} chunks", rows.len());
+        for (turn, (file, dir, incomplete)) in rows.iter().enumerate() {
+            assert_eq!(
+                file,
+                &format!("simulated_0_{key}_continuation_{turn}_raw.json"),
+                "chunk {turn} of {key}"
+            );
+            assert!(dir.ends_with("/1_thesis/_work"), "{dir}");
+            assert!(!incomplete);
+        }
+        // Phase 4: the whole document is assembled at its root path.
+        let root = format!(
+            "{}/raw_responses/simulated_0_{key}_raw.json",
+            rows[0].1.trim_end_matches("/_work")
+        );
+        let assembled: serde_json::Value = serde_json::from_str(
+            &env.blob
+                .get_string(&root)
+                .await
+                .expect("assembled document"),
+        )
+        .expect("json");
+        let content = assembled["content"].as_str().expect("content");
+        assert!(
+            expected[key].0.contains(content.trim_end()),
+            "{key} assembled whole"
+        );
+        assert_eq!(assembled["chunks"], rows.len());
+    }
+
+    // History: turn k is the original request, k − 1 earlier chunks, then "continue".
+    let requests: Vec<_> = dialectic_llm::recorded_requests()
+        .into_iter()
+        .filter(|r| r.output_type == "feature_spec" && r.max_tokens == 80)
+        .collect();
+    assert!(requests.len() >= 3);
+    let original = &requests[0].messages;
+    assert_eq!(original.len(), 1);
+    for (k, request) in requests.iter().enumerate().skip(1) {
+        let m = &request.messages;
+        assert_eq!(m.len(), k + 2, "turn {k}: original + {k} chunks + continue");
+        assert_eq!(m[0], original[0], "turn {k} repeats the original request");
+        assert!(
+            m[1..=k]
+                .iter()
+                .all(|x| x.role == Role::Assistant && x.contribution_id.is_some())
+        );
+        assert_eq!(m[k + 1].role, Role::User);
+        assert!(
+            !m[k + 1].content.contains("--- Seed prompt ---"),
+            "the continue turn never re-assembles the seed prompt"
+        );
+    }
+
+    // The cap: slices of 10 tokens cannot finish in 1 + 5 turns.
+    set_max_tokens(&env, 10).await;
+    let capped = thesis(&env, prompt, "pending_antithesis").await;
+    let docs = rendered(&env, &capped).await;
+    for (key, (markdown, incomplete)) in &docs {
+        assert!(incomplete, "{key} is marked incomplete");
+        assert!(markdown.contains("**Incomplete:**"), "{key} says so");
+        let rows = chunks(&env, &capped, key).await;
+        assert_eq!(
+            rows.len(),
+            6,
+            "{key}: the first turn and five continuations"
+        );
+        assert!(rows.last().is_some_and(|r| r.2));
+    }
+    env.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replies_that_never_parse_end_in_retry_loop_failed_with_nothing_rendered() {
+    let mut env = TestEnv::new().await;
+    start(&mut env).await;
+    let prompt = format!("A tool library. {}", dialectic_llm::MALFORMED_DIRECTIVE);
+    let session_id = thesis(&env, &prompt, "running_thesis").await;
+    let failed: Vec<(String, i32, serde_json::Value)> = sqlx::query_as(
+        "SELECT status, attempt_count, error_details FROM dialectic_generation_jobs
+         WHERE session_id = $1 AND job_type = 'EXECUTE'",
+    )
+    .bind(uuid::Uuid::parse_str(&session_id).expect("uuid"))
+    .fetch_all(env.store.pool())
+    .await
+    .expect("jobs");
+    assert_eq!(failed.len(), 4);
+    for (status, attempts, error) in &failed {
+        assert_eq!(status, "retry_loop_failed");
+        assert_eq!(*attempts, env.settings.planner.max_attempts as i32);
+        assert_eq!(
+            error["code"], "malformed_json",
+            "the cause survives the retries: {error}"
+        );
+    }
+    let resources: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM dialectic_project_resources WHERE session_id = $1",
+    )
+    .bind(uuid::Uuid::parse_str(&session_id).expect("uuid"))
+    .fetch_one(env.store.pool())
+    .await
+    .expect("count");
+    assert_eq!(resources, 0, "no broken document is stored");
+    env.teardown().await;
+}
