@@ -6,7 +6,7 @@ use dialectic_core::prompt::Role;
 use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually};
 use dialectic_proto::v1::{
     CreateProjectRequest, GetDocumentContentRequest, GetSessionRequest, ListStageDocumentsRequest,
-    StartSessionRequest,
+    SaveDocumentEditRequest, StartSessionRequest, SubmitStageResponsesRequest,
 };
 use std::collections::BTreeMap;
 
@@ -240,5 +240,111 @@ async fn replies_that_never_parse_end_in_retry_loop_failed_with_nothing_rendered
     .await
     .expect("count");
     assert_eq!(resources, 0, "no broken document is stored");
+    env.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_user_edit_is_what_the_next_stage_reads() {
+    let mut env = TestEnv::new().await;
+    start(&mut env).await;
+    let session_id = thesis(
+        &env,
+        "A seed library for balcony gardeners.",
+        "pending_antithesis",
+    )
+    .await;
+    let mut client = env.gateway().await;
+    let docs = client
+        .list_stage_documents(ListStageDocumentsRequest {
+            session_id: session_id.clone(),
+            stage_slug: "thesis".into(),
+            iteration: 1,
+        })
+        .await
+        .expect("list")
+        .into_inner()
+        .documents;
+    let business_case = docs
+        .iter()
+        .find(|d| d.document_key == "business_case")
+        .expect("business case");
+    const EDIT: &str = "EDITED-4711: members pay in seeds, not money.";
+    let empty = client
+        .save_document_edit(SaveDocumentEditRequest {
+            resource_id: business_case.resource_id.clone(),
+            content: "  ".into(),
+        })
+        .await
+        .expect_err("an empty edit is refused");
+    assert_eq!(empty.code(), tonic::Code::InvalidArgument);
+    client
+        .save_document_edit(SaveDocumentEditRequest {
+            resource_id: business_case.resource_id.clone(),
+            content: EDIT.into(),
+        })
+        .await
+        .expect("save edit");
+    eventually(30, "the edit rendered", || {
+        let mut client = client.clone();
+        let resource_id = business_case.resource_id.clone();
+        async move {
+            let content = client
+                .get_document_content(GetDocumentContentRequest { resource_id })
+                .await
+                .ok()?
+                .into_inner()
+                .content;
+            content.contains(EDIT).then_some(())
+        }
+    })
+    .await;
+    let latest: Vec<(String, bool)> = sqlx::query_as(
+        "SELECT contribution_type, is_latest_edit FROM dialectic_contributions
+         WHERE session_id = $1 AND document_key = 'business_case' ORDER BY edit_version",
+    )
+    .bind(uuid::Uuid::parse_str(&session_id).expect("uuid"))
+    .fetch_all(env.store.pool())
+    .await
+    .expect("chain");
+    assert_eq!(
+        latest,
+        vec![
+            ("business_case".to_string(), false),
+            ("user_edit".to_string(), true)
+        ]
+    );
+
+    client
+        .submit_stage_responses(SubmitStageResponsesRequest {
+            session_id: session_id.clone(),
+            stage_slug: "thesis".into(),
+            responses: vec![],
+        })
+        .await
+        .expect("submit");
+    eventually(60, "antithesis planned", || async {
+        let planned = dialectic_llm::recorded_requests().into_iter().any(|r| {
+            r.output_type == "header_context"
+                && r.messages.iter().any(|m| m.content.contains("balcony"))
+                && r.messages
+                    .iter()
+                    .any(|m| m.content.contains("--- Thesis proposals ---"))
+        });
+        planned.then_some(())
+    })
+    .await;
+    let antithesis_header = dialectic_llm::recorded_requests()
+        .into_iter()
+        .find(|r| {
+            r.output_type == "header_context"
+                && r.messages.iter().any(|m| {
+                    m.content.contains("--- Thesis proposals ---") && m.content.contains("balcony")
+                })
+        })
+        .expect("the antithesis header request");
+    assert!(
+        antithesis_header.messages[0].content.contains(EDIT),
+        "the next stage reads the user's edit"
+    );
     env.teardown().await;
 }

@@ -46,6 +46,8 @@ pub enum FileKind {
     },
     /// The one canonical rendered markdown, at the stage root: `{name}.md`.
     RenderedDocument { name: DocumentName },
+    /// A user's edited version of a document: `documents/{name}_edit_{version}.json`.
+    UserEdit { name: DocumentName, version: u32 },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +71,7 @@ pub enum PathError {
 }
 
 const CONTINUATION: &str = "_continuation_";
+const EDIT: &str = "_edit_";
 
 fn check(field: &'static str, value: &str) -> Result<(), PathError> {
     // Underscores separate name parts, so model slugs and lineage parts may not contain them.
@@ -217,6 +220,10 @@ impl PathContext {
                 name.validate()?;
                 format!("{}/{}.md", dir()?, name.base())
             }
+            FileKind::UserEdit { name, version } => {
+                name.validate()?;
+                format!("{}/documents/{}{EDIT}{version}.json", dir()?, name.base())
+            }
         })
     }
 
@@ -272,6 +279,14 @@ impl PathContext {
                 FileKind::RawChunk {
                     name: DocumentName::parse(base).ok_or_else(bad)?,
                     continuation: Some(turn),
+                }
+            }
+            ["documents", name] => {
+                let stem = name.strip_suffix(".json").ok_or_else(bad)?;
+                let (base, version) = stem.rsplit_once(EDIT).ok_or_else(bad)?;
+                FileKind::UserEdit {
+                    name: DocumentName::parse(base).ok_or_else(bad)?,
+                    version: version.parse().map_err(|_| bad())?,
                 }
             }
             [name] => {
@@ -332,6 +347,94 @@ mod tests {
         }
     }
 
+    /// A tiny deterministic generator, so the property test needs no extra crate.
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self, n: usize) -> usize {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((self.0 >> 33) as usize) % n
+        }
+        fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+            from[self.next(from.len())]
+        }
+    }
+
+    #[test]
+    fn every_generated_context_round_trips() {
+        let models = ["a", "gpt-4o", "claude-3-5", "m2", "simulated-b", "x-9-y"];
+        let keys = [
+            "business_case",
+            "header_context",
+            "synthesis_pairwise",
+            "technical_feasibility_assessment",
+            "comparison_vector",
+            "x",
+        ];
+        let stages = [
+            "thesis",
+            "antithesis",
+            "synthesis",
+            "parenthesis",
+            "paralysis",
+        ];
+        let mut rng = Lcg(42);
+        for case in 0..2000 {
+            let model_slug = rng.pick(&models).to_string();
+            let lineage = match rng.next(4) {
+                0 => Lineage::Plain,
+                1 => Lineage::Critiquing {
+                    source_model: rng.pick(&models).to_string(),
+                },
+                2 => Lineage::PairwiseFrom {
+                    source_models: format!("{}+{}", rng.pick(&models), rng.pick(&models)),
+                },
+                _ => Lineage::Reducing {
+                    source_short: format!("{:08x}", rng.next(u32::MAX as usize)),
+                },
+            };
+            let name = DocumentName {
+                model_slug,
+                attempt: rng.next(12) as u32,
+                document_key: rng.pick(&keys).to_string(),
+                lineage,
+            };
+            let file = match rng.next(5) {
+                0 => FileKind::RawChunk {
+                    name,
+                    continuation: None,
+                },
+                1 => FileKind::RawChunk {
+                    name,
+                    continuation: Some(rng.next(50) as u32),
+                },
+                2 => FileKind::UserEdit {
+                    name,
+                    version: 1 + rng.next(9) as u32,
+                },
+                3 => FileKind::RenderedDocument { name },
+                _ => FileKind::UserFeedback,
+            };
+            let stage = rng.next(stages.len());
+            let original = PathContext {
+                project_id: ProjectId::new(),
+                session_short: format!("{:08x}", rng.next(u32::MAX as usize)),
+                iteration: 1 + rng.next(5) as u32,
+                stage_number: stage as u32 + 1,
+                stage_slug: stages[stage].to_string(),
+                file,
+            };
+            let key = original.construct().expect("valid context");
+            assert_eq!(
+                PathContext::deconstruct(&key),
+                Ok(original),
+                "case {case}: {key}"
+            );
+        }
+    }
+
     #[test]
     fn layout_matches_seed_001() {
         let raw = ctx(FileKind::RawChunk {
@@ -386,6 +489,10 @@ mod tests {
             files.push(FileKind::RawChunk {
                 name: name(lineage.clone()),
                 continuation: Some(3),
+            });
+            files.push(FileKind::UserEdit {
+                name: name(lineage.clone()),
+                version: 2,
             });
             files.push(FileKind::RenderedDocument {
                 name: name(lineage),

@@ -25,6 +25,8 @@ fn looks_structured(text: &str) -> bool {
 /// structure), surrounding whitespace.
 fn strip_once(text: &str) -> Option<String> {
     if let Some(inner) = text.strip_prefix("```") {
+        // Whitespace after the closing fence must not hide it.
+        let inner = inner.trim_end();
         let inner = inner.strip_suffix("```").unwrap_or(inner);
         let inner = inner
             .strip_prefix("json")
@@ -132,6 +134,11 @@ pub fn sanitize_json(raw: &str) -> JsonSanitization {
 pub fn parse_model_json(raw: &str) -> Result<(serde_json::Value, JsonSanitization), MalformedJson> {
     let result = sanitize_json(raw);
     match serde_json::from_str::<serde_json::Value>(&result.sanitized) {
+        // A reply that is a JSON string holding the object (double-encoded) means the object.
+        Ok(serde_json::Value::String(inner)) if looks_structured(&inner) && parses(&inner) => {
+            let value = serde_json::from_str(&inner).unwrap_or(serde_json::Value::String(inner));
+            Ok((value, result))
+        }
         Ok(value) => Ok((value, result)),
         Err(e) => Err(MalformedJson {
             reason: e.to_string(),

@@ -360,8 +360,10 @@ pub async fn stage_in_process(
 pub struct NewContribution<'a> {
     pub id: Uuid,
     pub session_id: Uuid,
-    pub job_id: Uuid,
+    /// None for a user's edit, which no job produced.
+    pub job_id: Option<Uuid>,
     pub attempt: i32,
+    pub edit_version: i32,
     pub user_id: Uuid,
     pub model_id: Uuid,
     pub model_name: &'a str,
@@ -396,6 +398,27 @@ pub async fn lock_contribution(tx: &mut Tx<'_>, id: Uuid) -> Result<(), StoreErr
     Ok(())
 }
 
+/// A user's edit becomes the only latest version of its document chain.
+pub async fn supersede_chain(
+    tx: &mut Tx<'_>,
+    session_id: Uuid,
+    stage_slug: &str,
+    identity: Uuid,
+    except: Uuid,
+) -> Result<(), StoreError> {
+    let filter = serde_json::json!({ stage_slug: identity.to_string() });
+    sqlx::query(
+        "UPDATE dialectic_contributions SET is_latest_edit = false, updated_at = now()
+         WHERE session_id = $1 AND document_relationships @> $2 AND is_latest_edit AND id <> $3",
+    )
+    .bind(session_id)
+    .bind(Json(filter))
+    .bind(except)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 /// Seed 000 function 5: a newer chunk or edit replaces `id` as the latest of its chain.
 pub async fn supersede(tx: &mut Tx<'_>, id: Uuid) -> Result<(), StoreError> {
     sqlx::query("UPDATE dialectic_contributions SET is_latest_edit = false, updated_at = now() WHERE id = $1")
@@ -416,8 +439,8 @@ pub async fn insert_contribution(
            (id, session_id, job_id, attempt, user_id, model_id, model_name, stage_slug, iteration_number, document_key,
             contribution_type, storage_bucket, storage_path, file_name, raw_response_storage_path, size_bytes,
             tokens_used_input, tokens_used_output, processing_time_ms, finish_reason, target_contribution_id,
-            document_relationships, is_intermediate, is_incomplete)
-         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23,$24)
+            document_relationships, is_intermediate, is_incomplete, edit_version)
+         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23,$24,$25)
          ON CONFLICT (job_id, attempt) DO NOTHING
          RETURNING id",
     )
@@ -445,6 +468,7 @@ pub async fn insert_contribution(
     .bind(Json(&c.document_relationships))
     .bind(c.is_intermediate)
     .bind(c.is_incomplete)
+    .bind(c.edit_version)
     .fetch_optional(&mut **tx)
     .await?;
     match inserted {

@@ -456,7 +456,12 @@ impl Gateway {
             println!("no documents yet");
         }
         for doc in &list.documents {
-            println!("{} ({} bytes)", doc.storage_key, doc.size_bytes);
+            let note = if doc.incomplete {
+                ", incomplete: continuation limit reached"
+            } else {
+                ""
+            };
+            println!("{} ({} bytes{note})", doc.storage_key, doc.size_bytes);
             let content = self
                 .call(|mut c| {
                     let request = self.request(GetDocumentContentRequest {

@@ -239,8 +239,9 @@ impl JobWork for Executor {
             &NewContribution {
                 id: contribution_id,
                 session_id: session.id,
-                job_id: job.id,
+                job_id: Some(job.id),
                 attempt: job.attempt_count,
+                edit_version: 1,
                 user_id: job.user_id,
                 model_id: model.id,
                 model_name: &model.api_identifier,
@@ -635,4 +636,71 @@ async fn start_executor(
         work_shutdown,
         tasks,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dialectic_core::recipe::OutputRule;
+
+    fn step(required: &[&str]) -> RecipeStep {
+        let mut step: RecipeStep = serde_json::from_value(serde_json::json!({
+            "id": Uuid::nil(), "step_key": "s", "step_name": "s", "job_type": "EXECUTE",
+            "prompt_type": "Turn", "prompt_template": null, "output_type": "risk_register",
+            "granularity": "all_to_one", "inputs_required": [], "inputs_relevance": [],
+            "outputs_required": [], "order": 1, "is_skipped": false
+        }))
+        .expect("step");
+        step.outputs_required = vec![OutputRule {
+            document_key: "risk_register".into(),
+            file_type: Some("json".into()),
+            template_filename: None,
+            required_keys: required.iter().map(|k| k.to_string()).collect(),
+        }];
+        step
+    }
+
+    fn reply(finish_reason: FinishReason) -> ChatResponse {
+        ChatResponse {
+            text: String::new(),
+            finish_reason,
+            input_tokens: 0,
+            output_tokens: 0,
+            usage_estimated: true,
+            raw: serde_json::Value::Null,
+        }
+    }
+
+    #[test]
+    fn a_turn_is_unfinished_when_cut_flagged_or_missing_a_required_key() {
+        let done = serde_json::json!({"content": "x", "risks": []});
+        assert!(!needs_more(
+            &reply(FinishReason::Stop),
+            &done,
+            &step(&["content", "risks"])
+        ));
+        assert!(needs_more(
+            &reply(FinishReason::Length),
+            &done,
+            &step(&["content"])
+        ));
+        let flagged = serde_json::json!({"content": "x", "continuation_needed": true});
+        assert!(needs_more(
+            &reply(FinishReason::Stop),
+            &flagged,
+            &step(&["content"])
+        ));
+        let missing = serde_json::json!({"content": "x"});
+        assert!(needs_more(
+            &reply(FinishReason::Stop),
+            &missing,
+            &step(&["content", "risks"])
+        ));
+    }
+
+    #[test]
+    fn chunk_content_reads_the_content_field() {
+        assert_eq!(chunk_content(r#"{"content": "abc"}"#), "abc");
+        assert_eq!(chunk_content("not json"), "");
+    }
 }

@@ -5,19 +5,24 @@ use crate::error::GatewayError;
 use dialectic_blob::BlobStore;
 use dialectic_cache::{Cache, ProgressEvent};
 use dialectic_core::ids::{ProjectId, ResourceId, SessionId};
+use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::paths::{FileKind, PathContext};
+use dialectic_core::payload::{JobPayload, RenderPayload};
 use dialectic_core::session::SessionStatus;
 use dialectic_core::slug::slugify;
 use dialectic_proto::v1::dialectic_service_server::DialecticService;
 use dialectic_proto::v1::{
     CreateProjectRequest, DocumentContent, GetDocumentContentRequest, GetProjectRequest,
     GetSessionRequest, ListModelsRequest, ListModelsResponse, ListStageDocumentsRequest,
-    ListStageDocumentsResponse, Project, Session, SessionEvent, StartSessionRequest,
-    SubmitStageResponsesRequest, WatchSessionRequest,
+    ListStageDocumentsResponse, Project, SaveDocumentEditRequest, Session, SessionEvent,
+    StageDocument, StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use dialectic_runtime::CancellationToken;
 use dialectic_store::inputs::{self, NewFeedback};
-use dialectic_store::records::{self, NewProject, NewSession, SessionRow};
+use dialectic_store::jobs::NewJob;
+use dialectic_store::records::{
+    self, NewContribution, NewProject, NewSession, SessionRow, USER_EDIT,
+};
 use dialectic_store::{Store, StoreError, api, jobs, outbox};
 use futures::StreamExt;
 use std::collections::HashMap;
@@ -28,6 +33,9 @@ use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 use uuid::Uuid;
+
+/// Largest edited document the gateway accepts.
+const MAX_EDIT_BYTES: usize = 4 * 1024 * 1024;
 
 /// Metadata header naming the calling user (until API keys exist).
 pub const USER_HEADER: &str = "x-dialectic-user";
@@ -444,6 +452,139 @@ impl Gateway {
         })
     }
 
+    /// Seed 000 function 5: a user's edit is a new version of the document's
+    /// chain (latest from now on) and gets re-rendered; later stages read it.
+    async fn save_document_edit(
+        &self,
+        user: Uuid,
+        req: SaveDocumentEditRequest,
+    ) -> Result<StageDocument, GatewayError> {
+        let id = ResourceId::parse(&req.resource_id)?;
+        if req.content.trim().is_empty() {
+            return Err(GatewayError::InvalidArgument("content is empty".into()));
+        }
+        if req.content.len() > MAX_EDIT_BYTES {
+            return Err(GatewayError::InvalidArgument(format!(
+                "an edited document may hold at most {MAX_EDIT_BYTES} bytes"
+            )));
+        }
+        let resource = records::resource_for_user(self.store.pool(), user, id.as_uuid()).await?;
+        let identity = resource.source_contribution_id.ok_or_else(|| {
+            GatewayError::InvalidArgument("this resource is not a rendered document".into())
+        })?;
+        let root = records::contribution(self.store.pool(), identity).await?;
+        let mut context = PathContext::deconstruct(&root.raw_response_storage_path)
+            .map_err(|e| GatewayError::Internal(format!("document path: {e}")))?;
+        let FileKind::RawChunk { name, .. } = context.file else {
+            return Err(GatewayError::Internal(
+                "document root is not a chunk".into(),
+            ));
+        };
+        let chain = records::document_chain(
+            self.store.pool(),
+            root.session_id,
+            &root.stage_slug,
+            identity,
+        )
+        .await?;
+        let version = chain.iter().map(|c| c.edit_version).max().unwrap_or(1) + 1;
+        context.file = FileKind::UserEdit {
+            name,
+            version: version.max(0) as u32,
+        };
+        let key = context
+            .construct()
+            .map_err(|e| GatewayError::Internal(format!("edit storage key: {e}")))?;
+        let body = serde_json::to_vec_pretty(&serde_json::json!({ "content": req.content }))
+            .map_err(|e| GatewayError::Internal(e.to_string()))?;
+        let size = body.len() as i64;
+        self.blob.put(&key, body, "application/json").await?;
+        let (dir, file_name) = key.rsplit_once('/').unwrap_or(("", key.as_str()));
+        let edit_id = Uuid::now_v7();
+        let mut tx = self.store.begin().await?;
+        let model = root.model_id.unwrap_or_default();
+        records::insert_contribution(
+            &mut tx,
+            &NewContribution {
+                id: edit_id,
+                session_id: root.session_id,
+                job_id: None,
+                attempt: 0,
+                edit_version: version,
+                user_id: user,
+                model_id: model,
+                model_name: root.model_name.as_deref().unwrap_or_default(),
+                stage_slug: &root.stage_slug,
+                iteration: root.iteration_number,
+                document_key: &root.document_key,
+                contribution_type: USER_EDIT,
+                bucket: self.blob.bucket(),
+                storage_path: dir,
+                file_name,
+                size_bytes: size,
+                tokens_in: 0,
+                tokens_out: 0,
+                processing_ms: 0,
+                finish_reason: "user_edit",
+                target_contribution_id: Some(identity),
+                document_relationships: serde_json::json!({ root.stage_slug.as_str(): identity.to_string() }),
+                is_intermediate: false,
+                is_incomplete: false,
+            },
+        )
+        .await?;
+        records::supersede_chain(
+            &mut tx,
+            root.session_id,
+            &root.stage_slug,
+            identity,
+            edit_id,
+        )
+        .await?;
+        let render_job = Uuid::now_v7();
+        let payload = JobPayload {
+            render: Some(RenderPayload {
+                document_identity: identity.to_string(),
+                source_contribution_id: edit_id.to_string(),
+                document_key: root.document_key.clone(),
+            }),
+            ..Default::default()
+        };
+        jobs::insert(
+            &mut tx,
+            &NewJob {
+                id: render_job,
+                job_key: format!("{edit_id}:render"),
+                session_id: root.session_id,
+                user_id: user,
+                stage_slug: &root.stage_slug,
+                iteration: root.iteration_number,
+                job_type: JobType::Render,
+                status: JobStatus::Pending,
+                step_id: None,
+                step_key: None,
+                model_id: root.model_id,
+                document_key: Some(&root.document_key),
+                payload: &payload,
+                parent_job_id: None,
+                prerequisite_job_id: None,
+                target_contribution_id: Some(edit_id),
+                max_attempts: 3,
+            },
+        )
+        .await?;
+        outbox::enqueue(
+            &mut tx,
+            JobType::Render.dispatch_routing_key(),
+            &dialectic_queue::job_dispatch(&render_job.to_string()),
+            dialectic_telemetry::current_traceparent().as_deref(),
+        )
+        .await?;
+        tx.commit().await.map_err(StoreError::from)?;
+        let names = self.model_names(resource.model_id.as_slice()).await?;
+        Ok(convert::document(&resource, &names))
+    }
+
     async fn watch(
         &self,
         user: Uuid,
@@ -619,6 +760,17 @@ impl DialecticService for Gateway {
         let span = tracing::info_span!("get_document_content", user_id = %user, resource_id = %req.resource_id);
         let content = self.document_content(user, req).instrument(span).await?;
         Ok(Response::new(content))
+    }
+
+    async fn save_document_edit(
+        &self,
+        request: Request<SaveDocumentEditRequest>,
+    ) -> Result<Response<StageDocument>, Status> {
+        let user = self.caller(request.metadata())?;
+        let req = request.into_inner();
+        let span = tracing::info_span!("save_document_edit", user_id = %user, resource_id = %req.resource_id);
+        let document = self.save_document_edit(user, req).instrument(span).await?;
+        Ok(Response::new(document))
     }
 
     async fn list_models(
