@@ -329,6 +329,13 @@ impl Engine {
                             self.spawn_render(&mut unit, &job, &payload, contribution)
                                 .await?;
                         }
+                        if job_type == JobType::Render {
+                            // Seed 000 function 7: tell watchers the document's latest text is out.
+                            let mut event =
+                                self.job_event(&mut unit, &job, "render_completed").await?;
+                            event.message = done.resource_id.clone();
+                            unit.events.push(event);
+                        }
                         if job_type == JobType::Execute && done.continuation_needed {
                             let contribution = parse_id("contribution", &done.contribution_id)?;
                             self.spawn_continuation(&mut unit, &job, &payload, contribution)
