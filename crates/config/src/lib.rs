@@ -134,7 +134,8 @@ pub struct GatewayConfig {
 impl Default for GatewayConfig {
     fn default() -> Self {
         Self {
-            listen: "127.0.0.1:50051".into(),
+            // Below Linux's ephemeral range (32768+), so a client socket never holds the port.
+            listen: "127.0.0.1:7051".into(),
             default_user_id: "00000000-0000-0000-0000-000000000001".into(),
             max_prompt_bytes: 256 * 1024,
         }
@@ -156,7 +157,7 @@ pub struct PlannerConfig {
 impl Default for PlannerConfig {
     fn default() -> Self {
         Self {
-            listen: "127.0.0.1:50052".into(),
+            listen: "127.0.0.1:7052".into(),
             sweep_interval_ms: 1000,
             outbox_batch: 200,
             retry_base_ms: 500,
@@ -205,7 +206,7 @@ impl Default for ExecutorConfig {
     fn default() -> Self {
         Self {
             worker: WorkerConfig {
-                listen: "127.0.0.1:50053".into(),
+                listen: "127.0.0.1:7053".into(),
                 slots: 4,
                 lease_secs: 30,
             },
@@ -228,7 +229,7 @@ impl Default for RendererConfig {
     fn default() -> Self {
         Self {
             worker: WorkerConfig {
-                listen: "127.0.0.1:50054".into(),
+                listen: "127.0.0.1:7054".into(),
                 slots: 4,
                 lease_secs: 30,
             },
@@ -273,10 +274,10 @@ impl Default for Settings {
             executor: ExecutorConfig::default(),
             renderer: RendererConfig::default(),
             indexer: ListenConfig {
-                listen: "127.0.0.1:50055".into(),
+                listen: "127.0.0.1:7055".into(),
             },
             wallet: ListenConfig {
-                listen: "127.0.0.1:50056".into(),
+                listen: "127.0.0.1:7056".into(),
             },
             shutdown_grace_secs: 30,
         }

@@ -34,7 +34,7 @@ struct Cli {
     #[arg(
         long,
         env = "DIALECTIC_GATEWAY",
-        default_value = "http://127.0.0.1:50051",
+        default_value = "http://127.0.0.1:7051",
         global = true
     )]
     gateway: String,
