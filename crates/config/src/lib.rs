@@ -237,6 +237,23 @@ impl Default for RendererConfig {
     }
 }
 
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct WalletConfig {
+    pub listen: String,
+    /// How often holds past their expiry are released.
+    pub hold_sweep_interval_ms: u64,
+}
+
+impl Default for WalletConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:7056".into(),
+            hold_sweep_interval_ms: 5000,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct ListenConfig {
@@ -256,7 +273,7 @@ pub struct Settings {
     pub executor: ExecutorConfig,
     pub renderer: RendererConfig,
     pub indexer: ListenConfig,
-    pub wallet: ListenConfig,
+    pub wallet: WalletConfig,
     /// In-flight work gets this long to finish on SIGTERM.
     pub shutdown_grace_secs: u64,
 }
@@ -276,9 +293,7 @@ impl Default for Settings {
             indexer: ListenConfig {
                 listen: "127.0.0.1:7055".into(),
             },
-            wallet: ListenConfig {
-                listen: "127.0.0.1:7056".into(),
-            },
+            wallet: WalletConfig::default(),
             shutdown_grace_secs: 30,
         }
     }

@@ -4,6 +4,7 @@
 pub mod api;
 pub mod inputs;
 pub mod jobs;
+pub mod ledger;
 pub mod outbox;
 pub mod recipe_edit;
 pub mod recipes;

@@ -3,11 +3,16 @@
 
 use dialectic_config::Settings;
 use dialectic_proto::v1::wallet::wallet_service_server::{WalletService, WalletServiceServer};
-use dialectic_proto::v1::wallet::{Balance, GetBalanceRequest};
+use dialectic_proto::v1::wallet::{
+    Balance, CaptureRequest, CreditRequest, GetBalanceRequest, HoldRequest, LedgerEntry,
+    ListTransactionsRequest, ListTransactionsResponse, ReleaseRequest,
+};
 use dialectic_runtime::{CancellationToken, Dependencies, Running, RuntimeError, supervise};
+use dialectic_store::ledger::{self, LedgerError, References, Transaction};
 use dialectic_store::{Store, StoreError, records};
 use futures::future::BoxFuture;
 use std::sync::Arc;
+use std::time::Duration;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 use uuid::Uuid;
@@ -18,6 +23,10 @@ pub const SERVICE_NAME: &str = "dialectic.v1.wallet.WalletService";
 pub enum WalletError {
     #[error("{0}")]
     InvalidArgument(String),
+    #[error("{0}")]
+    PermissionDenied(String),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{0}")]
@@ -28,6 +37,20 @@ impl From<WalletError> for Status {
     fn from(e: WalletError) -> Self {
         match e {
             WalletError::InvalidArgument(m) => Status::invalid_argument(m),
+            WalletError::PermissionDenied(m) => Status::permission_denied(m),
+            WalletError::Ledger(l) => match l {
+                LedgerError::UnknownWallet(_) | LedgerError::UnknownHold(_) => {
+                    Status::not_found(l.to_string())
+                }
+                LedgerError::NonPositiveAmount(_)
+                | LedgerError::EmptyKey
+                | LedgerError::CaptureExceedsHold { .. } => Status::invalid_argument(l.to_string()),
+                LedgerError::InsufficientFunds { .. } | LedgerError::HoldClosed(_) => {
+                    Status::failed_precondition(l.to_string())
+                }
+                LedgerError::KeyReuse(_) => Status::already_exists(l.to_string()),
+                LedgerError::Store(e) => Status::from(WalletError::Store(e)),
+            },
             WalletError::Store(StoreError::NotFound(what)) => {
                 Status::not_found(format!("{what} not found"))
             }
@@ -104,8 +127,219 @@ impl Wallet {
     }
 }
 
+/// Default lifetime of a hold that is never captured.
+const DEFAULT_HOLD_SECS: i64 = 15 * 60;
+const MAX_PAGE: u32 = 200;
+
+fn uuid(field: &str, value: &str) -> Result<Uuid, WalletError> {
+    Uuid::parse_str(value.trim())
+        .map_err(|_| WalletError::InvalidArgument(format!("{field} {value:?} is not a valid UUID")))
+}
+
+fn optional_uuid(field: &str, value: &str) -> Result<Option<Uuid>, WalletError> {
+    if value.trim().is_empty() {
+        Ok(None)
+    } else {
+        uuid(field, value).map(Some)
+    }
+}
+
+fn timestamp(at: chrono::DateTime<chrono::Utc>) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: at.timestamp(),
+        nanos: i32::try_from(at.timestamp_subsec_nanos()).unwrap_or(0),
+    }
+}
+
+pub fn entry(t: Transaction) -> LedgerEntry {
+    LedgerEntry {
+        id: t.id.to_string(),
+        wallet_id: t.wallet_id.to_string(),
+        kind: t.kind,
+        amount: t.amount,
+        balance_after: t.balance_after,
+        held_after: t.held_after,
+        idempotency_key: t.idempotency_key,
+        reason: t.reason.unwrap_or_default(),
+        hold_id: t.hold_id.map(|h| h.to_string()).unwrap_or_default(),
+        session_id: t.session_id.map(|h| h.to_string()).unwrap_or_default(),
+        job_id: t.job_id.map(|h| h.to_string()).unwrap_or_default(),
+        attempt: t.attempt.and_then(|a| u32::try_from(a).ok()).unwrap_or(0),
+        purpose: t.purpose.unwrap_or_default(),
+        expires_at: t.expires_at.map(timestamp),
+        created_at: Some(timestamp(t.created_at)),
+    }
+}
+
+fn page_token(t: &Transaction) -> String {
+    format!("{}_{}", t.created_at.timestamp_micros(), t.id)
+}
+
+fn parse_page_token(
+    token: &str,
+) -> Result<Option<(chrono::DateTime<chrono::Utc>, Uuid)>, WalletError> {
+    if token.is_empty() {
+        return Ok(None);
+    }
+    let bad = || WalletError::InvalidArgument("page_token is not one this service issued".into());
+    let (micros, id) = token.split_once('_').ok_or_else(bad)?;
+    let at = chrono::DateTime::from_timestamp_micros(micros.parse().map_err(|_| bad())?)
+        .ok_or_else(bad)?;
+    Ok(Some((at, Uuid::parse_str(id).map_err(|_| bad())?)))
+}
+
+impl Wallet {
+    /// The caller named by `x-dialectic-user`, else the configured default user.
+    fn caller(&self, metadata: &tonic::metadata::MetadataMap) -> Result<Uuid, WalletError> {
+        match metadata
+            .get("x-dialectic-user")
+            .and_then(|v| v.to_str().ok())
+        {
+            Some(user) => uuid("x-dialectic-user", user),
+            None => uuid("gateway.default_user_id", &self.default_user),
+        }
+    }
+}
+
 #[tonic::async_trait]
 impl WalletService for Wallet {
+    async fn hold(&self, request: Request<HoldRequest>) -> Result<Response<LedgerEntry>, Status> {
+        let r = request.into_inner();
+        let span = tracing::info_span!("hold", wallet_id = %r.wallet_id, job_id = %r.job_id, session_id = %r.session_id);
+        async {
+            let refs = References {
+                session_id: optional_uuid("session_id", &r.session_id)?,
+                job_id: optional_uuid("job_id", &r.job_id)?,
+                attempt: (r.attempt > 0).then_some(r.attempt as i32),
+                purpose: (!r.purpose.is_empty()).then(|| r.purpose.clone()),
+            };
+            let expires = if r.expires_in_secs == 0 {
+                DEFAULT_HOLD_SECS
+            } else {
+                i64::from(r.expires_in_secs)
+            };
+            let t = ledger::hold(
+                self.store.pool(),
+                uuid("wallet_id", &r.wallet_id)?,
+                r.amount,
+                &r.idempotency_key,
+                &refs,
+                expires,
+            )
+            .await?;
+            Ok::<_, WalletError>(Response::new(entry(t)))
+        }
+        .instrument(span)
+        .await
+        .map_err(Status::from)
+    }
+
+    async fn capture(
+        &self,
+        request: Request<CaptureRequest>,
+    ) -> Result<Response<LedgerEntry>, Status> {
+        let r = request.into_inner();
+        let t = async {
+            Ok::<_, WalletError>(
+                ledger::capture(
+                    self.store.pool(),
+                    uuid("wallet_id", &r.wallet_id)?,
+                    uuid("hold_id", &r.hold_id)?,
+                    r.amount,
+                    &r.idempotency_key,
+                )
+                .await?,
+            )
+        }
+        .instrument(tracing::info_span!("capture", wallet_id = %r.wallet_id, hold_id = %r.hold_id))
+        .await?;
+        Ok(Response::new(entry(t)))
+    }
+
+    async fn release(
+        &self,
+        request: Request<ReleaseRequest>,
+    ) -> Result<Response<LedgerEntry>, Status> {
+        let r = request.into_inner();
+        let reason = if r.reason.trim().is_empty() {
+            "released by request"
+        } else {
+            r.reason.trim()
+        };
+        let t = async {
+            Ok::<_, WalletError>(
+                ledger::release(
+                    self.store.pool(),
+                    uuid("wallet_id", &r.wallet_id)?,
+                    uuid("hold_id", &r.hold_id)?,
+                    &r.idempotency_key,
+                    reason,
+                )
+                .await?,
+            )
+        }
+        .instrument(tracing::info_span!("release", wallet_id = %r.wallet_id, hold_id = %r.hold_id))
+        .await?;
+        Ok(Response::new(entry(t)))
+    }
+
+    async fn credit(
+        &self,
+        request: Request<CreditRequest>,
+    ) -> Result<Response<LedgerEntry>, Status> {
+        let caller = self.caller(request.metadata())?;
+        let r = request.into_inner();
+        let t = async {
+            if !ledger::is_admin(self.store.pool(), caller).await? {
+                return Err(WalletError::PermissionDenied(
+                    "only an administrator can credit a wallet".into(),
+                ));
+            }
+            let reason = if r.reason.trim().is_empty() {
+                "credit"
+            } else {
+                r.reason.trim()
+            };
+            Ok(ledger::credit(
+                self.store.pool(),
+                uuid("wallet_id", &r.wallet_id)?,
+                r.amount,
+                &r.idempotency_key,
+                reason,
+            )
+            .await?)
+        }
+        .instrument(tracing::info_span!("credit", wallet_id = %r.wallet_id, user_id = %caller))
+        .await?;
+        Ok(Response::new(entry(t)))
+    }
+
+    async fn list_transactions(
+        &self,
+        request: Request<ListTransactionsRequest>,
+    ) -> Result<Response<ListTransactionsResponse>, Status> {
+        let r = request.into_inner();
+        let wallet = uuid("wallet_id", &r.wallet_id)?;
+        let size = if r.page_size == 0 {
+            50
+        } else {
+            r.page_size.min(MAX_PAGE)
+        };
+        let before = parse_page_token(&r.page_token)?;
+        let rows = ledger::transactions(self.store.pool(), wallet, i64::from(size), before)
+            .await
+            .map_err(WalletError::from)?;
+        let next_page_token = if rows.len() == size as usize {
+            rows.last().map(page_token).unwrap_or_default()
+        } else {
+            String::new()
+        };
+        Ok(Response::new(ListTransactionsResponse {
+            entries: rows.into_iter().map(entry).collect(),
+            next_page_token,
+        }))
+    }
+
     async fn get_balance(
         &self,
         request: Request<GetBalanceRequest>,
@@ -140,6 +374,21 @@ async fn start_wallet(
         shutdown.clone(),
     )
     .await?;
+    let work_shutdown = shutdown.child_token();
+    let sweeper = {
+        let store = store.clone();
+        let every = Duration::from_millis(settings.wallet.hold_sweep_interval_ms.max(50));
+        let shutdown = work_shutdown.clone();
+        tokio::spawn(async move {
+            while dialectic_runtime::sleep_or_shutdown(every, &shutdown).await {
+                match ledger::release_expired(store.pool(), 500).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(released = n, "expired holds released"),
+                    Err(e) => tracing::warn!(error = %e, "expired-hold sweep failed"),
+                }
+            }
+        })
+    };
     let dependencies = Dependencies {
         store: Some(store),
         ..Default::default()
@@ -149,8 +398,8 @@ async fn start_wallet(
         &settings,
         server,
         dependencies,
-        shutdown.child_token(),
-        Vec::new(),
+        work_shutdown,
+        vec![sweeper],
     ))
 }
 

@@ -1,0 +1,470 @@
+//! The token ledger (owned by the wallet service). Every operation is one
+//! transaction under the wallet's row lock; the table's CHECKs (balance ≥ 0,
+//! held ≤ balance) back the code. Each operation carries an idempotency key
+//! unique per wallet: a repeat with the same request returns the first result
+//! and writes nothing; a repeat with different arguments is an error.
+
+use crate::{StoreError, Tx};
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("wallet {0} not found")]
+    UnknownWallet(Uuid),
+    #[error("hold {0} not found in this wallet")]
+    UnknownHold(Uuid),
+    #[error("amount must be positive, got {0}")]
+    NonPositiveAmount(i64),
+    #[error("insufficient balance: {requested} requested, {available} available")]
+    InsufficientFunds { requested: i64, available: i64 },
+    #[error("capture of {requested} exceeds the hold of {held}")]
+    CaptureExceedsHold { requested: i64, held: i64 },
+    #[error("hold {0} is already captured, released or expired")]
+    HoldClosed(Uuid),
+    #[error("idempotency key {0:?} was used before with different arguments")]
+    KeyReuse(String),
+    #[error("idempotency key is empty")]
+    EmptyKey,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<sqlx::Error> for LedgerError {
+    fn from(e: sqlx::Error) -> Self {
+        LedgerError::Store(StoreError::from(e))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct Transaction {
+    pub id: Uuid,
+    pub wallet_id: Uuid,
+    pub kind: String,
+    pub amount: i64,
+    pub balance_after: i64,
+    pub held_after: i64,
+    pub idempotency_key: String,
+    pub reason: Option<String>,
+    pub hold_id: Option<Uuid>,
+    pub session_id: Option<Uuid>,
+    pub job_id: Option<Uuid>,
+    pub attempt: Option<i32>,
+    pub purpose: Option<String>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+}
+
+const TX_COLUMNS: &str =
+    "id, wallet_id, kind, amount, balance_after, held_after, idempotency_key, reason, hold_id,
+    session_id, job_id, attempt, purpose, expires_at, created_at";
+
+/// What a hold is for; part of its identity for idempotency.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct References {
+    pub session_id: Option<Uuid>,
+    pub job_id: Option<Uuid>,
+    pub attempt: Option<i32>,
+    pub purpose: Option<String>,
+}
+
+struct Entry<'a> {
+    wallet_id: Uuid,
+    kind: &'static str,
+    amount: i64,
+    key: &'a str,
+    request: String,
+    reason: Option<&'a str>,
+    hold_id: Option<Uuid>,
+    refs: &'a References,
+    expires_in_secs: Option<i64>,
+}
+
+/// The arguments a key was first used with, in one comparable string.
+fn request_fingerprint(
+    kind: &str,
+    wallet: Uuid,
+    amount: i64,
+    hold: Option<Uuid>,
+    refs: &References,
+) -> String {
+    format!(
+        "{kind}|{wallet}|{amount}|{}|{}|{}|{}|{}",
+        hold.map(|h| h.to_string()).unwrap_or_default(),
+        refs.session_id.map(|s| s.to_string()).unwrap_or_default(),
+        refs.job_id.map(|s| s.to_string()).unwrap_or_default(),
+        refs.attempt.map(|a| a.to_string()).unwrap_or_default(),
+        refs.purpose.as_deref().unwrap_or_default(),
+    )
+}
+
+/// The first result for this key, if the key was used; an error if it was used differently.
+async fn replay(
+    tx: &mut Tx<'_>,
+    wallet_id: Uuid,
+    key: &str,
+    request: &str,
+) -> Result<Option<Transaction>, LedgerError> {
+    let found: Option<(String, Uuid)> = sqlx::query_as(
+        "SELECT request_hash, id FROM token_wallet_transactions WHERE wallet_id = $1 AND idempotency_key = $2",
+    )
+    .bind(wallet_id)
+    .bind(key)
+    .fetch_optional(&mut **tx)
+    .await?;
+    match found {
+        None => Ok(None),
+        Some((hash, _)) if hash != request => Err(LedgerError::KeyReuse(key.to_string())),
+        Some((_, id)) => Ok(Some(transaction(&mut **tx, id).await?)),
+    }
+}
+
+async fn transaction(
+    executor: impl sqlx::PgExecutor<'_>,
+    id: Uuid,
+) -> Result<Transaction, LedgerError> {
+    Ok(sqlx::query_as::<_, Transaction>(&format!(
+        "SELECT {TX_COLUMNS} FROM token_wallet_transactions WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_one(executor)
+    .await?)
+}
+
+/// Locks the wallet; returns (balance, held).
+async fn lock_wallet(tx: &mut Tx<'_>, wallet_id: Uuid) -> Result<(i64, i64), LedgerError> {
+    sqlx::query_as("SELECT balance, held FROM token_wallets WHERE id = $1 FOR UPDATE")
+        .bind(wallet_id)
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or(LedgerError::UnknownWallet(wallet_id))
+}
+
+async fn write(
+    tx: &mut Tx<'_>,
+    e: &Entry<'_>,
+    balance_delta: i64,
+    held_delta: i64,
+) -> Result<Transaction, LedgerError> {
+    let (balance, held): (i64, i64) = sqlx::query_as(
+        "UPDATE token_wallets SET balance = balance + $2, held = held + $3, updated_at = now()
+         WHERE id = $1 RETURNING balance, held",
+    )
+    .bind(e.wallet_id)
+    .bind(balance_delta)
+    .bind(held_delta)
+    .fetch_one(&mut **tx)
+    .await?;
+    let id = Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO token_wallet_transactions
+           (id, wallet_id, kind, amount, balance_after, held_after, idempotency_key, request_hash, reason, hold_id,
+            session_id, job_id, attempt, purpose, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
+                 CASE WHEN $15::bigint IS NULL THEN NULL ELSE now() + make_interval(secs => $15::double precision) END)",
+    )
+    .bind(id)
+    .bind(e.wallet_id)
+    .bind(e.kind)
+    .bind(e.amount)
+    .bind(balance)
+    .bind(held)
+    .bind(e.key)
+    .bind(&e.request)
+    .bind(e.reason)
+    .bind(e.hold_id)
+    .bind(e.refs.session_id)
+    .bind(e.refs.job_id)
+    .bind(e.refs.attempt)
+    .bind(e.refs.purpose.as_deref())
+    .bind(e.expires_in_secs)
+    .execute(&mut **tx)
+    .await?;
+    transaction(&mut **tx, id).await
+}
+
+fn check(amount: i64, key: &str) -> Result<(), LedgerError> {
+    if key.trim().is_empty() {
+        return Err(LedgerError::EmptyKey);
+    }
+    if amount <= 0 {
+        return Err(LedgerError::NonPositiveAmount(amount));
+    }
+    Ok(())
+}
+
+/// Reserves `amount`; fails without writing when the available balance is short.
+pub async fn hold(
+    pool: &PgPool,
+    wallet_id: Uuid,
+    amount: i64,
+    key: &str,
+    refs: &References,
+    expires_in_secs: i64,
+) -> Result<Transaction, LedgerError> {
+    check(amount, key)?;
+    let request = request_fingerprint("hold", wallet_id, amount, None, refs);
+    let mut tx = pool.begin().await?;
+    let (balance, held) = lock_wallet(&mut tx, wallet_id).await?;
+    if let Some(first) = replay(&mut tx, wallet_id, key, &request).await? {
+        return Ok(first);
+    }
+    let available = balance - held;
+    if amount > available {
+        return Err(LedgerError::InsufficientFunds {
+            requested: amount,
+            available,
+        });
+    }
+    let entry = Entry {
+        wallet_id,
+        kind: "hold",
+        amount,
+        key,
+        request,
+        reason: None,
+        hold_id: None,
+        refs,
+        expires_in_secs: Some(expires_in_secs.max(1)),
+    };
+    let written = write(&mut tx, &entry, 0, amount).await?;
+    tx.commit().await?;
+    Ok(written)
+}
+
+#[derive(sqlx::FromRow)]
+struct OpenHold {
+    amount: i64,
+    session_id: Option<Uuid>,
+    job_id: Option<Uuid>,
+    attempt: Option<i32>,
+    purpose: Option<String>,
+}
+
+/// An open hold: (amount, references). Errors when unknown or already closed.
+async fn open_hold(
+    tx: &mut Tx<'_>,
+    wallet_id: Uuid,
+    hold_id: Uuid,
+) -> Result<(i64, References), LedgerError> {
+    let hold: OpenHold = sqlx::query_as(
+        "SELECT amount, session_id, job_id, attempt, purpose FROM token_wallet_transactions
+         WHERE id = $1 AND wallet_id = $2 AND kind = 'hold'",
+    )
+    .bind(hold_id)
+    .bind(wallet_id)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or(LedgerError::UnknownHold(hold_id))?;
+    let closed: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM token_wallet_transactions WHERE hold_id = $1 AND kind IN ('capture', 'release'))",
+    )
+    .bind(hold_id)
+    .fetch_one(&mut **tx)
+    .await?;
+    if closed {
+        return Err(LedgerError::HoldClosed(hold_id));
+    }
+    Ok((
+        hold.amount,
+        References {
+            session_id: hold.session_id,
+            job_id: hold.job_id,
+            attempt: hold.attempt,
+            purpose: hold.purpose,
+        },
+    ))
+}
+
+/// Turns a hold into a debit of the actual `amount`; the rest of the hold is released.
+pub async fn capture(
+    pool: &PgPool,
+    wallet_id: Uuid,
+    hold_id: Uuid,
+    amount: i64,
+    key: &str,
+) -> Result<Transaction, LedgerError> {
+    if key.trim().is_empty() {
+        return Err(LedgerError::EmptyKey);
+    }
+    if amount < 0 {
+        return Err(LedgerError::NonPositiveAmount(amount));
+    }
+    let request = request_fingerprint(
+        "capture",
+        wallet_id,
+        amount,
+        Some(hold_id),
+        &References::default(),
+    );
+    let mut tx = pool.begin().await?;
+    lock_wallet(&mut tx, wallet_id).await?;
+    if let Some(first) = replay(&mut tx, wallet_id, key, &request).await? {
+        return Ok(first);
+    }
+    let (held, refs) = open_hold(&mut tx, wallet_id, hold_id).await?;
+    if amount > held {
+        return Err(LedgerError::CaptureExceedsHold {
+            requested: amount,
+            held,
+        });
+    }
+    let entry = Entry {
+        wallet_id,
+        kind: "capture",
+        amount,
+        key,
+        request,
+        reason: (amount < held).then_some("the rest of the hold is released"),
+        hold_id: Some(hold_id),
+        refs: &refs,
+        expires_in_secs: None,
+    };
+    let written = write(&mut tx, &entry, -amount, -held).await?;
+    tx.commit().await?;
+    Ok(written)
+}
+
+/// Gives a hold back in full.
+pub async fn release(
+    pool: &PgPool,
+    wallet_id: Uuid,
+    hold_id: Uuid,
+    key: &str,
+    reason: &str,
+) -> Result<Transaction, LedgerError> {
+    if key.trim().is_empty() {
+        return Err(LedgerError::EmptyKey);
+    }
+    let request = request_fingerprint(
+        "release",
+        wallet_id,
+        0,
+        Some(hold_id),
+        &References::default(),
+    );
+    let mut tx = pool.begin().await?;
+    lock_wallet(&mut tx, wallet_id).await?;
+    if let Some(first) = replay(&mut tx, wallet_id, key, &request).await? {
+        return Ok(first);
+    }
+    let (held, refs) = open_hold(&mut tx, wallet_id, hold_id).await?;
+    let entry = Entry {
+        wallet_id,
+        kind: "release",
+        amount: held,
+        key,
+        request,
+        reason: Some(reason),
+        hold_id: Some(hold_id),
+        refs: &refs,
+        expires_in_secs: None,
+    };
+    let written = write(&mut tx, &entry, 0, -held).await?;
+    tx.commit().await?;
+    Ok(written)
+}
+
+pub async fn credit(
+    pool: &PgPool,
+    wallet_id: Uuid,
+    amount: i64,
+    key: &str,
+    reason: &str,
+) -> Result<Transaction, LedgerError> {
+    check(amount, key)?;
+    let request = request_fingerprint("credit", wallet_id, amount, None, &References::default());
+    let mut tx = pool.begin().await?;
+    lock_wallet(&mut tx, wallet_id).await?;
+    if let Some(first) = replay(&mut tx, wallet_id, key, &request).await? {
+        return Ok(first);
+    }
+    let entry = Entry {
+        wallet_id,
+        kind: "credit",
+        amount,
+        key,
+        request,
+        reason: Some(reason),
+        hold_id: None,
+        refs: &References::default(),
+        expires_in_secs: None,
+    };
+    let written = write(&mut tx, &entry, amount, 0).await?;
+    tx.commit().await?;
+    Ok(written)
+}
+
+/// Releases holds whose expiry passed without a capture; returns how many.
+pub async fn release_expired(pool: &PgPool, limit: i64) -> Result<u32, LedgerError> {
+    let expired: Vec<(Uuid, Uuid)> = sqlx::query_as(
+        "SELECT h.wallet_id, h.id FROM token_wallet_transactions h
+         WHERE h.kind = 'hold' AND h.expires_at < now()
+           AND NOT EXISTS (SELECT 1 FROM token_wallet_transactions c
+                           WHERE c.hold_id = h.id AND c.kind IN ('capture', 'release'))
+         ORDER BY h.expires_at LIMIT $1",
+    )
+    .bind(limit)
+    .fetch_all(pool)
+    .await?;
+    let mut released = 0;
+    for (wallet, hold_id) in expired {
+        match release(
+            pool,
+            wallet,
+            hold_id,
+            &format!("expire:{hold_id}"),
+            "hold expired",
+        )
+        .await
+        {
+            Ok(_) => released += 1,
+            // Captured or released meanwhile: nothing to do.
+            Err(LedgerError::HoldClosed(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(released)
+}
+
+/// Newest first; `before` is the (created_at, id) of the last row of the previous page.
+pub async fn transactions(
+    pool: &PgPool,
+    wallet_id: Uuid,
+    limit: i64,
+    before: Option<(DateTime<Utc>, Uuid)>,
+) -> Result<Vec<Transaction>, LedgerError> {
+    let (at, id) = before.unzip();
+    Ok(sqlx::query_as::<_, Transaction>(&format!(
+        "SELECT {TX_COLUMNS} FROM token_wallet_transactions
+         WHERE wallet_id = $1 AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
+         ORDER BY created_at DESC, id DESC LIMIT $4"
+    ))
+    .bind(wallet_id)
+    .bind(at)
+    .bind(id)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Sum of a session's captures (what its model calls cost), per stage-agnostic total.
+pub async fn session_cost(pool: &PgPool, session_id: Uuid) -> Result<i64, LedgerError> {
+    Ok(sqlx::query_scalar(
+        "SELECT COALESCE(sum(amount), 0)::bigint FROM token_wallet_transactions WHERE session_id = $1 AND kind = 'capture'",
+    )
+    .bind(session_id)
+    .fetch_one(pool)
+    .await?)
+}
+
+pub async fn is_admin(pool: &PgPool, user_id: Uuid) -> Result<bool, LedgerError> {
+    Ok(
+        sqlx::query_scalar("SELECT is_admin FROM users WHERE id = $1")
+            .bind(user_id)
+            .fetch_optional(pool)
+            .await?
+            .unwrap_or(false),
+    )
+}

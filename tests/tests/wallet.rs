@@ -1,0 +1,278 @@
+//! The token ledger against the real Postgres: concurrency, idempotency,
+//! errors through the gRPC API, expiry of unused holds, paging.
+
+use dialectic_e2e::{TestEnv, eventually};
+use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
+use dialectic_proto::v1::wallet::{
+    CaptureRequest, CreditRequest, GetBalanceRequest, HoldRequest, ListTransactionsRequest,
+    ReleaseRequest,
+};
+use dialectic_store::ledger::{self, LedgerError, References};
+use tonic::Code;
+use uuid::Uuid;
+
+/// A new user with an empty wallet; returns (user, wallet).
+async fn empty_wallet(env: &TestEnv) -> (Uuid, Uuid) {
+    let (user, wallet) = (Uuid::now_v7(), Uuid::now_v7());
+    sqlx::query("INSERT INTO users (id, display_name) VALUES ($1, 'wallet test')")
+        .bind(user)
+        .execute(env.store.pool())
+        .await
+        .expect("user");
+    sqlx::query("INSERT INTO token_wallets (id, user_id, balance) VALUES ($1, $2, 0)")
+        .bind(wallet)
+        .bind(user)
+        .execute(env.store.pool())
+        .await
+        .expect("wallet");
+    (user, wallet)
+}
+
+async fn balance(env: &TestEnv, wallet: Uuid) -> (i64, i64) {
+    sqlx::query_as("SELECT balance, held FROM token_wallets WHERE id = $1")
+        .bind(wallet)
+        .fetch_one(env.store.pool())
+        .await
+        .expect("balance")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn a_hundred_concurrent_holds_never_overdraw() {
+    let env = TestEnv::new().await;
+    let (_, wallet) = empty_wallet(&env).await;
+    ledger::credit(env.store.pool(), wallet, 500, "seed-credit", "test")
+        .await
+        .expect("credit");
+    let attempts = (0..100).map(|i| {
+        let pool = env.store.pool().clone();
+        tokio::spawn(async move {
+            let refs = References {
+                job_id: Some(Uuid::now_v7()),
+                attempt: Some(1),
+                ..Default::default()
+            };
+            ledger::hold(&pool, wallet, 10, &format!("hold-{i}"), &refs, 60).await
+        })
+    });
+    let results: Vec<_> = futures::future::join_all(attempts).await;
+    let mut holds = Vec::new();
+    let mut refused = 0;
+    for result in results {
+        match result.expect("task") {
+            Ok(hold) => holds.push(hold),
+            Err(LedgerError::InsufficientFunds {
+                requested,
+                available,
+            }) => {
+                assert_eq!(requested, 10);
+                assert!(available < 10);
+                refused += 1;
+            }
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+    assert_eq!((holds.len(), refused), (50, 50));
+    assert_eq!(
+        balance(&env, wallet).await,
+        (500, 500),
+        "all of it held, none overdrawn"
+    );
+    let min_available: i64 = sqlx::query_scalar(
+        "SELECT min(balance_after - held_after) FROM token_wallet_transactions WHERE wallet_id = $1",
+    )
+    .bind(wallet)
+    .fetch_one(env.store.pool())
+    .await
+    .expect("min");
+    assert!(min_available >= 0);
+
+    // Capture each hold for a different actual amount; the rest goes back.
+    let mut captured = 0;
+    for (i, hold) in holds.iter().enumerate() {
+        let amount = (i % 10) as i64 + 1;
+        ledger::capture(
+            env.store.pool(),
+            wallet,
+            hold.id,
+            amount,
+            &format!("capture-{i}"),
+        )
+        .await
+        .expect("capture");
+        captured += amount;
+    }
+    assert_eq!(balance(&env, wallet).await, (500 - captured, 0));
+    let total: i64 = sqlx::query_scalar(
+        "SELECT sum(amount)::bigint FROM token_wallet_transactions WHERE wallet_id = $1 AND kind = 'capture'",
+    )
+    .bind(wallet)
+    .fetch_one(env.store.pool())
+    .await
+    .expect("sum");
+    assert_eq!(total, captured);
+    env.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn repeated_calls_change_nothing_and_bad_calls_write_nothing() {
+    let mut env = TestEnv::new().await;
+    let mut settings = env.settings.clone();
+    settings.wallet.hold_sweep_interval_ms = 100;
+    let addr = env.start_with("wallet", settings).await;
+    env.wait_serving("wallet").await;
+    let mut client = WalletServiceClient::connect(format!("http://{addr}"))
+        .await
+        .expect("connect");
+    let (user, wallet) = empty_wallet(&env).await;
+    let w = wallet.to_string();
+
+    // Credit is for administrators; the seeded local user is one, a new user is not.
+    let mut as_user = tonic::Request::new(CreditRequest {
+        wallet_id: w.clone(),
+        amount: 100,
+        idempotency_key: "c1".into(),
+        reason: String::new(),
+    });
+    as_user.metadata_mut().insert(
+        "x-dialectic-user",
+        user.to_string().parse().expect("header"),
+    );
+    let denied = client.credit(as_user).await.expect_err("not an admin");
+    assert_eq!(denied.code(), Code::PermissionDenied);
+    for _ in 0..2 {
+        let credit = client
+            .credit(CreditRequest {
+                wallet_id: w.clone(),
+                amount: 100,
+                idempotency_key: "c1".into(),
+                reason: "top up".into(),
+            })
+            .await
+            .expect("credit")
+            .into_inner();
+        assert_eq!(credit.balance_after, 100);
+    }
+
+    let hold = |key: &str, amount: i64| HoldRequest {
+        wallet_id: w.clone(),
+        amount,
+        idempotency_key: key.into(),
+        job_id: Uuid::nil().to_string(),
+        attempt: 1,
+        ..Default::default()
+    };
+    let first = client
+        .hold(hold("h1", 40))
+        .await
+        .expect("hold")
+        .into_inner();
+    let again = client
+        .hold(hold("h1", 40))
+        .await
+        .expect("same hold")
+        .into_inner();
+    assert_eq!(first.id, again.id, "a redelivered hold is the first hold");
+    let reuse = client.hold(hold("h1", 41)).await.expect_err("key reuse");
+    assert_eq!(reuse.code(), Code::AlreadyExists);
+    let zero = client.hold(hold("h2", 0)).await.expect_err("zero amount");
+    assert_eq!(zero.code(), Code::InvalidArgument);
+    let short = client
+        .hold(hold("h3", 61))
+        .await
+        .expect_err("more than available");
+    assert_eq!(short.code(), Code::FailedPrecondition);
+    assert!(
+        short.message().contains("insufficient balance"),
+        "{}",
+        short.message()
+    );
+    let mut unknown = hold("h4", 1);
+    unknown.wallet_id = Uuid::now_v7().to_string();
+    assert_eq!(
+        client.hold(unknown).await.expect_err("unknown").code(),
+        Code::NotFound
+    );
+
+    let capture = |key: &str, amount: i64| CaptureRequest {
+        wallet_id: w.clone(),
+        hold_id: first.id.clone(),
+        amount,
+        idempotency_key: key.into(),
+    };
+    let over = client
+        .capture(capture("k0", 41))
+        .await
+        .expect_err("above the hold");
+    assert_eq!(over.code(), Code::InvalidArgument);
+    let captured = client
+        .capture(capture("k1", 25))
+        .await
+        .expect("capture")
+        .into_inner();
+    let twice = client
+        .capture(capture("k1", 25))
+        .await
+        .expect("same capture")
+        .into_inner();
+    assert_eq!(captured.id, twice.id);
+    let closed = client
+        .capture(capture("k2", 1))
+        .await
+        .expect_err("hold closed");
+    assert_eq!(closed.code(), Code::FailedPrecondition);
+    let b = client
+        .get_balance(GetBalanceRequest {
+            wallet_id: w.clone(),
+            user_id: String::new(),
+        })
+        .await
+        .expect("balance")
+        .into_inner();
+    assert_eq!(
+        (b.total, b.held, b.available),
+        (75, 0, 75),
+        "debited once, the rest released"
+    );
+
+    // An unused hold releases itself after its expiry.
+    let mut short_lived = hold("h5", 30);
+    short_lived.expires_in_secs = 1;
+    let h5 = client.hold(short_lived).await.expect("hold").into_inner();
+    assert_eq!(balance(&env, wallet).await, (75, 30));
+    eventually(15, "the expired hold released", || async {
+        (balance(&env, wallet).await == (75, 0)).then_some(())
+    })
+    .await;
+    let released = client
+        .release(ReleaseRequest {
+            wallet_id: w.clone(),
+            hold_id: h5.id.clone(),
+            idempotency_key: "r1".into(),
+            reason: String::new(),
+        })
+        .await
+        .expect_err("already released by expiry");
+    assert_eq!(released.code(), Code::FailedPrecondition);
+
+    // History pages, newest first, without overlap.
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = client
+            .list_transactions(ListTransactionsRequest {
+                wallet_id: w.clone(),
+                page_size: 2,
+                page_token: token.clone(),
+            })
+            .await
+            .expect("page")
+            .into_inner();
+        seen.extend(page.entries.into_iter().map(|e| e.kind));
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        token = page.next_page_token;
+    }
+    assert_eq!(seen, vec!["release", "hold", "capture", "hold", "credit"]);
+    env.teardown().await;
+}
