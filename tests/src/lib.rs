@@ -63,6 +63,9 @@ pub fn base_settings() -> Settings {
     ] {
         *listen = "127.0.0.1:0".into();
     }
+    // Billing is wired by `TestEnv::start` once a wallet service runs.
+    settings.executor.wallet_url = String::new();
+    settings.wallet.hold_sweep_interval_ms = 200;
     settings.planner.sweep_interval_ms = 200;
     settings.planner.retry_base_ms = 100;
     settings.planner.retry_cap_ms = 1000;
@@ -124,9 +127,13 @@ impl TestEnv {
         }
     }
 
+    /// Starts services in order; an executor started after the wallet bills against it.
     pub async fn start(&mut self, names: &[&str]) {
         for name in names {
-            self.start_with(name, self.settings.clone()).await;
+            let addr = self.start_with(name, self.settings.clone()).await;
+            if *name == "wallet" {
+                self.settings.executor.wallet_url = format!("http://{addr}");
+            }
         }
     }
 

@@ -276,3 +276,167 @@ async fn repeated_calls_change_nothing_and_bad_calls_write_nothing() {
     assert_eq!(seen, vec!["release", "hold", "capture", "hold", "credit"]);
     env.teardown().await;
 }
+
+/// Jobs of a session by status.
+async fn statuses(env: &TestEnv, session: Uuid) -> Vec<(String, String, i64)> {
+    sqlx::query_as(
+        "SELECT job_type, status, count(*) FROM dialectic_generation_jobs WHERE session_id = $1 GROUP BY 1, 2 ORDER BY 1, 2",
+    )
+    .bind(session)
+    .fetch_all(env.store.pool())
+    .await
+    .expect("statuses")
+}
+
+async fn session_captures(env: &TestEnv, session: Uuid) -> i64 {
+    ledger::session_cost(env.store.pool(), session)
+        .await
+        .expect("session cost")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_session_pauses_when_the_wallet_runs_dry_and_resumes_after_a_credit() {
+    use dialectic_proto::v1::{CreateProjectRequest, GetSessionRequest, StartSessionRequest};
+    let mut env = TestEnv::new().await;
+    env.start(&dialectic_e2e::ALL_SERVICES).await;
+    for name in dialectic_e2e::ALL_SERVICES {
+        env.wait_serving(name).await;
+    }
+    let (user, wallet) = empty_wallet(&env).await;
+    // Enough for the plan and about two documents: every call holds its most
+    // expensive case (the prompt plus 8192 output tokens at rate 1).
+    const INITIAL: i64 = 20_000;
+    ledger::credit(env.store.pool(), wallet, INITIAL, "initial", "test")
+        .await
+        .expect("credit");
+    fn as_user<T>(user: Uuid, message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        request.metadata_mut().insert(
+            "x-dialectic-user",
+            user.to_string().parse().expect("header"),
+        );
+        request
+    }
+    let mut client = env.gateway().await;
+    let project = client
+        .create_project(as_user(
+            user,
+            CreateProjectRequest {
+                name: "On a budget".into(),
+                initial_user_prompt: "A bike repair van that visits office parks.".into(),
+                client_request_id: String::new(),
+            },
+        ))
+        .await
+        .expect("project")
+        .into_inner();
+    let session = client
+        .start_session(as_user(
+            user,
+            StartSessionRequest {
+                project_id: project.id,
+                models: vec!["simulated".into()],
+                description: String::new(),
+                client_request_id: String::new(),
+                auto_advance: false,
+            },
+        ))
+        .await
+        .expect("session")
+        .into_inner();
+    let session_id = Uuid::parse_str(&session.id).expect("uuid");
+
+    // It runs until a call cannot be afforded, then waits.
+    let paused = eventually(
+        60,
+        "jobs paused for funds, nothing else running",
+        || async {
+            let s = statuses(&env, session_id).await;
+            let paused: i64 = s
+                .iter()
+                .filter(|(_, st, _)| st == "paused_nsf")
+                .map(|r| r.2)
+                .sum();
+            let busy = s
+                .iter()
+                .any(|(t, st, _)| t != "PLAN" && (st == "processing" || st == "pending"));
+            (paused > 0 && !busy).then_some(paused)
+        },
+    )
+    .await;
+    assert!(paused >= 1);
+    let reasons: Vec<serde_json::Value> = sqlx::query_scalar(
+        "SELECT error_details FROM dialectic_generation_jobs WHERE session_id = $1 AND status = 'paused_nsf'",
+    )
+    .bind(session_id)
+    .fetch_all(env.store.pool())
+    .await
+    .expect("reasons");
+    for reason in &reasons {
+        assert_eq!(reason["code"], "insufficient_balance");
+        assert!(
+            reason["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("insufficient balance")
+        );
+    }
+    let unpaid_calls: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM dialectic_contributions c JOIN dialectic_generation_jobs j ON j.id = c.job_id
+         WHERE j.session_id = $1 AND j.status = 'paused_nsf'",
+    )
+    .bind(session_id)
+    .fetch_one(env.store.pool())
+    .await
+    .expect("count");
+    assert_eq!(
+        unpaid_calls, 0,
+        "no call was made that could not be paid for"
+    );
+    let spent = session_captures(&env, session_id).await;
+    assert!(spent > 0);
+    assert_eq!(
+        balance(&env, wallet).await,
+        (INITIAL - spent, 0),
+        "exactly the captures were debited"
+    );
+
+    // A credit lets the paused jobs resume by themselves.
+    ledger::credit(env.store.pool(), wallet, 100_000, "top-up", "test")
+        .await
+        .expect("credit");
+    eventually(60, "the stage completes", || {
+        let mut client = client.clone();
+        let id = session.id.clone();
+        async move {
+            let s = client
+                .get_session(as_user(user, GetSessionRequest { session_id: id }))
+                .await
+                .ok()?
+                .into_inner();
+            (s.status == "pending_antithesis").then_some(())
+        }
+    })
+    .await;
+    let runs: Vec<i64> = sqlx::query_scalar(
+        "SELECT count(c.id) FROM dialectic_generation_jobs j LEFT JOIN dialectic_contributions c ON c.job_id = j.id
+         WHERE j.session_id = $1 AND j.job_type = 'EXECUTE' GROUP BY j.id",
+    )
+    .bind(session_id)
+    .fetch_all(env.store.pool())
+    .await
+    .expect("runs");
+    assert_eq!(
+        runs,
+        vec![1, 1, 1, 1],
+        "every document written once, none twice"
+    );
+    eventually(30, "the last holds settled", || async {
+        let (_, held) = balance(&env, wallet).await;
+        (held == 0).then_some(())
+    })
+    .await;
+    let spent = session_captures(&env, session_id).await;
+    assert_eq!(balance(&env, wallet).await, (INITIAL + 100_000 - spent, 0));
+    env.teardown().await;
+}

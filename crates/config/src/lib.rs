@@ -200,6 +200,8 @@ pub struct ExecutorConfig {
     pub max_continuations: u32,
     /// Simulated provider: keep every request in memory (for tests and debugging).
     pub simulated_record_requests: bool,
+    /// The wallet service every model call is held and captured against; empty turns billing off.
+    pub wallet_url: String,
 }
 
 impl Default for ExecutorConfig {
@@ -214,6 +216,7 @@ impl Default for ExecutorConfig {
             simulated_failure_rate: 0.0,
             max_continuations: 5,
             simulated_record_requests: false,
+            wallet_url: "http://127.0.0.1:7056".into(),
         }
     }
 }

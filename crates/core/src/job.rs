@@ -81,10 +81,12 @@ pub enum JobStatus {
     Completed,
     Failed,
     RetryLoopFailed,
+    /// The wallet could not afford the job's next model call; no call was made.
+    PausedNsf,
 }
 
 impl JobStatus {
-    pub const ALL: [JobStatus; 10] = [
+    pub const ALL: [JobStatus; 11] = [
         JobStatus::Pending,
         JobStatus::Processing,
         JobStatus::WaitingForPrerequisite,
@@ -95,6 +97,7 @@ impl JobStatus {
         JobStatus::Completed,
         JobStatus::Failed,
         JobStatus::RetryLoopFailed,
+        JobStatus::PausedNsf,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -109,6 +112,7 @@ impl JobStatus {
             JobStatus::Completed => "completed",
             JobStatus::Failed => "failed",
             JobStatus::RetryLoopFailed => "retry_loop_failed",
+            JobStatus::PausedNsf => "paused_nsf",
         }
     }
 
@@ -149,6 +153,10 @@ impl FromStr for JobStatus {
     }
 }
 
+/// Error code of an attempt the wallet could not afford; the planner pauses the
+/// job instead of failing it.
+pub const INSUFFICIENT_BALANCE: &str = "insufficient_balance";
+
 /// Something that happened to a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobEvent {
@@ -172,6 +180,10 @@ pub enum JobEvent {
     },
     /// The worker's lease ran out without an outcome (the worker died or hung).
     LeaseExpired,
+    /// The wallet refused the hold for the model call; the attempt made no call.
+    InsufficientBalance,
+    /// The wallet was credited: a paused job may try again.
+    Resumed,
     /// A `retrying` job is due for its next attempt; `attempts_used` counts claims so far.
     RetryDue {
         attempts_used: u32,
@@ -248,6 +260,8 @@ pub fn transition(from: JobStatus, event: JobEvent) -> Result<Transition, Invali
             t(S::Failed, terminal_effects())
         }
         (S::Processing, Ev::LeaseExpired) => t(S::Retrying, vec![E::ScheduleRetry]),
+        (S::Processing, Ev::InsufficientBalance) => t(S::PausedNsf, vec![]),
+        (S::PausedNsf, Ev::Resumed) => t(S::Pending, vec![E::Dispatch]),
         (
             S::Retrying,
             Ev::RetryDue {
@@ -443,6 +457,8 @@ mod tests {
             Ev::Failed { retryable: true },
             Ev::Failed { retryable: false },
             Ev::LeaseExpired,
+            Ev::InsufficientBalance,
+            Ev::Resumed,
         ];
         for (attempts_used, max_attempts) in [(0, 0), (0, 3), (1, 3), (2, 3), (3, 3), (7, 3)] {
             events.push(Ev::RetryDue {
@@ -489,6 +505,8 @@ mod tests {
             Ev::LeaseExpired => {
                 (from == S::Processing).then(|| (S::Retrying, vec![E::ScheduleRetry]))
             }
+            Ev::InsufficientBalance => (from == S::Processing).then(|| (S::PausedNsf, vec![])),
+            Ev::Resumed => (from == S::PausedNsf).then(|| (S::Pending, vec![E::Dispatch])),
             Ev::RetryDue {
                 attempts_used,
                 max_attempts,
@@ -525,8 +543,9 @@ mod tests {
                 }
             }
         }
-        // 4 claims + 1 + 1 + 1 + 3 spawns + 1 + 1 + 2 successes + 1 + 2 + 1 + 6 retry-dues.
-        assert_eq!(valid, 24);
+        // 4 claims + 1 + 1 + 1 + 3 spawns + 1 + 1 + 2 successes + 1 + 2 + 1 + 6 retry-dues
+        // + pausing on an unaffordable call and resuming.
+        assert_eq!(valid, 26);
     }
 
     /// Terminal states must be absorbing: no event of the table leaves them.

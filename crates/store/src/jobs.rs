@@ -379,3 +379,27 @@ pub async fn release_lease(
     .await?;
     Ok(updated.rows_affected() == 1)
 }
+
+/// How many jobs of a session wait for funds.
+pub async fn paused_in_session(tx: &mut Tx<'_>, session_id: Uuid) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM dialectic_generation_jobs WHERE session_id = $1 AND status = 'paused_nsf'",
+    )
+    .bind(session_id)
+    .fetch_one(&mut **tx)
+    .await?)
+}
+
+/// Paused jobs whose owner's wallet was credited after they paused.
+pub async fn resumable_after_credit(tx: &mut Tx<'_>, limit: i64) -> Result<Vec<Uuid>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT j.id FROM dialectic_generation_jobs j
+         WHERE j.status = 'paused_nsf' AND EXISTS (
+             SELECT 1 FROM token_wallet_transactions t JOIN token_wallets w ON w.id = t.wallet_id
+             WHERE w.user_id = j.user_id AND t.kind = 'credit' AND t.created_at > j.updated_at)
+         ORDER BY j.updated_at LIMIT $1 FOR UPDATE OF j SKIP LOCKED",
+    )
+    .bind(limit)
+    .fetch_all(&mut **tx)
+    .await?)
+}

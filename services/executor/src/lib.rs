@@ -3,6 +3,9 @@
 //! in S3 plus one contribution row. The chunk is written before the row; the
 //! row, the lease release and the outcome message commit together.
 
+mod billing;
+
+use billing::Billing;
 use dialectic_blob::BlobStore;
 use dialectic_config::Settings;
 use dialectic_core::fanout::SourceDoc;
@@ -13,6 +16,7 @@ use dialectic_core::payload::JobPayload;
 use dialectic_core::prompt::{Message, PromptConstructionPayload, ResourceDocument, assemble};
 use dialectic_core::recipe::{InputRule, RecipeStep};
 use dialectic_core::sanitize::parse_model_json;
+use dialectic_core::tokens::cost;
 use dialectic_llm::{ChatResponse, FinishReason, LlmError, SimulatedSettings, provider_for};
 use dialectic_proto::v1::executor::executor_service_server::{
     ExecutorService, ExecutorServiceServer,
@@ -41,6 +45,8 @@ struct Executor {
     blob: BlobStore,
     simulated: SimulatedSettings,
     max_continuations: u32,
+    /// None when billing is off (`executor.wallet_url` empty).
+    billing: Option<Billing>,
 }
 
 fn permanent(code: &'static str, message: impl ToString) -> AttemptError {
@@ -139,12 +145,38 @@ impl JobWork for Executor {
             .filter(|o| o.document_key == step.output_type)
             .flat_map(|o| o.required_keys.iter().cloned())
             .collect();
+        // No call the wallet cannot pay for: hold the most it can cost first.
+        let hold = match &self.billing {
+            Some(billing) => Some(
+                billing
+                    .hold(job, billing::estimate(&request, &model))
+                    .await?,
+            ),
+            None => None,
+        };
         let started = Instant::now();
-        let response = provider.chat(&request).await.map_err(|e| match e {
-            LlmError::Transient(m) => retryable("model_transient", m),
-            other => permanent("model_failed", other),
-        })?;
+        let response = match provider.chat(&request).await {
+            Ok(r) => r,
+            Err(e) => {
+                if let (Some(billing), Some(hold)) = (&self.billing, &hold) {
+                    billing.release(job, hold, "the model call failed").await;
+                }
+                return Err(match e {
+                    LlmError::Transient(m) => retryable("model_transient", m),
+                    other => permanent("model_failed", other),
+                });
+            }
+        };
         let processing_ms = started.elapsed().as_millis() as i64;
+        if let (Some(billing), Some(hold)) = (&self.billing, &hold) {
+            let actual = cost(
+                response.input_tokens,
+                response.output_tokens,
+                model.input_token_cost_rate,
+                model.output_token_cost_rate,
+            );
+            billing.capture(job, hold, actual).await?;
+        }
         let (value, sanitized) =
             parse_model_json(&response.text).map_err(|e| retryable("malformed_json", e))?;
         if sanitized.was_sanitized {
@@ -586,6 +618,18 @@ async fn start_executor(
         shutdown.clone(),
     )
     .await?;
+    let billing = if settings.executor.wallet_url.trim().is_empty() {
+        tracing::warn!("executor.wallet_url is empty: model calls are not billed");
+        None
+    } else {
+        match Billing::new(settings.executor.wallet_url.trim()) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                tracing::error!(error = %e, "billing disabled");
+                None
+            }
+        }
+    };
     let handler: Arc<dyn Handler> = Arc::new(JobWorker {
         store: store.clone(),
         worker: format!("executor-{}", Uuid::now_v7().simple()),
@@ -601,6 +645,7 @@ async fn start_executor(
                 paragraphs: 3,
             },
             max_continuations: settings.executor.max_continuations,
+            billing,
         },
         stats,
     });

@@ -8,8 +8,8 @@ use dialectic_config::PlannerConfig;
 use dialectic_core::fanout::{Anchor, FanOutJob, SourceDoc, fan_out};
 use dialectic_core::ids::StepId;
 use dialectic_core::job::{
-    ChildrenState, JobEffect, JobEvent, JobStatus, JobType, children_state, retry_backoff_ms,
-    transition,
+    ChildrenState, INSUFFICIENT_BALANCE, JobEffect, JobEvent, JobStatus, JobType, children_state,
+    retry_backoff_ms, transition,
 };
 use dialectic_core::paths::Lineage;
 use dialectic_core::payload::{JobPayload, RenderPayload};
@@ -85,6 +85,8 @@ struct Unit {
 pub struct SweepReport {
     pub expired_leases: u32,
     pub retries_dispatched: u32,
+    /// Jobs paused for funds whose wallet has been credited since.
+    pub resumed: u32,
 }
 
 pub struct Engine {
@@ -355,6 +357,11 @@ impl Engine {
                     tracing::info!(job_id = %job.id, status = %job.status, "stale failure outcome; ignoring");
                     return Ok(());
                 }
+                if failed.error_code == INSUFFICIENT_BALANCE {
+                    self.pause_for_funds(&mut unit, &job, &failed.message)
+                        .await?;
+                    return self.finish(unit).await;
+                }
                 unit.work.push_back(Work::Apply {
                     job: job.id,
                     event: JobEvent::Failed {
@@ -370,6 +377,38 @@ impl Engine {
             }
         }
         self.finish(unit).await
+    }
+
+    /// The wallet refused the call: the job waits in `paused_nsf`. The session
+    /// hears about it once, when its first job pauses.
+    async fn pause_for_funds(
+        &self,
+        unit: &mut Unit,
+        job: &JobRow,
+        reason: &str,
+    ) -> Result<(), PlannerError> {
+        let already_paused = jobs::paused_in_session(&mut unit.tx, job.session_id).await?;
+        unit.work.push_back(Work::Apply {
+            job: job.id,
+            event: JobEvent::InsufficientBalance,
+            error: Some(json!({"code": INSUFFICIENT_BALANCE, "message": reason})),
+            results: None,
+        });
+        if already_paused == 0 {
+            let session = records::lock_session(&mut unit.tx, job.session_id).await?;
+            unit.events.push(ProgressEvent {
+                session_id: job.session_id.to_string(),
+                kind: "wallet_insufficient".into(),
+                session_status: session.status,
+                stage_slug: job.stage_slug.clone(),
+                message: format!(
+                    "paused: {reason}; credit the wallet and the work resumes by itself"
+                ),
+                at_ms: now_ms(),
+                ..Default::default()
+            });
+        }
+        Ok(())
     }
 
     /// Moves jobs whose lease ran out back to `retrying`, and dispatches retries that are due.
@@ -397,6 +436,17 @@ impl Engine {
                     attempts_used: job.attempt_count.max(0) as u32,
                     max_attempts: job.max_retries.max(1) as u32,
                 },
+                error: None,
+                results: None,
+            });
+        }
+        self.finish(unit).await?;
+        let mut unit = self.begin(None).await?;
+        for id in jobs::resumable_after_credit(&mut unit.tx, 100).await? {
+            report.resumed += 1;
+            unit.work.push_back(Work::Apply {
+                job: id,
+                event: JobEvent::Resumed,
                 error: None,
                 results: None,
             });

@@ -1,0 +1,164 @@
+//! Guarding model calls with the wallet service: hold the estimated cost before
+//! the call, capture the actual usage after it, release when no call was made.
+//! Keys carry the job id and attempt, so a redelivered message never charges
+//! twice and a retried attempt (a new call) is charged once for itself.
+
+use dialectic_core::job::INSUFFICIENT_BALANCE;
+use dialectic_core::prompt::ChatRequest;
+use dialectic_core::tokens::{cost, estimate_tokens};
+use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
+use dialectic_proto::v1::wallet::{CaptureRequest, GetBalanceRequest, HoldRequest, ReleaseRequest};
+use dialectic_runtime::worker::AttemptError;
+use dialectic_store::jobs::JobRow;
+use dialectic_store::records::ModelRow;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Status};
+use uuid::Uuid;
+
+/// Unused holds give themselves back after this long (a worker that died mid-call).
+const HOLD_SECS: u32 = 15 * 60;
+
+pub struct Billing {
+    client: WalletServiceClient<Channel>,
+    wallets: Mutex<HashMap<Uuid, String>>,
+}
+
+pub struct Hold {
+    wallet_id: String,
+    hold_id: String,
+    amount: i64,
+}
+
+fn wallet_error(what: &str, status: Status) -> AttemptError {
+    match status.code() {
+        Code::FailedPrecondition if status.message().contains("insufficient balance") => {
+            AttemptError::permanent(INSUFFICIENT_BALANCE, status.message())
+        }
+        Code::NotFound => {
+            AttemptError::permanent("no_wallet", format!("{what}: {}", status.message()))
+        }
+        Code::InvalidArgument | Code::AlreadyExists | Code::PermissionDenied => {
+            AttemptError::permanent("wallet_rejected", format!("{what}: {}", status.message()))
+        }
+        _ => AttemptError::retryable(
+            "wallet_unavailable",
+            format!("{what}: {}", status.message()),
+        ),
+    }
+}
+
+/// The most a call can cost: the prompt as sent plus every token it may write.
+pub fn estimate(request: &ChatRequest, model: &ModelRow) -> i64 {
+    let prompt: u64 = request
+        .messages
+        .iter()
+        .map(|m| estimate_tokens(&m.content))
+        .sum::<u64>()
+        + request
+            .system_instruction
+            .as_deref()
+            .map_or(0, estimate_tokens);
+    cost(
+        prompt,
+        u64::from(request.max_tokens),
+        model.input_token_cost_rate,
+        model.output_token_cost_rate,
+    )
+    .max(1)
+}
+
+impl Billing {
+    pub fn new(url: &str) -> Result<Self, String> {
+        let endpoint = Endpoint::from_shared(url.to_string())
+            .map_err(|e| format!("wallet url {url:?}: {e}"))?;
+        Ok(Self {
+            client: WalletServiceClient::new(endpoint.connect_lazy()),
+            wallets: Mutex::new(HashMap::new()),
+        })
+    }
+
+    async fn wallet_of(&self, user: Uuid) -> Result<String, AttemptError> {
+        if let Some(id) = self.wallets.lock().ok().and_then(|w| w.get(&user).cloned()) {
+            return Ok(id);
+        }
+        let balance = self
+            .client
+            .clone()
+            .get_balance(GetBalanceRequest {
+                wallet_id: String::new(),
+                user_id: user.to_string(),
+            })
+            .await
+            .map_err(|s| wallet_error("the user's wallet", s))?
+            .into_inner();
+        if let Ok(mut wallets) = self.wallets.lock() {
+            wallets.insert(user, balance.wallet_id.clone());
+        }
+        Ok(balance.wallet_id)
+    }
+
+    pub async fn hold(&self, job: &JobRow, amount: i64) -> Result<Hold, AttemptError> {
+        let wallet_id = self.wallet_of(job.user_id).await?;
+        let entry = self
+            .client
+            .clone()
+            .hold(HoldRequest {
+                wallet_id: wallet_id.clone(),
+                amount,
+                idempotency_key: format!("hold:{}:{}", job.id, job.attempt_count),
+                session_id: job.session_id.to_string(),
+                job_id: job.id.to_string(),
+                attempt: u32::try_from(job.attempt_count).unwrap_or(0),
+                purpose: "model_call".into(),
+                expires_in_secs: HOLD_SECS,
+            })
+            .await
+            .map_err(|s| wallet_error("hold", s))?
+            .into_inner();
+        Ok(Hold {
+            wallet_id,
+            hold_id: entry.id,
+            amount,
+        })
+    }
+
+    /// Charges what the call really cost (never more than was held).
+    pub async fn capture(
+        &self,
+        job: &JobRow,
+        hold: &Hold,
+        actual: i64,
+    ) -> Result<(), AttemptError> {
+        self.client
+            .clone()
+            .capture(CaptureRequest {
+                wallet_id: hold.wallet_id.clone(),
+                hold_id: hold.hold_id.clone(),
+                amount: actual.clamp(0, hold.amount),
+                idempotency_key: format!("capture:{}:{}", job.id, job.attempt_count),
+            })
+            .await
+            .map_err(|s| wallet_error("capture", s))?;
+        Ok(())
+    }
+
+    /// Gives the hold back when no call was made (or the call failed before any output).
+    pub async fn release(&self, job: &JobRow, hold: &Hold, reason: &str) {
+        let result = self
+            .client
+            .clone()
+            .release(ReleaseRequest {
+                wallet_id: hold.wallet_id.clone(),
+                hold_id: hold.hold_id.clone(),
+                idempotency_key: format!("release:{}:{}", job.id, job.attempt_count),
+                reason: reason.to_string(),
+            })
+            .await;
+        if let Err(e) = result {
+            // The hold expires by itself; nothing is lost.
+            tracing::warn!(error = %e, "could not release the hold");
+        }
+    }
+}
