@@ -468,3 +468,18 @@ pub async fn is_admin(pool: &PgPool, user_id: Uuid) -> Result<bool, LedgerError>
             .unwrap_or(false),
     )
 }
+
+/// Captured cost per stage of a session: (stage_slug, sum).
+pub async fn stage_costs(
+    pool: &PgPool,
+    session_id: Uuid,
+) -> Result<Vec<(String, i64)>, LedgerError> {
+    Ok(sqlx::query_as(
+        "SELECT j.stage_slug, COALESCE(sum(t.amount), 0)::bigint
+         FROM token_wallet_transactions t JOIN dialectic_generation_jobs j ON j.id = t.job_id
+         WHERE t.session_id = $1 AND t.kind = 'capture' GROUP BY 1",
+    )
+    .bind(session_id)
+    .fetch_all(pool)
+    .await?)
+}

@@ -1,6 +1,6 @@
 //! Pure text formatting and the watch stop rule, kept apart for testing.
 
-use dialectic_proto::v1::{Session, SessionEvent, StageDocument};
+use dialectic_proto::v1::{Session, SessionEvent, StageDocument, Wallet};
 use tonic::{Code, Status};
 
 const REVIEW: &str = "iteration_complete_pending_review";
@@ -31,13 +31,17 @@ pub fn event(e: &SessionEvent) -> String {
 
 pub fn session(s: &Session) -> String {
     let mut out = format!(
-        "session {}\nstatus: {}\nstage: {}  iteration: {}\nmodels: {}\n",
+        "session {}\nstatus: {}\nstage: {}  iteration: {}\nmodels: {}\ncost: {} tokens\n",
         s.id,
         s.status,
         or_dash(&s.current_stage),
         s.iteration,
-        s.models.join(", ")
+        s.models.join(", "),
+        s.cost
     );
+    if !s.notice.is_empty() {
+        out.push_str(&format!("notice: {}\n", s.notice));
+    }
     if s.jobs.is_empty() {
         out.push_str("jobs: none yet\n");
     } else {
@@ -55,8 +59,8 @@ pub fn session(s: &Session) -> String {
 /// One row per stage: its jobs, its rendered documents and how it ended.
 pub fn summary(s: &Session, documents: &[StageDocument]) -> String {
     let mut out = format!(
-        "{:<12} {:>5} {:>8} {:>7} {:>10}  {}\n",
-        "stage", "plan", "execute", "render", "documents", "status"
+        "{:<12} {:>5} {:>8} {:>7} {:>10} {:>9}  {}\n",
+        "stage", "plan", "execute", "render", "documents", "cost", "status"
     );
     for j in &s.jobs {
         let docs = documents
@@ -71,14 +75,31 @@ pub fn summary(s: &Session, documents: &[StageDocument]) -> String {
             "completed"
         };
         out.push_str(&format!(
-            "{:<12} {:>5} {:>8} {:>7} {:>10}  {}\n",
-            j.stage_slug, j.plan, j.execute, j.render, docs, status
+            "{:<12} {:>5} {:>8} {:>7} {:>10} {:>9}  {}\n",
+            j.stage_slug, j.plan, j.execute, j.render, docs, j.cost, status
         ));
     }
     out.push_str(&format!(
-        "session {} is {} (iteration {})\n",
-        s.id, s.status, s.iteration
+        "session {} is {} (iteration {}), cost {} tokens\n",
+        s.id, s.status, s.iteration, s.cost
     ));
+    out
+}
+
+pub fn wallet(w: &Wallet) -> String {
+    let mut out = format!(
+        "wallet {}\ntotal {}  held {}  available {}\n",
+        w.wallet_id, w.total, w.held, w.available
+    );
+    for t in &w.history {
+        out.push_str(&format!(
+            "  {:<8} {:>10}  balance {:>10}  {}\n",
+            t.kind,
+            t.amount,
+            t.balance_after,
+            or_dash(&t.reason)
+        ));
+    }
     out
 }
 

@@ -6,9 +6,9 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Parser, Subcommand};
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{
-    CreateProjectRequest, GetDocumentContentRequest, GetSessionRequest, ListStageDocumentsRequest,
-    Session, StageDocument, StageResponse, StartSessionRequest, SubmitStageResponsesRequest,
-    WatchSessionRequest,
+    CreateProjectRequest, GetDocumentContentRequest, GetSessionRequest, GetWalletRequest,
+    ListStageDocumentsRequest, Session, StageDocument, StageResponse, StartSessionRequest,
+    SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use std::future::Future;
 use std::path::PathBuf;
@@ -101,6 +101,11 @@ enum Command {
         /// Document key the feedback is about.
         #[arg(long)]
         document: Option<String>,
+    },
+    /// Print your wallet: balance, held, available, and recent transactions.
+    Wallet {
+        #[arg(long, default_value_t = 10)]
+        history: u32,
     },
     /// Print a session's status and job counts.
     Status {
@@ -199,6 +204,15 @@ async fn run(cli: Cli) -> Result<()> {
                 })
                 .await?;
             println!("{} {} (iteration {})", s.id, s.status, s.iteration);
+        }
+        Command::Wallet { history } => {
+            let wallet = gateway
+                .call(|mut c| {
+                    let request = gateway.request(GetWalletRequest { history });
+                    async move { c.get_wallet(request).await }
+                })
+                .await?;
+            print!("{}", format::wallet(&wallet));
         }
         Command::Status { session } => {
             let s = gateway.session(&session).await?;

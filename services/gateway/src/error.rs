@@ -22,6 +22,8 @@ pub enum GatewayError {
     Cache(#[from] CacheError),
     #[error("{0}")]
     Internal(String),
+    #[error(transparent)]
+    Ledger(#[from] dialectic_store::ledger::LedgerError),
 }
 
 impl From<InvalidId> for GatewayError {
@@ -52,6 +54,10 @@ impl From<GatewayError> for Status {
             GatewayError::Blob(e) => Status::unavailable(format!("object storage: {e}")),
             GatewayError::Cache(e) => Status::unavailable(format!("progress cache: {e}")),
             GatewayError::Internal(m) => Status::internal(m),
+            GatewayError::Ledger(dialectic_store::ledger::LedgerError::Store(e)) => {
+                Status::from(GatewayError::Store(e))
+            }
+            GatewayError::Ledger(e) => Status::internal(e.to_string()),
         };
         match status.code() {
             tonic::Code::Internal => tracing::error!(message = status.message(), "request failed"),

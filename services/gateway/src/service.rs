@@ -13,13 +13,15 @@ use dialectic_core::slug::slugify;
 use dialectic_proto::v1::dialectic_service_server::DialecticService;
 use dialectic_proto::v1::{
     CreateProjectRequest, DocumentContent, GetDocumentContentRequest, GetProjectRequest,
-    GetSessionRequest, ListModelsRequest, ListModelsResponse, ListStageDocumentsRequest,
-    ListStageDocumentsResponse, Project, SaveDocumentEditRequest, Session, SessionEvent,
-    StageDocument, StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
+    GetSessionRequest, GetWalletRequest, ListModelsRequest, ListModelsResponse,
+    ListStageDocumentsRequest, ListStageDocumentsResponse, Project, SaveDocumentEditRequest,
+    Session, SessionEvent, StageDocument, StartSessionRequest, SubmitStageResponsesRequest, Wallet,
+    WalletTransaction, WatchSessionRequest,
 };
 use dialectic_runtime::CancellationToken;
 use dialectic_store::inputs::{self, NewFeedback};
 use dialectic_store::jobs::NewJob;
+use dialectic_store::ledger;
 use dialectic_store::records::{
     self, NewContribution, NewProject, NewSession, SessionRow, USER_EDIT,
 };
@@ -155,10 +157,31 @@ impl Gateway {
         let current_stage = stage_from_row
             .or_else(|| convert::stage_of_status(&row.status))
             .unwrap_or_default();
-        let jobs = if with_jobs {
-            convert::job_counts(&jobs::session_counts(self.store.pool(), row.id).await?)
+        let (jobs, cost, notice) = if with_jobs {
+            let rows = jobs::session_counts(self.store.pool(), row.id).await?;
+            let paused: i64 = rows
+                .iter()
+                .filter(|(_, _, status, _)| status == "paused_nsf")
+                .map(|r| r.3)
+                .sum();
+            let notice = if paused > 0 {
+                format!(
+                    "waiting for funds: {paused} job(s) paused, insufficient balance; they resume once the wallet is credited"
+                )
+            } else {
+                String::new()
+            };
+            let mut counts = convert::job_counts(&rows);
+            let costs = ledger::stage_costs(self.store.pool(), row.id).await?;
+            for stage in &mut counts {
+                stage.cost = costs
+                    .iter()
+                    .find(|(slug, _)| *slug == stage.stage_slug)
+                    .map_or(0, |(_, c)| *c);
+            }
+            (counts, costs.iter().map(|(_, c)| c).sum(), notice)
         } else {
-            Vec::new()
+            (Vec::new(), 0, String::new())
         };
         Ok(Session {
             id: row.id.to_string(),
@@ -171,6 +194,8 @@ impl Gateway {
             created_at: Some(convert::timestamp(row.created_at)),
             updated_at: Some(convert::timestamp(row.updated_at)),
             auto_advance: row.auto_advance,
+            cost,
+            notice,
         })
     }
 
@@ -771,6 +796,45 @@ impl DialecticService for Gateway {
         let span = tracing::info_span!("save_document_edit", user_id = %user, resource_id = %req.resource_id);
         let document = self.save_document_edit(user, req).instrument(span).await?;
         Ok(Response::new(document))
+    }
+
+    async fn get_wallet(
+        &self,
+        request: Request<GetWalletRequest>,
+    ) -> Result<Response<Wallet>, Status> {
+        let user = self.caller(request.metadata())?;
+        let history = match request.get_ref().history {
+            0 => 20,
+            n => n.min(200),
+        };
+        let span = span!("get_wallet", user);
+        async {
+            let wallet = records::wallet_balance(self.store.pool(), None, Some(user)).await?;
+            let rows = ledger::transactions(self.store.pool(), wallet.id, i64::from(history), None)
+                .await?;
+            Ok::<_, GatewayError>(Response::new(Wallet {
+                wallet_id: wallet.id.to_string(),
+                total: wallet.balance,
+                held: wallet.held,
+                available: wallet.balance - wallet.held,
+                history: rows
+                    .into_iter()
+                    .map(|t| WalletTransaction {
+                        id: t.id.to_string(),
+                        kind: t.kind,
+                        amount: t.amount,
+                        balance_after: t.balance_after,
+                        reason: t.reason.unwrap_or_default(),
+                        session_id: t.session_id.map(|s| s.to_string()).unwrap_or_default(),
+                        job_id: t.job_id.map(|s| s.to_string()).unwrap_or_default(),
+                        created_at: Some(convert::timestamp(t.created_at)),
+                    })
+                    .collect(),
+            }))
+        }
+        .instrument(span)
+        .await
+        .map_err(Status::from)
     }
 
     async fn list_models(
