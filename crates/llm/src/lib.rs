@@ -1,7 +1,10 @@
 //! Model providers. Each job makes exactly one call through `ModelProvider::chat`;
 //! continuation is the planner's business, never a loop in here.
 
+mod openai;
 mod simulated;
+
+pub use openai::{OpenAiProvider, OpenAiSettings};
 
 pub use simulated::{MALFORMED_DIRECTIVE, SimulatedProvider, SimulatedSettings, recorded_requests};
 
@@ -63,13 +66,51 @@ pub trait ModelProvider: Send + Sync {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError>;
 }
 
+/// Where a real provider is and how to authenticate, from a model row.
+#[derive(Debug, Clone, Default)]
+pub struct ProviderConfig {
+    /// The row's `config.base_url`.
+    pub base_url: Option<String>,
+    /// The key, read from the environment variable the row's `secret_name` names.
+    pub api_key: Option<String>,
+    pub organization: Option<String>,
+}
+
+impl ProviderConfig {
+    /// Reads `config` (`base_url`, `organization`) and the secret named by `secret_name`
+    /// from the environment; the key itself is never stored.
+    pub fn from_row(config: &serde_json::Value, secret_name: Option<&str>) -> Self {
+        let text = |k: &str| config.get(k).and_then(|v| v.as_str()).map(str::to_string);
+        Self {
+            base_url: text("base_url"),
+            api_key: secret_name
+                .filter(|n| !n.is_empty())
+                .and_then(|n| std::env::var(n).ok())
+                .filter(|k| !k.is_empty()),
+            organization: text("organization"),
+        }
+    }
+}
+
 /// Picks the provider for a model row's `provider` column.
 pub fn provider_for(
     kind: &str,
     simulated: &SimulatedSettings,
+    config: &ProviderConfig,
 ) -> Result<Arc<dyn ModelProvider>, LlmError> {
     match kind {
         "simulated" => Ok(Arc::new(SimulatedProvider::new(simulated.clone()))),
+        "openai" | "openai-compatible" => {
+            let mut settings = OpenAiSettings {
+                api_key: config.api_key.clone(),
+                organization: config.organization.clone(),
+                ..OpenAiSettings::default()
+            };
+            if let Some(url) = &config.base_url {
+                settings.base_url = url.clone();
+            }
+            Ok(Arc::new(OpenAiProvider::new(settings)?))
+        }
         other => Err(LlmError::UnsupportedProvider(other.to_string())),
     }
 }

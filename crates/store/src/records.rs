@@ -45,6 +45,10 @@ pub struct ModelRow {
     pub input_token_cost_rate: f64,
     pub output_token_cost_rate: f64,
     pub tokenizer: String,
+    /// Name of the environment variable holding the provider key (never the key).
+    pub secret_name: Option<String>,
+    /// Provider settings such as `base_url`.
+    pub config: Json<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -183,7 +187,7 @@ pub async fn project(tx: &mut Tx<'_>, id: Uuid) -> Result<ProjectRow, StoreError
 
 const MODEL_COLUMNS: &str =
     "id, api_identifier, name, provider, context_window_tokens, max_output_tokens,
-    input_token_cost_rate, output_token_cost_rate, tokenizer";
+    input_token_cost_rate, output_token_cost_rate, tokenizer, secret_name, config";
 
 pub async fn active_models(pool: &PgPool) -> Result<Vec<ModelRow>, StoreError> {
     Ok(sqlx::query_as::<_, ModelRow>(&format!(

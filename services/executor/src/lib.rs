@@ -17,7 +17,9 @@ use dialectic_core::prompt::{Message, PromptConstructionPayload, ResourceDocumen
 use dialectic_core::recipe::{InputRule, RecipeStep};
 use dialectic_core::sanitize::parse_model_json;
 use dialectic_core::tokens::cost;
-use dialectic_llm::{ChatResponse, FinishReason, LlmError, SimulatedSettings, provider_for};
+use dialectic_llm::{
+    ChatResponse, FinishReason, LlmError, ProviderConfig, SimulatedSettings, provider_for,
+};
 use dialectic_proto::v1::executor::executor_service_server::{
     ExecutorService, ExecutorServiceServer,
 };
@@ -70,7 +72,9 @@ impl JobWork for Executor {
             .ok_or_else(|| permanent("bad_payload", "job has no model"))?;
         let pool = self.store.pool();
         let model = records::model(pool, model_id).await?;
-        let provider = provider_for(&model.provider, &self.simulated)
+        let provider_config =
+            ProviderConfig::from_row(&model.config.0, model.secret_name.as_deref());
+        let provider = provider_for(&model.provider, &self.simulated, &provider_config)
             .map_err(|e| permanent("unsupported_provider", e))?;
         let session = records::session_for_user(pool, job.user_id, job.session_id).await?;
         let project = records::project_for_user(pool, job.user_id, session.project_id).await?;

@@ -1,0 +1,306 @@
+//! OpenAI-compatible chat completions (OpenAI, vLLM, llama.cpp server, Ollama,
+//! OpenRouter). Streams internally and buffers the reply, so a long generation
+//! is never cut by an idle timeout; retries 429/5xx/connection errors with
+//! exponential back-off and jitter, honouring `Retry-After`; never retries a
+//! request that cannot succeed.
+
+use crate::{ChatResponse, FinishReason, LlmError, ModelProvider};
+use async_trait::async_trait;
+use dialectic_core::prompt::{ChatRequest, Role};
+use dialectic_core::tokens::estimate_tokens;
+use futures::StreamExt;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct OpenAiSettings {
+    /// e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8080/v1`.
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub organization: Option<String>,
+    pub connect_timeout: Duration,
+    /// Longest wait for the first byte of the reply.
+    pub first_byte_timeout: Duration,
+    /// Longest a whole call may take, streaming included.
+    pub total_timeout: Duration,
+    pub max_retries: u32,
+    pub retry_base: Duration,
+}
+
+impl Default for OpenAiSettings {
+    fn default() -> Self {
+        Self {
+            base_url: "https://api.openai.com/v1".into(),
+            api_key: None,
+            organization: None,
+            connect_timeout: Duration::from_secs(10),
+            first_byte_timeout: Duration::from_secs(120),
+            total_timeout: Duration::from_secs(600),
+            max_retries: 3,
+            retry_base: Duration::from_millis(500),
+        }
+    }
+}
+
+pub struct OpenAiProvider {
+    http: reqwest::Client,
+    settings: OpenAiSettings,
+}
+
+/// The request body: system instruction first, then the conversation in order.
+pub fn request_body(request: &ChatRequest) -> serde_json::Value {
+    let mut messages = Vec::new();
+    if let Some(system) = &request.system_instruction {
+        messages.push(serde_json::json!({"role": "system", "content": system}));
+    }
+    for m in &request.messages {
+        let role = match m.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::System => "system",
+        };
+        messages.push(serde_json::json!({"role": role, "content": m.content}));
+    }
+    serde_json::json!({
+        "model": request.model,
+        "messages": messages,
+        "max_tokens": request.max_tokens,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+    })
+}
+
+pub fn finish_reason(value: Option<&str>) -> FinishReason {
+    match value {
+        Some("stop") | Some("end_turn") | Some("stop_sequence") => FinishReason::Stop,
+        Some("length") | Some("max_tokens") => FinishReason::Length,
+        Some("content_filter") => FinishReason::ContentFilter,
+        // A stream that ended without saying why did not finish cleanly.
+        _ => FinishReason::Error,
+    }
+}
+
+/// What the reply said, whichever way it came.
+#[derive(Debug, Default)]
+struct Collected {
+    text: String,
+    finish: Option<String>,
+    usage: Option<(u64, u64)>,
+    raw_events: Vec<serde_json::Value>,
+}
+
+impl Collected {
+    fn absorb(&mut self, event: serde_json::Value) {
+        if let Some(choice) = event["choices"].get(0) {
+            if let Some(delta) = choice["delta"]["content"].as_str() {
+                self.text.push_str(delta);
+            } else if let Some(whole) = choice["message"]["content"].as_str() {
+                self.text.push_str(whole);
+            }
+            if let Some(reason) = choice["finish_reason"].as_str() {
+                self.finish = Some(reason.to_string());
+            }
+        }
+        if let (Some(input), Some(output)) = (
+            event["usage"]["prompt_tokens"].as_u64(),
+            event["usage"]["completion_tokens"].as_u64(),
+        ) {
+            self.usage = Some((input, output));
+        }
+        self.raw_events.push(event);
+    }
+}
+
+/// Why a single attempt failed, and whether another may succeed.
+enum AttemptFailure {
+    Retry {
+        message: String,
+        after: Option<Duration>,
+    },
+    Fatal(LlmError),
+}
+
+fn classify(
+    status: reqwest::StatusCode,
+    body: &str,
+    retry_after: Option<Duration>,
+) -> AttemptFailure {
+    let detail: String = body.chars().take(300).collect();
+    match status.as_u16() {
+        429 if body.contains("insufficient_quota") => AttemptFailure::Fatal(LlmError::Permanent(
+            format!("provider quota exhausted: {detail}"),
+        )),
+        429 | 408 | 409 => AttemptFailure::Retry {
+            message: format!("provider throttled ({status}): {detail}"),
+            after: retry_after,
+        },
+        401 | 403 => AttemptFailure::Fatal(LlmError::Permanent(format!(
+            "provider authentication failed ({status}): {detail}"
+        ))),
+        400 | 413 | 422 if body.contains("context_length") || body.contains("maximum context") => {
+            AttemptFailure::Fatal(LlmError::Permanent(format!("context too long: {detail}")))
+        }
+        400..=499 => AttemptFailure::Fatal(LlmError::Permanent(format!(
+            "provider rejected the request ({status}): {detail}"
+        ))),
+        _ => AttemptFailure::Retry {
+            message: format!("provider error ({status}): {detail}"),
+            after: retry_after,
+        },
+    }
+}
+
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .map(|secs| Duration::from_secs_f64(secs.clamp(0.0, 300.0)))
+}
+
+impl OpenAiProvider {
+    pub fn new(settings: OpenAiSettings) -> Result<Self, LlmError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(settings.connect_timeout)
+            .timeout(settings.total_timeout)
+            .build()
+            .map_err(|e| LlmError::Permanent(format!("HTTP client: {e}")))?;
+        Ok(Self { http, settings })
+    }
+
+    async fn attempt(&self, body: &serde_json::Value) -> Result<Collected, AttemptFailure> {
+        let url = format!(
+            "{}/chat/completions",
+            self.settings.base_url.trim_end_matches('/')
+        );
+        let mut call = self.http.post(&url).json(body);
+        if let Some(key) = &self.settings.api_key {
+            call = call.bearer_auth(key);
+        }
+        if let Some(org) = &self.settings.organization {
+            call = call.header("OpenAI-Organization", org);
+        }
+        let response = tokio::time::timeout(self.settings.first_byte_timeout, call.send())
+            .await
+            .map_err(|_| AttemptFailure::Retry {
+                message: "no reply before the first-byte timeout".into(),
+                after: None,
+            })?
+            .map_err(|e| AttemptFailure::Retry {
+                message: format!("connection: {e}"),
+                after: None,
+            })?;
+        let status = response.status();
+        if !status.is_success() {
+            let after = retry_after(response.headers());
+            let body = response.text().await.unwrap_or_default();
+            return Err(classify(status, &body, after));
+        }
+        let streamed = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let mut collected = Collected::default();
+        if !streamed {
+            let text = response.text().await.map_err(|e| AttemptFailure::Retry {
+                message: format!("reading the reply: {e}"),
+                after: None,
+            })?;
+            let value: serde_json::Value =
+                serde_json::from_str(&text).map_err(|e| AttemptFailure::Retry {
+                    message: format!("the provider's reply is not JSON: {e}"),
+                    after: None,
+                })?;
+            collected.absorb(value);
+            return Ok(collected);
+        }
+        let mut bytes = response.bytes_stream();
+        let mut buffer = String::new();
+        while let Some(chunk) = bytes.next().await {
+            let chunk = chunk.map_err(|e| AttemptFailure::Retry {
+                message: format!("the stream broke: {e}"),
+                after: None,
+            })?;
+            buffer.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buffer.find('\n') {
+                let line = buffer[..end].trim().to_string();
+                buffer.drain(..=end);
+                let Some(data) = line.strip_prefix("data:") else {
+                    continue;
+                };
+                let data = data.trim();
+                if data == "[DONE]" {
+                    return Ok(collected);
+                }
+                match serde_json::from_str(data) {
+                    Ok(event) => collected.absorb(event),
+                    Err(e) => tracing::warn!(error = %e, "skipping an unreadable stream event"),
+                }
+            }
+        }
+        // The stream ended without [DONE]: keep what came; the finish reason says it is unfinished.
+        Ok(collected)
+    }
+}
+
+#[async_trait]
+impl ModelProvider for OpenAiProvider {
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let body = request_body(request);
+        let mut last = String::new();
+        for attempt in 0..=self.settings.max_retries {
+            match self.attempt(&body).await {
+                Ok(collected) => {
+                    let (input_tokens, output_tokens, usage_estimated) = match collected.usage {
+                        Some((i, o)) => (i, o, false),
+                        None => (
+                            request
+                                .messages
+                                .iter()
+                                .map(|m| estimate_tokens(&m.content))
+                                .sum(),
+                            estimate_tokens(&collected.text),
+                            true,
+                        ),
+                    };
+                    return Ok(ChatResponse {
+                        finish_reason: finish_reason(collected.finish.as_deref()),
+                        input_tokens,
+                        output_tokens,
+                        usage_estimated,
+                        raw: serde_json::Value::Array(collected.raw_events),
+                        text: collected.text,
+                    });
+                }
+                Err(AttemptFailure::Fatal(e)) => return Err(e),
+                Err(AttemptFailure::Retry { message, after }) => {
+                    last = message;
+                    if attempt == self.settings.max_retries {
+                        break;
+                    }
+                    let backoff = self.settings.retry_base.saturating_mul(1 << attempt.min(8));
+                    // Jitter spreads replicas that were throttled together.
+                    let jitter = Duration::from_millis(u64::from(rand_jitter()) % 100);
+                    let wait = after.unwrap_or(backoff) + jitter;
+                    tracing::warn!(attempt, wait_ms = wait.as_millis() as u64, reason = %last, "retrying model call");
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+        Err(LlmError::Transient(format!(
+            "gave up after {} attempts: {last}",
+            self.settings.max_retries + 1
+        )))
+    }
+}
+
+/// A little randomness without a dependency: the clock's sub-second noise.
+fn rand_jitter() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0)
+}

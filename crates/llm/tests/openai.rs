@@ -1,0 +1,276 @@
+//! The OpenAI-compatible client against a local HTTP server speaking the wire
+//! format: streamed and plain replies, usage, truncation, throttling with
+//! Retry-After, server errors, auth failures, malformed bodies, a slow first byte.
+
+use dialectic_core::prompt::{ChatRequest, Message};
+use dialectic_llm::{FinishReason, LlmError, ModelProvider, OpenAiProvider, OpenAiSettings};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// One scripted reply: optional delay before answering, then raw HTTP.
+#[derive(Clone)]
+struct Reply {
+    delay: Duration,
+    raw: String,
+}
+
+fn http(status: &str, content_type: &str, extra: &str, body: &str) -> Reply {
+    Reply {
+        delay: Duration::ZERO,
+        raw: format!(
+            "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    }
+}
+
+fn sse(events: &[&str]) -> Reply {
+    let mut body = String::new();
+    for e in events {
+        body.push_str(&format!("data: {e}\n\n"));
+    }
+    http("200 OK", "text/event-stream", "", &body)
+}
+
+struct FakeServer {
+    url: String,
+    requests: Arc<Mutex<Vec<String>>>,
+}
+
+async fn serve(script: Vec<Reply>) -> FakeServer {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    tokio::spawn(async move {
+        let mut script = script.into_iter();
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let Some(reply) = script.next() else { break };
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                // Read headers, then the body by Content-Length.
+                loop {
+                    let n = socket.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        break;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&buf).to_string();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .and_then(|v| v.trim().parse::<usize>().ok())
+                            })
+                            .unwrap_or(0);
+                        if buf.len() >= end + 4 + length {
+                            break;
+                        }
+                    }
+                }
+                seen.lock()
+                    .expect("lock")
+                    .push(String::from_utf8_lossy(&buf).to_string());
+                tokio::time::sleep(reply.delay).await;
+                let _ = socket.write_all(reply.raw.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    FakeServer { url, requests }
+}
+
+fn client(url: &str) -> OpenAiProvider {
+    OpenAiProvider::new(OpenAiSettings {
+        base_url: url.to_string(),
+        api_key: Some("sk-test".into()),
+        first_byte_timeout: Duration::from_millis(500),
+        total_timeout: Duration::from_secs(5),
+        max_retries: 2,
+        retry_base: Duration::from_millis(10),
+        ..OpenAiSettings::default()
+    })
+    .expect("client")
+}
+
+fn request() -> ChatRequest {
+    ChatRequest {
+        model: "gpt-test".into(),
+        system_instruction: Some("Be brief.".into()),
+        messages: vec![
+            Message::user("Write it."),
+            Message::assistant("{\"content\": \"Part one\"}", Some("c1".into())),
+            Message::user("Continue."),
+        ],
+        max_tokens: 64,
+        output_type: "business_case".into(),
+        output_hints: vec![],
+        required_keys: vec![],
+    }
+}
+
+const CHUNK_A: &str =
+    r#"{"choices":[{"delta":{"content":"{\"content\": \"Hel"},"finish_reason":null}]}"#;
+const CHUNK_B: &str = r#"{"choices":[{"delta":{"content":"lo\"}"},"finish_reason":"stop"}]}"#;
+const USAGE: &str = r#"{"choices":[],"usage":{"prompt_tokens":42,"completion_tokens":7}}"#;
+
+#[tokio::test]
+async fn a_streamed_reply_is_buffered_with_exact_usage() {
+    let server = serve(vec![sse(&[CHUNK_A, CHUNK_B, USAGE, "[DONE]"])]).await;
+    let reply = client(&server.url).chat(&request()).await.expect("reply");
+    assert_eq!(reply.text, "{\"content\": \"Hello\"}");
+    assert_eq!(reply.finish_reason, FinishReason::Stop);
+    assert_eq!(
+        (
+            reply.input_tokens,
+            reply.output_tokens,
+            reply.usage_estimated
+        ),
+        (42, 7, false)
+    );
+    let sent = server.requests.lock().expect("lock")[0].clone();
+    assert!(sent.starts_with("POST /v1/chat/completions"));
+    assert!(
+        sent.to_ascii_lowercase()
+            .contains("authorization: bearer sk-test")
+    );
+    let body: serde_json::Value =
+        serde_json::from_str(&sent[sent.find("\r\n\r\n").expect("body") + 4..]).expect("json");
+    let roles: Vec<&str> = body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(roles, ["system", "user", "assistant", "user"]);
+    assert_eq!(body["max_tokens"], 64);
+    assert_eq!(body["stream"], true);
+}
+
+#[tokio::test]
+async fn a_plain_reply_cut_at_max_tokens_says_length_and_estimates_missing_usage() {
+    let body =
+        r#"{"choices":[{"message":{"content":"{\"content\": \"Hal"},"finish_reason":"length"}]}"#;
+    let server = serve(vec![http("200 OK", "application/json", "", body)]).await;
+    let reply = client(&server.url).chat(&request()).await.expect("reply");
+    assert_eq!(reply.finish_reason, FinishReason::Length);
+    assert!(reply.usage_estimated);
+    assert!(reply.output_tokens > 0);
+}
+
+#[tokio::test]
+async fn throttling_and_server_errors_are_retried_honouring_retry_after() {
+    let server = serve(vec![
+        http(
+            "429 Too Many Requests",
+            "application/json",
+            "Retry-After: 0.05\r\n",
+            r#"{"error":"slow down"}"#,
+        ),
+        http(
+            "500 Internal Server Error",
+            "application/json",
+            "",
+            r#"{"error":"oops"}"#,
+        ),
+        sse(&[CHUNK_A, CHUNK_B, "[DONE]"]),
+    ])
+    .await;
+    let started = std::time::Instant::now();
+    let reply = client(&server.url)
+        .chat(&request())
+        .await
+        .expect("reply after retries");
+    assert_eq!(reply.text, "{\"content\": \"Hello\"}");
+    assert_eq!(server.requests.lock().expect("lock").len(), 3);
+    assert!(
+        started.elapsed() >= Duration::from_millis(50),
+        "waited as Retry-After asked"
+    );
+}
+
+#[tokio::test]
+async fn requests_that_cannot_succeed_are_not_retried() {
+    let server = serve(vec![
+        http(
+            "401 Unauthorized",
+            "application/json",
+            "",
+            r#"{"error":"bad key"}"#,
+        ),
+        sse(&[CHUNK_A, CHUNK_B, "[DONE]"]),
+    ])
+    .await;
+    let error = client(&server.url)
+        .chat(&request())
+        .await
+        .expect_err("auth fails");
+    assert!(
+        matches!(&error, LlmError::Permanent(m) if m.contains("authentication failed")),
+        "{error}"
+    );
+    assert_eq!(server.requests.lock().expect("lock").len(), 1);
+
+    let long = serve(vec![http(
+        "400 Bad Request",
+        "application/json",
+        "",
+        r#"{"error":{"code":"context_length_exceeded"}}"#,
+    )])
+    .await;
+    let error = client(&long.url)
+        .chat(&request())
+        .await
+        .expect_err("too long");
+    assert!(error.to_string().contains("context too long"), "{error}");
+}
+
+#[tokio::test]
+async fn malformed_bodies_and_a_slow_first_byte_are_retried_then_reported() {
+    let mut slow = sse(&[CHUNK_A, CHUNK_B, "[DONE]"]);
+    slow.delay = Duration::from_secs(2);
+    let server = serve(vec![
+        http("200 OK", "application/json", "", "{not json"),
+        slow,
+        sse(&[CHUNK_A, CHUNK_B, "[DONE]"]),
+    ])
+    .await;
+    let reply = client(&server.url)
+        .chat(&request())
+        .await
+        .expect("third time lucky");
+    assert_eq!(reply.finish_reason, FinishReason::Stop);
+
+    let broken = serve(vec![
+        http("200 OK", "application/json", "", "{not json"),
+        http("200 OK", "application/json", "", "{not json"),
+        http("200 OK", "application/json", "", "{not json"),
+    ])
+    .await;
+    let error = client(&broken.url)
+        .chat(&request())
+        .await
+        .expect_err("never parses");
+    assert!(
+        matches!(&error, LlmError::Transient(m) if m.contains("gave up after 3 attempts")),
+        "{error}"
+    );
+    assert_eq!(broken.requests.lock().expect("lock").len(), 3);
+}
+
+#[tokio::test]
+async fn a_stream_that_ends_early_is_not_a_finished_document() {
+    let server = serve(vec![sse(&[CHUNK_A])]).await;
+    let reply = client(&server.url)
+        .chat(&request())
+        .await
+        .expect("partial reply");
+    assert_eq!(reply.text, "{\"content\": \"Hel");
+    assert_eq!(reply.finish_reason, FinishReason::Error);
+}
