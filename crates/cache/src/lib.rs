@@ -112,3 +112,50 @@ impl Cache {
         }))
     }
 }
+
+/// Leases on a shared counter in Redis: at most `limit` holders at once across
+/// every process. A lease expires by itself, so a crashed holder frees its slot.
+const ACQUIRE_LEASE: &str = r#"
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[3]) then
+  redis.call('ZADD', KEYS[1], ARGV[2], ARGV[4])
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+  return 1
+end
+return 0
+"#;
+
+impl Cache {
+    /// Tries to take one of `limit` slots of `name` for `lease_ms`; true when taken.
+    pub async fn try_acquire_slot(
+        &self,
+        name: &str,
+        holder: &str,
+        limit: u32,
+        lease_ms: u64,
+    ) -> Result<bool, CacheError> {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let mut conn = self.conn.clone();
+        let taken: i32 = redis::cmd("EVAL")
+            .arg(ACQUIRE_LEASE)
+            .arg(1)
+            .arg(format!("limit:{name}"))
+            .arg(now_ms)
+            .arg(now_ms + lease_ms)
+            .arg(limit)
+            .arg(holder)
+            .arg(lease_ms.max(1000))
+            .query_async(&mut conn)
+            .await?;
+        Ok(taken == 1)
+    }
+
+    pub async fn release_slot(&self, name: &str, holder: &str) -> Result<(), CacheError> {
+        let mut conn = self.conn.clone();
+        let _: i32 = conn.zrem(format!("limit:{name}"), holder).await?;
+        Ok(())
+    }
+}

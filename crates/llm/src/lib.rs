@@ -114,3 +114,28 @@ pub fn provider_for(
         other => Err(LlmError::UnsupportedProvider(other.to_string())),
     }
 }
+
+/// A cap on concurrent calls shared by every executor replica (e.g. Redis leases).
+#[async_trait]
+pub trait CallLimiter: Send + Sync {
+    /// Waits for a free slot of `key`; returns the holder token to release.
+    async fn acquire(&self, key: &str) -> Result<String, LlmError>;
+    async fn release(&self, key: &str, holder: &str);
+}
+
+/// A provider whose calls go through a [`CallLimiter`].
+pub struct Limited {
+    pub inner: Arc<dyn ModelProvider>,
+    pub limiter: Arc<dyn CallLimiter>,
+    pub key: String,
+}
+
+#[async_trait]
+impl ModelProvider for Limited {
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let holder = self.limiter.acquire(&self.key).await?;
+        let result = self.inner.chat(request).await;
+        self.limiter.release(&self.key, &holder).await;
+        result
+    }
+}

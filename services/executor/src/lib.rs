@@ -4,9 +4,11 @@
 //! row, the lease release and the outcome message commit together.
 
 mod billing;
+pub mod limits;
 
 use billing::Billing;
 use dialectic_blob::BlobStore;
+use dialectic_cache::Cache;
 use dialectic_config::Settings;
 use dialectic_core::fanout::SourceDoc;
 use dialectic_core::ids::{ProjectId, SessionId};
@@ -18,7 +20,7 @@ use dialectic_core::recipe::{InputRule, RecipeStep};
 use dialectic_core::sanitize::parse_model_json;
 use dialectic_core::tokens::cost;
 use dialectic_llm::{
-    ChatResponse, FinishReason, LlmError, ProviderConfig, SimulatedSettings, provider_for,
+    ChatResponse, FinishReason, Limited, LlmError, ProviderConfig, SimulatedSettings, provider_for,
 };
 use dialectic_proto::v1::executor::executor_service_server::{
     ExecutorService, ExecutorServiceServer,
@@ -35,7 +37,9 @@ use dialectic_store::jobs::JobRow;
 use dialectic_store::records::{self, NewContribution, USER_EDIT};
 use dialectic_store::{Store, StoreError, inputs};
 use futures::future::BoxFuture;
+use limits::RedisLimiter;
 use std::sync::Arc;
+use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use uuid::Uuid;
@@ -49,6 +53,9 @@ struct Executor {
     max_continuations: u32,
     /// None when billing is off (`executor.wallet_url` empty).
     billing: Option<Billing>,
+    /// Redis, for call limits shared across replicas (connected in the background).
+    cache: Arc<OnceLock<Cache>>,
+    lease_secs: u64,
 }
 
 fn permanent(code: &'static str, message: impl ToString) -> AttemptError {
@@ -74,8 +81,25 @@ impl JobWork for Executor {
         let model = records::model(pool, model_id).await?;
         let provider_config =
             ProviderConfig::from_row(&model.config.0, model.secret_name.as_deref());
-        let provider = provider_for(&model.provider, &self.simulated, &provider_config)
+        let mut provider = provider_for(&model.provider, &self.simulated, &provider_config)
             .map_err(|e| permanent("unsupported_provider", e))?;
+        if let Some(limit) = model
+            .config
+            .0
+            .get("max_concurrency")
+            .and_then(|v| v.as_u64())
+        {
+            provider = Arc::new(Limited {
+                inner: provider,
+                limiter: Arc::new(RedisLimiter::new(
+                    self.cache.clone(),
+                    limit as u32,
+                    Duration::from_secs(self.lease_secs.max(30) * 4),
+                    Duration::from_secs(60),
+                )),
+                key: format!("model:{}", model.api_identifier),
+            });
+        }
         let session = records::session_for_user(pool, job.user_id, job.session_id).await?;
         let project = records::project_for_user(pool, job.user_id, session.project_id).await?;
         let stage = records::stage_in_process(pool, session.id, &job.stage_slug).await?;
@@ -622,6 +646,7 @@ async fn start_executor(
         shutdown.clone(),
     )
     .await?;
+    let cache = Arc::new(OnceLock::new());
     let billing = if settings.executor.wallet_url.trim().is_empty() {
         tracing::warn!("executor.wallet_url is empty: model calls are not billed");
         None
@@ -650,6 +675,8 @@ async fn start_executor(
             },
             max_continuations: settings.executor.max_continuations,
             billing,
+            cache: cache.clone(),
+            lease_secs: settings.executor.worker.lease_secs,
         },
         stats,
     });
@@ -658,6 +685,7 @@ async fn start_executor(
     let mut dependencies = Dependencies {
         store: Some(store),
         blob: Some(blob),
+        cache: Some(cache),
         ..Default::default()
     };
     let mut tasks = Vec::new();
