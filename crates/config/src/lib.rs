@@ -202,6 +202,9 @@ pub struct ExecutorConfig {
     pub simulated_record_requests: bool,
     /// The wallet service every model call is held and captured against; empty turns billing off.
     pub wallet_url: String,
+    /// `live` calls providers; `record` calls them and keeps every exchange in S3;
+    /// `replay` serves recorded exchanges and never calls a provider.
+    pub provider_mode: String,
 }
 
 impl Default for ExecutorConfig {
@@ -217,6 +220,7 @@ impl Default for ExecutorConfig {
             max_continuations: 5,
             simulated_record_requests: false,
             wallet_url: "http://127.0.0.1:7056".into(),
+            provider_mode: "live".into(),
         }
     }
 }

@@ -2,7 +2,10 @@
 //! continuation is the planner's business, never a loop in here.
 
 mod openai;
+mod replay;
 mod simulated;
+
+pub use replay::{ExchangeStore, Recording, Replay, exchange_key};
 
 pub use openai::{OpenAiProvider, OpenAiSettings};
 

@@ -20,7 +20,8 @@ use dialectic_core::recipe::{InputRule, RecipeStep};
 use dialectic_core::sanitize::parse_model_json;
 use dialectic_core::tokens::cost;
 use dialectic_llm::{
-    ChatResponse, FinishReason, Limited, LlmError, ProviderConfig, SimulatedSettings, provider_for,
+    ChatResponse, ExchangeStore, FinishReason, Limited, LlmError, ProviderConfig, Recording,
+    Replay, SimulatedSettings, provider_for,
 };
 use dialectic_proto::v1::executor::executor_service_server::{
     ExecutorService, ExecutorServiceServer,
@@ -56,6 +57,28 @@ struct Executor {
     /// Redis, for call limits shared across replicas (connected in the background).
     cache: Arc<OnceLock<Cache>>,
     lease_secs: u64,
+    provider_mode: String,
+}
+
+/// Recorded provider exchanges, kept in the bucket under `recordings/`.
+struct BlobExchanges(BlobStore);
+
+#[async_trait::async_trait]
+impl ExchangeStore for BlobExchanges {
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
+        match self.0.get(key).await {
+            Ok(body) => Ok(Some(body)),
+            Err(dialectic_blob::BlobError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    async fn put(&self, key: &str, body: Vec<u8>) -> Result<(), String> {
+        self.0
+            .put(key, body, "application/json")
+            .await
+            .map_err(|e| e.to_string())
+    }
 }
 
 fn permanent(code: &'static str, message: impl ToString) -> AttemptError {
@@ -83,6 +106,20 @@ impl JobWork for Executor {
             ProviderConfig::from_row(&model.config.0, model.secret_name.as_deref());
         let mut provider = provider_for(&model.provider, &self.simulated, &provider_config)
             .map_err(|e| permanent("unsupported_provider", e))?;
+        match self.provider_mode.as_str() {
+            "record" => {
+                provider = Arc::new(Recording {
+                    inner: provider,
+                    store: Arc::new(BlobExchanges(self.blob.clone())),
+                })
+            }
+            "replay" => {
+                provider = Arc::new(Replay {
+                    store: Arc::new(BlobExchanges(self.blob.clone())),
+                })
+            }
+            _ => {}
+        }
         if let Some(limit) = model
             .config
             .0
@@ -677,6 +714,7 @@ async fn start_executor(
             billing,
             cache: cache.clone(),
             lease_secs: settings.executor.worker.lease_secs,
+            provider_mode: settings.executor.provider_mode.trim().to_string(),
         },
         stats,
     });
