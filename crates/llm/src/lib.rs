@@ -7,7 +7,7 @@ mod simulated;
 
 pub use replay::{ExchangeStore, Recording, Replay, exchange_key};
 
-pub use openai::{OpenAiProvider, OpenAiSettings};
+pub use openai::{Dialect, OpenAiProvider, OpenAiSettings, request_body};
 
 pub use simulated::{MALFORMED_DIRECTIVE, SimulatedProvider, SimulatedSettings, recorded_requests};
 
@@ -112,6 +112,18 @@ pub fn provider_for(
             if let Some(url) = &config.base_url {
                 settings.base_url = url.clone();
             }
+            Ok(Arc::new(OpenAiProvider::new(settings)?))
+        }
+        "anthropic" => {
+            let settings = OpenAiSettings {
+                dialect: Dialect::Anthropic,
+                base_url: config
+                    .base_url
+                    .clone()
+                    .unwrap_or_else(|| "https://api.anthropic.com/v1".into()),
+                api_key: config.api_key.clone(),
+                ..OpenAiSettings::default()
+            };
             Ok(Arc::new(OpenAiProvider::new(settings)?))
         }
         other => Err(LlmError::UnsupportedProvider(other.to_string())),

@@ -1,5 +1,6 @@
-//! OpenAI-compatible chat completions (OpenAI, vLLM, llama.cpp server, Ollama,
-//! OpenRouter). Streams internally and buffers the reply, so a long generation
+//! HTTP model providers: OpenAI-compatible chat completions (OpenAI, vLLM,
+//! llama.cpp server, Ollama, OpenRouter) and Anthropic messages, one client
+//! with a wire dialect each. Streams internally and buffers the reply, so a long generation
 //! is never cut by an idle timeout; retries 429/5xx/connection errors with
 //! exponential back-off and jitter, honouring `Retry-After`; never retries a
 //! request that cannot succeed.
@@ -11,8 +12,17 @@ use dialectic_core::tokens::estimate_tokens;
 use futures::StreamExt;
 use std::time::Duration;
 
+/// Which wire format the endpoint speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dialect {
+    #[default]
+    OpenAi,
+    Anthropic,
+}
+
 #[derive(Debug, Clone)]
 pub struct OpenAiSettings {
+    pub dialect: Dialect,
     /// e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8080/v1`.
     pub base_url: String,
     pub api_key: Option<String>,
@@ -29,6 +39,7 @@ pub struct OpenAiSettings {
 impl Default for OpenAiSettings {
     fn default() -> Self {
         Self {
+            dialect: Dialect::OpenAi,
             base_url: "https://api.openai.com/v1".into(),
             api_key: None,
             organization: None,
@@ -46,8 +57,56 @@ pub struct OpenAiProvider {
     settings: OpenAiSettings,
 }
 
-/// The request body: system instruction first, then the conversation in order.
-pub fn request_body(request: &ChatRequest) -> serde_json::Value {
+/// The request body in the endpoint's dialect.
+pub fn request_body(dialect: Dialect, request: &ChatRequest) -> serde_json::Value {
+    match dialect {
+        Dialect::OpenAi => openai_body(request),
+        Dialect::Anthropic => anthropic_body(request),
+    }
+}
+
+/// Anthropic: the system instruction on its own, turns strictly alternating
+/// (consecutive turns of one role, like a continuation's chunks, are joined).
+fn anthropic_body(request: &ChatRequest) -> serde_json::Value {
+    let mut turns: Vec<(&str, String)> = Vec::new();
+    let mut system = request.system_instruction.clone().unwrap_or_default();
+    for m in &request.messages {
+        let role = match m.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::System => {
+                if !system.is_empty() {
+                    system.push_str("\n\n");
+                }
+                system.push_str(&m.content);
+                continue;
+            }
+        };
+        match turns.last_mut() {
+            Some((last, text)) if *last == role => {
+                text.push_str("\n\n");
+                text.push_str(&m.content);
+            }
+            _ => turns.push((role, m.content.clone())),
+        }
+    }
+    let mut body = serde_json::json!({
+        "model": request.model,
+        "max_tokens": request.max_tokens,
+        "messages": turns
+            .into_iter()
+            .map(|(role, content)| serde_json::json!({"role": role, "content": content}))
+            .collect::<Vec<_>>(),
+        "stream": true,
+    });
+    if !system.is_empty() {
+        body["system"] = serde_json::Value::String(system);
+    }
+    body
+}
+
+/// OpenAI: system instruction first, then the conversation in order.
+fn openai_body(request: &ChatRequest) -> serde_json::Value {
     let mut messages = Vec::new();
     if let Some(system) = &request.system_instruction {
         messages.push(serde_json::json!({"role": "system", "content": system}));
@@ -85,11 +144,49 @@ struct Collected {
     text: String,
     finish: Option<String>,
     usage: Option<(u64, u64)>,
+    /// Anthropic reports input tokens at the start and output tokens at the end.
+    input: Option<u64>,
     raw_events: Vec<serde_json::Value>,
 }
 
 impl Collected {
     fn absorb(&mut self, event: serde_json::Value) {
+        match event["type"].as_str() {
+            // Anthropic, streamed and whole.
+            Some("message_start") => {
+                self.input = event["message"]["usage"]["input_tokens"].as_u64();
+            }
+            Some("content_block_delta") => {
+                if let Some(text) = event["delta"]["text"].as_str() {
+                    self.text.push_str(text);
+                }
+            }
+            Some("message_delta") => {
+                if let Some(reason) = event["delta"]["stop_reason"].as_str() {
+                    self.finish = Some(reason.to_string());
+                }
+                if let (Some(input), Some(output)) =
+                    (self.input, event["usage"]["output_tokens"].as_u64())
+                {
+                    self.usage = Some((input, output));
+                }
+            }
+            Some("message") => {
+                for block in event["content"].as_array().into_iter().flatten() {
+                    if let Some(text) = block["text"].as_str() {
+                        self.text.push_str(text);
+                    }
+                }
+                self.finish = event["stop_reason"].as_str().map(str::to_string);
+                if let (Some(input), Some(output)) = (
+                    event["usage"]["input_tokens"].as_u64(),
+                    event["usage"]["output_tokens"].as_u64(),
+                ) {
+                    self.usage = Some((input, output));
+                }
+            }
+            _ => {}
+        }
         if let Some(choice) = event["choices"].get(0) {
             if let Some(delta) = choice["delta"]["content"].as_str() {
                 self.text.push_str(delta);
@@ -171,14 +268,30 @@ impl OpenAiProvider {
     }
 
     async fn attempt(&self, body: &serde_json::Value) -> Result<Collected, AttemptFailure> {
-        let url = format!(
-            "{}/chat/completions",
-            self.settings.base_url.trim_end_matches('/')
-        );
-        let mut call = self.http.post(&url).json(body);
-        if let Some(key) = &self.settings.api_key {
-            call = call.bearer_auth(key);
-        }
+        let base = self.settings.base_url.trim_end_matches('/');
+        let mut call = match self.settings.dialect {
+            Dialect::OpenAi => {
+                let mut call = self
+                    .http
+                    .post(format!("{base}/chat/completions"))
+                    .json(body);
+                if let Some(key) = &self.settings.api_key {
+                    call = call.bearer_auth(key);
+                }
+                call
+            }
+            Dialect::Anthropic => {
+                let mut call = self
+                    .http
+                    .post(format!("{base}/messages"))
+                    .header("anthropic-version", "2023-06-01")
+                    .json(body);
+                if let Some(key) = &self.settings.api_key {
+                    call = call.header("x-api-key", key);
+                }
+                call
+            }
+        };
         if let Some(org) = &self.settings.organization {
             call = call.header("OpenAI-Organization", org);
         }
@@ -235,6 +348,11 @@ impl OpenAiProvider {
                 if data == "[DONE]" {
                     return Ok(collected);
                 }
+                if data.contains("\"type\":\"message_stop\"")
+                    || data.contains("\"type\": \"message_stop\"")
+                {
+                    return Ok(collected);
+                }
                 match serde_json::from_str(data) {
                     Ok(event) => collected.absorb(event),
                     Err(e) => tracing::warn!(error = %e, "skipping an unreadable stream event"),
@@ -249,7 +367,7 @@ impl OpenAiProvider {
 #[async_trait]
 impl ModelProvider for OpenAiProvider {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let body = request_body(request);
+        let body = request_body(self.settings.dialect, request);
         let mut last = String::new();
         for attempt in 0..=self.settings.max_retries {
             match self.attempt(&body).await {

@@ -1,0 +1,117 @@
+//! The Anthropic messages client against a local server speaking its wire format.
+
+mod support;
+
+use dialectic_core::prompt::{ChatRequest, Message};
+use dialectic_llm::{
+    Dialect, FinishReason, LlmError, ModelProvider, OpenAiProvider, OpenAiSettings,
+};
+use std::time::Duration;
+use support::{http, serve};
+
+fn client(url: &str) -> OpenAiProvider {
+    OpenAiProvider::new(OpenAiSettings {
+        dialect: Dialect::Anthropic,
+        base_url: url.to_string(),
+        api_key: Some("sk-ant-test".into()),
+        max_retries: 2,
+        retry_base: Duration::from_millis(10),
+        ..OpenAiSettings::default()
+    })
+    .expect("client")
+}
+
+fn request() -> ChatRequest {
+    ChatRequest {
+        model: "claude-test".into(),
+        system_instruction: Some("Be brief.".into()),
+        messages: vec![
+            Message::user("Write it."),
+            Message::assistant("{\"content\": \"one\"}", Some("c1".into())),
+            Message::assistant("{\"content\": \"two\"}", Some("c2".into())),
+            Message::user("Continue."),
+        ],
+        max_tokens: 64,
+        output_type: "business_case".into(),
+        output_hints: vec![],
+        required_keys: vec![],
+    }
+}
+
+fn event_stream(events: &[(&str, &str)]) -> support::Reply {
+    let mut body = String::new();
+    for (name, data) in events {
+        body.push_str(&format!("event: {name}\ndata: {data}\n\n"));
+    }
+    http("200 OK", "text/event-stream", "", &body)
+}
+
+#[tokio::test]
+async fn a_streamed_message_is_buffered_with_usage_and_stop_reason() {
+    let server = serve(vec![event_stream(&[
+        ("message_start", r#"{"type":"message_start","message":{"usage":{"input_tokens":31,"output_tokens":1}}}"#),
+        ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"{\"content\": \"Hi"}}"#),
+        ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\"}"}}"#),
+        ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":9}}"#),
+        ("message_stop", r#"{"type":"message_stop"}"#),
+    ])])
+    .await;
+    let reply = client(&server.url).chat(&request()).await.expect("reply");
+    assert_eq!(reply.text, "{\"content\": \"Hi\"}");
+    assert_eq!(reply.finish_reason, FinishReason::Length);
+    assert_eq!(
+        (
+            reply.input_tokens,
+            reply.output_tokens,
+            reply.usage_estimated
+        ),
+        (31, 9, false)
+    );
+    let sent = server.requests.lock().expect("lock")[0].clone();
+    assert!(sent.starts_with("POST /v1/messages"), "{sent}");
+    let lower = sent.to_ascii_lowercase();
+    assert!(lower.contains("x-api-key: sk-ant-test"));
+    assert!(lower.contains("anthropic-version: 2023-06-01"));
+    let body: serde_json::Value =
+        serde_json::from_str(&sent[sent.find("\r\n\r\n").expect("body") + 4..]).expect("json");
+    assert_eq!(body["system"], "Be brief.");
+    let roles: Vec<&str> = body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "user"], "turns alternate");
+}
+
+#[tokio::test]
+async fn a_whole_message_and_overload_retries() {
+    let whole = r#"{"type":"message","content":[{"type":"text","text":"{\"content\": \"ok\"}"}],"stop_reason":"end_turn","usage":{"input_tokens":5,"output_tokens":3}}"#;
+    let server = serve(vec![
+        http(
+            "529 Overloaded",
+            "application/json",
+            "",
+            r#"{"type":"error","error":{"type":"overloaded_error"}}"#,
+        ),
+        http("200 OK", "application/json", "", whole),
+    ])
+    .await;
+    let reply = client(&server.url).chat(&request()).await.expect("reply");
+    assert_eq!(reply.finish_reason, FinishReason::Stop);
+    assert_eq!((reply.input_tokens, reply.output_tokens), (5, 3));
+    assert_eq!(server.requests.lock().expect("lock").len(), 2);
+
+    let denied = serve(vec![http(
+        "401 Unauthorized",
+        "application/json",
+        "",
+        r#"{"error":"invalid x-api-key"}"#,
+    )])
+    .await;
+    let error = client(&denied.url)
+        .chat(&request())
+        .await
+        .expect_err("auth");
+    assert!(matches!(error, LlmError::Permanent(_)));
+}
