@@ -159,3 +159,47 @@ impl Cache {
         Ok(())
     }
 }
+
+/// A fixed-window budget (requests or tokens per window) shared by every process.
+const TAKE_BUDGET: &str = r#"
+local used = redis.call('INCRBY', KEYS[1], ARGV[1])
+if used == tonumber(ARGV[1]) then
+  redis.call('EXPIRE', KEYS[1], ARGV[3])
+end
+if used > tonumber(ARGV[2]) then
+  redis.call('DECRBY', KEYS[1], ARGV[1])
+  return 0
+end
+return 1
+"#;
+
+impl Cache {
+    /// Takes `amount` from this window's budget of `limit` for `name`; false
+    /// when the window is spent (try again in the next one).
+    pub async fn try_take_budget(
+        &self,
+        name: &str,
+        amount: u64,
+        limit: u64,
+        window_secs: u64,
+    ) -> Result<bool, CacheError> {
+        let window_secs = window_secs.max(1);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let mut conn = self.conn.clone();
+        // A request larger than the whole budget could never pass; let it take all of it.
+        let amount = amount.clamp(1, limit.max(1));
+        let taken: i32 = redis::cmd("EVAL")
+            .arg(TAKE_BUDGET)
+            .arg(1)
+            .arg(format!("budget:{name}:{}", now / window_secs))
+            .arg(amount)
+            .arg(limit)
+            .arg(window_secs * 2)
+            .query_async(&mut conn)
+            .await?;
+        Ok(taken == 1)
+    }
+}

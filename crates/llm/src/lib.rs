@@ -133,8 +133,9 @@ pub fn provider_for(
 /// A cap on concurrent calls shared by every executor replica (e.g. Redis leases).
 #[async_trait]
 pub trait CallLimiter: Send + Sync {
-    /// Waits for a free slot of `key`; returns the holder token to release.
-    async fn acquire(&self, key: &str) -> Result<String, LlmError>;
+    /// Waits for a free slot of `key` and room for a call of up to `tokens`;
+    /// returns the holder token to release.
+    async fn acquire(&self, key: &str, tokens: u64) -> Result<String, LlmError>;
     async fn release(&self, key: &str, holder: &str);
 }
 
@@ -148,7 +149,13 @@ pub struct Limited {
 #[async_trait]
 impl ModelProvider for Limited {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let holder = self.limiter.acquire(&self.key).await?;
+        let tokens = request
+            .messages
+            .iter()
+            .map(|m| dialectic_core::tokens::estimate_tokens(&m.content))
+            .sum::<u64>()
+            + u64::from(request.max_tokens);
+        let holder = self.limiter.acquire(&self.key, tokens).await?;
         let result = self.inner.chat(request).await;
         self.limiter.release(&self.key, &holder).await;
         result

@@ -7,8 +7,8 @@ use clap::{Args, Parser, Subcommand};
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{
     CreateProjectRequest, GetDocumentContentRequest, GetSessionRequest, GetWalletRequest,
-    ListStageDocumentsRequest, Session, StageDocument, StageResponse, StartSessionRequest,
-    SubmitStageResponsesRequest, WatchSessionRequest,
+    ListModelsRequest, ListStageDocumentsRequest, Session, StageDocument, StageResponse,
+    StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use std::future::Future;
 use std::path::PathBuf;
@@ -102,6 +102,8 @@ enum Command {
         #[arg(long)]
         document: Option<String>,
     },
+    /// List the models a session may use.
+    Models,
     /// Print your wallet: balance, held, available, and recent transactions.
     Wallet {
         #[arg(long, default_value_t = 10)]
@@ -204,6 +206,24 @@ async fn run(cli: Cli) -> Result<()> {
                 })
                 .await?;
             println!("{} {} (iteration {})", s.id, s.status, s.iteration);
+        }
+        Command::Models => {
+            let models = gateway
+                .call(|mut c| {
+                    let request = gateway.request(ListModelsRequest {});
+                    async move { c.list_models(request).await }
+                })
+                .await?;
+            for m in models.models {
+                println!(
+                    "{:<20} {:<12} context {:>7}  max output {:>6}  {}",
+                    m.api_identifier,
+                    m.provider,
+                    m.context_window_tokens,
+                    m.max_output_tokens,
+                    m.name
+                );
+            }
         }
         Command::Wallet { history } => {
             let wallet = gateway

@@ -38,7 +38,7 @@ use dialectic_store::jobs::JobRow;
 use dialectic_store::records::{self, NewContribution, USER_EDIT};
 use dialectic_store::{Store, StoreError, inputs};
 use futures::future::BoxFuture;
-use limits::RedisLimiter;
+use limits::{Limits, RedisLimiter};
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
@@ -120,19 +120,16 @@ impl JobWork for Executor {
             }
             _ => {}
         }
-        if let Some(limit) = model
-            .config
-            .0
-            .get("max_concurrency")
-            .and_then(|v| v.as_u64())
-        {
+        let limits = Limits::from_config(&model.config.0);
+        if limits.any() {
             provider = Arc::new(Limited {
                 inner: provider,
                 limiter: Arc::new(RedisLimiter::new(
                     self.cache.clone(),
-                    limit as u32,
-                    Duration::from_secs(self.lease_secs.max(30) * 4),
+                    limits,
                     Duration::from_secs(60),
+                    Duration::from_secs(self.lease_secs.max(30) * 4),
+                    Duration::from_secs(120),
                 )),
                 key: format!("model:{}", model.api_identifier),
             });
