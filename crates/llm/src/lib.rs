@@ -161,3 +161,37 @@ impl ModelProvider for Limited {
         result
     }
 }
+
+/// Seed 004: when a model's provider keeps failing (or its quota is gone), the
+/// call goes to the model's fallback instead of failing the job.
+pub struct WithFallback {
+    pub primary: Arc<dyn ModelProvider>,
+    pub fallback: Arc<dyn ModelProvider>,
+    /// The fallback's api identifier, sent as the request's model.
+    pub fallback_model: String,
+}
+
+#[async_trait]
+impl ModelProvider for WithFallback {
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        match self.primary.chat(request).await {
+            Err(LlmError::Transient(reason)) => {
+                tracing::warn!(%reason, fallback = %self.fallback_model, "primary model failed; using its fallback");
+                self.fallback_call(request).await
+            }
+            Err(LlmError::Permanent(reason)) if reason.contains("quota") => {
+                tracing::warn!(%reason, fallback = %self.fallback_model, "primary model out of quota; using its fallback");
+                self.fallback_call(request).await
+            }
+            other => other,
+        }
+    }
+}
+
+impl WithFallback {
+    async fn fallback_call(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let mut rerouted = request.clone();
+        rerouted.model = self.fallback_model.clone();
+        self.fallback.chat(&rerouted).await
+    }
+}

@@ -197,3 +197,33 @@ async fn a_stream_that_ends_early_is_not_a_finished_document() {
     assert_eq!(reply.text, "{\"content\": \"Hel");
     assert_eq!(reply.finish_reason, FinishReason::Error);
 }
+
+#[tokio::test]
+async fn a_failing_model_falls_back_to_its_fallback() {
+    use dialectic_llm::WithFallback;
+    use std::sync::Arc;
+    let primary = serve(vec![
+        http("503 Service Unavailable", "application/json", "", "{}"),
+        http("503 Service Unavailable", "application/json", "", "{}"),
+        http("503 Service Unavailable", "application/json", "", "{}"),
+    ])
+    .await;
+    let fallback = serve(vec![sse(&[CHUNK_A, CHUNK_B, "[DONE]"])]).await;
+    let provider = WithFallback {
+        primary: Arc::new(client(&primary.url)),
+        fallback: Arc::new(client(&fallback.url)),
+        fallback_model: "backup-model".into(),
+    };
+    let reply = provider
+        .chat(&request())
+        .await
+        .expect("the fallback answers");
+    assert_eq!(reply.text, "{\"content\": \"Hello\"}");
+    let sent = fallback.requests.lock().expect("lock")[0].clone();
+    assert!(sent.contains("\"model\":\"backup-model\""), "{sent}");
+    assert_eq!(
+        primary.requests.lock().expect("lock").len(),
+        3,
+        "the primary was tried in full first"
+    );
+}

@@ -209,6 +209,19 @@ pub async fn models_by_id(
     .await?)
 }
 
+pub async fn model_by_identifier(
+    executor: impl sqlx::PgExecutor<'_>,
+    api_identifier: &str,
+) -> Result<ModelRow, StoreError> {
+    sqlx::query_as::<_, ModelRow>(&format!(
+        "SELECT {MODEL_COLUMNS} FROM ai_providers WHERE api_identifier = $1 AND is_active"
+    ))
+    .bind(api_identifier)
+    .fetch_optional(executor)
+    .await?
+    .ok_or_else(|| StoreError::NotFound(format!("model {api_identifier}")))
+}
+
 pub async fn model(executor: impl sqlx::PgExecutor<'_>, id: Uuid) -> Result<ModelRow, StoreError> {
     models_by_id(executor, &[id])
         .await?

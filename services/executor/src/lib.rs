@@ -21,7 +21,7 @@ use dialectic_core::sanitize::parse_model_json;
 use dialectic_core::tokens::cost;
 use dialectic_llm::{
     ChatResponse, ExchangeStore, FinishReason, Limited, LlmError, ProviderConfig, Recording,
-    Replay, SimulatedSettings, provider_for,
+    Replay, SimulatedSettings, WithFallback, provider_for,
 };
 use dialectic_proto::v1::executor::executor_service_server::{
     ExecutorService, ExecutorServiceServer,
@@ -119,6 +119,23 @@ impl JobWork for Executor {
                 })
             }
             _ => {}
+        }
+        if let Some(name) = model
+            .config
+            .0
+            .get("fallback_model")
+            .and_then(|v| v.as_str())
+        {
+            let backup = records::model_by_identifier(pool, name).await?;
+            let backup_config =
+                ProviderConfig::from_row(&backup.config.0, backup.secret_name.as_deref());
+            let fallback = provider_for(&backup.provider, &self.simulated, &backup_config)
+                .map_err(|e| permanent("unsupported_provider", e))?;
+            provider = Arc::new(WithFallback {
+                primary: provider,
+                fallback,
+                fallback_model: backup.api_identifier,
+            });
         }
         let limits = Limits::from_config(&model.config.0);
         if limits.any() {
