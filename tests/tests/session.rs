@@ -292,3 +292,106 @@ async fn stage_responses_carry_feedback_and_start_the_next_stage_and_iteration()
     assert_eq!(second, 4, "iteration 2 has its own thesis documents");
     env.teardown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_paused_session_starts_nothing_new_and_resumes_where_it_stopped() {
+    use dialectic_proto::v1::{PauseSessionRequest, ResumeSessionRequest};
+    let mut env = TestEnv::new().await;
+    // One slow job at a time, so a pause lands mid-stage.
+    let mut slow = env.settings.clone();
+    slow.executor.worker.slots = 1;
+    slow.executor.simulated_latency_ms = 300;
+    for name in ALL_SERVICES {
+        env.start_with(name, slow.clone()).await;
+        env.wait_serving(name).await;
+    }
+    let mut client = env.gateway().await;
+    let project = client
+        .create_project(CreateProjectRequest {
+            name: "Pausing".into(),
+            initial_user_prompt: PROMPT.into(),
+            client_request_id: String::new(),
+        })
+        .await
+        .expect("project")
+        .into_inner();
+    let session = client
+        .start_session(StartSessionRequest {
+            project_id: project.id,
+            models: vec!["simulated".into()],
+            description: String::new(),
+            client_request_id: String::new(),
+            auto_advance: false,
+        })
+        .await
+        .expect("session")
+        .into_inner();
+    let session_id = uuid::Uuid::parse_str(&session.id).expect("uuid");
+    let written = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM dialectic_contributions WHERE session_id = $1 AND document_key <> 'header_context'",
+        )
+        .bind(session_id)
+        .fetch_one(env.store.pool())
+        .await
+        .expect("count")
+    };
+    eventually(60, "the first document", || async {
+        (written().await >= 1).then_some(())
+    })
+    .await;
+    let paused = client
+        .pause_session(PauseSessionRequest {
+            session_id: session.id.clone(),
+        })
+        .await
+        .expect("pause")
+        .into_inner();
+    assert_eq!(paused.status, "paused");
+    // What was running finishes; then nothing moves.
+    eventually(30, "running jobs finished", || async {
+        let busy: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM dialectic_generation_jobs WHERE session_id = $1 AND status = 'processing' AND job_type = 'EXECUTE'",
+        )
+        .bind(session_id)
+        .fetch_one(env.store.pool())
+        .await
+        .expect("busy");
+        (busy == 0).then_some(())
+    })
+    .await;
+    let at_pause = written().await;
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    assert_eq!(written().await, at_pause, "no new model call while paused");
+    assert!(
+        at_pause < 4,
+        "the pause landed mid-stage ({at_pause} of 4 written)"
+    );
+
+    let resumed = client
+        .resume_session(ResumeSessionRequest {
+            session_id: session.id.clone(),
+        })
+        .await
+        .expect("resume")
+        .into_inner();
+    assert_ne!(resumed.status, "paused");
+    settled(&env, &session.id, "pending_antithesis").await;
+    let runs: Vec<i64> = sqlx::query_scalar(
+        "SELECT count(c.id) FROM dialectic_generation_jobs j LEFT JOIN dialectic_contributions c ON c.job_id = j.id
+         WHERE j.session_id = $1 AND j.job_type = 'EXECUTE' GROUP BY j.id",
+    )
+    .bind(session_id)
+    .fetch_all(env.store.pool())
+    .await
+    .expect("runs");
+    assert_eq!(runs, vec![1, 1, 1, 1], "every document written once");
+    let again = client
+        .resume_session(ResumeSessionRequest {
+            session_id: session.id.clone(),
+        })
+        .await
+        .expect_err("not paused");
+    assert_eq!(again.code(), tonic::Code::FailedPrecondition);
+    env.teardown().await;
+}

@@ -321,6 +321,21 @@ pub fn start_stage_command(session_id: &str, stage_slug: &str, iteration: u32) -
     })
 }
 
+/// A `ResumeSession` planner command, ready for the outbox.
+pub fn resume_session_command(session_id: &str) -> Vec<u8> {
+    use dialectic_proto::v1::queue::{
+        PlannerCommand, ResumeSession, envelope::Body, planner_command::Command,
+    };
+    encode(&Envelope {
+        version: ENVELOPE_VERSION,
+        body: Some(Body::PlannerCommand(PlannerCommand {
+            command: Some(Command::ResumeSession(ResumeSession {
+                session_id: session_id.to_string(),
+            })),
+        })),
+    })
+}
+
 /// A job dispatch, ready for the outbox (routing key of the job's type).
 pub fn job_dispatch(job_id: &str) -> Vec<u8> {
     use dialectic_proto::v1::queue::{JobDispatch, envelope::Body};

@@ -171,7 +171,8 @@ pub async fn schedule_retry(tx: &mut Tx<'_>, id: Uuid, delay_ms: u64) -> Result<
 }
 
 /// The worker's compare-and-set claim. Only one claimant wins; a duplicate or
-/// stale dispatch message finds the job in another status and gets None.
+/// stale dispatch message finds the job in another status and gets None, and
+/// so does a job of a paused session (resuming dispatches it again).
 pub async fn claim(
     tx: &mut Tx<'_>,
     id: Uuid,
@@ -187,6 +188,7 @@ pub async fn claim(
              lease_expires_at = now() + make_interval(secs => $4::double precision),
              started_at = COALESCE(started_at, now()), next_attempt_at = NULL, updated_at = now()
          WHERE id = $1 AND status = ANY($2) AND job_type = ANY($5)
+           AND NOT EXISTS (SELECT 1 FROM dialectic_sessions s WHERE s.id = session_id AND s.status = 'paused')
          RETURNING {JOB_COLUMNS}"
     ))
     .bind(id)
@@ -402,4 +404,27 @@ pub async fn resumable_after_credit(tx: &mut Tx<'_>, limit: i64) -> Result<Vec<U
     .bind(limit)
     .fetch_all(&mut **tx)
     .await?)
+}
+
+/// Jobs of a session that wait for a dispatch (after a pause): (id, type).
+pub async fn awaiting_dispatch(
+    tx: &mut Tx<'_>,
+    session_id: Uuid,
+) -> Result<Vec<(Uuid, JobType)>, StoreError> {
+    let rows: Vec<(Uuid, String)> = sqlx::query_as(
+        "SELECT id, job_type FROM dialectic_generation_jobs
+         WHERE session_id = $1
+           AND (status IN ('pending', 'pending_continuation') OR (status = 'retrying' AND next_attempt_at IS NULL))
+         FOR UPDATE SKIP LOCKED",
+    )
+    .bind(session_id)
+    .fetch_all(&mut **tx)
+    .await?;
+    rows.into_iter()
+        .map(|(id, t)| {
+            t.parse()
+                .map(|t| (id, t))
+                .map_err(|e: dialectic_core::job::UnknownValue| StoreError::Corrupt(e.to_string()))
+        })
+        .collect()
 }

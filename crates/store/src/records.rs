@@ -327,6 +327,30 @@ pub async fn begin_iteration(tx: &mut Tx<'_>, id: Uuid) -> Result<(String, i32),
     .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
 }
 
+/// Pauses a session that is pending or running a stage; returns whether it paused.
+pub async fn pause_session(tx: &mut Tx<'_>, id: Uuid) -> Result<bool, StoreError> {
+    let updated = sqlx::query(
+        "UPDATE dialectic_sessions SET paused_from = status, status = 'paused', updated_at = now()
+         WHERE id = $1 AND (status LIKE 'pending\\_%' OR status LIKE 'running\\_%')",
+    )
+    .bind(id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(updated.rows_affected() == 1)
+}
+
+/// Puts a paused session back where it was; returns whether it was paused.
+pub async fn resume_session(tx: &mut Tx<'_>, id: Uuid) -> Result<bool, StoreError> {
+    let updated = sqlx::query(
+        "UPDATE dialectic_sessions SET status = paused_from, paused_from = NULL, updated_at = now()
+         WHERE id = $1 AND status = 'paused' AND paused_from IS NOT NULL",
+    )
+    .bind(id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(updated.rows_affected() == 1)
+}
+
 pub async fn set_session_status(
     tx: &mut Tx<'_>,
     id: Uuid,

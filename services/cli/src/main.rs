@@ -7,8 +7,9 @@ use clap::{Args, Parser, Subcommand};
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{
     CreateProjectRequest, GetDocumentContentRequest, GetSessionRequest, GetWalletRequest,
-    ListModelsRequest, ListStageDocumentsRequest, Session, StageDocument, StageResponse,
-    StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
+    ListModelsRequest, ListStageDocumentsRequest, PauseSessionRequest, ResumeSessionRequest,
+    Session, StageDocument, StageResponse, StartSessionRequest, SubmitStageResponsesRequest,
+    WatchSessionRequest,
 };
 use std::future::Future;
 use std::path::PathBuf;
@@ -104,6 +105,16 @@ enum Command {
     },
     /// List the models a session may use.
     Models,
+    /// Pause a session: running jobs finish, nothing new starts.
+    Pause {
+        #[arg(long)]
+        session: String,
+    },
+    /// Resume a paused session where it stopped.
+    Resume {
+        #[arg(long)]
+        session: String,
+    },
     /// Print your wallet: balance, held, available, and recent transactions.
     Wallet {
         #[arg(long, default_value_t = 10)]
@@ -206,6 +217,28 @@ async fn run(cli: Cli) -> Result<()> {
                 })
                 .await?;
             println!("{} {} (iteration {})", s.id, s.status, s.iteration);
+        }
+        Command::Pause { session } => {
+            let s = gateway
+                .call(|mut c| {
+                    let request = gateway.request(PauseSessionRequest {
+                        session_id: session.clone(),
+                    });
+                    async move { c.pause_session(request).await }
+                })
+                .await?;
+            println!("{} {}", s.id, s.status);
+        }
+        Command::Resume { session } => {
+            let s = gateway
+                .call(|mut c| {
+                    let request = gateway.request(ResumeSessionRequest {
+                        session_id: session.clone(),
+                    });
+                    async move { c.resume_session(request).await }
+                })
+                .await?;
+            println!("{} {}", s.id, s.status);
         }
         Command::Models => {
             let models = gateway

@@ -14,9 +14,10 @@ use dialectic_proto::v1::dialectic_service_server::DialecticService;
 use dialectic_proto::v1::{
     CreateProjectRequest, DocumentContent, GetDocumentContentRequest, GetProjectRequest,
     GetSessionRequest, GetWalletRequest, ListModelsRequest, ListModelsResponse,
-    ListStageDocumentsRequest, ListStageDocumentsResponse, Project, SaveDocumentEditRequest,
-    Session, SessionEvent, StageDocument, StartSessionRequest, SubmitStageResponsesRequest, Wallet,
-    WalletTransaction, WatchSessionRequest,
+    ListStageDocumentsRequest, ListStageDocumentsResponse, PauseSessionRequest, Project,
+    ResumeSessionRequest, SaveDocumentEditRequest, Session, SessionEvent, StageDocument,
+    StartSessionRequest, SubmitStageResponsesRequest, Wallet, WalletTransaction,
+    WatchSessionRequest,
 };
 use dialectic_runtime::CancellationToken;
 use dialectic_store::inputs::{self, NewFeedback};
@@ -742,6 +743,69 @@ impl DialecticService for Gateway {
             .instrument(span)
             .await?;
         Ok(Response::new(session))
+    }
+
+    async fn pause_session(
+        &self,
+        request: Request<PauseSessionRequest>,
+    ) -> Result<Response<Session>, Status> {
+        let user = self.caller(request.metadata())?;
+        let req = request.into_inner();
+        let span = span!("pause_session", user);
+        span.record("session_id", req.session_id.as_str());
+        async {
+            let id = SessionId::parse(&req.session_id)?;
+            records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
+            let mut tx = self.store.begin().await?;
+            if !records::pause_session(&mut tx, id.as_uuid()).await? {
+                let row = records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
+                return Err(GatewayError::FailedPrecondition(format!(
+                    "session is {}; only a pending or running session can be paused",
+                    row.status
+                )));
+            }
+            tx.commit().await.map_err(StoreError::from)?;
+            let row = records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
+            self.session_view(row, true).await
+        }
+        .instrument(span)
+        .await
+        .map(Response::new)
+        .map_err(Status::from)
+    }
+
+    async fn resume_session(
+        &self,
+        request: Request<ResumeSessionRequest>,
+    ) -> Result<Response<Session>, Status> {
+        let user = self.caller(request.metadata())?;
+        let req = request.into_inner();
+        let span = span!("resume_session", user);
+        span.record("session_id", req.session_id.as_str());
+        async {
+            let id = SessionId::parse(&req.session_id)?;
+            records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
+            let mut tx = self.store.begin().await?;
+            if !records::resume_session(&mut tx, id.as_uuid()).await? {
+                return Err(GatewayError::FailedPrecondition(
+                    "the session is not paused".into(),
+                ));
+            }
+            outbox::enqueue(
+                &mut tx,
+                dialectic_queue::keys::PLANNER_COMMAND,
+                &dialectic_queue::resume_session_command(&id.to_string()),
+                dialectic_telemetry::current_traceparent().as_deref(),
+            )
+            .await?;
+            tx.commit().await.map_err(StoreError::from)?;
+            let row = records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
+            self.session_view(row, true).await
+        }
+        .instrument(span)
+        .await
+        .map(Response::new)
+        .map_err(Status::from)
     }
 
     async fn get_session(

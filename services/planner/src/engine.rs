@@ -19,7 +19,7 @@ use dialectic_core::session::{
     status_on_root_plan_started,
 };
 use dialectic_core::slug::slugify;
-use dialectic_proto::v1::queue::{JobOutcome, StartStage, job_outcome};
+use dialectic_proto::v1::queue::{JobOutcome, ResumeSession, StartStage, job_outcome};
 use dialectic_store::jobs::{self, JobRow, NewJob};
 use dialectic_store::{Store, StoreError, Tx, inputs, outbox, recipes, records};
 use serde_json::json;
@@ -245,6 +245,49 @@ impl Engine {
             session_status: session.status.clone(),
             stage_slug: stage.to_string(),
             message: format!("{} root job(s) planned", session.selected_model_ids.len()),
+            at_ms: now_ms(),
+            ..Default::default()
+        });
+        self.finish(unit).await
+    }
+
+    /// A resumed session: dispatch what waited while it was paused, and check
+    /// whether its stage finished meanwhile.
+    pub async fn resume_session(
+        &self,
+        command: &ResumeSession,
+        traceparent: Option<&str>,
+    ) -> Result<(), PlannerError> {
+        let session_id = parse_id("session", &command.session_id)?;
+        let mut unit = self.begin(traceparent).await?;
+        let session = match records::lock_session(&mut unit.tx, session_id).await {
+            Ok(s) => s,
+            Err(StoreError::NotFound(what)) => {
+                tracing::warn!(%what, "resume for an unknown session; ignoring");
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let status = SessionStatus::parse(&session.status)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        if status == SessionStatus::Paused {
+            tracing::info!("session paused again before the resume arrived; nothing to do");
+            return Ok(());
+        }
+        for (job, job_type) in jobs::awaiting_dispatch(&mut unit.tx, session_id).await? {
+            self.dispatch(&mut unit, job, job_type).await?;
+        }
+        if let Some(stage) = status.stage() {
+            unit.work.push_back(Work::CheckStage {
+                session: session_id,
+                stage: stage.to_string(),
+                iteration: session.iteration_count,
+            });
+        }
+        unit.events.push(ProgressEvent {
+            session_id: session_id.to_string(),
+            kind: "session_resumed".into(),
+            session_status: session.status.clone(),
             at_ms: now_ms(),
             ..Default::default()
         });

@@ -79,6 +79,16 @@ impl Handler for MessageHandler {
                             .await,
                     )
                 }
+                Some(Command::ResumeSession(resume)) => {
+                    let span = tracing::info_span!("resume_session", session_id = %resume.session_id, trace_id = tracing::field::Empty);
+                    dialectic_telemetry::adopt_traceparent(&span, traceparent.as_deref());
+                    disposition(
+                        self.engine
+                            .resume_session(&resume, traceparent.as_deref())
+                            .instrument(span)
+                            .await,
+                    )
+                }
                 None => Disposition::DeadLetter("planner command without a command".into()),
             },
             Some(Body::JobOutcome(outcome)) => {
