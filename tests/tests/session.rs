@@ -88,7 +88,42 @@ async fn job_counts(
 async fn a_session_with_two_models_runs_all_five_stages() {
     let mut env = TestEnv::new().await;
     let (project_id, session_id) = started(&mut env, &["simulated", "simulated-b"], true).await;
+    let mut events = env
+        .gateway()
+        .await
+        .watch_session(dialectic_proto::v1::WatchSessionRequest {
+            session_id: session_id.clone(),
+        })
+        .await
+        .expect("watch")
+        .into_inner();
+    let watcher = tokio::spawn(async move {
+        use futures::StreamExt;
+        let mut transitions = Vec::new();
+        // The stream ends by itself once the session waits for review.
+        while let Some(Ok(event)) = events.next().await {
+            if event.kind == "stage_completed" {
+                transitions.push(event.session_status);
+            }
+        }
+        transitions
+    });
     settled(&env, &session_id, "iteration_complete_pending_review").await;
+    let transitions = tokio::time::timeout(std::time::Duration::from_secs(10), watcher)
+        .await
+        .expect("the watch ended at review")
+        .expect("watcher");
+    assert_eq!(
+        transitions,
+        [
+            "pending_antithesis",
+            "pending_synthesis",
+            "pending_parenthesis",
+            "pending_paralysis",
+            "iteration_complete_pending_review"
+        ],
+        "every stage transition, in order"
+    );
 
     let counts = job_counts(&env, &session_id, 1).await;
     let expected: [(&str, i64, i64, i64); 5] = [

@@ -37,6 +37,11 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 use uuid::Uuid;
 
+/// A watch ends once the session waits for the user's review or is over.
+fn ends_watch(status: &str) -> bool {
+    matches!(status, "iteration_complete_pending_review" | "abandoned")
+}
+
 /// Largest edited document the gateway accepts.
 const MAX_EDIT_BYTES: usize = 4 * 1024 * 1024;
 
@@ -642,7 +647,8 @@ impl Gateway {
         let shutdown = self.shutdown.clone();
         tokio::spawn(
             async move {
-                if tx.send(Ok(snapshot)).await.is_err() {
+                let done = ends_watch(&snapshot.session_status);
+                if tx.send(Ok(snapshot)).await.is_err() || done {
                     return;
                 }
                 let mut events = std::pin::pin!(events);
@@ -653,7 +659,8 @@ impl Gateway {
                         _ = tx.closed() => break,
                         next = events.next() => match next {
                             Some(event) => {
-                                if tx.send(Ok(convert::event(event))).await.is_err() {
+                                let done = ends_watch(&event.session_status);
+                                if tx.send(Ok(convert::event(event))).await.is_err() || done {
                                     break;
                                 }
                             }
