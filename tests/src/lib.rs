@@ -6,6 +6,7 @@
 use dialectic_blob::BlobStore;
 use dialectic_config::{ConfigArgs, Settings};
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
+use dialectic_proto::v1::{CreateProjectRequest, GetSessionRequest, StartSessionRequest};
 use dialectic_runtime::{CancellationToken, Running, StartFn};
 use dialectic_store::Store;
 use std::collections::HashMap;
@@ -261,5 +262,68 @@ where
         }
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+impl TestEnv {
+    /// Starts every service and waits until each reports SERVING.
+    pub async fn start_all(&mut self) {
+        self.start(&ALL_SERVICES).await;
+        for name in ALL_SERVICES {
+            self.wait_serving(name).await;
+        }
+    }
+
+    /// Creates a project from `prompt` and starts a session on `models`;
+    /// returns (project id, session id).
+    pub async fn new_session(
+        &self,
+        prompt: &str,
+        models: &[&str],
+        auto_advance: bool,
+    ) -> (String, String) {
+        let mut client = self.gateway().await;
+        let project = client
+            .create_project(CreateProjectRequest {
+                name: "Test project".into(),
+                initial_user_prompt: prompt.into(),
+                client_request_id: String::new(),
+            })
+            .await
+            .expect("create project")
+            .into_inner();
+        let session = client
+            .start_session(StartSessionRequest {
+                project_id: project.id.clone(),
+                models: models.iter().map(|m| m.to_string()).collect(),
+                description: String::new(),
+                client_request_id: String::new(),
+                auto_advance,
+            })
+            .await
+            .expect("start session")
+            .into_inner();
+        assert_eq!(session.auto_advance, auto_advance);
+        (project.id, session.id)
+    }
+
+    /// Waits for the session to reach `status`; with `idle`, also for every job
+    /// to be over (RENDER jobs do not gate stages, so they may finish just after).
+    pub async fn wait_for_session(&self, session_id: &str, status: &str, idle: bool) {
+        let client = self.gateway().await;
+        eventually(180, &format!("session {status}"), || {
+            let mut client = client.clone();
+            let session_id = session_id.to_string();
+            async move {
+                let s = client
+                    .get_session(GetSessionRequest { session_id })
+                    .await
+                    .ok()?
+                    .into_inner();
+                let quiet = !idle || s.jobs.iter().all(|j| j.in_flight == 0);
+                (s.status == status && quiet).then_some(())
+            }
+        })
+        .await;
     }
 }

@@ -5,8 +5,8 @@
 use dialectic_core::prompt::Role;
 use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually};
 use dialectic_proto::v1::{
-    CreateProjectRequest, GetDocumentContentRequest, GetSessionRequest, ListStageDocumentsRequest,
-    SaveDocumentEditRequest, StartSessionRequest, SubmitStageResponsesRequest,
+    GetDocumentContentRequest, ListStageDocumentsRequest, SaveDocumentEditRequest,
+    SubmitStageResponsesRequest,
 };
 use std::collections::BTreeMap;
 
@@ -22,42 +22,9 @@ async fn start(env: &mut TestEnv) {
 /// Runs a thesis stage for `prompt` with the `simulated` model; returns the
 /// session id once its documents are all rendered (or `until_status` is reached).
 async fn thesis(env: &TestEnv, prompt: &str, until_status: &str) -> String {
-    let mut client = env.gateway().await;
-    let project = client
-        .create_project(CreateProjectRequest {
-            name: "Long documents".into(),
-            initial_user_prompt: prompt.into(),
-            client_request_id: String::new(),
-        })
-        .await
-        .expect("create project")
-        .into_inner();
-    let session = client
-        .start_session(StartSessionRequest {
-            project_id: project.id,
-            models: vec!["simulated".into()],
-            description: String::new(),
-            client_request_id: String::new(),
-            auto_advance: false,
-        })
-        .await
-        .expect("start session")
-        .into_inner();
-    eventually(120, until_status, || {
-        let mut client = client.clone();
-        let session_id = session.id.clone();
-        async move {
-            let s = client
-                .get_session(GetSessionRequest { session_id })
-                .await
-                .ok()?
-                .into_inner();
-            let idle = s.jobs.iter().all(|j| j.in_flight == 0);
-            (s.status == until_status && idle).then_some(())
-        }
-    })
-    .await;
-    session.id
+    let (_, session_id) = env.new_session(prompt, &["simulated"], false).await;
+    env.wait_for_session(&session_id, until_status, true).await;
+    session_id
 }
 
 /// document_key → (rendered markdown, incomplete flag)

@@ -4,8 +4,8 @@
 
 use dialectic_core::job::JobType;
 use dialectic_core::recipe::{InputRule, OutputRule};
-use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually};
-use dialectic_proto::v1::{CreateProjectRequest, GetSessionRequest, StartSessionRequest};
+use dialectic_e2e::{ALL_SERVICES, TestEnv};
+use dialectic_proto::v1::{CreateProjectRequest, StartSessionRequest};
 use dialectic_store::recipe_edit::{self, CustomStep, RecipeEditError};
 use dialectic_store::recipes;
 use sqlx::types::JsonValue;
@@ -544,21 +544,7 @@ async fn invalid_steps_and_foreign_edges_are_rejected() {
 }
 
 async fn wait_for_status(env: &TestEnv, session_id: &str, want: &str) {
-    let client = env.gateway().await;
-    eventually(90, &format!("session status {want}"), || {
-        let mut client = client.clone();
-        let session_id = session_id.to_string();
-        let want = want.to_string();
-        async move {
-            let s = client
-                .get_session(GetSessionRequest { session_id })
-                .await
-                .ok()?
-                .into_inner();
-            (s.status == want).then_some(())
-        }
-    })
-    .await;
+    env.wait_for_session(session_id, want, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

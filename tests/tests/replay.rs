@@ -1,51 +1,17 @@
 //! Record and replay: a session recorded with the simulated provider is served
 //! again by the replay provider, byte for byte, without calling any provider.
 
-use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually};
-use dialectic_proto::v1::{
-    CreateProjectRequest, GetDocumentContentRequest, GetSessionRequest, ListStageDocumentsRequest,
-    StartSessionRequest,
-};
+use dialectic_e2e::{ALL_SERVICES, TestEnv};
+use dialectic_proto::v1::{GetDocumentContentRequest, ListStageDocumentsRequest};
 use std::collections::BTreeMap;
 
 async fn thesis(env: &TestEnv, prompt: &str, status: &str) -> (String, BTreeMap<String, String>) {
+    let (_, session_id) = env.new_session(prompt, &["simulated"], false).await;
+    env.wait_for_session(&session_id, status, true).await;
     let mut client = env.gateway().await;
-    let project = client
-        .create_project(CreateProjectRequest {
-            name: "Replayed".into(),
-            initial_user_prompt: prompt.into(),
-            client_request_id: String::new(),
-        })
-        .await
-        .expect("project")
-        .into_inner();
-    let session = client
-        .start_session(StartSessionRequest {
-            project_id: project.id,
-            models: vec!["simulated".into()],
-            description: String::new(),
-            client_request_id: String::new(),
-            auto_advance: false,
-        })
-        .await
-        .expect("session")
-        .into_inner();
-    eventually(60, status, || {
-        let mut client = client.clone();
-        let id = session.id.clone();
-        async move {
-            let s = client
-                .get_session(GetSessionRequest { session_id: id })
-                .await
-                .ok()?
-                .into_inner();
-            (s.status == status && s.jobs.iter().all(|j| j.in_flight == 0)).then_some(())
-        }
-    })
-    .await;
     let docs = client
         .list_stage_documents(ListStageDocumentsRequest {
-            session_id: session.id.clone(),
+            session_id: session_id.clone(),
             stage_slug: "thesis".into(),
             iteration: 1,
         })
@@ -65,7 +31,7 @@ async fn thesis(env: &TestEnv, prompt: &str, status: &str) -> (String, BTreeMap<
             .content;
         out.insert(doc.document_key, content);
     }
-    (session.id, out)
+    (session_id, out)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -4,66 +4,19 @@
 use dialectic_core::paths::{FileKind, PathContext};
 use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually};
 use dialectic_proto::v1::{
-    CreateProjectRequest, GetSessionRequest, StageResponse, StartSessionRequest,
-    SubmitStageResponsesRequest,
+    CreateProjectRequest, StageResponse, StartSessionRequest, SubmitStageResponsesRequest,
 };
 use std::collections::BTreeMap;
 
 const PROMPT: &str = "A lending library for power tools, run by neighbours for neighbours.";
 
 async fn started(env: &mut TestEnv, models: &[&str], auto_advance: bool) -> (String, String) {
-    env.start(&ALL_SERVICES).await;
-    for name in ALL_SERVICES {
-        env.wait_serving(name).await;
-    }
-    let mut client = env.gateway().await;
-    let project = client
-        .create_project(CreateProjectRequest {
-            name: "Tool library".into(),
-            initial_user_prompt: PROMPT.into(),
-            client_request_id: String::new(),
-        })
-        .await
-        .expect("create project")
-        .into_inner();
-    let session = client
-        .start_session(StartSessionRequest {
-            project_id: project.id.clone(),
-            models: models.iter().map(|m| m.to_string()).collect(),
-            description: String::new(),
-            client_request_id: String::new(),
-            auto_advance,
-        })
-        .await
-        .expect("start session")
-        .into_inner();
-    assert_eq!(session.auto_advance, auto_advance);
-    (project.id, session.id)
+    env.start_all().await;
+    env.new_session(PROMPT, models, auto_advance).await
 }
 
-/// Waits for `status` and for every job of the session to be over (RENDER jobs
-/// do not gate stages, so they may finish just after).
 async fn settled(env: &TestEnv, session_id: &str, status: &str) {
-    let client = env.gateway().await;
-    eventually(
-        180,
-        &format!("session {status} with no job in flight"),
-        || {
-            let mut client = client.clone();
-            let session_id = session_id.to_string();
-            let status = status.to_string();
-            async move {
-                let s = client
-                    .get_session(GetSessionRequest { session_id })
-                    .await
-                    .ok()?
-                    .into_inner();
-                let idle = s.jobs.iter().all(|j| j.in_flight == 0);
-                (s.status == status && idle).then_some(())
-            }
-        },
-    )
-    .await;
+    env.wait_for_session(session_id, status, true).await;
 }
 
 /// (stage, job type) → count, for one iteration.

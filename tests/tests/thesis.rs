@@ -17,50 +17,12 @@ const DOCUMENTS: [&str; 4] = [
     "success_metrics",
 ];
 
-/// Creates a project and starts a session on `models`; returns (project, session).
 async fn start_session(env: &TestEnv, models: &[&str]) -> (String, String) {
-    let mut client = env.gateway().await;
-    let project = client
-        .create_project(CreateProjectRequest {
-            name: "Tool library".into(),
-            initial_user_prompt: PROMPT.into(),
-            client_request_id: String::new(),
-        })
-        .await
-        .expect("create project")
-        .into_inner();
-    let session = client
-        .start_session(StartSessionRequest {
-            project_id: project.id.clone(),
-            models: models.iter().map(|m| m.to_string()).collect(),
-            description: String::new(),
-            client_request_id: String::new(),
-            auto_advance: false,
-        })
-        .await
-        .expect("start session")
-        .into_inner();
-    assert_eq!(session.status, "pending_thesis");
-    (project.id, session.id)
+    env.new_session(PROMPT, models, false).await
 }
 
 async fn wait_for_status(env: &TestEnv, session_id: &str, want: &str) {
-    let mut client = env.gateway().await;
-    eventually(90, &format!("session status {want}"), || {
-        let mut client = client.clone();
-        let session_id = session_id.to_string();
-        let want = want.to_string();
-        async move {
-            let s = client
-                .get_session(GetSessionRequest { session_id })
-                .await
-                .ok()?
-                .into_inner();
-            (s.status == want).then_some(())
-        }
-    })
-    .await;
-    let _ = &mut client;
+    env.wait_for_session(session_id, want, false).await;
 }
 
 async fn count(env: &TestEnv, sql: &str, session_id: &str) -> i64 {

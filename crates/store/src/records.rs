@@ -4,6 +4,7 @@
 
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
+use dialectic_core::session::SessionStatus;
 use sqlx::PgPool;
 use sqlx::types::Json;
 use uuid::Uuid;
@@ -103,6 +104,12 @@ pub struct ResourceRow {
     pub source_contribution_id: Option<Uuid>,
     pub is_incomplete: bool,
     pub updated_at: DateTime<Utc>,
+}
+
+impl SessionRow {
+    pub fn session_status(&self) -> Result<SessionStatus, StoreError> {
+        SessionStatus::parse(&self.status).map_err(|e| StoreError::Corrupt(e.to_string()))
+    }
 }
 
 impl ResourceRow {
@@ -327,28 +334,40 @@ pub async fn begin_iteration(tx: &mut Tx<'_>, id: Uuid) -> Result<(String, i32),
     .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
 }
 
-/// Pauses a session that is pending or running a stage; returns whether it paused.
-pub async fn pause_session(tx: &mut Tx<'_>, id: Uuid) -> Result<bool, StoreError> {
-    let updated = sqlx::query(
+/// Pauses the user's session if it is pending or running a stage; returns it
+/// as paused, or None when it is not the user's or not pausable.
+pub async fn pause_session(
+    tx: &mut Tx<'_>,
+    user_id: Uuid,
+    id: Uuid,
+) -> Result<Option<SessionRow>, StoreError> {
+    Ok(sqlx::query_as::<_, SessionRow>(&format!(
         "UPDATE dialectic_sessions SET paused_from = status, status = 'paused', updated_at = now()
-         WHERE id = $1 AND (status LIKE 'pending\\_%' OR status LIKE 'running\\_%')",
-    )
+         WHERE id = $1 AND user_id = $2 AND (status LIKE 'pending\\_%' OR status LIKE 'running\\_%')
+         RETURNING {SESSION_COLUMNS}"
+    ))
     .bind(id)
-    .execute(&mut **tx)
-    .await?;
-    Ok(updated.rows_affected() == 1)
+    .bind(user_id)
+    .fetch_optional(&mut **tx)
+    .await?)
 }
 
-/// Puts a paused session back where it was; returns whether it was paused.
-pub async fn resume_session(tx: &mut Tx<'_>, id: Uuid) -> Result<bool, StoreError> {
-    let updated = sqlx::query(
+/// Puts the user's paused session back where it was; None when it is not the
+/// user's or not paused.
+pub async fn resume_session(
+    tx: &mut Tx<'_>,
+    user_id: Uuid,
+    id: Uuid,
+) -> Result<Option<SessionRow>, StoreError> {
+    Ok(sqlx::query_as::<_, SessionRow>(&format!(
         "UPDATE dialectic_sessions SET status = paused_from, paused_from = NULL, updated_at = now()
-         WHERE id = $1 AND status = 'paused' AND paused_from IS NOT NULL",
-    )
+         WHERE id = $1 AND user_id = $2 AND status = 'paused' AND paused_from IS NOT NULL
+         RETURNING {SESSION_COLUMNS}"
+    ))
     .bind(id)
-    .execute(&mut **tx)
-    .await?;
-    Ok(updated.rows_affected() == 1)
+    .bind(user_id)
+    .fetch_optional(&mut **tx)
+    .await?)
 }
 
 pub async fn set_session_status(

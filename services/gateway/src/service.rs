@@ -223,8 +223,7 @@ impl Gateway {
         let mut tx = self.store.begin().await?;
         let row = records::lock_session(&mut tx, session_id.as_uuid()).await?;
         let stage = records::stage_in_process(&mut *tx, row.id, reviewed).await?;
-        let status =
-            SessionStatus::parse(&row.status).map_err(|e| GatewayError::Internal(e.to_string()))?;
+        let status = row.session_status()?;
         let reviewed_iteration = row.iteration_count;
         let (next_stage, iteration) = match (&status, stage.next_stage_slug.as_deref()) {
             (SessionStatus::Pending(next), Some(after)) if next == after => {
@@ -762,17 +761,16 @@ impl DialecticService for Gateway {
         span.record("session_id", req.session_id.as_str());
         async {
             let id = SessionId::parse(&req.session_id)?;
-            records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
             let mut tx = self.store.begin().await?;
-            if !records::pause_session(&mut tx, id.as_uuid()).await? {
+            let Some(row) = records::pause_session(&mut tx, user, id.as_uuid()).await? else {
+                // Tells another user's session (NOT_FOUND) from one that cannot pause.
                 let row = records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
                 return Err(GatewayError::FailedPrecondition(format!(
                     "session is {}; only a pending or running session can be paused",
                     row.status
                 )));
-            }
+            };
             tx.commit().await.map_err(StoreError::from)?;
-            let row = records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
             self.session_view(row, true).await
         }
         .instrument(span)
@@ -791,13 +789,13 @@ impl DialecticService for Gateway {
         span.record("session_id", req.session_id.as_str());
         async {
             let id = SessionId::parse(&req.session_id)?;
-            records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
             let mut tx = self.store.begin().await?;
-            if !records::resume_session(&mut tx, id.as_uuid()).await? {
+            let Some(row) = records::resume_session(&mut tx, user, id.as_uuid()).await? else {
+                records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
                 return Err(GatewayError::FailedPrecondition(
                     "the session is not paused".into(),
                 ));
-            }
+            };
             outbox::enqueue(
                 &mut tx,
                 dialectic_queue::keys::PLANNER_COMMAND,
@@ -806,7 +804,6 @@ impl DialecticService for Gateway {
             )
             .await?;
             tx.commit().await.map_err(StoreError::from)?;
-            let row = records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
             self.session_view(row, true).await
         }
         .instrument(span)

@@ -95,6 +95,22 @@ pub struct Engine {
     cache: Arc<OnceLock<Cache>>,
 }
 
+/// Locks a command's session; None (logged) when it does not exist, since a
+/// command for a deleted session has nothing left to do.
+async fn lock_known_session(
+    unit: &mut Unit,
+    session_id: Uuid,
+) -> Result<Option<records::SessionRow>, PlannerError> {
+    match records::lock_session(&mut unit.tx, session_id).await {
+        Ok(s) => Ok(Some(s)),
+        Err(StoreError::NotFound(what)) => {
+            tracing::warn!(%what, "command for an unknown session; ignoring");
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Output types of every step downstream of `step`: what a PLAN step's header context plans.
 fn descendant_outputs(recipe: &Recipe, step: &RecipeStep) -> Vec<String> {
     let mut seen: HashSet<StepId> = HashSet::new();
@@ -166,16 +182,10 @@ impl Engine {
         let stage = command.stage_slug.as_str();
         let iteration = command.iteration.max(1) as i32;
         let mut unit = self.begin(traceparent).await?;
-        let session = match records::lock_session(&mut unit.tx, session_id).await {
-            Ok(s) => s,
-            Err(StoreError::NotFound(what)) => {
-                tracing::warn!(%what, "start-stage for an unknown session; ignoring");
-                return Ok(());
-            }
-            Err(e) => return Err(e.into()),
+        let Some(session) = lock_known_session(&mut unit, session_id).await? else {
+            return Ok(());
         };
-        let current = SessionStatus::parse(&session.status)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let current = session.session_status()?;
         if current != SessionStatus::Pending(stage.to_string()) {
             tracing::info!(status = %session.status, stage, "stage already started or not next; nothing to do");
             return Ok(());
@@ -260,16 +270,10 @@ impl Engine {
     ) -> Result<(), PlannerError> {
         let session_id = parse_id("session", &command.session_id)?;
         let mut unit = self.begin(traceparent).await?;
-        let session = match records::lock_session(&mut unit.tx, session_id).await {
-            Ok(s) => s,
-            Err(StoreError::NotFound(what)) => {
-                tracing::warn!(%what, "resume for an unknown session; ignoring");
-                return Ok(());
-            }
-            Err(e) => return Err(e.into()),
+        let Some(session) = lock_known_session(&mut unit, session_id).await? else {
+            return Ok(());
         };
-        let status = SessionStatus::parse(&session.status)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let status = session.session_status()?;
         if status == SessionStatus::Paused {
             tracing::info!("session paused again before the resume arrived; nothing to do");
             return Ok(());
@@ -320,8 +324,7 @@ impl Engine {
             job_outcome::Result::Started(started) => {
                 if job.parent_job_id.is_none() && job.job_type()? == JobType::Plan {
                     let session = records::lock_session(&mut unit.tx, job.session_id).await?;
-                    let status = SessionStatus::parse(&session.status)
-                        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                    let status = session.session_status()?;
                     if let Some(next) = status_on_root_plan_started(&status, &job.stage_slug) {
                         let next = next.to_string();
                         records::set_session_status(
@@ -963,8 +966,7 @@ impl Engine {
                 });
             }
             StageCompletion::Complete => {
-                let current = SessionStatus::parse(&session.status)
-                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let current = session.session_status()?;
                 let in_stage = matches!(&current, SessionStatus::Running(s) | SessionStatus::Pending(s) if s == stage);
                 if !in_stage {
                     return Ok(());
