@@ -127,13 +127,9 @@ async fn a_message_that_always_fails_ends_in_the_dead_letter_queue() {
     let shutdown = CancellationToken::new();
     let consumer = tokio::spawn(dialectic_runtime::run_consumer(
         ConsumerOptions {
-            amqp_url: env.settings.amqp.url.clone(),
-            topology: topology.clone(),
-            routing_key: keys::JOB_RENDER,
-            prefetch: 1,
-            tag: "always-fails".into(),
             grace: Duration::from_secs(1),
             requeue_delay: Duration::from_millis(10),
+            ..ConsumerOptions::new(&env.settings, keys::JOB_RENDER, 1, "always-fails")
         },
         Arc::new(AlwaysFails(attempts.clone())),
         Arc::new(AtomicBool::new(false)),

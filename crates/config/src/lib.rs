@@ -49,6 +49,9 @@ pub struct AmqpConfig {
     pub prefix: String,
     /// Deliveries after which a message goes to the dead-letter queue.
     pub delivery_limit: u32,
+    /// A delivery that waits this long for a free worker slot is re-published at
+    /// the back of its queue; keep it well under the broker's `consumer_timeout`.
+    pub recycle_after_ms: u64,
 }
 
 impl Default for AmqpConfig {
@@ -57,6 +60,7 @@ impl Default for AmqpConfig {
             url: "amqp://guest:guest@127.0.0.1:5672/%2f".into(),
             prefix: "dialectic".into(),
             delivery_limit: 5,
+            recycle_after_ms: 300_000,
         }
     }
 }

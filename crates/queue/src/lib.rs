@@ -425,6 +425,30 @@ pub async fn requeue(delivery: &Delivery) -> Result<(), QueueError> {
     Ok(())
 }
 
+/// Publishes a copy of the delivery to its exchange (confirmed), then acks the
+/// original: the message moves to the back of its queue without counting as a
+/// failed delivery. A crash in between leaves a duplicate, never a loss.
+pub async fn requeue_at_back(publisher: &Publisher, delivery: &Delivery) -> Result<(), QueueError> {
+    // The broker counts deliveries itself; a copied count would only mislead readers.
+    let mut headers = FieldTable::default();
+    if let Some(original) = delivery.properties.headers() {
+        for (name, value) in original.inner() {
+            if name.as_str() != "x-delivery-count" {
+                headers.insert(name.clone(), value.clone());
+            }
+        }
+    }
+    publisher
+        .publish_to(
+            delivery.exchange.as_str(),
+            delivery.routing_key.as_str(),
+            &delivery.data,
+            headers,
+        )
+        .await?;
+    ack(delivery).await
+}
+
 /// Sends a message that can never succeed straight to the dead-letter queue,
 /// with the reason in a header, then acks the original.
 pub async fn dead_letter(

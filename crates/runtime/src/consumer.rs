@@ -1,13 +1,33 @@
-//! One queue's consumer: reconnects with back-off, handles up to `prefetch`
-//! deliveries at once, and settles each one only after its handler returns
-//! (the handler commits first, so an ack always follows the commit).
+//! One queue's consumer: reconnects with back-off and runs at most `prefetch`
+//! handlers at once. A handler settles its delivery after it commits (or, for a
+//! job worker, as soon as its claim commits: see [`Disposition::Settled`]).
+//!
+//! Why deliveries can wait here: a job worker acks on claim, so the broker may
+//! push the next `prefetch` messages while every slot is busy with a long model
+//! call. Such a waiting delivery is unacked, and RabbitMQ closes a channel that
+//! holds one past `consumer_timeout` (30 min by default). A delivery that waited
+//! `recycle_after` is therefore published again and acked: the copy goes to the
+//! back of the queue with a fresh delivery count (a nack would count against
+//! the delivery limit), and a duplicate dispatch is a no-op for the claim.
 
 use crate::{CancellationToken, retry_with_backoff, sleep_or_shutdown};
+use dialectic_config::Settings;
 use dialectic_queue::{Delivery, Publisher, Subscription, Topology};
+use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+
+static CHANNEL_LOSSES: AtomicU64 = AtomicU64::new(0);
+
+/// How many times, in this process, a consumer's channel closed under it (the
+/// broker went away, or closed the channel, e.g. for an ack held past
+/// `consumer_timeout`). Each loss returns that channel's unsettled deliveries.
+pub fn channel_losses() -> u64 {
+    CHANNEL_LOSSES.load(Ordering::Relaxed)
+}
 
 /// What to do with a delivery once it has been handled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,6 +39,8 @@ pub enum Disposition {
     Requeue,
     /// Can never succeed (undecodable, unknown version): straight to the dead queue.
     DeadLetter(String),
+    /// The handler acked the delivery itself, before its work was over.
+    Settled,
 }
 
 #[async_trait::async_trait]
@@ -30,16 +52,37 @@ pub struct ConsumerOptions {
     pub amqp_url: String,
     pub topology: Topology,
     pub routing_key: &'static str,
+    /// Handlers running at once; also the channel's prefetch.
     pub prefetch: u16,
     pub tag: String,
     /// How long in-flight deliveries may run after shutdown is requested.
     pub grace: Duration,
     /// Pause before a requeue, so a message failing on a down dependency does not spin.
     pub requeue_delay: Duration,
+    /// A delivery waiting this long for a free slot is published again and acked.
+    pub recycle_after: Duration,
+}
+
+impl ConsumerOptions {
+    /// Options for `routing_key` from the service's settings; `tag` names the
+    /// consumer (the process id is appended, so replicas differ).
+    pub fn new(settings: &Settings, routing_key: &'static str, prefetch: u16, tag: &str) -> Self {
+        Self {
+            amqp_url: settings.amqp.url.clone(),
+            topology: crate::topology(settings),
+            routing_key,
+            prefetch: prefetch.max(1),
+            tag: format!("{tag}-{routing_key}-{}", std::process::id()),
+            grace: Duration::from_secs(settings.shutdown_grace_secs),
+            requeue_delay: Duration::from_millis(500),
+            recycle_after: Duration::from_millis(settings.amqp.recycle_after_ms.max(10)),
+        }
+    }
 }
 
 /// Consumes until shutdown. `connected` mirrors whether the broker is reachable,
-/// for readiness.
+/// for readiness. Handlers keep running across reconnects: a lost channel only
+/// returns the deliveries that were not yet settled.
 pub async fn run_consumer(
     options: ConsumerOptions,
     handler: Arc<dyn Handler>,
@@ -47,6 +90,8 @@ pub async fn run_consumer(
     shutdown: CancellationToken,
 ) {
     let queue = options.topology.queue(options.routing_key);
+    let slots = Arc::new(Semaphore::new(usize::from(options.prefetch.max(1))));
+    let mut in_flight = JoinSet::new();
     while !shutdown.is_cancelled() {
         let Some(connection) = retry_with_backoff("rabbitmq", &shutdown, || {
             dialectic_queue::connect(&options.amqp_url)
@@ -74,6 +119,7 @@ pub async fn run_consumer(
             Err(e) => {
                 tracing::warn!(%queue, error = %e, "consumer setup failed");
                 connected.store(false, Ordering::Relaxed);
+                let _ = connection.close(200, "setup failed".into()).await;
                 if !sleep_or_shutdown(Duration::from_secs(1), &shutdown).await {
                     break;
                 }
@@ -83,47 +129,85 @@ pub async fn run_consumer(
         connected.store(true, Ordering::Relaxed);
         tracing::info!(%queue, prefetch = options.prefetch, "consuming");
         let publisher = Arc::new(publisher);
-        let mut in_flight = JoinSet::new();
+        let mut waiting: VecDeque<(Instant, Delivery)> = VecDeque::new();
+        let mut recycle_tick =
+            tokio::time::interval((options.recycle_after / 4).max(Duration::from_millis(50)));
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 next = subscription.next() => match next {
-                    Ok(delivery) => {
-                        let handler = handler.clone();
-                        let publisher = publisher.clone();
-                        let topology = options.topology.clone();
-                        let requeue_delay = options.requeue_delay;
-                        in_flight.spawn(async move {
-                            let disposition = handler.handle(&delivery).await;
-                            settle(&delivery, disposition, &publisher, &topology, requeue_delay).await;
-                        });
-                    }
+                    Ok(delivery) => waiting.push_back((Instant::now(), delivery)),
                     Err(e) => {
                         tracing::warn!(%queue, error = %e, "consumer lost its channel; reconnecting");
+                        CHANNEL_LOSSES.fetch_add(1, Ordering::Relaxed);
                         connected.store(false, Ordering::Relaxed);
                         break;
                     }
                 },
+                permit = slots.clone().acquire_owned(), if !waiting.is_empty() => {
+                    let (Ok(permit), Some((_, delivery))) = (permit, waiting.pop_front()) else {
+                        continue;
+                    };
+                    let handler = handler.clone();
+                    let publisher = publisher.clone();
+                    let topology = options.topology.clone();
+                    let requeue_delay = options.requeue_delay;
+                    in_flight.spawn(async move {
+                        let disposition = handler.handle(&delivery).await;
+                        settle(&delivery, disposition, &publisher, &topology, requeue_delay).await;
+                        drop(permit);
+                    });
+                }
+                _ = recycle_tick.tick(), if !waiting.is_empty() => {
+                    while waiting.front().is_some_and(|(since, _)| since.elapsed() >= options.recycle_after) {
+                        if let Some((_, delivery)) = waiting.pop_front() {
+                            recycle(&delivery, &publisher).await;
+                        }
+                    }
+                }
                 Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
             }
         }
-        // Stop receiving first, then let what was taken finish; anything
-        // unacked when the channel closes goes back to the queue.
+        // Stop receiving; what waited for a slot goes back to the queue for
+        // another replica (or this one after reconnecting).
         let _ = subscription
             .channel
             .basic_cancel(options.tag.as_str().into(), Default::default())
             .await;
-        let drained = tokio::time::timeout(options.grace, async {
-            while in_flight.join_next().await.is_some() {}
-        })
-        .await;
-        if drained.is_err() {
-            tracing::warn!(%queue, "grace period over; abandoning in-flight deliveries to redelivery");
-            in_flight.abort_all();
+        for (_, delivery) in waiting.drain(..) {
+            let _ = dialectic_queue::requeue(&delivery).await;
         }
-        let _ = connection.close(200, "shutting down".into()).await;
+        if shutdown.is_cancelled() {
+            drain(&mut in_flight, options.grace, &queue).await;
+        }
+        let _ = connection.close(200, "consumer stopping".into()).await;
     }
+    drain(&mut in_flight, options.grace, &queue).await;
     connected.store(false, Ordering::Relaxed);
+}
+
+/// Lets running handlers finish within `grace`; unsettled deliveries of the
+/// ones still running return to their queue when the channel closes.
+async fn drain(in_flight: &mut JoinSet<()>, grace: Duration, queue: &str) {
+    let drained = tokio::time::timeout(grace, async {
+        while in_flight.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(%queue, "grace period over; abandoning in-flight work to its lease");
+        in_flight.abort_all();
+    }
+}
+
+/// Publishes a copy of a delivery that waited too long for a slot, then acks
+/// the original; on failure the original stays unacked and is tried again later.
+async fn recycle(delivery: &Delivery, publisher: &Publisher) {
+    match dialectic_queue::requeue_at_back(publisher, delivery).await {
+        Ok(()) => {
+            tracing::info!(routing_key = %delivery.routing_key, "delivery waited too long for a slot; re-queued at the back")
+        }
+        Err(e) => tracing::warn!(error = %e, "could not recycle a waiting delivery"),
+    }
 }
 
 async fn settle(
@@ -134,6 +218,7 @@ async fn settle(
     requeue_delay: Duration,
 ) {
     let result = match &disposition {
+        Disposition::Settled => return,
         Disposition::Ack => dialectic_queue::ack(delivery).await,
         Disposition::Requeue => {
             tokio::time::sleep(requeue_delay).await;

@@ -5,7 +5,7 @@
 mod consumer;
 pub mod worker;
 
-pub use consumer::{ConsumerOptions, Disposition, Handler, run_consumer};
+pub use consumer::{ConsumerOptions, Disposition, Handler, channel_losses, run_consumer};
 pub use tokio_util::sync::CancellationToken;
 
 use dialectic_blob::{BlobSettings, BlobStore};

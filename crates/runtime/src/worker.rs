@@ -213,12 +213,16 @@ impl<W: JobWork> crate::Handler for JobWorker<W> {
             &span,
             dialectic_queue::header(delivery, dialectic_queue::TRACEPARENT_HEADER).as_deref(),
         );
-        self.handle_job(job_id).instrument(span).await
+        self.handle_job(job_id, delivery).instrument(span).await
     }
 }
 
 impl<W: JobWork> JobWorker<W> {
-    async fn handle_job(&self, job_id: Uuid) -> crate::Disposition {
+    async fn handle_job(
+        &self,
+        job_id: Uuid,
+        delivery: &dialectic_queue::Delivery,
+    ) -> crate::Disposition {
         use std::sync::atomic::Ordering;
         let job = match claim(
             &self.store,
@@ -240,6 +244,12 @@ impl<W: JobWork> JobWorker<W> {
             }
         };
         tracing::Span::current().record("session_id", tracing::field::display(job.session_id));
+        // The claim and its lease now guard the job, so the message is done: a
+        // model call may outlast the broker's consumer_timeout, which would close
+        // the channel of an unacked delivery and hand the job to a second worker.
+        if let Err(e) = dialectic_queue::ack(delivery).await {
+            tracing::warn!(error = %e, "could not ack the claimed dispatch; its redelivery will be a no-op");
+        }
         self.stats.busy.fetch_add(1, Ordering::Relaxed);
         let stop = CancellationToken::new();
         let lost = CancellationToken::new();
@@ -261,9 +271,9 @@ impl<W: JobWork> JobWorker<W> {
         let (code, message, can_retry) = match result {
             Ok(()) => {
                 self.stats.completed.fetch_add(1, Ordering::Relaxed);
-                return crate::Disposition::Ack;
+                return crate::Disposition::Settled;
             }
-            Err(AttemptError::Lost) => return crate::Disposition::Ack,
+            Err(AttemptError::Lost) => return crate::Disposition::Settled,
             Err(AttemptError::Permanent { code, message }) => (code, message, false),
             Err(AttemptError::Retryable { code, message }) => (code, message, true),
             Err(AttemptError::Store(e)) => ("store", e.to_string(), true),
@@ -275,6 +285,6 @@ impl<W: JobWork> JobWorker<W> {
             // The lease will expire and the planner will retry the job.
             tracing::warn!(error = %e, "could not record the failure");
         }
-        crate::Disposition::Ack
+        crate::Disposition::Settled
     }
 }

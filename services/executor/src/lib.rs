@@ -733,7 +733,6 @@ async fn start_executor(
         stats,
     });
     let work_shutdown = shutdown.child_token();
-    let topology = dialectic_runtime::topology(&settings);
     let mut dependencies = Dependencies {
         store: Some(store),
         blob: Some(blob),
@@ -743,15 +742,7 @@ async fn start_executor(
     let mut tasks = Vec::new();
     for key in [keys::JOB_PLAN, keys::JOB_EXECUTE] {
         tasks.push(tokio::spawn(run_consumer(
-            ConsumerOptions {
-                amqp_url: settings.amqp.url.clone(),
-                topology: topology.clone(),
-                routing_key: key,
-                prefetch: slots,
-                tag: format!("executor-{}-{}", key, std::process::id()),
-                grace: Duration::from_secs(settings.shutdown_grace_secs),
-                requeue_delay: Duration::from_millis(500),
-            },
+            ConsumerOptions::new(&settings, key, slots, "executor"),
             handler.clone(),
             dependencies.broker_flag(),
             work_shutdown.clone(),

@@ -162,15 +162,7 @@ async fn start_planner(
     });
     for key in [keys::PLANNER_COMMAND, keys::JOB_EVENT] {
         tasks.push(tokio::spawn(run_consumer(
-            ConsumerOptions {
-                amqp_url: settings.amqp.url.clone(),
-                topology: topology.clone(),
-                routing_key: key,
-                prefetch: 16,
-                tag: format!("planner-{}-{}", key, std::process::id()),
-                grace: Duration::from_secs(settings.shutdown_grace_secs),
-                requeue_delay: Duration::from_millis(500),
-            },
+            ConsumerOptions::new(&settings, key, 16, "planner"),
             handler.clone(),
             dependencies.broker_flag(),
             work_shutdown.clone(),

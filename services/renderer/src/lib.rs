@@ -24,7 +24,6 @@ use dialectic_store::records::{self, ContributionRow, NewResource, USER_EDIT};
 use dialectic_store::{Store, StoreError};
 use futures::future::BoxFuture;
 use std::sync::Arc;
-use std::time::Duration;
 use uuid::Uuid;
 
 pub const SERVICE_NAME: &str = "dialectic.v1.renderer.RendererService";
@@ -288,15 +287,12 @@ async fn start_renderer(
         ..Default::default()
     };
     let consumer = tokio::spawn(run_consumer(
-        ConsumerOptions {
-            amqp_url: settings.amqp.url.clone(),
-            topology: dialectic_runtime::topology(&settings),
-            routing_key: keys::JOB_RENDER,
-            prefetch: settings.renderer.worker.slots.max(1),
-            tag: format!("renderer-{}", std::process::id()),
-            grace: Duration::from_secs(settings.shutdown_grace_secs),
-            requeue_delay: Duration::from_millis(500),
-        },
+        ConsumerOptions::new(
+            &settings,
+            keys::JOB_RENDER,
+            settings.renderer.worker.slots,
+            "renderer",
+        ),
         handler,
         dependencies.broker_flag(),
         work_shutdown.clone(),
