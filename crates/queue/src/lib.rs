@@ -15,6 +15,8 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
 use prost::Message as _;
 
+pub mod dead;
+
 pub use lapin::message::Delivery;
 
 #[derive(Debug, thiserror::Error)]
@@ -463,7 +465,7 @@ pub async fn dead_letter(
         AMQPValue::LongString(LongString::from(reason)),
     );
     table.insert(
-        "x-dialectic-original-routing-key".into(),
+        dead::ORIGINAL_ROUTING_KEY_HEADER.into(),
         AMQPValue::LongString(LongString::from(delivery.routing_key.as_str())),
     );
     publisher

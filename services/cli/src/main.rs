@@ -1,5 +1,6 @@
 //! `dialectic`: the command-line client of the gateway.
 
+mod admin;
 mod format;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -157,6 +158,8 @@ enum Command {
         #[arg(long, default_value_t = 300)]
         timeout_secs: u64,
     },
+    /// Operator commands against the broker (e.g. `admin dlq list|show|replay`).
+    Admin(admin::AdminArgs),
 }
 
 #[tokio::main]
@@ -175,8 +178,13 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<()> {
+    // Admin commands talk to the broker, not the gateway, which may be down.
+    let command = match cli.command {
+        Command::Admin(args) => return admin::run(args).await,
+        command => command,
+    };
     let gateway = Gateway::connect(&cli.gateway, cli.user.as_deref()).await?;
-    match cli.command {
+    match command {
         Command::Create { name, prompt } => {
             let project = gateway.create_project(&name, &prompt.read()?).await?;
             println!("{project}");
@@ -303,6 +311,7 @@ async fn run(cli: Cli) -> Result<()> {
             println!();
             print!("{}", format::summary(&summary, &documents));
         }
+        Command::Admin(args) => admin::run(args).await?,
     }
     Ok(())
 }
