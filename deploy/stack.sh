@@ -7,6 +7,9 @@
 #   deploy/stack.sh status one line per service; exit 0 only if all are up
 #   deploy/stack.sh down   stop only what this script started itself
 #   deploy/stack.sh env    print `export KEY=value` lines for the app config
+#   deploy/stack.sh restart postgres|redis|rabbitmq|s3
+#                          stop one backing service and start it again (the
+#                          fault tests use it; clients see their connections drop)
 #
 # Migrations are NOT applied here; run the project's `migrate` command after.
 set -euo pipefail
@@ -399,6 +402,37 @@ cmd_down() {
     log "down done (services not started by stack.sh left running)"
 }
 
+cmd_restart() {
+    take_lock
+    case "${1:-}" in
+    postgres)
+        log "restarting postgresql (fast: open connections are cut)"
+        pg_ctlcluster --skip-systemctl-redirect "$(pg_version)" main restart -m fast 9>&- >&2
+        wait_for postgresql 30 pg_up
+        ;;
+    redis)
+        log "restarting redis"
+        redis-cli -h 127.0.0.1 -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1 || true
+        wait_for "redis to stop" 15 bash -c "! redis-cli -h 127.0.0.1 -p $REDIS_PORT ping >/dev/null 2>&1"
+        ensure_redis
+        ;;
+    rabbitmq)
+        # Stopping the app (not the node) closes every connection and keeps
+        # the quorum queues' contents, as a broker restart does, in seconds.
+        log "restarting the rabbitmq application"
+        rabbitmqctl -q stop_app 9>&- >&2
+        rabbitmqctl -q start_app 9>&- >&2
+        wait_for "rabbitmq amqp listener" 60 amqp_up
+        ;;
+    s3)
+        s3_pid >/dev/null || die "s3s-fs was not started by stack.sh; cannot restart it"
+        stop_s3
+        ensure_s3
+        ;;
+    *) die "restart what? postgres, redis, rabbitmq or s3" ;;
+    esac
+}
+
 cmd_env() {
     local k v
     while IFS='=' read -r k v; do
@@ -421,8 +455,9 @@ main() {
     status) cmd_status ;;
     down) cmd_down ;;
     env) cmd_env ;;
-    -h | --help | help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' ;;
-    *) die "unknown command '$1' (expected up, status, down or env)" ;;
+    restart) cmd_restart "${2:-}" ;;
+    -h | --help | help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' ;;
+    *) die "unknown command '$1' (expected up, status, down, env or restart)" ;;
     esac
 }
 

@@ -3,6 +3,8 @@
 //! parallel and never see what an earlier run left behind. Services run
 //! in-process on ephemeral ports, exactly as `dialecticd` runs them.
 
+pub mod chaos;
+
 use dialectic_blob::BlobStore;
 use dialectic_config::{ConfigArgs, Settings};
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;

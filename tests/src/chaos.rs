@@ -1,0 +1,544 @@
+//! The fault harness: M sessions run across six separately started service
+//! processes while, at random moments, one service at a time is SIGKILLed and
+//! started again, and Postgres, RabbitMQ, Redis and the S3 server are each
+//! restarted. Afterwards it checks what must hold whatever was killed:
+//! every session finished; no job has more than one contribution and every
+//! finished document was rendered; no job made more model calls than it had
+//! attempts (each call holds its cost first, under a key per attempt); the
+//! wallet's balance is the initial credit minus the captures, exactly; the
+//! queues and the outbox are empty and nothing is dead-lettered.
+
+use crate::TestEnv;
+use dialectic_config::Settings;
+use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
+use dialectic_proto::v1::{CreateProjectRequest, StartSessionRequest};
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The order services are killed in (each at least once per round).
+pub const KILL_ORDER: [&str; 6] = [
+    "executor", "planner", "renderer", "gateway", "wallet", "indexer",
+];
+pub const DEPENDENCIES: [&str; 4] = ["redis", "rabbitmq", "postgres", "s3"];
+
+const PROMPT: &str = "# Chaos\n\nA plan that must survive its workers being killed: \
+what to build first, what to measure, and what to leave out.";
+/// The seeded local user's wallet holds this much before any session.
+const INITIAL_CREDIT: i64 = 100_000_000;
+
+#[derive(Debug, Clone)]
+pub struct ChaosOptions {
+    pub sessions: usize,
+    pub models: Vec<String>,
+    /// Simulated model latency: long enough that kills land mid-call.
+    pub latency_ms: u64,
+    /// Pause between one fault and the next, chosen at random in this range.
+    pub fault_gap_ms: (u64, u64),
+    /// How long a killed service stays down.
+    pub down_ms: u64,
+    /// Dependencies to restart, once each per round, between service kills.
+    pub dependencies: Vec<String>,
+    /// Rounds of service kills (each round kills all six, in [`KILL_ORDER`]).
+    pub rounds: usize,
+    pub seed: u64,
+    /// Every session must finish within this.
+    pub deadline: Duration,
+    /// Where each process's log goes (kept for a failed run).
+    pub log_dir: PathBuf,
+}
+
+impl ChaosOptions {
+    /// A few sessions, every service killed once, every dependency restarted once.
+    pub fn quick(log_dir: PathBuf) -> Self {
+        Self {
+            sessions: 4,
+            models: vec!["simulated".into()],
+            latency_ms: 500,
+            fault_gap_ms: (1_000, 2_500),
+            down_ms: 500,
+            dependencies: DEPENDENCIES.iter().map(|d| d.to_string()).collect(),
+            rounds: 1,
+            seed: 7,
+            deadline: Duration::from_secs(600),
+            log_dir,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct ChaosReport {
+    pub kills: BTreeMap<String, usize>,
+    pub restarts: BTreeMap<String, usize>,
+    pub sessions: usize,
+    pub sessions_completed: usize,
+    pub jobs: i64,
+    pub attempts: i64,
+    pub retried_jobs: i64,
+    pub model_calls: i64,
+    pub duplicate_contributions: i64,
+    pub unrendered_documents: i64,
+    pub jobs_with_more_calls_than_attempts: i64,
+    pub double_captures: i64,
+    pub wallet_balance: i64,
+    pub wallet_expected: i64,
+    pub stuck_messages: BTreeMap<String, u32>,
+    pub outbox_rows: i64,
+    pub dead_letters: u32,
+    pub elapsed: Duration,
+}
+
+impl ChaosReport {
+    /// Every invariant the harness checks; empty when the run was clean.
+    pub fn violations(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.sessions_completed != self.sessions {
+            out.push(format!(
+                "{} of {} sessions finished",
+                self.sessions_completed, self.sessions
+            ));
+        }
+        if self.duplicate_contributions != 0 {
+            out.push(format!(
+                "{} jobs have more than one contribution",
+                self.duplicate_contributions
+            ));
+        }
+        if self.unrendered_documents != 0 {
+            out.push(format!(
+                "{} documents have no rendered resource",
+                self.unrendered_documents
+            ));
+        }
+        if self.jobs_with_more_calls_than_attempts != 0 {
+            out.push(format!(
+                "{} jobs called their model more often than they were attempted",
+                self.jobs_with_more_calls_than_attempts
+            ));
+        }
+        if self.double_captures != 0 {
+            out.push(format!(
+                "{} attempts were charged more than once",
+                self.double_captures
+            ));
+        }
+        if self.wallet_balance != self.wallet_expected {
+            out.push(format!(
+                "wallet balance {} != initial credit minus captures {}",
+                self.wallet_balance, self.wallet_expected
+            ));
+        }
+        for (queue, count) in &self.stuck_messages {
+            out.push(format!("{count} messages stuck in {queue}"));
+        }
+        if self.outbox_rows != 0 {
+            out.push(format!("{} outbox rows never relayed", self.outbox_rows));
+        }
+        if self.dead_letters != 0 {
+            out.push(format!("{} dead letters", self.dead_letters));
+        }
+        out
+    }
+
+    pub fn summary(&self) -> String {
+        let kills: usize = self.kills.values().sum();
+        let restarts: usize = self.restarts.values().sum();
+        format!(
+            "{} sessions, {} completed in {:.1} s; {kills} kills {:?}; {restarts} dependency restarts {:?}; \
+             {} jobs, {} attempts ({} jobs retried), {} model calls; duplicates {}, unrendered {}, \
+             over-called jobs {}, double charges {}; wallet {} (expected {}); outbox {}, dead letters {}, stuck {:?}",
+            self.sessions,
+            self.sessions_completed,
+            self.elapsed.as_secs_f64(),
+            self.kills,
+            self.restarts,
+            self.jobs,
+            self.attempts,
+            self.retried_jobs,
+            self.model_calls,
+            self.duplicate_contributions,
+            self.unrendered_documents,
+            self.jobs_with_more_calls_than_attempts,
+            self.double_captures,
+            self.wallet_balance,
+            self.wallet_expected,
+            self.outbox_rows,
+            self.dead_letters,
+            self.stuck_messages,
+        )
+    }
+}
+
+/// xorshift64*: a seeded, dependency-free source of "random" fault timing.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn between(&mut self, (low, high): (u64, u64)) -> u64 {
+        low + self.next() % (high.saturating_sub(low).max(1))
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// The six service processes, each restartable on the same port and config.
+struct Processes {
+    binary: PathBuf,
+    config: PathBuf,
+    log_dir: PathBuf,
+    children: BTreeMap<&'static str, Child>,
+}
+
+impl Processes {
+    fn start(&mut self, name: &'static str) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_dir.join(format!("{name}.log")))
+            .expect("service log");
+        let mut command = Command::new(&self.binary);
+        // The file is the whole configuration: the caller's DIALECTIC_*
+        // variables (the shared local stack) would otherwise override it.
+        for (key, _) in std::env::vars() {
+            if key.starts_with("DIALECTIC_") {
+                command.env_remove(key);
+            }
+        }
+        let child = command
+            .env("DIALECTIC_CHAOS_SERVICE", name)
+            .env(
+                "RUST_LOG",
+                std::env::var("CHAOS_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .arg("--config")
+            .arg(&self.config)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log handle"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {name} from {}: {e}", self.binary.display()));
+        self.children.insert(name, child);
+    }
+
+    fn kill(&mut self, name: &'static str) {
+        if let Some(mut child) = self.children.remove(name) {
+            let _ = child.kill(); // SIGKILL: no drain, no goodbye
+            let _ = child.wait();
+        }
+    }
+
+    fn stop_all(&mut self) {
+        let names: Vec<&'static str> = self.children.keys().copied().collect();
+        for name in names {
+            self.kill(name);
+        }
+    }
+}
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
+fn stack_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/stack.sh")
+}
+
+/// Restarts one backing service through the local stack script.
+fn restart_dependency(name: &str) {
+    let output = Command::new("bash")
+        .arg(stack_script())
+        .args(["restart", name])
+        .output()
+        .expect("deploy/stack.sh runs");
+    assert!(
+        output.status.success(),
+        "restarting {name} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Runs the whole experiment; panics only on harness failures (a service
+/// binary that cannot start, a dependency that cannot be restarted). What the
+/// system got wrong is in the report's `violations()`.
+pub async fn run(env: &TestEnv, binary: &Path, options: &ChaosOptions) -> ChaosReport {
+    let started = Instant::now();
+    std::fs::create_dir_all(&options.log_dir).expect("log dir");
+    let mut settings: Settings = env.settings.clone();
+    let ports: BTreeMap<&str, u16> = KILL_ORDER.iter().map(|n| (*n, free_port())).collect();
+    settings.gateway.listen = format!("127.0.0.1:{}", ports["gateway"]);
+    settings.planner.listen = format!("127.0.0.1:{}", ports["planner"]);
+    settings.executor.worker.listen = format!("127.0.0.1:{}", ports["executor"]);
+    settings.renderer.worker.listen = format!("127.0.0.1:{}", ports["renderer"]);
+    settings.indexer.listen = format!("127.0.0.1:{}", ports["indexer"]);
+    settings.wallet.listen = format!("127.0.0.1:{}", ports["wallet"]);
+    settings.executor.wallet_url = format!("http://127.0.0.1:{}", ports["wallet"]);
+    settings.executor.simulated_latency_ms = options.latency_ms;
+    // A killed worker's job comes back after its lease; keep that short, and
+    // allow enough attempts that repeated kills never exhaust a job.
+    settings.executor.worker.lease_secs = 3;
+    settings.renderer.worker.lease_secs = 3;
+    settings.planner.max_attempts = 50;
+    settings.shutdown_grace_secs = 2;
+    let config = options.log_dir.join("chaos.toml");
+    std::fs::write(
+        &config,
+        toml::to_string(&settings).expect("settings serialise"),
+    )
+    .expect("write config");
+
+    let mut processes = Processes {
+        binary: binary.to_path_buf(),
+        config,
+        log_dir: options.log_dir.clone(),
+        children: BTreeMap::new(),
+    };
+    for name in KILL_ORDER {
+        processes.start(name);
+    }
+    for name in KILL_ORDER {
+        let addr = format!("127.0.0.1:{}", ports[name]).parse().expect("addr");
+        let status = crate::wait_for_status(
+            addr,
+            "",
+            tonic_health::pb::health_check_response::ServingStatus::Serving,
+        )
+        .await;
+        assert_eq!(
+            status,
+            tonic_health::pb::health_check_response::ServingStatus::Serving,
+            "{name} did not become ready; see {}",
+            options.log_dir.display()
+        );
+    }
+
+    let gateway = format!("http://127.0.0.1:{}", ports["gateway"]);
+    let mut session_ids = Vec::new();
+    for i in 0..options.sessions {
+        session_ids.push(start_session(&gateway, i, &options.models).await);
+    }
+
+    let mut report = ChaosReport {
+        sessions: options.sessions,
+        ..Default::default()
+    };
+    let mut rng = Rng(options.seed.max(1));
+    // Each round kills every service once, with the dependency restarts spread between the kills.
+    let mut faults: Vec<String> = Vec::new();
+    for _ in 0..options.rounds {
+        let mut round: Vec<String> = KILL_ORDER.iter().map(|s| s.to_string()).collect();
+        for (i, dependency) in options.dependencies.iter().enumerate() {
+            let at = (i + 1) * round.len() / (options.dependencies.len() + 1);
+            round.insert(at.min(round.len()), format!("dependency:{dependency}"));
+        }
+        faults.extend(round);
+    }
+    for fault in faults {
+        tokio::time::sleep(Duration::from_millis(rng.between(options.fault_gap_ms))).await;
+        match fault.strip_prefix("dependency:") {
+            Some(dependency) => {
+                tracing::warn!(dependency, "chaos: restarting");
+                let dependency = dependency.to_string();
+                let name = dependency.clone();
+                tokio::task::spawn_blocking(move || restart_dependency(&name))
+                    .await
+                    .expect("restart task");
+                *report.restarts.entry(dependency).or_default() += 1;
+            }
+            None => {
+                let name = KILL_ORDER
+                    .iter()
+                    .copied()
+                    .find(|n| *n == fault)
+                    .expect("a known service");
+                tracing::warn!(service = name, "chaos: SIGKILL");
+                processes.kill(name);
+                tokio::time::sleep(Duration::from_millis(options.down_ms)).await;
+                processes.start(name);
+                *report.kills.entry(name.to_string()).or_default() += 1;
+            }
+        }
+    }
+
+    let deadline = started + options.deadline;
+    report.sessions_completed = wait_for_sessions(env, &session_ids, deadline).await;
+    wait_until_idle(env, deadline).await;
+    check(env, &mut report).await;
+    processes.stop_all();
+    report.elapsed = started.elapsed();
+    report
+}
+
+/// Creates a project and starts an auto-advancing session, retrying while
+/// the gateway or its dependencies come up.
+async fn start_session(gateway: &str, index: usize, models: &[String]) -> uuid::Uuid {
+    let request_id = format!("chaos-{index}-{}", uuid::Uuid::new_v4());
+    crate::eventually(60, "the gateway to start a session", || async {
+        let mut client = DialecticServiceClient::connect(gateway.to_string())
+            .await
+            .ok()?;
+        let project = client
+            .create_project(CreateProjectRequest {
+                name: format!("Chaos {index}"),
+                initial_user_prompt: PROMPT.into(),
+                client_request_id: format!("{request_id}-project"),
+            })
+            .await
+            .ok()?
+            .into_inner();
+        let session = client
+            .start_session(StartSessionRequest {
+                project_id: project.id,
+                models: models.to_vec(),
+                description: String::new(),
+                client_request_id: format!("{request_id}-session"),
+                auto_advance: true,
+            })
+            .await
+            .ok()?
+            .into_inner();
+        uuid::Uuid::parse_str(&session.id).ok()
+    })
+    .await
+}
+
+/// How many sessions reached review before `deadline`. Reads Postgres, which
+/// may itself be restarting: errors just mean "ask again".
+async fn wait_for_sessions(env: &TestEnv, ids: &[uuid::Uuid], deadline: Instant) -> usize {
+    loop {
+        let done: Option<i64> = sqlx::query_scalar(
+            "SELECT count(*) FROM dialectic_sessions
+              WHERE id = ANY($1) AND status = 'iteration_complete_pending_review'",
+        )
+        .bind(ids)
+        .fetch_one(env.store.pool())
+        .await
+        .ok();
+        let done = done.unwrap_or(0) as usize;
+        if done == ids.len() || Instant::now() > deadline {
+            return done;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Waits until no job is outstanding and the outbox is empty (RENDER jobs
+/// may finish after their stage).
+async fn wait_until_idle(env: &TestEnv, deadline: Instant) {
+    loop {
+        let busy: Option<(i64, i64)> = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM dialectic_generation_jobs
+                      WHERE status NOT IN ('completed', 'failed', 'retry_loop_failed', 'superseded')),
+                    (SELECT count(*) FROM outbox)",
+        )
+        .fetch_one(env.store.pool())
+        .await
+        .ok();
+        if busy == Some((0, 0)) || Instant::now() > deadline {
+            // Give the consumers a moment to ack what the relay sent last.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn check(env: &TestEnv, report: &mut ChaosReport) {
+    let pool = env.store.pool();
+    let scalar = |sql: &'static str| async move {
+        sqlx::query_scalar::<_, i64>(sql)
+            .fetch_one(pool)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    };
+    report.jobs = scalar("SELECT count(*) FROM dialectic_generation_jobs").await;
+    report.attempts =
+        scalar("SELECT coalesce(sum(attempt_count), 0)::bigint FROM dialectic_generation_jobs")
+            .await;
+    report.retried_jobs =
+        scalar("SELECT count(*) FROM dialectic_generation_jobs WHERE attempt_count > 1").await;
+    report.model_calls =
+        scalar("SELECT count(*) FROM token_wallet_transactions WHERE kind = 'hold'").await;
+    report.duplicate_contributions = scalar(
+        "SELECT count(*) FROM (SELECT job_id FROM dialectic_contributions
+          WHERE job_id IS NOT NULL GROUP BY job_id HAVING count(*) > 1) d",
+    )
+    .await;
+    // Every document a model wrote (no continuations here: one chunk each) is
+    // the source of exactly the resource its RENDER job wrote.
+    report.unrendered_documents = scalar(
+        "SELECT count(*) FROM dialectic_contributions c
+          WHERE NOT c.is_intermediate AND c.job_id IS NOT NULL
+            AND c.document_key <> 'header_context'
+            AND NOT EXISTS (SELECT 1 FROM dialectic_project_resources p
+                             WHERE p.source_contribution_id = c.id)",
+    )
+    .await;
+    report.jobs_with_more_calls_than_attempts = scalar(
+        "SELECT count(*) FROM dialectic_generation_jobs j
+          WHERE (SELECT count(*) FROM token_wallet_transactions t
+                  WHERE t.kind = 'hold' AND t.job_id = j.id) > j.attempt_count",
+    )
+    .await;
+    report.double_captures = scalar(
+        "SELECT count(*) FROM (SELECT job_id, attempt FROM token_wallet_transactions
+          WHERE kind = 'capture' GROUP BY job_id, attempt HAVING count(*) > 1) d",
+    )
+    .await;
+    report.wallet_balance = scalar(
+        "SELECT balance FROM token_wallets
+          WHERE user_id = '00000000-0000-0000-0000-000000000001'",
+    )
+    .await;
+    let captured = scalar(
+        "SELECT coalesce(sum(amount), 0)::bigint FROM token_wallet_transactions WHERE kind = 'capture'",
+    )
+    .await;
+    report.wallet_expected = INITIAL_CREDIT - captured;
+    report.outbox_rows = scalar("SELECT count(*) FROM outbox").await;
+
+    let topology = dialectic_runtime::topology(&env.settings);
+    let connection = dialectic_queue::connect(&env.settings.amqp.url)
+        .await
+        .expect("amqp after the run");
+    for key in dialectic_queue::keys::ALL {
+        let queue = topology.queue(key);
+        let count = queue_depth(&connection, &queue).await;
+        if count > 0 {
+            report.stuck_messages.insert(queue, count);
+        }
+    }
+    report.dead_letters = queue_depth(&connection, &topology.dead_queue()).await;
+    let _ = connection.close(200, "checked".into()).await;
+}
+
+/// Ready messages in a queue (a passive declare changes nothing).
+async fn queue_depth(connection: &lapin::Connection, queue: &str) -> u32 {
+    let channel = connection.create_channel().await.expect("channel");
+    let declared = channel
+        .queue_declare(
+            queue.into(),
+            lapin::options::QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            lapin::types::FieldTable::default(),
+        )
+        .await
+        .expect("queue exists");
+    let _ = channel.close(200, "counted".into()).await;
+    declared.message_count()
+}

@@ -1,0 +1,58 @@
+//! The quick fault run: a few sessions across six service processes while
+//! each service is SIGKILLed once and each backing service restarted once.
+//! `DIALECTIC_CHAOS_DEPENDENCIES` narrows the restarts (e.g. to "" when other
+//! work shares the local stack); the long run is `cargo run -p dialectic-e2e --bin chaos`.
+
+use dialectic_e2e::TestEnv;
+use dialectic_e2e::chaos::{self, ChaosOptions, KILL_ORDER};
+use std::path::Path;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sessions_survive_killed_services_and_restarted_dependencies() {
+    let env = TestEnv::new().await;
+    let log_dir = std::env::temp_dir().join(format!("dialectic-chaos-{}", env.database));
+    let mut options = ChaosOptions::quick(log_dir.clone());
+    if let Ok(list) = std::env::var("DIALECTIC_CHAOS_DEPENDENCIES") {
+        options.dependencies = list
+            .split(',')
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+            .map(str::to_string)
+            .collect();
+    }
+    let report = chaos::run(
+        &env,
+        Path::new(env!("CARGO_BIN_EXE_chaos-service")),
+        &options,
+    )
+    .await;
+    println!("chaos: {}", report.summary());
+    let violations = report.violations();
+    assert!(
+        violations.is_empty(),
+        "{violations:#?}\n{}\nservice logs: {}",
+        report.summary(),
+        log_dir.display()
+    );
+    for service in KILL_ORDER {
+        assert!(
+            report.kills.get(service).copied().unwrap_or(0) >= 1,
+            "{service} was never killed: {:?}",
+            report.kills
+        );
+    }
+    for dependency in &options.dependencies {
+        assert_eq!(
+            report.restarts.get(dependency),
+            Some(&options.rounds),
+            "{dependency}"
+        );
+    }
+    assert!(
+        report.model_calls >= report.jobs / 2,
+        "the sessions really ran: {}",
+        report.summary()
+    );
+    env.teardown().await;
+    let _ = std::fs::remove_dir_all(&log_dir);
+}
