@@ -62,7 +62,7 @@ impl ChaosOptions {
             dependencies: DEPENDENCIES.iter().map(|d| d.to_string()).collect(),
             rounds: 1,
             seed: 7,
-            deadline: Duration::from_secs(600),
+            deadline: Duration::from_secs(300),
             log_dir,
         }
     }
@@ -84,6 +84,8 @@ pub struct ChaosReport {
     pub double_captures: i64,
     pub wallet_balance: i64,
     pub wallet_expected: i64,
+    /// Jobs that ended failed: (stage, error details).
+    pub failed_jobs: Vec<(String, String)>,
     pub stuck_messages: BTreeMap<String, u32>,
     pub outbox_rows: i64,
     pub dead_letters: u32,
@@ -129,6 +131,9 @@ impl ChaosReport {
                 "wallet balance {} != initial credit minus captures {}",
                 self.wallet_balance, self.wallet_expected
             ));
+        }
+        for (stage, error) in &self.failed_jobs {
+            out.push(format!("a {stage} job failed: {error}"));
         }
         for (queue, count) in &self.stuck_messages {
             out.push(format!("{count} messages stuck in {queue}"));
@@ -415,20 +420,24 @@ async fn start_session(gateway: &str, index: usize, models: &[String]) -> uuid::
     .await
 }
 
-/// How many sessions reached review before `deadline`. Reads Postgres, which
+/// How many sessions reached review before `deadline`, or before a job
+/// failed for good (its session can then never finish). Reads Postgres, which
 /// may itself be restarting: errors just mean "ask again".
 async fn wait_for_sessions(env: &TestEnv, ids: &[uuid::Uuid], deadline: Instant) -> usize {
     loop {
-        let done: Option<i64> = sqlx::query_scalar(
-            "SELECT count(*) FROM dialectic_sessions
-              WHERE id = ANY($1) AND status = 'iteration_complete_pending_review'",
+        let state: Option<(i64, i64)> = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM dialectic_sessions
+                      WHERE id = ANY($1) AND status = 'iteration_complete_pending_review'),
+                    (SELECT count(*) FROM dialectic_generation_jobs
+                      WHERE status IN ('failed', 'retry_loop_failed'))",
         )
         .bind(ids)
         .fetch_one(env.store.pool())
         .await
         .ok();
-        let done = done.unwrap_or(0) as usize;
-        if done == ids.len() || Instant::now() > deadline {
+        let (done, failed) = state.unwrap_or((0, 0));
+        let done = done as usize;
+        if done == ids.len() || failed > 0 || Instant::now() > deadline {
             return done;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -438,6 +447,7 @@ async fn wait_for_sessions(env: &TestEnv, ids: &[uuid::Uuid], deadline: Instant)
 /// Waits until no job is outstanding and the outbox is empty (RENDER jobs
 /// may finish after their stage).
 async fn wait_until_idle(env: &TestEnv, deadline: Instant) {
+    let deadline = deadline.min(Instant::now() + Duration::from_secs(60));
     loop {
         let busy: Option<(i64, i64)> = sqlx::query_as(
             "SELECT (SELECT count(*) FROM dialectic_generation_jobs
@@ -509,6 +519,13 @@ async fn check(env: &TestEnv, report: &mut ChaosReport) {
     .await;
     report.wallet_expected = INITIAL_CREDIT - captured;
     report.outbox_rows = scalar("SELECT count(*) FROM outbox").await;
+    report.failed_jobs = sqlx::query_as(
+        "SELECT stage_slug, coalesce(error_details::text, '') FROM dialectic_generation_jobs
+          WHERE status IN ('failed', 'retry_loop_failed')",
+    )
+    .fetch_all(pool)
+    .await
+    .expect("failed jobs");
 
     let topology = dialectic_runtime::topology(&env.settings);
     let connection = dialectic_queue::connect(&env.settings.amqp.url)

@@ -311,6 +311,39 @@ pub async fn clear_next_attempt(tx: &mut Tx<'_>, id: Uuid) -> Result<(), StoreEr
     Ok(())
 }
 
+/// The newest RENDER job of the session that is not over yet: a stage that
+/// starts reads earlier stages' rendered documents, so it waits for these.
+pub async fn outstanding_render(
+    tx: &mut Tx<'_>,
+    session_id: Uuid,
+) -> Result<Option<Uuid>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM dialectic_generation_jobs
+          WHERE session_id = $1 AND job_type = 'RENDER'
+            AND status NOT IN ('completed', 'failed', 'retry_loop_failed')
+          ORDER BY created_at DESC LIMIT 1",
+    )
+    .bind(session_id)
+    .fetch_optional(&mut **tx)
+    .await?)
+}
+
+/// Makes a waiting job wait for another prerequisite instead.
+pub async fn set_prerequisite(
+    tx: &mut Tx<'_>,
+    id: Uuid,
+    prerequisite: Uuid,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE dialectic_generation_jobs SET prerequisite_job_id = $2, updated_at = now() WHERE id = $1",
+    )
+    .bind(id)
+    .bind(prerequisite)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 pub async fn waiting_on(tx: &mut Tx<'_>, prerequisite: Uuid) -> Result<Vec<Uuid>, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT id FROM dialectic_generation_jobs WHERE prerequisite_job_id = $1 AND status = 'waiting_for_prerequisite' FOR UPDATE",

@@ -71,6 +71,8 @@ enum Work {
     Release {
         prerequisite: Uuid,
         succeeded: bool,
+        /// Set when the prerequisite is a RENDER job of this session.
+        render_of: Option<Uuid>,
     },
 }
 
@@ -202,6 +204,12 @@ impl Engine {
                 reason: "the recipe has no PLAN step without predecessors".into(),
             })?;
         let planned_documents = descendant_outputs(&recipe, &root_step);
+        // RENDER jobs do not gate their own stage, but this stage reads the
+        // earlier stages' rendered documents: its root jobs wait for them.
+        let renders_pending = jobs::outstanding_render(&mut unit.tx, session_id).await?;
+        if let Some(render) = renders_pending {
+            tracing::info!(%render, stage, "earlier documents still rendering; the stage's root jobs wait for them");
+        }
         let models = records::models_by_id(&mut *unit.tx, &session.selected_model_ids).await?;
         for model_id in &session.selected_model_ids {
             let Some(model) = models.iter().find(|m| m.id == *model_id) else {
@@ -232,20 +240,24 @@ impl Engine {
                     stage_slug: stage,
                     iteration,
                     job_type: JobType::Plan,
-                    status: JobStatus::Pending,
+                    status: if renders_pending.is_some() {
+                        JobStatus::WaitingForPrerequisite
+                    } else {
+                        JobStatus::Pending
+                    },
                     step_id: Some(root_step.id.0),
                     step_key: Some(&root_step.step_key),
                     model_id: Some(model.id),
                     document_key: Some(&root_step.output_type),
                     payload: &payload,
                     parent_job_id: None,
-                    prerequisite_job_id: None,
+                    prerequisite_job_id: renders_pending,
                     target_contribution_id: None,
                     max_attempts: self.config.max_attempts as i32,
                 },
             )
             .await?;
-            if let Some(id) = inserted {
+            if let (Some(id), None) = (inserted, renders_pending) {
                 self.dispatch(&mut unit, id, JobType::Plan).await?;
             }
         }
@@ -519,7 +531,16 @@ impl Engine {
                 Work::PlanNext(job) => self.plan_next(unit, job).await?,
                 Work::Release {
                     prerequisite,
+                    render_of: Some(session),
+                    ..
+                } => {
+                    self.release_render_waiters(unit, prerequisite, session)
+                        .await?
+                }
+                Work::Release {
+                    prerequisite,
                     succeeded,
+                    render_of: None,
                 } => {
                     for waiting in jobs::waiting_on(&mut unit.tx, prerequisite).await? {
                         unit.work.push_back(Work::Apply {
@@ -587,6 +608,7 @@ impl Engine {
                 JobEffect::ReleaseDependents => unit.work.push_back(Work::Release {
                     prerequisite: job.id,
                     succeeded: t.to == JobStatus::Completed,
+                    render_of: (job.job_type()? == JobType::Render).then_some(job.session_id),
                 }),
                 JobEffect::CheckStage => {
                     if job.parent_job_id.is_none() {
@@ -598,6 +620,43 @@ impl Engine {
                     }
                 }
                 JobEffect::PlanNextSteps => unit.work.push_back(Work::PlanNext(job.id)),
+            }
+        }
+        Ok(())
+    }
+
+    /// A stage's root jobs wait while earlier stages still render (see
+    /// `start_stage`). When a render ends they wait for the next outstanding one,
+    /// or start. The session lock orders this after a concurrent `start_stage`
+    /// (which holds it while it reads the outstanding renders), so a root job
+    /// that commits waiting on this render is seen here. A render that failed
+    /// for good releases them too: the executor then names any input it lacks.
+    async fn release_render_waiters(
+        &self,
+        unit: &mut Unit,
+        render: Uuid,
+        session_id: Uuid,
+    ) -> Result<(), PlannerError> {
+        records::lock_session(&mut unit.tx, session_id).await?;
+        let waiting = jobs::waiting_on(&mut unit.tx, render).await?;
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        match jobs::outstanding_render(&mut unit.tx, session_id).await? {
+            Some(next) => {
+                for job in waiting {
+                    jobs::set_prerequisite(&mut unit.tx, job, next).await?;
+                }
+            }
+            None => {
+                for job in waiting {
+                    unit.work.push_back(Work::Apply {
+                        job,
+                        event: JobEvent::PrerequisiteCompleted,
+                        error: None,
+                        results: None,
+                    });
+                }
             }
         }
         Ok(())
