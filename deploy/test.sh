@@ -14,3 +14,5 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/dialectic-target}"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
+# A short fuzz run of every cargo-fuzz target (deploy/fuzz.sh SECONDS for a long one).
+deploy/fuzz.sh "${FUZZ_SECONDS:-10}"

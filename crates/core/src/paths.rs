@@ -237,15 +237,15 @@ impl PathContext {
         let project_id: ProjectId = parts[1].parse().map_err(|_| bad())?;
         if parts.len() == 3 {
             let name_slug = parts[2].strip_suffix(".md").ok_or_else(bad)?.to_string();
-            check("prompt name", &name_slug).map_err(|_| bad())?;
-            return Ok(PathContext {
+            let ctx = PathContext {
                 project_id,
                 session_short: String::new(),
                 iteration: 0,
                 stage_number: 0,
                 stage_slug: String::new(),
                 file: FileKind::ProjectPrompt { name_slug },
-            });
+            };
+            return ctx.accept_if_canonical(key).ok_or_else(bad);
         }
         let session_short = parts[2]
             .strip_prefix("session_")
@@ -305,12 +305,13 @@ impl PathContext {
             stage_slug,
             file,
         };
-        // Only keys that construct() would produce are accepted.
-        if ctx.construct().ok().as_deref() == Some(key) {
-            Ok(ctx)
-        } else {
-            Err(bad())
-        }
+        ctx.accept_if_canonical(key).ok_or_else(bad)
+    }
+
+    /// Only keys that `construct` would produce are accepted: an id in upper
+    /// case or a number with a leading zero names no object this system wrote.
+    fn accept_if_canonical(self, key: &str) -> Option<PathContext> {
+        (self.construct().ok().as_deref() == Some(key)).then_some(self)
     }
 }
 
@@ -540,6 +541,10 @@ mod tests {
             "projects/x/y.md",
             "other/1/2",
             "projects/00000000-0000-0000-0000-000000000000/session_a/iteration_x/1_t/a.md",
+            // Found by the path_deconstruct fuzz target: an upper-case project id
+            // was read as the lower-case one, so two keys named one context.
+            "projects/0191d3c2-7a1e-7c3e-9f00-012345678Fab/u239135-78ase.md",
+            "projects/0191d3c2-7a1e-7c3e-9f00-012345678fab/session_0191d3c2/iteration_01/1_thesis/seed_prompt.md",
         ] {
             assert!(PathContext::deconstruct(key).is_err(), "{key}");
         }

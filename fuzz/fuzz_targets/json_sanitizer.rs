@@ -1,0 +1,31 @@
+//! Model replies are hostile text: sanitizing must never panic or loop, must
+//! keep valid JSON's meaning, and must only claim a structural fix that parses.
+#![no_main]
+
+use dialectic_core::sanitize::{parse_model_json, sanitize_json};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(raw) = std::str::from_utf8(data) else {
+        return;
+    };
+    let result = sanitize_json(raw);
+    assert_eq!(result.original_length, raw.len());
+    // Sanitizing only peels wrappers; a structural fix adds at most one closer per opener.
+    assert!(result.sanitized.len() <= 2 * raw.len() + 2);
+    if let Ok(value) = serde_json::from_str::<serde_json::Value>(raw) {
+        // Valid JSON may lose surrounding whitespace, never meaning.
+        assert_eq!(result.sanitized, raw.trim());
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&result.sanitized).ok(),
+            Some(value)
+        );
+        assert!(!result.was_structurally_fixed);
+    }
+    if result.was_structurally_fixed {
+        assert!(serde_json::from_str::<serde_json::Value>(&result.sanitized).is_ok());
+    }
+    if let Err(error) = parse_model_json(raw) {
+        assert!(error.excerpt.chars().count() <= 200);
+    }
+});
