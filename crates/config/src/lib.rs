@@ -133,6 +133,9 @@ pub struct GatewayConfig {
     /// The user every call acts as until API keys are configured.
     pub default_user_id: String,
     pub max_prompt_bytes: usize,
+    /// Largest request message the public API decodes; a bigger one is
+    /// RESOURCE_EXHAUSTED before any handler runs.
+    pub max_message_bytes: usize,
 }
 
 impl Default for GatewayConfig {
@@ -142,6 +145,7 @@ impl Default for GatewayConfig {
             listen: "127.0.0.1:7051".into(),
             default_user_id: "00000000-0000-0000-0000-000000000001".into(),
             max_prompt_bytes: 256 * 1024,
+            max_message_bytes: 4 * 1024 * 1024,
         }
     }
 }

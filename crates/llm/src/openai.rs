@@ -216,6 +216,14 @@ enum AttemptFailure {
     Fatal(LlmError),
 }
 
+/// Replaces every occurrence of `secret` with a marker.
+fn redact(text: &str, secret: Option<&str>) -> String {
+    match secret.filter(|s| !s.is_empty()) {
+        Some(secret) => text.replace(secret, "[redacted key]"),
+        None => text.to_string(),
+    }
+}
+
 fn classify(
     status: reqwest::StatusCode,
     body: &str,
@@ -309,6 +317,9 @@ impl OpenAiProvider {
         if !status.is_success() {
             let after = retry_after(response.headers());
             let body = response.text().await.unwrap_or_default();
+            // Some providers echo the key they were sent in their refusal;
+            // the body goes into job errors and logs, the key must not.
+            let body = redact(&body, self.settings.api_key.as_deref());
             return Err(classify(status, &body, after));
         }
         let streamed = response

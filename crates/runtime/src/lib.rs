@@ -181,6 +181,9 @@ pub async fn start_grpc(
     let task = tokio::spawn(async move {
         tracing::info!(service = %name, %addr, "gRPC listening");
         tonic::transport::Server::builder()
+            .layer(tower::util::MapResponseLayer::new(
+                oversized_request_is_resource_exhausted,
+            ))
             .add_routes(routes)
             .serve_with_incoming_shutdown(
                 TcpListenerStream::new(listener),
@@ -190,6 +193,48 @@ pub async fn start_grpc(
         Ok(())
     });
     Ok(GrpcServer { addr, health, task })
+}
+
+/// tonic refuses a request above a server's `max_decoding_message_size` with
+/// OUT_OF_RANGE, but gRPC's own convention (and what clients retry on or not)
+/// is RESOURCE_EXHAUSTED. The refusal happens before any handler, so it is a
+/// trailers-only response whose status sits in the headers, rewritten here.
+fn oversized_request_is_resource_exhausted(
+    mut response: tonic::codegen::http::Response<tonic::body::Body>,
+) -> tonic::codegen::http::Response<tonic::body::Body> {
+    const OUT_OF_RANGE: &str = "11";
+    let headers = response.headers_mut();
+    let status = headers.get("grpc-status").and_then(|v| v.to_str().ok());
+    // grpc-message is percent-encoded: match on the words, read the numbers.
+    let message = headers
+        .get("grpc-message")
+        .and_then(|v| v.to_str().ok())
+        .map(|m| m.replace("%20", " "))
+        .filter(|m| m.contains("decoded message length too large"));
+    if status == Some(OUT_OF_RANGE)
+        && let Some(message) = message
+    {
+        let numbers: Vec<&str> = message
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|n| !n.is_empty())
+            .collect();
+        let (found, limit) = (
+            numbers.first().copied().unwrap_or("?"),
+            numbers.last().copied().unwrap_or("?"),
+        );
+        let reason = format!(
+            "request message of {found} bytes is larger than this server's limit of {limit} bytes"
+        );
+        headers.insert(
+            "grpc-status",
+            tonic::codegen::http::HeaderValue::from_static("8"),
+        );
+        if let Ok(value) = tonic::codegen::http::HeaderValue::from_str(&reason.replace(' ', "%20"))
+        {
+            headers.insert("grpc-message", value);
+        }
+    }
+    response
 }
 
 pub type ReadinessCheck = Arc<dyn Fn() -> BoxFuture<'static, Result<(), String>> + Send + Sync>;

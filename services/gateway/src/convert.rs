@@ -49,6 +49,10 @@ pub fn stage_of_status(status: &str) -> Option<String> {
 
 /// Resolves requested models (api identifiers or ids of active models) to ids,
 /// in request order without duplicates. Err names the first unknown model.
+/// More models than this in one session request is a mistake or an attack:
+/// each model multiplies every stage's jobs.
+pub const MAX_MODELS_PER_SESSION: usize = 16;
+
 pub fn resolve_models(
     requested: &[String],
     active: &[(Uuid, String)],

@@ -53,7 +53,10 @@ async fn start_gateway(
     let server = dialectic_runtime::start_grpc(
         SERVICE_NAME,
         &settings.gateway.listen,
-        tonic::service::Routes::new(DialecticServiceServer::new(gateway)),
+        tonic::service::Routes::new(
+            DialecticServiceServer::new(gateway)
+                .max_decoding_message_size(settings.gateway.max_message_bytes),
+        ),
         shutdown.clone(),
     )
     .await?;

@@ -396,6 +396,13 @@ impl Gateway {
             .into_iter()
             .map(|m| (m.id, m.api_identifier))
             .collect();
+        if req.models.len() > convert::MAX_MODELS_PER_SESSION {
+            return Err(GatewayError::InvalidArgument(format!(
+                "{} models requested; a session takes at most {}",
+                req.models.len(),
+                convert::MAX_MODELS_PER_SESSION
+            )));
+        }
         let model_ids = convert::resolve_models(&req.models, &active).map_err(|name| {
             GatewayError::InvalidArgument(format!(
                 "unknown model {name:?}; see ListModels for the available ones"

@@ -1,0 +1,518 @@
+//! Hostile input at the public API: every RPC of `dialectic.v1.DialecticService`
+//! is called with missing fields, malformed ids, unknown ids and oversized
+//! messages; each answers with a clear code and a reason, and nothing is
+//! written. A provider key echoed back by a hostile provider never reaches a
+//! log line, an error, a row or an object.
+
+use dialectic_e2e::{TestEnv, eventually};
+use dialectic_proto::v1::{
+    CreateProjectRequest, GetDocumentContentRequest, GetProjectRequest, GetSessionRequest,
+    GetWalletRequest, ListModelsRequest, ListStageDocumentsRequest, PauseSessionRequest,
+    ResumeSessionRequest, SaveDocumentEditRequest, StageResponse, StartSessionRequest,
+    SubmitStageResponsesRequest, WatchSessionRequest,
+};
+use prost::Message;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tonic::Code;
+
+/// Every log line of this test binary, at debug level, so the secret check
+/// reads what an operator's log pipeline would receive.
+fn captured_logs() -> Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let sink = logs.clone();
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(
+                "debug,sqlx=warn,lapin=warn,h2=warn,hyper=warn,hyper_util=warn,tower=warn,\
+                 aws_smithy_runtime=warn,aws_sdk_s3=warn,aws_config=warn,rustls=warn,reqwest=warn",
+            ))
+            .with_ansi(false)
+            .with_writer(move || LogSink(sink.clone()))
+            .try_init();
+        logs
+    })
+    .clone()
+}
+
+struct LogSink(Arc<Mutex<Vec<u8>>>);
+
+impl Write for LogSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut logs) = self.0.lock() {
+            logs.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Row counts of every table: "nothing written" means none of them moved.
+async fn row_counts(env: &TestEnv) -> BTreeMap<String, i64> {
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.tables
+         WHERE table_schema = 'public' AND table_type = 'BASE TABLE'
+           AND table_name <> '_sqlx_migrations'",
+    )
+    .fetch_all(env.store.pool())
+    .await
+    .expect("tables");
+    let mut counts = BTreeMap::new();
+    for table in tables {
+        let n: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM \"{table}\""))
+            .fetch_one(env.store.pool())
+            .await
+            .expect("count");
+        counts.insert(table, n);
+    }
+    counts
+}
+
+/// The methods the public service declares, from the compiled descriptors, so
+/// an RPC added later without a case here fails this test.
+fn declared_methods() -> BTreeSet<String> {
+    let set = prost_types::FileDescriptorSet::decode(dialectic_proto::FILE_DESCRIPTOR_SET)
+        .expect("descriptor set");
+    set.file
+        .iter()
+        .filter(|f| f.package() == "dialectic.v1")
+        .flat_map(|f| f.service.iter())
+        .filter(|s| s.name() == "DialecticService")
+        .flat_map(|s| s.method.iter().map(|m| m.name().to_string()))
+        .collect()
+}
+
+type Outcome = Result<(), tonic::Status>;
+
+fn done<T>(result: Result<tonic::Response<T>, tonic::Status>) -> Outcome {
+    result.map(|_| ())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
+    let _ = captured_logs();
+    let mut env = TestEnv::new().await;
+    // Small limits so an oversized message is cheap to send.
+    env.settings.gateway.max_prompt_bytes = 16 * 1024;
+    env.settings.gateway.max_message_bytes = 64 * 1024;
+    env.start_all().await;
+    let mut client = env.gateway().await;
+    let before = row_counts(&env).await;
+
+    let unknown = uuid::Uuid::now_v7().to_string();
+    let malformed = "../../etc/passwd".to_string();
+    let huge = "x".repeat(100 * 1024);
+    let start = |project_id: &str, models: Vec<String>| StartSessionRequest {
+        project_id: project_id.to_string(),
+        models,
+        description: String::new(),
+        client_request_id: String::new(),
+        auto_advance: false,
+    };
+    let session_id = |id: &str| GetSessionRequest {
+        session_id: id.to_string(),
+    };
+
+    let mut cases: Vec<(&str, &str, Code, Outcome)> = Vec::new();
+    macro_rules! case {
+        ($method:literal, $what:literal, $code:expr, $call:expr) => {
+            cases.push(($method, $what, $code, done($call.await)));
+        };
+    }
+    case!(
+        "CreateProject",
+        "empty request",
+        Code::InvalidArgument,
+        client.create_project(CreateProjectRequest::default())
+    );
+    case!(
+        "CreateProject",
+        "prompt over max_prompt_bytes",
+        Code::InvalidArgument,
+        client.create_project(CreateProjectRequest {
+            name: "Big".into(),
+            initial_user_prompt: "y".repeat(20 * 1024),
+            client_request_id: String::new(),
+        })
+    );
+    case!(
+        "CreateProject",
+        "message over max_message_bytes",
+        Code::ResourceExhausted,
+        client.create_project(CreateProjectRequest {
+            name: "Huge".into(),
+            initial_user_prompt: huge.clone(),
+            client_request_id: String::new(),
+        })
+    );
+    case!(
+        "CreateProject",
+        "control characters only",
+        Code::InvalidArgument,
+        client.create_project(CreateProjectRequest {
+            name: "\u{0}\u{7}".into(),
+            initial_user_prompt: "\n\t ".into(),
+            client_request_id: String::new(),
+        })
+    );
+    for (what, id, code) in [
+        ("missing id", String::new(), Code::InvalidArgument),
+        ("malformed id", malformed.clone(), Code::InvalidArgument),
+        ("unknown id", unknown.clone(), Code::NotFound),
+    ] {
+        cases.push((
+            "GetProject",
+            what,
+            code,
+            done(
+                client
+                    .get_project(GetProjectRequest {
+                        project_id: id.clone(),
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
+            "StartSession",
+            what,
+            code,
+            done(
+                client
+                    .start_session(start(&id, vec!["simulated".into()]))
+                    .await,
+            ),
+        ));
+        cases.push((
+            "GetSession",
+            what,
+            code,
+            done(client.get_session(session_id(&id)).await),
+        ));
+        cases.push((
+            "PauseSession",
+            what,
+            code,
+            done(
+                client
+                    .pause_session(PauseSessionRequest {
+                        session_id: id.clone(),
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
+            "ResumeSession",
+            what,
+            code,
+            done(
+                client
+                    .resume_session(ResumeSessionRequest {
+                        session_id: id.clone(),
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
+            "SubmitStageResponses",
+            what,
+            code,
+            done(
+                client
+                    .submit_stage_responses(SubmitStageResponsesRequest {
+                        session_id: id.clone(),
+                        stage_slug: "thesis".into(),
+                        responses: vec![],
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
+            "ListStageDocuments",
+            what,
+            code,
+            done(
+                client
+                    .list_stage_documents(ListStageDocumentsRequest {
+                        session_id: id.clone(),
+                        stage_slug: String::new(),
+                        iteration: 0,
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
+            "GetDocumentContent",
+            what,
+            code,
+            done(
+                client
+                    .get_document_content(GetDocumentContentRequest {
+                        resource_id: id.clone(),
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
+            "SaveDocumentEdit",
+            what,
+            code,
+            done(
+                client
+                    .save_document_edit(SaveDocumentEditRequest {
+                        resource_id: id.clone(),
+                        content: "edited".into(),
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
+            "WatchSession",
+            what,
+            code,
+            done(
+                client
+                    .watch_session(WatchSessionRequest {
+                        session_id: id.clone(),
+                    })
+                    .await,
+            ),
+        ));
+    }
+    case!(
+        "SaveDocumentEdit",
+        "message over max_message_bytes",
+        Code::ResourceExhausted,
+        client.save_document_edit(SaveDocumentEditRequest {
+            resource_id: unknown.clone(),
+            content: huge.clone(),
+        })
+    );
+    case!(
+        "SubmitStageResponses",
+        "message over max_message_bytes",
+        Code::ResourceExhausted,
+        client.submit_stage_responses(SubmitStageResponsesRequest {
+            session_id: unknown.clone(),
+            stage_slug: "thesis".into(),
+            responses: vec![StageResponse {
+                resource_id: String::new(),
+                document_key: "business_case".into(),
+                feedback: huge.clone(),
+            }],
+        })
+    );
+
+    // Cases that need a real project: unknown models, no models, an unknown stage.
+    let project = client
+        .create_project(CreateProjectRequest {
+            name: "Target".into(),
+            initial_user_prompt: "A tool library.".into(),
+            client_request_id: String::new(),
+        })
+        .await
+        .expect("a valid project is created")
+        .into_inner();
+    let after_project = row_counts(&env).await;
+    case!(
+        "StartSession",
+        "unknown model",
+        Code::InvalidArgument,
+        client.start_session(start(&project.id, vec!["no-such-model".into()]))
+    );
+    case!(
+        "StartSession",
+        "a thousand models",
+        Code::InvalidArgument,
+        client.start_session(start(&project.id, vec!["simulated".into(); 1000]))
+    );
+    // Calls that take no ids still answer.
+    case!(
+        "ListModels",
+        "empty request",
+        Code::Ok,
+        client.list_models(ListModelsRequest {})
+    );
+    case!(
+        "GetWallet",
+        "history beyond the cap",
+        Code::Ok,
+        client.get_wallet(GetWalletRequest { history: u32::MAX })
+    );
+
+    let mut failures = Vec::new();
+    for (method, what, want, outcome) in &cases {
+        let (got, message) = match outcome {
+            Ok(()) => (Code::Ok, String::new()),
+            Err(status) => (status.code(), status.message().to_string()),
+        };
+        if got != *want {
+            failures.push(format!(
+                "{method} ({what}): want {want:?}, got {got:?}: {message}"
+            ));
+        } else if got != Code::Ok && message.trim().len() < 10 {
+            failures.push(format!("{method} ({what}): no reason given: {message:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+    let covered: BTreeSet<String> = cases.iter().map(|(m, ..)| m.to_string()).collect();
+    let missing: Vec<_> = declared_methods().difference(&covered).cloned().collect();
+    assert!(
+        missing.is_empty(),
+        "RPCs without a hostile case: {missing:?}"
+    );
+
+    let project_rows = |counts: &BTreeMap<String, i64>| {
+        counts
+            .get("dialectic_projects")
+            .copied()
+            .expect("the projects table is counted")
+    };
+    assert_eq!(
+        project_rows(&after_project),
+        project_rows(&before) + 1,
+        "the one valid create wrote its project"
+    );
+    assert_eq!(
+        row_counts(&env).await,
+        after_project,
+        "refused calls wrote nothing"
+    );
+    env.teardown().await;
+}
+
+/// A provider that refuses every call and echoes the key it was sent, as some
+/// real providers do in their 401 bodies.
+async fn key_echoing_provider() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 8192];
+                while !String::from_utf8_lossy(&seen).contains("\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&seen).to_string();
+                let sent = head
+                    .lines()
+                    .find_map(|l| {
+                        l.strip_prefix("authorization: Bearer ")
+                            .or_else(|| l.strip_prefix("Authorization: Bearer "))
+                    })
+                    .unwrap_or("")
+                    .trim()
+                    .to_string();
+                let body = format!(
+                    r#"{{"error":{{"message":"Incorrect API key provided: {sent}","type":"invalid_request_error","code":"invalid_api_key"}}}}"#
+                );
+                let reply = format!(
+                    "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(reply.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_provider_key_never_reaches_logs_errors_rows_or_objects() {
+    let logs = captured_logs();
+    const SECRET_VAR: &str = "DIALECTIC_HOSTILE_TEST_PROVIDER_KEY";
+    let secret = format!("sk-hostile-{}", uuid::Uuid::new_v4().simple());
+    // SAFETY: set before any service starts; no other thread reads this variable yet.
+    unsafe { std::env::set_var(SECRET_VAR, &secret) };
+    let mut env = TestEnv::new().await;
+    let url = key_echoing_provider().await;
+    sqlx::query(
+        "INSERT INTO ai_providers
+           (api_identifier, name, provider, context_window_tokens, max_output_tokens, secret_name, config)
+         VALUES ('echoing', 'Echoing provider', 'openai', 8192, 512, $1, jsonb_build_object('base_url', $2::text))",
+    )
+    .bind(SECRET_VAR)
+    .bind(&url)
+    .execute(env.store.pool())
+    .await
+    .expect("model row");
+    env.start_all().await;
+    let (_, session_id) = env
+        .new_session("A tool library.", &["echoing"], false)
+        .await;
+    let failed_error: String = eventually(120, "the refused job fails", || {
+        let pool = env.store.pool().clone();
+        async move {
+            sqlx::query_scalar::<_, String>(
+                "SELECT row_to_json(j)::text FROM dialectic_generation_jobs j
+                 WHERE status IN ('failed', 'retry_loop_failed')",
+            )
+            .fetch_optional(&pool)
+            .await
+            .ok()
+            .flatten()
+        }
+    })
+    .await;
+    assert!(
+        failed_error.contains("authentication"),
+        "the job says why it failed: {failed_error}"
+    );
+
+    let mut client = env.gateway().await;
+    let session = client
+        .get_session(GetSessionRequest {
+            session_id: session_id.clone(),
+        })
+        .await
+        .expect("session")
+        .into_inner();
+    let mut seen = vec![("GetSession".to_string(), format!("{session:?}"))];
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.tables
+         WHERE table_schema = 'public' AND table_type = 'BASE TABLE'",
+    )
+    .fetch_all(env.store.pool())
+    .await
+    .expect("tables");
+    for table in tables {
+        let dump: Option<String> = sqlx::query_scalar(&format!(
+            "SELECT string_agg(row_to_json(t)::text, E'\\n') FROM \"{table}\" t"
+        ))
+        .fetch_one(env.store.pool())
+        .await
+        .expect("dump");
+        seen.push((format!("table {table}"), dump.unwrap_or_default()));
+    }
+    for key in env.blob.list("").await.expect("objects") {
+        let body = env.blob.get(&key).await.expect("object");
+        seen.push((
+            format!("object {key}"),
+            String::from_utf8_lossy(&body).into(),
+        ));
+    }
+    let logged = String::from_utf8_lossy(&logs.lock().expect("logs")).to_string();
+    assert!(
+        logged.contains("authentication failed"),
+        "the failure is logged (so the check below reads real log lines)"
+    );
+    seen.push(("logs".into(), logged));
+    for (place, text) in &seen {
+        assert!(
+            !text.contains(&secret),
+            "the provider key leaked into {place}"
+        );
+    }
+    env.teardown().await;
+}
