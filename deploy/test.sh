@@ -11,6 +11,8 @@ eval "$(deploy/stack.sh env)"
 # Reuse one build directory across clones of this repository on the same machine.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/dialectic-target}"
 
+# The Helm chart: lint, render, Kubernetes schema validation, values schema, checkov.
+deploy/chart-check.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked

@@ -114,6 +114,8 @@ pub struct TelemetryConfig {
     pub log_format: String,
     /// OTLP/gRPC endpoint; empty disables export. `OTEL_EXPORTER_OTLP_ENDPOINT` also enables it.
     pub otlp_endpoint: String,
+    /// Address of the Prometheus `/metrics` listener (one per process); empty: none.
+    pub metrics_listen: String,
 }
 
 impl Default for TelemetryConfig {
@@ -122,6 +124,7 @@ impl Default for TelemetryConfig {
             log_filter: "info".into(),
             log_format: "text".into(),
             otlp_endpoint: String::new(),
+            metrics_listen: String::new(),
         }
     }
 }

@@ -53,6 +53,9 @@ pub mod keys {
 
 /// Header carrying the W3C trace context across the broker.
 pub const TRACEPARENT_HEADER: &str = "traceparent";
+/// Header with the publish time (milliseconds since the Unix epoch), so
+/// consumers can measure how long a message waited in its queue.
+pub const PUBLISHED_MS_HEADER: &str = "x-dialectic-published-ms";
 /// Header naming why a message was dead-lettered by a consumer.
 pub const DEAD_REASON_HEADER: &str = "x-dialectic-dead-reason";
 
@@ -235,8 +238,14 @@ impl Publisher {
         exchange: &str,
         routing_key: &str,
         payload: &[u8],
-        headers: FieldTable,
+        mut headers: FieldTable,
     ) -> Result<(), QueueError> {
+        if let Ok(now) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+            headers.insert(
+                PUBLISHED_MS_HEADER.into(),
+                AMQPValue::LongLongInt(now.as_millis() as i64),
+            );
+        }
         let props = BasicProperties::default()
             .with_delivery_mode(2)
             .with_content_type("application/x-protobuf".into())
@@ -290,6 +299,26 @@ pub fn header(delivery: &Delivery, name: &str) -> Option<String> {
         AMQPValue::ShortString(s) => Some(s.to_string()),
         _ => None,
     }
+}
+
+/// How long the message waited since it was (last) published; None for a
+/// message from a publisher that does not stamp the time, or a clock behind it.
+pub fn time_in_queue(delivery: &Delivery) -> Option<std::time::Duration> {
+    let headers = delivery.properties.headers().as_ref()?;
+    let published = match headers
+        .inner()
+        .get(&ShortString::from(PUBLISHED_MS_HEADER))?
+    {
+        AMQPValue::LongLongInt(ms) => u64::try_from(*ms).ok()?,
+        AMQPValue::LongUInt(ms) => u64::from(*ms),
+        _ => return None,
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_millis() as u64;
+    now.checked_sub(published)
+        .map(std::time::Duration::from_millis)
 }
 
 /// How many times the broker has delivered this message before (quorum queues count it).

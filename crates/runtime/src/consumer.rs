@@ -13,6 +13,7 @@
 use crate::{CancellationToken, retry_with_backoff, sleep_or_shutdown};
 use dialectic_config::Settings;
 use dialectic_queue::{Delivery, Publisher, Subscription, Topology};
+use dialectic_telemetry::metrics;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -136,7 +137,12 @@ pub async fn run_consumer(
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 next = subscription.next() => match next {
-                    Ok(delivery) => waiting.push_back((Instant::now(), delivery)),
+                    Ok(delivery) => {
+                        if let Some(lag) = dialectic_queue::time_in_queue(&delivery) {
+                            metrics::QUEUE_LAG.observe(&[&queue], lag.as_secs_f64());
+                        }
+                        waiting.push_back((Instant::now(), delivery))
+                    }
                     Err(e) => {
                         tracing::warn!(%queue, error = %e, "consumer lost its channel; reconnecting");
                         CHANNEL_LOSSES.fetch_add(1, Ordering::Relaxed);
@@ -152,8 +158,16 @@ pub async fn run_consumer(
                     let publisher = publisher.clone();
                     let topology = options.topology.clone();
                     let requeue_delay = options.requeue_delay;
+                    let queue = queue.clone();
                     in_flight.spawn(async move {
                         let disposition = handler.handle(&delivery).await;
+                        let label = match &disposition {
+                            Disposition::Ack => "ack",
+                            Disposition::Requeue => "requeue",
+                            Disposition::DeadLetter(_) => "dead_letter",
+                            Disposition::Settled => "settled",
+                        };
+                        metrics::MESSAGES_CONSUMED.inc(&[&queue, label]);
                         settle(&delivery, disposition, &publisher, &topology, requeue_delay).await;
                         drop(permit);
                     });

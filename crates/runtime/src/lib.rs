@@ -3,6 +3,7 @@
 //! with back-off, and the manual-ack consumer loop.
 
 mod consumer;
+pub mod observe;
 pub mod worker;
 
 pub use consumer::{ConsumerOptions, Disposition, Handler, channel_losses, run_consumer};
@@ -181,6 +182,7 @@ pub async fn start_grpc(
     let task = tokio::spawn(async move {
         tracing::info!(service = %name, %addr, "gRPC listening");
         tonic::transport::Server::builder()
+            .layer(observe::GrpcObserveLayer::new(&name))
             .layer(tower::util::MapResponseLayer::new(
                 oversized_request_is_resource_exhausted,
             ))
@@ -388,6 +390,10 @@ pub fn run_main(service: &'static str, start: StartFn) -> std::process::ExitCode
                 return std::process::ExitCode::FAILURE;
             }
         };
+        if let Err(e) = observe::serve_configured_metrics(&settings).await {
+            tracing::error!(service, error = %e, "could not serve /metrics");
+            return std::process::ExitCode::FAILURE;
+        }
         let shutdown = shutdown_on_signals();
         match start(Arc::new(settings), shutdown).await {
             Ok(running) => {

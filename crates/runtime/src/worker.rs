@@ -251,6 +251,7 @@ impl<W: JobWork> JobWorker<W> {
             tracing::warn!(error = %e, "could not ack the claimed dispatch; its redelivery will be a no-op");
         }
         self.stats.busy.fetch_add(1, Ordering::Relaxed);
+        let started = std::time::Instant::now();
         let stop = CancellationToken::new();
         let lost = CancellationToken::new();
         let heartbeat = spawn_heartbeat(
@@ -268,6 +269,17 @@ impl<W: JobWork> JobWorker<W> {
         stop.cancel();
         let _ = heartbeat.await;
         self.stats.busy.fetch_sub(1, Ordering::Relaxed);
+        let result_label = match &result {
+            Ok(()) => "succeeded",
+            Err(AttemptError::Lost) => "lost",
+            Err(AttemptError::Permanent { code, .. })
+            | Err(AttemptError::Retryable { code, .. }) => code,
+            Err(AttemptError::Store(_)) => "store",
+        };
+        dialectic_telemetry::metrics::JOB_DURATION.observe(
+            &[&job.job_type, &job.stage_slug, result_label],
+            started.elapsed().as_secs_f64(),
+        );
         let (code, message, can_retry) = match result {
             Ok(()) => {
                 self.stats.completed.fetch_add(1, Ordering::Relaxed);

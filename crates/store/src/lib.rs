@@ -9,6 +9,7 @@ pub mod outbox;
 pub mod recipe_edit;
 pub mod recipes;
 pub mod records;
+pub mod stats;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};

@@ -2,6 +2,8 @@
 //! `traceparent` can cross gRPC and AMQP even when no collector is configured;
 //! OTLP export is on when an endpoint is set (or `OTEL_EXPORTER_OTLP_ENDPOINT`).
 
+pub mod metrics;
+
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
@@ -53,8 +55,13 @@ pub fn init(settings: TelemetrySettings<'_>) -> Result<TelemetryGuard, Telemetry
                 .ok()
                 .filter(|e| !e.is_empty())
         });
+    // The standard OTEL_SERVICE_NAME wins over the name the binary gives itself.
+    let service_name = std::env::var("OTEL_SERVICE_NAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| settings.service_name.to_string());
     let resource = opentelemetry_sdk::Resource::builder()
-        .with_service_name(settings.service_name.to_string())
+        .with_service_name(service_name)
         .build();
     let mut builder = SdkTracerProvider::builder().with_resource(resource);
     if let Some(endpoint) = endpoint {
@@ -88,6 +95,9 @@ pub fn init(settings: TelemetrySettings<'_>) -> Result<TelemetryGuard, Telemetry
     result.map_err(|_| TelemetryError::AlreadyInstalled)?;
     Ok(TelemetryGuard { provider })
 }
+
+/// The W3C header (and gRPC metadata key) that carries trace context.
+pub const TRACEPARENT: &str = "traceparent";
 
 /// The W3C `traceparent` of the current span, to put into a message or metadata.
 pub fn current_traceparent() -> Option<String> {

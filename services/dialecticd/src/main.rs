@@ -75,6 +75,9 @@ async fn migrate(settings: &Settings) -> anyhow::Result<()> {
 
 async fn run(settings: Settings, names: &[String]) -> anyhow::Result<()> {
     let services = selected(names)?;
+    dialectic_runtime::observe::serve_configured_metrics(&settings)
+        .await
+        .context("serving /metrics")?;
     let settings = Arc::new(settings);
     let shutdown = dialectic_runtime::shutdown_on_signals();
     let mut running = Vec::new();
@@ -105,11 +108,20 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let command = cli.command.unwrap_or(Command::Run {
+        services: vec!["all".into()],
+    });
+    // A pod running one service reports spans under that service's name.
+    let trace_name = match &command {
+        Command::Run { services } if services.len() == 1 && services[0] != "all" => {
+            services[0].clone()
+        }
+        Command::Migrate => "migrate".to_string(),
+        Command::Run { .. } => "dialecticd".to_string(),
+    };
     runtime.block_on(async move {
-        let _telemetry = dialectic_runtime::init_telemetry("dialecticd", &settings)?;
-        match cli.command.unwrap_or(Command::Run {
-            services: vec!["all".into()],
-        }) {
+        let _telemetry = dialectic_runtime::init_telemetry(&trace_name, &settings)?;
+        match command {
             Command::Migrate => migrate(&settings).await,
             Command::Run { services } => run(settings, &services).await,
         }

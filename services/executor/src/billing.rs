@@ -8,12 +8,13 @@ use dialectic_core::prompt::ChatRequest;
 use dialectic_core::tokens::{cost, estimate_tokens};
 use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
 use dialectic_proto::v1::wallet::{CaptureRequest, GetBalanceRequest, HoldRequest, ReleaseRequest};
+use dialectic_runtime::observe::{TracedChannel, traced};
 use dialectic_runtime::worker::AttemptError;
 use dialectic_store::jobs::JobRow;
 use dialectic_store::records::ModelRow;
 use std::collections::HashMap;
 use std::sync::Mutex;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Endpoint;
 use tonic::{Code, Status};
 use uuid::Uuid;
 
@@ -21,7 +22,8 @@ use uuid::Uuid;
 const HOLD_SECS: u32 = 15 * 60;
 
 pub struct Billing {
-    client: WalletServiceClient<Channel>,
+    // Traced: the wallet's spans join the job's trace.
+    client: WalletServiceClient<TracedChannel>,
     wallets: Mutex<HashMap<Uuid, String>>,
 }
 
@@ -74,7 +76,7 @@ impl Billing {
         let endpoint = Endpoint::from_shared(url.to_string())
             .map_err(|e| format!("wallet url {url:?}: {e}"))?;
         Ok(Self {
-            client: WalletServiceClient::new(endpoint.connect_lazy()),
+            client: WalletServiceClient::new(traced(endpoint.connect_lazy())),
             wallets: Mutex::new(HashMap::new()),
         })
     }

@@ -37,6 +37,7 @@ use dialectic_runtime::{
 use dialectic_store::jobs::JobRow;
 use dialectic_store::records::{self, NewContribution, USER_EDIT};
 use dialectic_store::{Store, StoreError, inputs};
+use dialectic_telemetry::metrics;
 use futures::future::BoxFuture;
 use limits::{Limits, RedisLimiter};
 use std::sync::Arc;
@@ -237,6 +238,11 @@ impl JobWork for Executor {
         let response = match provider.chat(&request).await {
             Ok(r) => r,
             Err(e) => {
+                let result = match &e {
+                    LlmError::Transient(_) => "transient",
+                    _ => "failed",
+                };
+                metrics::MODEL_CALLS.inc(&[&model.api_identifier, result]);
                 if let (Some(billing), Some(hold)) = (&self.billing, &hold) {
                     billing.release(job, hold, "the model call failed").await;
                 }
@@ -247,13 +253,18 @@ impl JobWork for Executor {
             }
         };
         let processing_ms = started.elapsed().as_millis() as i64;
+        let actual = cost(
+            response.input_tokens,
+            response.output_tokens,
+            model.input_token_cost_rate,
+            model.output_token_cost_rate,
+        );
+        let model_label = model.api_identifier.as_str();
+        metrics::MODEL_CALLS.inc(&[model_label, "ok"]);
+        metrics::MODEL_TOKENS.add(&[model_label, "input"], response.input_tokens as f64);
+        metrics::MODEL_TOKENS.add(&[model_label, "output"], response.output_tokens as f64);
+        metrics::MODEL_COST.add(&[model_label], actual as f64);
         if let (Some(billing), Some(hold)) = (&self.billing, &hold) {
-            let actual = cost(
-                response.input_tokens,
-                response.output_tokens,
-                model.input_token_cost_rate,
-                model.output_token_cost_rate,
-            );
             billing.capture(job, hold, actual).await?;
         }
         let (value, sanitized) =

@@ -108,6 +108,28 @@ impl Handler for MessageHandler {
     }
 }
 
+/// How often the job and outbox gauges are read from Postgres.
+const GAUGE_PERIOD: Duration = Duration::from_secs(5);
+
+/// Jobs by type and status and the outbox backlog, for `/metrics`. Every
+/// planner replica reads the same numbers; dashboards take their max.
+async fn refresh_gauges(store: &dialectic_store::Store) {
+    use dialectic_telemetry::metrics;
+    match dialectic_store::stats::jobs_by_type_and_status(store.pool()).await {
+        Ok(rows) => metrics::JOBS.replace_all(
+            &rows
+                .into_iter()
+                .map(|(job_type, status, n)| (vec![job_type, status], n as f64))
+                .collect::<Vec<_>>(),
+        ),
+        Err(e) => tracing::debug!(error = %e, "could not read job counts"),
+    }
+    match dialectic_store::outbox::pending_count(store.pool()).await {
+        Ok(n) => metrics::OUTBOX_PENDING.set(&[], n as f64),
+        Err(e) => tracing::debug!(error = %e, "could not read the outbox backlog"),
+    }
+}
+
 pub fn start(
     settings: Arc<Settings>,
     shutdown: CancellationToken,
@@ -172,8 +194,14 @@ async fn start_planner(
         let engine = engine.clone();
         let interval = Duration::from_millis(settings.planner.sweep_interval_ms.max(50));
         let shutdown = work_shutdown.clone();
+        let store = store.clone();
         tasks.push(tokio::spawn(async move {
+            let mut gauges_read: Option<std::time::Instant> = None;
             while sleep_or_shutdown(interval, &shutdown).await {
+                if gauges_read.is_none_or(|at| at.elapsed() >= GAUGE_PERIOD) {
+                    refresh_gauges(&store).await;
+                    gauges_read = Some(std::time::Instant::now());
+                }
                 match engine.sweep().await {
                     Ok(r) if r.expired_leases + r.retries_dispatched > 0 => {
                         tracing::info!(

@@ -209,6 +209,7 @@ impl JobWork for Renderer {
             return Err(AttemptError::Lost);
         }
         tx.commit().await.map_err(StoreError::from)?;
+        dialectic_telemetry::metrics::DOCUMENTS_RENDERED.inc(&[&job.stage_slug]);
         tracing::info!(%resource_id, key = %rendered.key, "document rendered");
         Ok(())
     }

@@ -10,6 +10,7 @@ use dialectic_proto::v1::wallet::{
 use dialectic_runtime::{CancellationToken, Dependencies, Running, RuntimeError, supervise};
 use dialectic_store::ledger::{self, LedgerError, References, Transaction};
 use dialectic_store::{Store, StoreError, records};
+use dialectic_telemetry::metrics;
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Duration;
@@ -201,12 +202,25 @@ impl Wallet {
     }
 }
 
+/// Counts one ledger operation by its outcome, for `/metrics`.
+fn record<T>(operation: &str, result: &Result<T, WalletError>) {
+    let outcome = match result {
+        Ok(_) => "ok",
+        Err(WalletError::Ledger(LedgerError::InsufficientFunds { .. })) => "insufficient_funds",
+        Err(WalletError::Ledger(LedgerError::KeyReuse(_))) => "key_reuse",
+        Err(WalletError::Ledger(_)) | Err(WalletError::InvalidArgument(_)) => "rejected",
+        Err(WalletError::PermissionDenied(_)) => "denied",
+        Err(WalletError::Store(_)) | Err(WalletError::Internal(_)) => "error",
+    };
+    metrics::WALLET_OPERATIONS.inc(&[operation, outcome]);
+}
+
 #[tonic::async_trait]
 impl WalletService for Wallet {
     async fn hold(&self, request: Request<HoldRequest>) -> Result<Response<LedgerEntry>, Status> {
         let r = request.into_inner();
         let span = tracing::info_span!("hold", wallet_id = %r.wallet_id, job_id = %r.job_id, session_id = %r.session_id);
-        async {
+        let result = async {
             let refs = References {
                 session_id: optional_uuid("session_id", &r.session_id)?,
                 job_id: optional_uuid("job_id", &r.job_id)?,
@@ -230,8 +244,9 @@ impl WalletService for Wallet {
             Ok::<_, WalletError>(Response::new(entry(t)))
         }
         .instrument(span)
-        .await
-        .map_err(Status::from)
+        .await;
+        record("hold", &result);
+        result.map_err(Status::from)
     }
 
     async fn capture(
@@ -252,7 +267,9 @@ impl WalletService for Wallet {
             )
         }
         .instrument(tracing::info_span!("capture", wallet_id = %r.wallet_id, hold_id = %r.hold_id))
-        .await?;
+        .await;
+        record("capture", &t);
+        let t = t?;
         Ok(Response::new(entry(t)))
     }
 
@@ -279,7 +296,9 @@ impl WalletService for Wallet {
             )
         }
         .instrument(tracing::info_span!("release", wallet_id = %r.wallet_id, hold_id = %r.hold_id))
-        .await?;
+        .await;
+        record("release", &t);
+        let t = t?;
         Ok(Response::new(entry(t)))
     }
 
@@ -310,7 +329,9 @@ impl WalletService for Wallet {
             .await?)
         }
         .instrument(tracing::info_span!("credit", wallet_id = %r.wallet_id, user_id = %caller))
-        .await?;
+        .await;
+        record("credit", &t);
+        let t = t?;
         Ok(Response::new(entry(t)))
     }
 
@@ -381,9 +402,15 @@ async fn start_wallet(
         let shutdown = work_shutdown.clone();
         tokio::spawn(async move {
             while dialectic_runtime::sleep_or_shutdown(every, &shutdown).await {
+                if let Ok(held) = dialectic_store::stats::wallet_held(store.pool()).await {
+                    metrics::WALLET_HELD.set(&[], held as f64);
+                }
                 match ledger::release_expired(store.pool(), 500).await {
                     Ok(0) => {}
-                    Ok(n) => tracing::info!(released = n, "expired holds released"),
+                    Ok(n) => {
+                        metrics::WALLET_OPERATIONS.add(&["expire", "ok"], n as f64);
+                        tracing::info!(released = n, "expired holds released")
+                    }
                     Err(e) => tracing::warn!(error = %e, "expired-hold sweep failed"),
                 }
             }

@@ -1,0 +1,228 @@
+//! What makes a service observable from outside: the `/metrics` listener, the
+//! gRPC server layer that counts and times every request and continues the
+//! caller's trace (W3C `traceparent` in the request metadata), and the client
+//! interceptor that sends the current trace along with outgoing calls.
+
+use crate::RuntimeError;
+use dialectic_telemetry::metrics;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tracing::Instrument;
+
+/// Serves the Prometheus text format on `GET /metrics` at `listen` (plain
+/// HTTP/1.1, one request per connection: scrapers need nothing more). Returns
+/// the bound address; the listener lives as long as the process.
+pub async fn serve_metrics(listen: &str) -> Result<SocketAddr, RuntimeError> {
+    let listener = TcpListener::bind(listen)
+        .await
+        .map_err(|source| RuntimeError::Bind {
+            addr: listen.to_string(),
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| RuntimeError::Bind {
+        addr: listen.to_string(),
+        source,
+    })?;
+    tracing::info!(%addr, "metrics listening on /metrics");
+    tokio::spawn(async move {
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    tokio::spawn(async move {
+                        // A client that never finishes its request must not hold a task forever.
+                        let _ = tokio::time::timeout(Duration::from_secs(10), answer(stream)).await;
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "metrics listener: accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    });
+    Ok(addr)
+}
+
+/// Starts the metrics listener when `telemetry.metrics_listen` is set.
+pub async fn serve_configured_metrics(
+    settings: &dialectic_config::Settings,
+) -> Result<Option<SocketAddr>, RuntimeError> {
+    let listen = settings.telemetry.metrics_listen.trim();
+    if listen.is_empty() {
+        return Ok(None);
+    }
+    serve_metrics(listen).await.map(Some)
+}
+
+async fn answer(mut stream: TcpStream) -> std::io::Result<()> {
+    let mut request = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 16 * 1024 {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            break;
+        }
+        request.extend_from_slice(&chunk[..n]);
+    }
+    let line = String::from_utf8_lossy(&request);
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = path.split('?').next().unwrap_or("");
+    let (status, content_type, body) = match (method, path) {
+        ("GET", "/metrics") => (
+            "200 OK",
+            "text/plain; version=0.0.4; charset=utf-8",
+            metrics::render(),
+        ),
+        ("GET", _) => ("404 Not Found", "text/plain", "try /metrics\n".to_string()),
+        _ => (
+            "405 Method Not Allowed",
+            "text/plain",
+            "GET only\n".to_string(),
+        ),
+    };
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body.as_bytes()).await?;
+    stream.shutdown().await
+}
+
+/// Tower layer for the gRPC server: per-request metrics and trace continuation.
+#[derive(Clone)]
+pub struct GrpcObserveLayer {
+    service: &'static str,
+}
+
+impl GrpcObserveLayer {
+    pub fn new(service: &str) -> Self {
+        // Leaked once per started service (a handful per process), so every
+        // request can label itself without allocating.
+        Self {
+            service: Box::leak(service.to_string().into_boxed_str()),
+        }
+    }
+}
+
+impl<S> tower::Layer<S> for GrpcObserveLayer {
+    type Service = GrpcObserve<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        GrpcObserve {
+            inner,
+            service: self.service,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct GrpcObserve<S> {
+    inner: S,
+    service: &'static str,
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S, B, RB> tower::Service<http::Request<B>> for GrpcObserve<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<RB>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        // The clone is the one that was not polled ready; keep the ready one.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let service = self.service;
+        let method = request.uri().path().to_string();
+        // Probes hit health every few seconds; a trace each would drown real ones.
+        let traced =
+            !method.starts_with("/grpc.health.") && !method.starts_with("/grpc.reflection.");
+        let span = if traced {
+            let span = tracing::info_span!(
+                "grpc.request",
+                otel.name = %method,
+                otel.kind = "server",
+                rpc.system = "grpc",
+                service,
+                trace_id = tracing::field::Empty,
+            );
+            let traceparent = request
+                .headers()
+                .get(dialectic_telemetry::TRACEPARENT)
+                .and_then(|v| v.to_str().ok());
+            dialectic_telemetry::adopt_traceparent(&span, traceparent);
+            span
+        } else {
+            tracing::Span::none()
+        };
+        let started = Instant::now();
+        let future = span.in_scope(|| inner.call(request));
+        Box::pin(
+            async move {
+                let result = future.await;
+                // Errors returned by a handler come back "trailers-only": the
+                // status is in the headers. Without it the call went on to
+                // stream its answer, and its final status is in the trailers.
+                let code = match &result {
+                    Ok(response) => response
+                        .headers()
+                        .get("grpc-status")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("0")
+                        .to_string(),
+                    Err(_) => "transport".to_string(),
+                };
+                metrics::GRPC_REQUESTS.inc(&[service, &method, &code]);
+                metrics::GRPC_DURATION
+                    .observe(&[service, &method], started.elapsed().as_secs_f64());
+                result
+            }
+            .instrument(span),
+        )
+    }
+}
+
+/// Sends the current span's trace context with every outgoing gRPC call, so
+/// the callee's spans join the caller's trace.
+#[derive(Clone, Copy, Default)]
+pub struct TraceInterceptor;
+
+impl tonic::service::Interceptor for TraceInterceptor {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(tp) = dialectic_telemetry::current_traceparent()
+            && let Ok(value) = tp.parse()
+        {
+            request
+                .metadata_mut()
+                .insert(dialectic_telemetry::TRACEPARENT, value);
+        }
+        Ok(request)
+    }
+}
+
+/// A client channel that carries the caller's trace.
+pub type TracedChannel =
+    tonic::service::interceptor::InterceptedService<tonic::transport::Channel, TraceInterceptor>;
+
+pub fn traced(channel: tonic::transport::Channel) -> TracedChannel {
+    tonic::service::interceptor::InterceptedService::new(channel, TraceInterceptor)
+}

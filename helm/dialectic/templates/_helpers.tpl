@@ -1,0 +1,47 @@
+{{- define "dialectic.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "dialectic.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else if contains (include "dialectic.name" .) .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name (include "dialectic.name" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "dialectic.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "dialectic.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "dialectic.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "dialectic.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* The image reference: a digest pins it; otherwise the tag (default: appVersion). */}}
+{{- define "dialectic.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "dialectic.secretName" -}}
+{{- default (printf "%s-connections" (include "dialectic.fullname" .)) .Values.secrets.existingSecret -}}
+{{- end -}}
+
+{{- define "dialectic.modelSecretName" -}}
+{{- default (printf "%s-model-keys" (include "dialectic.fullname" .)) .Values.modelKeys.existingSecret -}}
+{{- end -}}
+
+{{- define "dialectic.hasModelSecret" -}}
+{{- if or .Values.modelKeys.existingSecret .Values.modelKeys.values -}}true{{- end -}}
+{{- end -}}
