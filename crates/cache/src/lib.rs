@@ -203,3 +203,35 @@ impl Cache {
         Ok(taken == 1)
     }
 }
+
+impl Cache {
+    /// Cached numbers (token counts) for `keys`, in order; None where absent.
+    pub async fn get_counts(&self, keys: &[String]) -> Result<Vec<Option<u64>>, CacheError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.conn.clone();
+        // MGET with one key returns a bare value, so always ask for a list.
+        let values: Vec<Option<u64>> = redis::cmd("MGET").arg(keys).query_async(&mut conn).await?;
+        Ok(values)
+    }
+
+    /// Stores numbers under their keys for `ttl_secs` (content-addressed, so
+    /// they never go stale; the TTL only bounds memory).
+    pub async fn set_counts(
+        &self,
+        entries: &[(String, u64)],
+        ttl_secs: u64,
+    ) -> Result<(), CacheError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for (key, value) in entries {
+            pipe.set_ex(key, *value, ttl_secs.max(1)).ignore();
+        }
+        let mut conn = self.conn.clone();
+        let _: () = pipe.query_async(&mut conn).await?;
+        Ok(())
+    }
+}
