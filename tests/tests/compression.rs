@@ -485,8 +485,40 @@ async fn a_small_window_session_compresses_and_every_request_fits() {
     let (_, session_id) = env
         .new_session(SESSION_PROMPT, &["simulated-small"], true)
         .await;
+    let mut events = env
+        .gateway()
+        .await
+        .watch_session(dialectic_proto::v1::WatchSessionRequest {
+            session_id: session_id.clone(),
+        })
+        .await
+        .expect("watch")
+        .into_inner();
+    let watcher = tokio::spawn(async move {
+        use futures::StreamExt;
+        let mut steps = Vec::new();
+        // The stream ends by itself once the session waits for review.
+        while let Some(Ok(event)) = events.next().await {
+            if event.kind == "context_compressed" {
+                steps.push((event.stage_slug, event.message));
+            }
+        }
+        steps
+    });
     env.wait_for_session(&session_id, "iteration_complete_pending_review", true)
         .await;
+    let progress = tokio::time::timeout(std::time::Duration::from_secs(10), watcher)
+        .await
+        .expect("the watch ends at review")
+        .expect("watcher");
+    for stage in ["antithesis", "synthesis"] {
+        assert!(
+            progress
+                .iter()
+                .any(|(s, m)| s == stage && m.contains(" -> ") && m.contains("cost")),
+            "{stage} compression steps were visible: {progress:?}"
+        );
+    }
     let session = Uuid::parse_str(&session_id).expect("uuid");
     let compressed: Vec<(String, serde_json::Value)> = sqlx::query_as(
         "SELECT stage_slug, compressed_inputs FROM dialectic_contributions

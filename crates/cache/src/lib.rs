@@ -89,6 +89,17 @@ impl Cache {
         Ok(())
     }
 
+    /// Publishes a detail event (e.g. a compression step) without making it
+    /// the session's latest progress, which carries the stage's percentage.
+    pub async fn notify(&self, event: &ProgressEvent) -> Result<(), CacheError> {
+        let body = serde_json::to_string(event)?;
+        let mut conn = self.conn.clone();
+        let _: i64 = conn
+            .publish(events_channel(&event.session_id), &body)
+            .await?;
+        Ok(())
+    }
+
     pub async fn latest(&self, session_id: &str) -> Result<Option<ProgressEvent>, CacheError> {
         let mut conn = self.conn.clone();
         let body: Option<String> = conn.get(progress_key(session_id)).await?;

@@ -276,7 +276,7 @@ impl JobWork for Executor {
                 };
                 // Progress is best effort: a missed event never fails the job.
                 tokio::spawn(async move {
-                    if let Err(e) = cache.publish(&event).await {
+                    if let Err(e) = cache.notify(&event).await {
                         tracing::debug!(error = %e, "progress event not published");
                     }
                 });
