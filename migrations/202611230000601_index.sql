@@ -30,3 +30,7 @@ CREATE TABLE index_chunks (
 
 -- Provenance: which inputs were compressed for a contribution, and how.
 ALTER TABLE dialectic_contributions ADD COLUMN compressed_inputs jsonb NOT NULL DEFAULT '[]'::jsonb;
+
+-- Models registered from now on count with a real tokenizer unless they name
+-- another; the simulated rows keep `estimate`, which is how they report usage.
+ALTER TABLE ai_providers ALTER COLUMN tokenizer SET DEFAULT 'cl100k_base';

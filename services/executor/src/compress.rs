@@ -209,8 +209,16 @@ pub async fn fit(
             cost(compressed.tokens_spent, 0, limits.input_rate, 0.0)
         };
         if let (Some(wallet), true) = (services.wallet, charge > 0) {
-            // One key per candidate and attempt: a redelivered attempt never pays twice.
-            let key = format!("{}:{}:{}", payer.job_id, payer.attempt, victim.id);
+            // One key per candidate and attempt: a redelivered attempt never pays
+            // twice. The step number keeps two inputs read from one source apart;
+            // it is stable across redeliveries because the order is deterministic.
+            let key = format!(
+                "{}:{}:{}:{}",
+                payer.job_id,
+                payer.attempt,
+                steps.len(),
+                victim.id
+            );
             wallet.debit(payer, &key, charge).await?;
         }
         let after = services
