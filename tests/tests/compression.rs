@@ -614,3 +614,80 @@ async fn a_job_whose_prompt_cannot_fit_fails_with_context_window_and_calls_no_mo
     );
     env.teardown().await;
 }
+
+/// The same job retried: every attempt compresses the same seed prompt, only
+/// the first pays for indexing; the wallet history shows no charge for the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retried_job_compresses_again_without_new_embedding_tokens() {
+    let mut env = TestEnv::new().await;
+    add_model(&env, "simulated-retry", 1500, 300).await;
+    // Every model call fails (transiently), so the planning job is attempted
+    // up to planner.max_attempts times, compressing its prompt each time.
+    env.settings.executor.simulated_failure_rate = 1.0;
+    start_recording(&mut env).await;
+    let prompt = format!("{SESSION_PROMPT}\n\n{}", paragraph("background", 120));
+    let (_, session_id) = env.new_session(&prompt, &["simulated-retry"], false).await;
+    let session = Uuid::parse_str(&session_id).expect("uuid");
+    let (job, attempts, error): (Uuid, i32, serde_json::Value) =
+        eventually(90, "the job runs out of attempts", || {
+            let pool = env.store.pool().clone();
+            async move {
+                sqlx::query_as(
+                    "SELECT id, attempt_count, error_details FROM dialectic_generation_jobs
+                     WHERE session_id = $1 AND status = 'retry_loop_failed'",
+                )
+                .bind(session)
+                .fetch_optional(&pool)
+                .await
+                .ok()
+                .flatten()
+            }
+        })
+        .await;
+    assert_eq!(error["code"], "model_transient", "{error}");
+    assert!(attempts >= 2, "retried: {attempts}");
+    // Every attempt sent a request that fits the window.
+    let counter = TokenCounter::default();
+    let sent: Vec<_> = dialectic_llm::recorded_requests()
+        .into_iter()
+        .filter(|r| r.model == "simulated-retry")
+        .collect();
+    assert_eq!(sent.len(), attempts as usize, "one model call per attempt");
+    for r in &sent {
+        let tokens = counter
+            .count_request(Encoding::Cl100k, r)
+            .await
+            .expect("count");
+        assert!(tokens <= 1200, "{tokens}");
+    }
+    // Indexing charges by attempt, from the wallet history.
+    let charges: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT idempotency_key, amount FROM token_wallet_transactions
+         WHERE kind = 'capture' AND job_id = $1 AND idempotency_key LIKE 'index-capture:%'
+         ORDER BY created_at",
+    )
+    .bind(job)
+    .fetch_all(env.store.pool())
+    .await
+    .expect("history");
+    assert!(!charges.is_empty(), "the first attempt paid for indexing");
+    let first_attempt = format!("index-capture:{job}:1:");
+    assert!(
+        charges
+            .iter()
+            .all(|(k, a)| k.starts_with(&first_attempt) && *a > 0),
+        "only the first attempt was charged: {charges:?}"
+    );
+    let provenance: i64 = sqlx::query_scalar(
+        "SELECT COALESCE(SUM(embedding_tokens), 0)::bigint FROM index_documents",
+    )
+    .fetch_one(env.store.pool())
+    .await
+    .expect("index");
+    let paid: i64 = charges.iter().map(|c| c.1).sum();
+    assert_eq!(
+        paid, provenance,
+        "what was charged is what indexing spent, once"
+    );
+    env.teardown().await;
+}
