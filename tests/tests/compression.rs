@@ -691,3 +691,50 @@ async fn a_retried_job_compresses_again_without_new_embedding_tokens() {
     );
     env.teardown().await;
 }
+
+/// Counts of long texts land in Redis under the text's hash; a cached count is
+/// what the counter answers (so a poisoned entry shows the cache is consulted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_counts_are_cached_in_redis_by_content_hash() {
+    let settings = dialectic_e2e::base_settings();
+    let cache = dialectic_cache::Cache::connect(&settings.redis.url, 60)
+        .await
+        .expect("redis");
+    let cell = Arc::new(OnceLock::new());
+    let _ = cell.set(cache.clone());
+    let counter = TokenCounter::new(cell);
+    let text = format!("{} {}", Uuid::now_v7(), paragraph("caching", 20));
+    let key = dialectic_tokenizer::cache_key(Encoding::Cl100k, &text);
+    assert_eq!(
+        cache
+            .get_counts(std::slice::from_ref(&key))
+            .await
+            .expect("get"),
+        vec![None]
+    );
+    let exact = Encoding::Cl100k.count(&text).expect("count");
+    assert_eq!(
+        counter.count(Encoding::Cl100k, &text).await.expect("count"),
+        exact
+    );
+    assert_eq!(
+        cache
+            .get_counts(std::slice::from_ref(&key))
+            .await
+            .expect("get"),
+        vec![Some(exact)]
+    );
+    cache.set_counts(&[(key, 7)], 60).await.expect("set");
+    assert_eq!(
+        counter.count(Encoding::Cl100k, &text).await.expect("count"),
+        7
+    );
+    // Short texts are counted on the spot, never cached.
+    assert_eq!(
+        counter
+            .count(Encoding::Cl100k, "hello world")
+            .await
+            .expect("count"),
+        2
+    );
+}
