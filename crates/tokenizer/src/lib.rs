@@ -13,6 +13,8 @@ use tiktoken_rs::CoreBPE;
 
 /// Texts shorter than this are counted on the spot: a Redis round trip costs more.
 const CACHE_MIN_BYTES: usize = 512;
+/// Misses adding up to this many bytes are counted on the blocking pool.
+const BLOCKING_MIN_BYTES: usize = 64 * 1024;
 /// Counts are content-addressed and never stale; the TTL only bounds Redis memory.
 const CACHE_TTL_SECS: u64 = 7 * 24 * 3600;
 
@@ -125,14 +127,31 @@ impl TokenCounter {
                 Err(e) => tracing::debug!(error = %e, "token count cache unavailable"),
             }
         }
+        let missing: Vec<usize> = (0..texts.len()).filter(|&i| counts[i].is_none()).collect();
+        let missing_bytes: usize = missing.iter().map(|&i| texts[i].len()).sum();
+        let computed: Vec<u64> = if missing_bytes >= BLOCKING_MIN_BYTES {
+            // Tokenizing a large text takes long enough to stall other tasks:
+            // do it on the blocking pool.
+            let owned: Vec<String> = missing.iter().map(|&i| texts[i].to_string()).collect();
+            tokio::task::spawn_blocking(move || {
+                owned
+                    .iter()
+                    .map(|t| encoding.count(t))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .await
+            .map_err(|e| TokenizerError::Load(encoding.name(), e.to_string()))??
+        } else {
+            missing
+                .iter()
+                .map(|&i| encoding.count(texts[i]))
+                .collect::<Result<Vec<_>, _>>()?
+        };
         let mut fresh = Vec::new();
-        for (i, text) in texts.iter().enumerate() {
-            if counts[i].is_none() {
-                let n = encoding.count(text)?;
-                counts[i] = Some(n);
-                if let Some(pos) = long.iter().position(|&l| l == i) {
-                    fresh.push((keys[pos].clone(), n));
-                }
+        for (&i, n) in missing.iter().zip(computed) {
+            counts[i] = Some(n);
+            if let Some(pos) = long.iter().position(|&l| l == i) {
+                fresh.push((keys[pos].clone(), n));
             }
         }
         if let (Some(cache), false) = (self.cache.get(), fresh.is_empty())
@@ -195,5 +214,15 @@ mod tests {
         assert_ne!(a, cache_key(Encoding::O200k, "x"));
         assert_ne!(a, cache_key(Encoding::Cl100k, "y"));
         assert!(a.starts_with("tokens:cl100k_base:"));
+    }
+
+    #[tokio::test]
+    async fn large_and_small_texts_count_the_same_without_a_cache() {
+        let counter = TokenCounter::default();
+        let big = "pricing and staffing plans. ".repeat(4000);
+        let texts = [big.as_str(), "hello world", ""];
+        let counts = counter.count_many(Encoding::Cl100k, &texts).await.unwrap();
+        assert_eq!(counts[0], Encoding::Cl100k.count(&big).unwrap());
+        assert_eq!(&counts[1..], &[2, 0]);
     }
 }
