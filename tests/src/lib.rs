@@ -68,6 +68,8 @@ pub fn base_settings() -> Settings {
     }
     // Billing is wired by `TestEnv::start` once a wallet service runs.
     settings.executor.wallet_url = String::new();
+    // Compression is wired by `TestEnv::start` once an indexer service runs.
+    settings.executor.indexer_url = String::new();
     settings.wallet.hold_sweep_interval_ms = 200;
     settings.planner.sweep_interval_ms = 200;
     settings.planner.retry_base_ms = 100;
@@ -136,6 +138,9 @@ impl TestEnv {
             let addr = self.start_with(name, self.settings.clone()).await;
             if *name == "wallet" {
                 self.settings.executor.wallet_url = format!("http://{addr}");
+            }
+            if *name == "indexer" {
+                self.settings.executor.indexer_url = format!("http://{addr}");
             }
         }
     }

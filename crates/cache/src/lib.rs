@@ -89,6 +89,17 @@ impl Cache {
         Ok(())
     }
 
+    /// Publishes a detail event (e.g. a compression step) without making it
+    /// the session's latest progress, which carries the stage's percentage.
+    pub async fn notify(&self, event: &ProgressEvent) -> Result<(), CacheError> {
+        let body = serde_json::to_string(event)?;
+        let mut conn = self.conn.clone();
+        let _: i64 = conn
+            .publish(events_channel(&event.session_id), &body)
+            .await?;
+        Ok(())
+    }
+
     pub async fn latest(&self, session_id: &str) -> Result<Option<ProgressEvent>, CacheError> {
         let mut conn = self.conn.clone();
         let body: Option<String> = conn.get(progress_key(session_id)).await?;
@@ -201,5 +212,37 @@ impl Cache {
             .query_async(&mut conn)
             .await?;
         Ok(taken == 1)
+    }
+}
+
+impl Cache {
+    /// Cached numbers (token counts) for `keys`, in order; None where absent.
+    pub async fn get_counts(&self, keys: &[String]) -> Result<Vec<Option<u64>>, CacheError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.conn.clone();
+        // MGET with one key returns a bare value, so always ask for a list.
+        let values: Vec<Option<u64>> = redis::cmd("MGET").arg(keys).query_async(&mut conn).await?;
+        Ok(values)
+    }
+
+    /// Stores numbers under their keys for `ttl_secs` (content-addressed, so
+    /// they never go stale; the TTL only bounds memory).
+    pub async fn set_counts(
+        &self,
+        entries: &[(String, u64)],
+        ttl_secs: u64,
+    ) -> Result<(), CacheError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for (key, value) in entries {
+            pipe.set_ex(key, *value, ttl_secs.max(1)).ignore();
+        }
+        let mut conn = self.conn.clone();
+        let _: () = pipe.query_async(&mut conn).await?;
+        Ok(())
     }
 }

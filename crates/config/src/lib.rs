@@ -216,6 +216,12 @@ pub struct ExecutorConfig {
     /// `live` calls providers; `record` calls them and keeps every exchange in S3;
     /// `replay` serves recorded exchanges and never calls a provider.
     pub provider_mode: String,
+    /// The indexer service that compresses oversized prompts; empty turns
+    /// compression off (an oversized prompt then fails with `context_window`).
+    pub indexer_url: String,
+    /// Embedder for compression when the model row's `config.embedder` names none:
+    /// `local` (hashed n-grams, no network) or `openai`.
+    pub embedder: String,
 }
 
 impl Default for ExecutorConfig {
@@ -232,6 +238,8 @@ impl Default for ExecutorConfig {
             simulated_record_requests: false,
             wallet_url: "http://127.0.0.1:7056".into(),
             provider_mode: "live".into(),
+            indexer_url: "http://127.0.0.1:7055".into(),
+            embedder: "local".into(),
         }
     }
 }
@@ -280,6 +288,32 @@ pub struct ListenConfig {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
+pub struct IndexerConfig {
+    pub listen: String,
+    /// Largest chunk, in tokens, a text is split into for embedding and retrieval.
+    pub chunk_tokens: u32,
+    /// OpenAI-compatible embeddings endpoint (`…/v1`) for the `openai` embedder;
+    /// empty leaves only the local embedder.
+    pub embeddings_base_url: String,
+    pub embeddings_model: String,
+    /// Name of the environment variable holding the embeddings API key (never the key).
+    pub embeddings_secret_name: String,
+}
+
+impl Default for IndexerConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:7055".into(),
+            chunk_tokens: 256,
+            embeddings_base_url: String::new(),
+            embeddings_model: "text-embedding-3-small".into(),
+            embeddings_secret_name: "OPENAI_API_KEY".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct Settings {
     pub database: DatabaseConfig,
     pub amqp: AmqpConfig,
@@ -290,7 +324,7 @@ pub struct Settings {
     pub planner: PlannerConfig,
     pub executor: ExecutorConfig,
     pub renderer: RendererConfig,
-    pub indexer: ListenConfig,
+    pub indexer: IndexerConfig,
     pub wallet: WalletConfig,
     /// In-flight work gets this long to finish on SIGTERM.
     pub shutdown_grace_secs: u64,
@@ -308,9 +342,7 @@ impl Default for Settings {
             planner: PlannerConfig::default(),
             executor: ExecutorConfig::default(),
             renderer: RendererConfig::default(),
-            indexer: ListenConfig {
-                listen: "127.0.0.1:7055".into(),
-            },
+            indexer: IndexerConfig::default(),
             wallet: WalletConfig::default(),
             shutdown_grace_secs: 30,
         }

@@ -1,6 +1,7 @@
 //! Domain rules of dialectic. No I/O lives here: every function is a pure
 //! transformation that the services apply inside their own transactions.
 
+pub mod context;
 pub mod fanout;
 pub mod ids;
 pub mod job;

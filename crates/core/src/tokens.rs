@@ -7,6 +7,12 @@ pub fn estimate_tokens(text: &str) -> u64 {
     (text.len() as u64).div_ceil(4)
 }
 
+/// Tokens the chat format adds around each message (role and separators), as
+/// OpenAI documents for its chat models; a safe upper bound for the others.
+pub const MESSAGE_OVERHEAD: u64 = 4;
+/// Tokens that prime the assistant's reply.
+pub const REPLY_PRIMING: u64 = 3;
+
 /// Cost of a call in wallet units: tokens × rate, rounded up so a call is never free.
 pub fn cost(input_tokens: u64, output_tokens: u64, input_rate: f64, output_rate: f64) -> i64 {
     let raw = input_tokens as f64 * input_rate + output_tokens as f64 * output_rate;

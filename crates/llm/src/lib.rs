@@ -1,6 +1,7 @@
 //! Model providers. Each job makes exactly one call through `ModelProvider::chat`;
 //! continuation is the planner's business, never a loop in here.
 
+pub mod embeddings;
 mod openai;
 mod replay;
 mod simulated;

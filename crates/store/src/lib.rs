@@ -2,6 +2,7 @@
 //! in the same transaction; every job transition is a compare-and-set.
 
 pub mod api;
+pub mod index;
 pub mod inputs;
 pub mod jobs;
 pub mod ledger;

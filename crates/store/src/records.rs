@@ -731,3 +731,18 @@ pub async fn wallet_balance(
     .await?
     .ok_or_else(|| StoreError::NotFound("wallet".into()))
 }
+
+/// Provenance of context compression: which inputs of a contribution were
+/// compressed, with their token counts before and after (seed 001 Phase 3).
+pub async fn set_compressed_inputs(
+    tx: &mut Tx<'_>,
+    contribution_id: Uuid,
+    compressed: &serde_json::Value,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE dialectic_contributions SET compressed_inputs = $2 WHERE id = $1")
+        .bind(contribution_id)
+        .bind(Json(compressed))
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}

@@ -164,3 +164,61 @@ impl Billing {
         }
     }
 }
+
+#[async_trait::async_trait]
+impl crate::compress::ContextWallet for Billing {
+    async fn balance(&self, payer: &crate::compress::Payer) -> Result<i64, AttemptError> {
+        let balance = self
+            .client
+            .clone()
+            .get_balance(GetBalanceRequest {
+                wallet_id: String::new(),
+                user_id: payer.user_id.to_string(),
+            })
+            .await
+            .map_err(|s| wallet_error("the user's wallet", s))?
+            .into_inner();
+        if let Ok(mut wallets) = self.wallets.lock() {
+            wallets.insert(payer.user_id, balance.wallet_id.clone());
+        }
+        Ok(balance.available)
+    }
+
+    /// Indexing is paid after the fact (its cost is known only then): a hold of
+    /// the exact amount, captured at once, both under keys derived from `key`.
+    async fn debit(
+        &self,
+        payer: &crate::compress::Payer,
+        key: &str,
+        amount: i64,
+    ) -> Result<(), AttemptError> {
+        let wallet_id = self.wallet_of(payer.user_id).await?;
+        let hold = self
+            .client
+            .clone()
+            .hold(HoldRequest {
+                wallet_id: wallet_id.clone(),
+                amount,
+                idempotency_key: format!("index-hold:{key}"),
+                session_id: payer.session_id.to_string(),
+                job_id: payer.job_id.to_string(),
+                attempt: u32::try_from(payer.attempt).unwrap_or(0),
+                purpose: "indexing".into(),
+                expires_in_secs: HOLD_SECS,
+            })
+            .await
+            .map_err(|s| wallet_error("indexing hold", s))?
+            .into_inner();
+        self.client
+            .clone()
+            .capture(CaptureRequest {
+                wallet_id,
+                hold_id: hold.id,
+                amount,
+                idempotency_key: format!("index-capture:{key}"),
+            })
+            .await
+            .map_err(|s| wallet_error("indexing capture", s))?;
+        Ok(())
+    }
+}

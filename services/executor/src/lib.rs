@@ -3,19 +3,22 @@
 //! in S3 plus one contribution row. The chunk is written before the row; the
 //! row, the lease release and the outcome message commit together.
 
-mod billing;
+pub mod billing;
+pub mod compress;
 pub mod limits;
 
 use billing::Billing;
 use dialectic_blob::BlobStore;
 use dialectic_cache::Cache;
+use dialectic_cache::ProgressEvent;
 use dialectic_config::Settings;
+use dialectic_core::context::Context;
 use dialectic_core::fanout::SourceDoc;
 use dialectic_core::ids::{ProjectId, SessionId};
 use dialectic_core::job::JobType;
 use dialectic_core::paths::{DocumentName, FileKind, Lineage, PathContext};
 use dialectic_core::payload::JobPayload;
-use dialectic_core::prompt::{Message, PromptConstructionPayload, ResourceDocument, assemble};
+use dialectic_core::prompt::{Message, PromptConstructionPayload, ResourceDocument};
 use dialectic_core::recipe::{InputRule, RecipeStep};
 use dialectic_core::sanitize::parse_model_json;
 use dialectic_core::tokens::cost;
@@ -38,6 +41,7 @@ use dialectic_store::jobs::JobRow;
 use dialectic_store::records::{self, NewContribution, USER_EDIT};
 use dialectic_store::{Store, StoreError, inputs};
 use dialectic_telemetry::metrics;
+use dialectic_tokenizer::{Encoding, TokenCounter};
 use futures::future::BoxFuture;
 use limits::{Limits, RedisLimiter};
 use std::sync::Arc;
@@ -59,6 +63,19 @@ struct Executor {
     cache: Arc<OnceLock<Cache>>,
     lease_secs: u64,
     provider_mode: String,
+    /// Counts every request with the model's tokenizer (cached in Redis).
+    counter: TokenCounter,
+    /// None when compression is off (`executor.indexer_url` empty).
+    indexer: Option<compress::GrpcIndexer>,
+    /// Default embedder when a model row names none.
+    embedder: String,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 /// Recorded provider exchanges, kept in the bucket under `recordings/`.
@@ -178,46 +195,105 @@ impl JobWork for Executor {
             Some(target) => Some(self.chain_of(job, target).await?),
             None => None,
         };
-        let request = match &chain {
-            // Seed 001 Phase 2: the original request, one assistant message per
-            // earlier chunk (with its contribution id), then the continue instruction.
-            Some(chain) => {
-                let first = assemble(
-                    &original,
-                    &model.api_identifier,
-                    max_tokens,
-                    &step.output_type,
-                    &hints,
-                );
-                let mut history = first.messages;
-                history.extend(
-                    chain
-                        .chunks
-                        .iter()
-                        .map(|c| Message::assistant(c.raw.clone(), Some(c.id.to_string()))),
-                );
-                let continuation = PromptConstructionPayload {
-                    system_instruction: first.system_instruction,
-                    conversation_history: history,
-                    resource_documents: Vec::new(),
-                    current_user_prompt: CONTINUE_INSTRUCTION.into(),
-                };
-                assemble(
-                    &continuation,
-                    &model.api_identifier,
-                    max_tokens,
-                    &step.output_type,
-                    &hints,
-                )
-            }
-            None => assemble(
-                &original,
-                &model.api_identifier,
-                max_tokens,
-                &step.output_type,
-                &hints,
-            ),
+        let context = Context {
+            original,
+            chunks: chain.as_ref().map_or_else(Vec::new, |c| {
+                c.chunks
+                    .iter()
+                    .map(|c| Message::assistant(c.raw.clone(), Some(c.id.to_string())))
+                    .collect()
+            }),
+            continue_instruction: CONTINUE_INSTRUCTION.into(),
         };
+        let encoding = Encoding::from_name(&model.tokenizer)
+            .map_err(|e| permanent("unsupported_tokenizer", e))?;
+        let limits = compress::Limits {
+            model: model.api_identifier.clone(),
+            max_tokens,
+            output_type: step.output_type.clone(),
+            hints: hints.clone(),
+            encoding,
+            context_window: model.context_window_tokens.max(1) as u64,
+            input_rate: model.input_token_cost_rate,
+            embedder: model
+                .config
+                .0
+                .get("embedder")
+                .and_then(|v| v.as_str())
+                .unwrap_or(&self.embedder)
+                .to_string(),
+        };
+        let payer = compress::Payer {
+            user_id: job.user_id,
+            session_id: job.session_id,
+            job_id: job.id,
+            attempt: job.attempt_count,
+        };
+        let services = compress::Services {
+            counter: &self.counter,
+            indexer: self
+                .indexer
+                .as_ref()
+                .map(|i| i as &dyn compress::ContextIndexer),
+            wallet: self
+                .billing
+                .as_ref()
+                .map(|b| b as &dyn compress::ContextWallet),
+        };
+        let cache = self.cache.get().cloned();
+        let step_job_type = format!("{:?}", step.job_type).to_uppercase();
+        let step_output = step.output_type.clone();
+        let mut report = |step: &compress::Step| {
+            tracing::info!(
+                candidate = %step.id,
+                kind = step.kind,
+                tokens_before = step.tokens_before,
+                tokens_after = step.tokens_after,
+                embedding_tokens = step.embedding_tokens,
+                cost = step.cost,
+                request_tokens = step.request_tokens_after,
+                "compressed a context candidate"
+            );
+            if let Some(cache) = cache.clone() {
+                let event = ProgressEvent {
+                    session_id: job.session_id.to_string(),
+                    kind: "context_compressed".into(),
+                    stage_slug: job.stage_slug.clone(),
+                    job_id: job.id.to_string(),
+                    job_type: step_job_type.clone(),
+                    document_key: step_output.clone(),
+                    model: model.api_identifier.clone(),
+                    message: format!(
+                        "compressed {} {}: {} -> {} tokens, {} embedding tokens, cost {}",
+                        step.kind,
+                        step.id,
+                        step.tokens_before,
+                        step.tokens_after,
+                        step.embedding_tokens,
+                        step.cost
+                    ),
+                    at_ms: now_ms(),
+                    ..Default::default()
+                };
+                // Progress is best effort: a missed event never fails the job.
+                tokio::spawn(async move {
+                    if let Err(e) = cache.notify(&event).await {
+                        tracing::debug!(error = %e, "progress event not published");
+                    }
+                });
+            }
+        };
+        let fitted = compress::fit(context, &limits, &payer, &services, &mut report).await?;
+        if !fitted.steps.is_empty() {
+            tracing::info!(
+                initial_tokens = fitted.initial_tokens,
+                final_tokens = fitted.final_tokens,
+                steps = fitted.steps.len(),
+                "prompt compressed to fit the context window"
+            );
+        }
+        let compressed_inputs = fitted.steps.clone();
+        let request = fitted.request;
         let mut request = request;
         request.required_keys = step
             .outputs_required
@@ -386,6 +462,10 @@ impl JobWork for Executor {
             },
         )
         .await?;
+        if !compressed_inputs.is_empty() {
+            let provenance = serde_json::to_value(&compressed_inputs).unwrap_or_default();
+            records::set_compressed_inputs(&mut tx, stored_id, &provenance).await?;
+        }
         if let Some(previous) = job.target_contribution_id {
             // Seed 000 function 5: the newest chunk is the chain's latest.
             records::supersede(&mut tx, previous).await?;
@@ -721,6 +801,20 @@ async fn start_executor(
             }
         }
     };
+    let indexer = if settings.executor.indexer_url.trim().is_empty() {
+        tracing::warn!(
+            "executor.indexer_url is empty: oversized prompts fail instead of being compressed"
+        );
+        None
+    } else {
+        match compress::GrpcIndexer::new(settings.executor.indexer_url.trim()) {
+            Ok(i) => Some(i),
+            Err(e) => {
+                tracing::error!(error = %e, "compression disabled");
+                None
+            }
+        }
+    };
     let handler: Arc<dyn Handler> = Arc::new(JobWorker {
         store: store.clone(),
         worker: format!("executor-{}", Uuid::now_v7().simple()),
@@ -740,6 +834,9 @@ async fn start_executor(
             cache: cache.clone(),
             lease_secs: settings.executor.worker.lease_secs,
             provider_mode: settings.executor.provider_mode.trim().to_string(),
+            counter: TokenCounter::new(cache.clone()),
+            indexer,
+            embedder: settings.executor.embedder.trim().to_string(),
         },
         stats,
     });
