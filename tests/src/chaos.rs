@@ -59,12 +59,26 @@ impl ChaosOptions {
             latency_ms: 500,
             fault_gap_ms: (1_000, 2_500),
             down_ms: 500,
-            dependencies: DEPENDENCIES.iter().map(|d| d.to_string()).collect(),
+            dependencies: dependencies_from_env(),
             rounds: 1,
             seed: 7,
             deadline: Duration::from_secs(300),
             log_dir,
         }
+    }
+}
+
+/// Every dependency, unless `DIALECTIC_CHAOS_DEPENDENCIES` narrows the list
+/// (e.g. to "" when other work shares the local stack).
+fn dependencies_from_env() -> Vec<String> {
+    match std::env::var("DIALECTIC_CHAOS_DEPENDENCIES") {
+        Ok(list) => list
+            .split(',')
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+            .map(str::to_string)
+            .collect(),
+        Err(_) => DEPENDENCIES.iter().map(|d| d.to_string()).collect(),
     }
 }
 

@@ -1,7 +1,7 @@
 //! The quick fault run: a few sessions across six service processes while
 //! each service is SIGKILLed once and each backing service restarted once.
 //! `DIALECTIC_CHAOS_DEPENDENCIES` narrows the restarts (e.g. to "" when other
-//! work shares the local stack); the long run is `cargo run -p dialectic-e2e --bin chaos`.
+//! work shares the local stack), here and in the long run (`--bin chaos`).
 
 use dialectic_e2e::TestEnv;
 use dialectic_e2e::chaos::{self, ChaosOptions, KILL_ORDER};
@@ -11,15 +11,7 @@ use std::path::Path;
 async fn sessions_survive_killed_services_and_restarted_dependencies() {
     let env = TestEnv::new().await;
     let log_dir = std::env::temp_dir().join(format!("dialectic-chaos-{}", env.database));
-    let mut options = ChaosOptions::quick(log_dir.clone());
-    if let Ok(list) = std::env::var("DIALECTIC_CHAOS_DEPENDENCIES") {
-        options.dependencies = list
-            .split(',')
-            .map(str::trim)
-            .filter(|d| !d.is_empty())
-            .map(str::to_string)
-            .collect();
-    }
+    let options = ChaosOptions::quick(log_dir.clone());
     let report = chaos::run(
         &env,
         Path::new(env!("CARGO_BIN_EXE_chaos-service")),
