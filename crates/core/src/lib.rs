@@ -1,6 +1,7 @@
 //! Domain rules of dialectic. No I/O lives here: every function is a pure
 //! transformation that the services apply inside their own transactions.
 
+pub mod apikey;
 pub mod fanout;
 pub mod ids;
 pub mod job;
@@ -12,5 +13,6 @@ pub mod sanitize;
 pub mod session;
 pub mod slug;
 pub mod tokens;
+pub mod zip;
 
 pub use ids::*;

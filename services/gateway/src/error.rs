@@ -14,6 +14,8 @@ pub enum GatewayError {
     FailedPrecondition(String),
     #[error("{0}")]
     Unavailable(String),
+    #[error("{0}")]
+    Unauthenticated(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -38,6 +40,7 @@ impl From<GatewayError> for Status {
             GatewayError::InvalidArgument(m) => Status::invalid_argument(m),
             GatewayError::NotFound(what) => Status::not_found(format!("{what} not found")),
             GatewayError::Unavailable(m) => Status::unavailable(m),
+            GatewayError::Unauthenticated(m) => Status::unauthenticated(m),
             GatewayError::FailedPrecondition(m) => Status::failed_precondition(m),
             GatewayError::Store(StoreError::NotFound(what)) => {
                 Status::not_found(format!("{what} not found"))
