@@ -484,6 +484,9 @@ async fn run(cli: Cli) -> Result<()> {
             if json {
                 print_json(&page.projects.iter().map(json::project).collect());
             } else {
+                if page.projects.is_empty() {
+                    println!("no projects yet");
+                }
                 for p in &page.projects {
                     println!("{}  {}", p.id, p.name);
                 }
@@ -518,6 +521,9 @@ async fn run(cli: Cli) -> Result<()> {
             if json {
                 print_json(&page.sessions.iter().map(json::session).collect());
             } else {
+                if page.sessions.is_empty() {
+                    println!("no sessions yet");
+                }
                 for s in &page.sessions {
                     println!("{}  {}  iteration {}", s.id, s.status, s.iteration);
                 }
