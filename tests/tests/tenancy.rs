@@ -9,8 +9,8 @@ use dialectic_proto::v1::{
     CreateProjectRequest, DeleteProjectRequest, ExportProjectRequest, GetDocumentContentRequest,
     GetProjectRequest, GetSessionRequest, GetWalletRequest, ListProjectsRequest,
     ListSessionsRequest, ListStageDocumentsRequest, ListWalletTransactionsRequest,
-    PauseSessionRequest, ResumeSessionRequest, SaveDocumentEditRequest, StartSessionRequest,
-    SubmitStageResponsesRequest, WatchSessionRequest,
+    PauseSessionRequest, ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest,
+    StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use tonic::Code;
 
@@ -262,6 +262,18 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
                     session_id: session_id(),
                     stage_slug: "thesis".into(),
                     responses: vec![],
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "RevisitStage",
+            theirs
+                .revisit_stage(RevisitStageRequest {
+                    session_id: session_id(),
+                    stage_slug: "thesis".into(),
+                    impact: "major".into(),
+                    reason: String::new(),
                 })
                 .await
                 .map(drop),

@@ -9,6 +9,7 @@ pub mod paths;
 pub mod payload;
 pub mod prompt;
 pub mod recipe;
+pub mod revisit;
 pub mod sanitize;
 pub mod session;
 pub mod slug;

@@ -11,6 +11,7 @@ pub mod outbox;
 pub mod recipe_edit;
 pub mod recipes;
 pub mod records;
+pub mod revisit;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};

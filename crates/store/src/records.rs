@@ -33,6 +33,8 @@ pub struct SessionRow {
     pub auto_advance: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Bumped by each revisit that rewinds the session (root job keys carry it).
+    pub revision: i32,
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -236,7 +238,7 @@ pub async fn model(executor: impl sqlx::PgExecutor<'_>, id: Uuid) -> Result<Mode
         .ok_or_else(|| StoreError::NotFound(format!("model {id}")))
 }
 
-pub(crate) const SESSION_COLUMNS: &str = "id, project_id, user_id, status, iteration_count, current_stage_id, selected_model_ids, auto_advance, created_at, updated_at";
+pub(crate) const SESSION_COLUMNS: &str = "id, project_id, user_id, status, iteration_count, current_stage_id, selected_model_ids, auto_advance, created_at, updated_at, revision";
 
 pub struct NewSession<'a> {
     pub id: Uuid,
@@ -681,7 +683,7 @@ pub async fn upsert_resource(tx: &mut Tx<'_>, r: &NewResource<'_>) -> Result<Uui
     .await?)
 }
 
-const RESOURCE_COLUMNS: &str = "id, project_id, session_id, stage_slug, iteration_number, resource_type, document_key, model_id,
+pub(crate) const RESOURCE_COLUMNS: &str = "id, project_id, session_id, stage_slug, iteration_number, resource_type, document_key, model_id,
     file_name, storage_bucket, storage_path, mime_type, size_bytes, source_contribution_id, is_incomplete, updated_at";
 
 pub async fn session_documents(

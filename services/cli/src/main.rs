@@ -11,9 +11,9 @@ use dialectic_proto::v1::{
     CreateProjectRequest, DeleteProjectRequest, ExportProjectRequest, GetDocumentContentRequest,
     GetSessionRequest, GetStageRecipeRequest, GetWalletRequest, ListModelsRequest,
     ListProjectsRequest, ListRecipesRequest, ListSessionsRequest, ListStageDocumentsRequest,
-    PauseSessionRequest, Project, ResumeSessionRequest, SaveDocumentEditRequest, Session,
-    StageDocument, StageResponse, StartSessionRequest, SubmitStageResponsesRequest,
-    WatchSessionRequest,
+    PauseSessionRequest, Project, ResumeSessionRequest, RevisitStageRequest,
+    SaveDocumentEditRequest, Session, StageDocument, StageResponse, StartSessionRequest,
+    SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use std::future::Future;
 use std::path::PathBuf;
@@ -145,6 +145,19 @@ enum Command {
         /// Document key the feedback is about.
         #[arg(long)]
         document: Option<String>,
+    },
+    /// Revisit an earlier stage after changing it (seed 003 change impact):
+    /// minor flags later stages; moderate archives their documents as .v{N};
+    /// major archives them and re-runs from the stage after it at once.
+    Revisit {
+        #[arg(long)]
+        session: String,
+        #[arg(long)]
+        stage: String,
+        #[arg(long, value_parser = ["minor", "moderate", "major"])]
+        impact: String,
+        #[arg(long, default_value = "")]
+        reason: String,
     },
     /// List the models a session may use.
     Models,
@@ -364,6 +377,42 @@ async fn run(cli: Cli) -> Result<()> {
                 })
                 .await?;
             gateway.print_session_line(&s);
+        }
+        Command::Revisit {
+            session,
+            stage,
+            impact,
+            reason,
+        } => {
+            let done = gateway
+                .call(|mut c| {
+                    let request = gateway.request(RevisitStageRequest {
+                        session_id: session.clone(),
+                        stage_slug: stage.clone(),
+                        impact: impact.clone(),
+                        reason: reason.clone(),
+                    });
+                    async move { c.revisit_stage(request).await }
+                })
+                .await?;
+            if json {
+                print_json(&serde_json::json!({
+                    "session": done.session.as_ref().map(json::session),
+                    "needs_review": done.needs_review,
+                    "archived": done.archived,
+                    "revision": done.revision,
+                }));
+            } else {
+                if let Some(s) = &done.session {
+                    println!("{} {} (revision {})", s.id, s.status, done.revision);
+                }
+                for stage in &done.needs_review {
+                    println!("needs review: {stage}");
+                }
+                for key in &done.archived {
+                    println!("archived: {key}");
+                }
+            }
         }
         Command::Models => {
             let models = gateway

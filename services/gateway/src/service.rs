@@ -23,7 +23,7 @@ use dialectic_proto::v1::{
     DeleteProjectRequest, DeleteProjectResponse, ExportChunk, ExportProjectRequest, ExportUrl,
     GetStageRecipeRequest, ListProjectsRequest, ListProjectsResponse, ListRecipesRequest,
     ListRecipesResponse, ListSessionsRequest, ListSessionsResponse, ListWalletTransactionsRequest,
-    ListWalletTransactionsResponse, StageRecipe,
+    ListWalletTransactionsResponse, RevisitStageRequest, RevisitStageResponse, StageRecipe,
 };
 use dialectic_runtime::CancellationToken;
 use dialectic_store::inputs::{self, NewFeedback};
@@ -1074,6 +1074,20 @@ impl DialecticService for Gateway {
             .instrument(span)
             .await?;
         Ok(Response::new(recipe))
+    }
+
+    async fn revisit_stage(
+        &self,
+        request: Request<RevisitStageRequest>,
+    ) -> Result<Response<RevisitStageResponse>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let req = request.into_inner();
+        let span = span!("revisit_stage", user);
+        span.record("session_id", req.session_id.as_str());
+        let done = Gateway::revisit_stage(self, user, req)
+            .instrument(span)
+            .await?;
+        Ok(Response::new(done))
     }
 
     type ExportProjectStream = ReceiverStream<Result<ExportChunk, Status>>;

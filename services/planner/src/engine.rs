@@ -225,6 +225,11 @@ impl Engine {
             tracing::info!(%render, stage, "earlier documents still rendering; the stage's root jobs wait for them");
         }
         let models = records::models_by_id(&mut *unit.tx, &session.selected_model_ids).await?;
+        // A stage re-run after a revisit gets new root jobs: the key carries the revision.
+        let revision = match session.revision {
+            0 => String::new(),
+            n => format!(":r{n}"),
+        };
         for model_id in &session.selected_model_ids {
             let Some(model) = models.iter().find(|m| m.id == *model_id) else {
                 return Err(PlannerError::Recipe {
@@ -248,7 +253,7 @@ impl Engine {
                 &mut unit.tx,
                 &NewJob {
                     id: job_id,
-                    job_key: format!("{session_id}:{stage}:{iteration}:{model_id}"),
+                    job_key: format!("{session_id}:{stage}:{iteration}:{model_id}{revision}"),
                     session_id,
                     user_id: session.user_id,
                     stage_slug: stage,
