@@ -6,11 +6,11 @@
 use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually, with_key};
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{
-    CreateProjectRequest, DeleteProjectRequest, ExportProjectRequest, GetDocumentContentRequest,
-    GetProjectRequest, GetSessionRequest, GetWalletRequest, ListProjectsRequest,
-    ListSessionsRequest, ListStageDocumentsRequest, ListWalletTransactionsRequest,
-    PauseSessionRequest, ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest,
-    StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
+    CancelSessionRequest, CreateProjectRequest, DeleteProjectRequest, ExportProjectRequest,
+    GetDocumentContentRequest, GetProjectRequest, GetSessionRequest, GetWalletRequest,
+    ListProjectsRequest, ListSessionsRequest, ListStageDocumentsRequest,
+    ListWalletTransactionsRequest, PauseSessionRequest, ResumeSessionRequest, RevisitStageRequest,
+    SaveDocumentEditRequest, StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use tonic::Code;
 
@@ -267,6 +267,24 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
                 .map(drop),
         ),
         (
+            "GetDocumentChunks",
+            theirs
+                .get_document_chunks(GetDocumentContentRequest {
+                    resource_id: resource_id(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "CancelSession",
+            theirs
+                .cancel_session(CancelSessionRequest {
+                    session_id: session_id(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
             "RevisitStage",
             theirs
                 .revisit_stage(RevisitStageRequest {
@@ -330,6 +348,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
         .expect("my session")
         .into_inner();
     assert_ne!(still.status, "paused");
+    assert_ne!(still.status, "abandoned");
 
     // No key, a wrong key, a malformed header, a revoked key: UNAUTHENTICATED.
     let channel =

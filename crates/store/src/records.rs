@@ -355,6 +355,23 @@ pub async fn pause_session(
     .await?)
 }
 
+/// Ends the user's session for good; None when it is not theirs or already abandoned.
+pub async fn cancel_session(
+    tx: &mut Tx<'_>,
+    user_id: Uuid,
+    id: Uuid,
+) -> Result<Option<SessionRow>, StoreError> {
+    Ok(sqlx::query_as::<_, SessionRow>(&format!(
+        "UPDATE dialectic_sessions SET status = 'abandoned', paused_from = NULL, updated_at = now()
+         WHERE id = $1 AND user_id = $2 AND status <> 'abandoned'
+         RETURNING {SESSION_COLUMNS}"
+    ))
+    .bind(id)
+    .bind(user_id)
+    .fetch_optional(&mut **tx)
+    .await?)
+}
+
 /// The project a session belongs to.
 pub async fn project_of_session(tx: &mut Tx<'_>, session_id: Uuid) -> Result<Uuid, StoreError> {
     sqlx::query_scalar("SELECT project_id FROM dialectic_sessions WHERE id = $1")

@@ -8,12 +8,12 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Parser, Subcommand};
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{
-    CreateProjectRequest, DeleteProjectRequest, ExportProjectRequest, GetDocumentContentRequest,
-    GetSessionRequest, GetStageRecipeRequest, GetWalletRequest, ListModelsRequest,
-    ListProjectsRequest, ListRecipesRequest, ListSessionsRequest, ListStageDocumentsRequest,
-    PauseSessionRequest, Project, ResumeSessionRequest, RevisitStageRequest,
-    SaveDocumentEditRequest, Session, StageDocument, StageResponse, StartSessionRequest,
-    SubmitStageResponsesRequest, WatchSessionRequest,
+    CancelSessionRequest, CreateProjectRequest, DeleteProjectRequest, ExportProjectRequest,
+    GetDocumentContentRequest, GetSessionRequest, GetStageRecipeRequest, GetWalletRequest,
+    ListModelsRequest, ListProjectsRequest, ListRecipesRequest, ListSessionsRequest,
+    ListStageDocumentsRequest, PauseSessionRequest, Project, ResumeSessionRequest,
+    RevisitStageRequest, SaveDocumentEditRequest, Session, StageDocument, StageResponse,
+    StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use std::future::Future;
 use std::path::PathBuf;
@@ -171,6 +171,11 @@ enum Command {
         #[arg(long)]
         session: String,
     },
+    /// Cancel a session for good: running jobs finish, nothing new starts.
+    Cancel {
+        #[arg(long)]
+        session: String,
+    },
     /// Print your wallet: balance, held, available, and recent transactions.
     Wallet {
         #[arg(long, default_value_t = 10)]
@@ -253,6 +258,11 @@ enum DocsCommand {
     },
     /// Print one rendered document.
     Show {
+        #[arg(long)]
+        resource: String,
+    },
+    /// The raw model chunks (and edits) a document was merged from.
+    Chunks {
         #[arg(long)]
         resource: String,
     },
@@ -411,6 +421,56 @@ async fn run(cli: Cli) -> Result<()> {
                 }
                 for key in &done.archived {
                     println!("archived: {key}");
+                }
+            }
+        }
+        Command::Cancel { session } => {
+            let s = gateway
+                .call(|mut c| {
+                    let request = gateway.request(CancelSessionRequest {
+                        session_id: session.clone(),
+                    });
+                    async move { c.cancel_session(request).await }
+                })
+                .await?;
+            gateway.print_session_line(&s);
+        }
+        Command::Docs(DocsCommand::Chunks { resource }) => {
+            let found = gateway
+                .call(|mut c| {
+                    let request = gateway.request(GetDocumentContentRequest {
+                        resource_id: resource.clone(),
+                    });
+                    async move { c.get_document_chunks(request).await }
+                })
+                .await?;
+            if json {
+                print_json(
+                    &found
+                        .chunks
+                        .iter()
+                        .map(|c| {
+                            serde_json::json!({
+                                "contribution_id": c.contribution_id,
+                                "contribution_type": c.contribution_type,
+                                "storage_key": c.storage_key,
+                                "finish_reason": c.finish_reason,
+                                "edit_version": c.edit_version,
+                                "incomplete": c.incomplete,
+                                "raw": c.raw,
+                            })
+                        })
+                        .collect(),
+                );
+            } else {
+                for c in &found.chunks {
+                    println!(
+                        "{} {} (edit version {}, finish {})",
+                        c.contribution_type, c.storage_key, c.edit_version, c.finish_reason
+                    );
+                    for line in format::head(&c.raw, 4) {
+                        println!("    {line}");
+                    }
                 }
             }
         }

@@ -3,11 +3,13 @@
 use crate::convert;
 use crate::error::GatewayError;
 use crate::service::Gateway;
-use dialectic_core::ids::ProjectId;
+use dialectic_cache::ProgressEvent;
+use dialectic_core::ids::{ProjectId, ResourceId, SessionId};
 use dialectic_proto::v1::{
-    DeleteProjectResponse, ExportUrl, ListProjectsRequest, ListProjectsResponse,
-    ListRecipesResponse, ListSessionsRequest, ListSessionsResponse, ListWalletTransactionsRequest,
-    ListWalletTransactionsResponse, RecipeStep, RecipeSummary, StageRecipe, WalletTransaction,
+    DeleteProjectResponse, DocumentChunk, DocumentChunks, ExportUrl, ListProjectsRequest,
+    ListProjectsResponse, ListRecipesResponse, ListSessionsRequest, ListSessionsResponse,
+    ListWalletTransactionsRequest, ListWalletTransactionsResponse, RecipeStep, RecipeSummary,
+    Session, StageRecipe, WalletTransaction,
 };
 use dialectic_store::listing::{self, DeleteError};
 use dialectic_store::records::{self, ProjectRow};
@@ -47,6 +49,79 @@ fn cursor(token: &str) -> Result<Option<listing::Cursor>, GatewayError> {
 }
 
 impl Gateway {
+    /// Abandons the session; claims refuse an abandoned session's jobs, so
+    /// only what already runs finishes. Watchers hear it and their streams end.
+    pub(crate) async fn cancel_session(
+        &self,
+        user: Uuid,
+        session_id: &str,
+    ) -> Result<Session, GatewayError> {
+        let id = SessionId::parse(session_id)?;
+        let mut tx = self.store.begin().await?;
+        let Some(row) = records::cancel_session(&mut tx, user, id.as_uuid()).await? else {
+            records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
+            return Err(GatewayError::FailedPrecondition(
+                "the session is already cancelled".into(),
+            ));
+        };
+        tx.commit().await.map_err(StoreError::from)?;
+        if let Some(cache) = self.cache.get() {
+            let event = ProgressEvent {
+                session_id: row.id.to_string(),
+                kind: "session_cancelled".into(),
+                session_status: row.status.clone(),
+                message: "cancelled by the user; running jobs finish, nothing new starts".into(),
+                at_ms: chrono::Utc::now().timestamp_millis(),
+                ..Default::default()
+            };
+            if let Err(e) = cache.publish(&event).await {
+                tracing::warn!(error = %e, "could not tell watchers the session was cancelled");
+            }
+        }
+        self.session_view(row, true).await
+    }
+
+    /// The chunks a rendered document was merged from, in merge order.
+    pub(crate) async fn document_chunks(
+        &self,
+        user: Uuid,
+        resource_id: &str,
+    ) -> Result<DocumentChunks, GatewayError> {
+        let id = ResourceId::parse(resource_id)?;
+        let resource = records::resource_for_user(self.store.pool(), user, id.as_uuid()).await?;
+        let identity = resource.source_contribution_id.ok_or_else(|| {
+            GatewayError::InvalidArgument("this resource is not a rendered document".into())
+        })?;
+        let root = records::contribution(self.store.pool(), identity).await?;
+        let chain = records::document_chain(
+            self.store.pool(),
+            root.session_id,
+            &root.stage_slug,
+            identity,
+        )
+        .await?;
+        let mut chunks = Vec::with_capacity(chain.len());
+        for c in chain {
+            let raw = self.blob.get_string(&c.raw_response_storage_path).await?;
+            chunks.push(DocumentChunk {
+                contribution_id: c.id.to_string(),
+                contribution_type: c.contribution_type,
+                storage_key: c.raw_response_storage_path,
+                finish_reason: c.finish_reason.unwrap_or_default(),
+                edit_version: u32::try_from(c.edit_version).unwrap_or(0),
+                incomplete: c.is_incomplete,
+                raw,
+            });
+        }
+        let mut ids: Vec<Uuid> = resource.model_id.into_iter().collect();
+        ids.dedup();
+        let names = self.model_names(&ids).await?;
+        Ok(DocumentChunks {
+            document: Some(convert::document(&resource, &names)),
+            chunks,
+        })
+    }
+
     pub(crate) async fn list_projects(
         &self,
         user: Uuid,

@@ -13,17 +13,18 @@ use dialectic_core::session::SessionStatus;
 use dialectic_core::slug::slugify;
 use dialectic_proto::v1::dialectic_service_server::DialecticService;
 use dialectic_proto::v1::{
+    CancelSessionRequest, DeleteProjectRequest, DeleteProjectResponse, DocumentChunks, ExportChunk,
+    ExportProjectRequest, ExportUrl, GetStageRecipeRequest, ListProjectsRequest,
+    ListProjectsResponse, ListRecipesRequest, ListRecipesResponse, ListSessionsRequest,
+    ListSessionsResponse, ListWalletTransactionsRequest, ListWalletTransactionsResponse,
+    RevisitStageRequest, RevisitStageResponse, StageRecipe,
+};
+use dialectic_proto::v1::{
     CreateProjectRequest, DocumentContent, GetDocumentContentRequest, GetProjectRequest,
     GetSessionRequest, GetWalletRequest, ListModelsRequest, ListModelsResponse,
     ListStageDocumentsRequest, ListStageDocumentsResponse, PauseSessionRequest, Project,
     ResumeSessionRequest, SaveDocumentEditRequest, Session, SessionEvent, StageDocument,
     StartSessionRequest, SubmitStageResponsesRequest, Wallet, WatchSessionRequest,
-};
-use dialectic_proto::v1::{
-    DeleteProjectRequest, DeleteProjectResponse, ExportChunk, ExportProjectRequest, ExportUrl,
-    GetStageRecipeRequest, ListProjectsRequest, ListProjectsResponse, ListRecipesRequest,
-    ListRecipesResponse, ListSessionsRequest, ListSessionsResponse, ListWalletTransactionsRequest,
-    ListWalletTransactionsResponse, RevisitStageRequest, RevisitStageResponse, StageRecipe,
 };
 use dialectic_runtime::CancellationToken;
 use dialectic_store::inputs::{self, NewFeedback};
@@ -96,7 +97,7 @@ fn optional(value: &str) -> Option<&str> {
 pub struct Gateway {
     pub(crate) store: Store,
     pub(crate) blob: BlobStore,
-    cache: Arc<OnceLock<Cache>>,
+    pub(crate) cache: Arc<OnceLock<Cache>>,
     bootstrap: Option<BootstrapKey>,
     max_prompt_bytes: usize,
     shutdown: CancellationToken,
@@ -151,7 +152,10 @@ impl Gateway {
             .ok_or_else(|| GatewayError::Unavailable("redis is not connected yet".into()))
     }
 
-    async fn model_names(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, String>, GatewayError> {
+    pub(crate) async fn model_names(
+        &self,
+        ids: &[Uuid],
+    ) -> Result<HashMap<Uuid, String>, GatewayError> {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
@@ -1074,6 +1078,34 @@ impl DialecticService for Gateway {
             .instrument(span)
             .await?;
         Ok(Response::new(recipe))
+    }
+
+    async fn cancel_session(
+        &self,
+        request: Request<CancelSessionRequest>,
+    ) -> Result<Response<Session>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let req = request.into_inner();
+        let span = span!("cancel_session", user);
+        span.record("session_id", req.session_id.as_str());
+        let session = Gateway::cancel_session(self, user, &req.session_id)
+            .instrument(span)
+            .await?;
+        Ok(Response::new(session))
+    }
+
+    async fn get_document_chunks(
+        &self,
+        request: Request<GetDocumentContentRequest>,
+    ) -> Result<Response<DocumentChunks>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let req = request.into_inner();
+        let span = tracing::info_span!("get_document_chunks", user_id = %user, resource_id = %req.resource_id);
+        let chunks = self
+            .document_chunks(user, &req.resource_id)
+            .instrument(span)
+            .await?;
+        Ok(Response::new(chunks))
     }
 
     async fn revisit_stage(
