@@ -6,11 +6,12 @@
 use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually, with_key};
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{
-    CancelSessionRequest, CreateProjectRequest, DeleteProjectRequest, ExportProjectRequest,
-    GetDocumentContentRequest, GetProjectRequest, GetSessionRequest, GetWalletRequest,
-    ListProjectsRequest, ListSessionsRequest, ListStageDocumentsRequest,
-    ListWalletTransactionsRequest, PauseSessionRequest, ResumeSessionRequest, RevisitStageRequest,
-    SaveDocumentEditRequest, StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
+    CancelSessionRequest, CreateProjectRequest, DeleteProjectRequest, EditStageRecipeRequest,
+    ExportProjectRequest, GetDocumentContentRequest, GetProjectRequest, GetSessionRequest,
+    GetStageRecipeRequest, GetWalletRequest, ListProjectsRequest, ListSessionsRequest,
+    ListStageDocumentsRequest, ListWalletTransactionsRequest, PauseSessionRequest, RecipeEdge,
+    ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest, StartSessionRequest,
+    SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use tonic::Code;
 
@@ -477,6 +478,60 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
         );
         assert!(!status.message().is_empty());
     }
+    // Recipes are shared: only an administrator changes them (clone on write).
+    let edit = || EditStageRecipeRequest {
+        stage_slug: "paralysis".into(),
+        skip: vec![],
+        unskip: vec![],
+        add_edges: vec![],
+    };
+    let before = client
+        .get_stage_recipe(GetStageRecipeRequest {
+            stage_slug: "paralysis".into(),
+        })
+        .await
+        .expect("recipe")
+        .into_inner();
+    assert!(!before.is_cloned);
+    let last = before.steps.last().expect("steps").step_key.clone();
+    let first = before.steps[0].step_key.clone();
+    let denied = theirs
+        .edit_stage_recipe(EditStageRecipeRequest {
+            skip: vec![last.clone()],
+            ..edit()
+        })
+        .await
+        .expect_err("not an administrator");
+    assert_eq!(denied.code(), Code::PermissionDenied, "{denied:?}");
+    let changed = client
+        .edit_stage_recipe(EditStageRecipeRequest {
+            skip: vec![last.clone()],
+            ..edit()
+        })
+        .await
+        .expect("admin edit")
+        .into_inner();
+    assert!(changed.is_cloned, "the first change clones the template");
+    assert!(
+        changed
+            .steps
+            .iter()
+            .any(|s| s.step_key == last && s.skipped),
+        "{changed:?}"
+    );
+    let cycle = client
+        .edit_stage_recipe(EditStageRecipeRequest {
+            add_edges: vec![RecipeEdge {
+                from_step_key: last.clone(),
+                to_step_key: first.clone(),
+            }],
+            ..edit()
+        })
+        .await
+        .expect_err("a cycle");
+    assert_eq!(cycle.code(), Code::InvalidArgument, "{cycle:?}");
+    assert!(cycle.message().contains("cyclic"), "{cycle:?}");
+
     let projects: i64 = sqlx::query_scalar("SELECT count(*) FROM dialectic_projects")
         .fetch_one(env.store.pool())
         .await

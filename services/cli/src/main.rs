@@ -8,12 +8,12 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Parser, Subcommand};
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{
-    CancelSessionRequest, CreateProjectRequest, DeleteProjectRequest, ExportProjectRequest,
-    GetDocumentContentRequest, GetSessionRequest, GetStageRecipeRequest, GetWalletRequest,
-    ListModelsRequest, ListProjectsRequest, ListRecipesRequest, ListSessionsRequest,
-    ListStageDocumentsRequest, PauseSessionRequest, Project, ResumeSessionRequest,
-    RevisitStageRequest, SaveDocumentEditRequest, Session, StageDocument, StageResponse,
-    StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
+    CancelSessionRequest, CreateProjectRequest, DeleteProjectRequest, EditStageRecipeRequest,
+    ExportProjectRequest, GetDocumentContentRequest, GetSessionRequest, GetStageRecipeRequest,
+    GetWalletRequest, ListModelsRequest, ListProjectsRequest, ListRecipesRequest,
+    ListSessionsRequest, ListStageDocumentsRequest, PauseSessionRequest, Project, RecipeEdge,
+    ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest, Session, StageDocument,
+    StageResponse, StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use std::future::Future;
 use std::path::PathBuf;
@@ -284,6 +284,20 @@ enum RecipeCommand {
     Show {
         #[arg(long)]
         stage: String,
+    },
+    /// Administrators: change a stage's recipe (cloned from its template on the first change).
+    Edit {
+        #[arg(long)]
+        stage: String,
+        /// A step_key to skip (repeatable).
+        #[arg(long)]
+        skip: Vec<String>,
+        /// A step_key to run again (repeatable).
+        #[arg(long)]
+        unskip: Vec<String>,
+        /// `FROM:TO` step keys: TO also waits for FROM (repeatable).
+        #[arg(long = "edge")]
+        edges: Vec<String>,
     },
 }
 
@@ -706,6 +720,39 @@ async fn run(cli: Cli) -> Result<()> {
                         r.stage_slug, r.steps, r.display_name
                     );
                 }
+            }
+        }
+        Command::Recipe(RecipeCommand::Edit {
+            stage,
+            skip,
+            unskip,
+            edges,
+        }) => {
+            let add_edges = edges
+                .iter()
+                .map(|e| match e.split_once(':') {
+                    Some((from, to)) => Ok(RecipeEdge {
+                        from_step_key: from.trim().to_string(),
+                        to_step_key: to.trim().to_string(),
+                    }),
+                    None => Err(anyhow!("--edge {e:?} must be FROM:TO")),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let recipe = gateway
+                .call(|mut c| {
+                    let request = gateway.request(EditStageRecipeRequest {
+                        stage_slug: stage.clone(),
+                        skip: skip.clone(),
+                        unskip: unskip.clone(),
+                        add_edges: add_edges.clone(),
+                    });
+                    async move { c.edit_stage_recipe(request).await }
+                })
+                .await?;
+            if json {
+                print_json(&json::recipe(&recipe));
+            } else {
+                print!("{}", format::recipe(&recipe));
             }
         }
         Command::Recipe(RecipeCommand::Show { stage }) => {

@@ -6,12 +6,13 @@ use crate::service::Gateway;
 use dialectic_cache::ProgressEvent;
 use dialectic_core::ids::{ProjectId, ResourceId, SessionId};
 use dialectic_proto::v1::{
-    DeleteProjectResponse, DocumentChunk, DocumentChunks, ExportUrl, ListProjectsRequest,
-    ListProjectsResponse, ListRecipesResponse, ListSessionsRequest, ListSessionsResponse,
-    ListWalletTransactionsRequest, ListWalletTransactionsResponse, RecipeStep, RecipeSummary,
-    Session, StageRecipe, WalletTransaction,
+    DeleteProjectResponse, DocumentChunk, DocumentChunks, EditStageRecipeRequest, ExportUrl,
+    ListProjectsRequest, ListProjectsResponse, ListRecipesResponse, ListSessionsRequest,
+    ListSessionsResponse, ListWalletTransactionsRequest, ListWalletTransactionsResponse,
+    RecipeStep, RecipeSummary, Session, StageRecipe, WalletTransaction,
 };
 use dialectic_store::listing::{self, DeleteError};
+use dialectic_store::recipe_edit::{self, RecipeEditError};
 use dialectic_store::records::{self, ProjectRow};
 use dialectic_store::{StoreError, ledger, recipes};
 use std::time::Duration;
@@ -228,6 +229,43 @@ impl Gateway {
                 )
                 .collect(),
         })
+    }
+
+    pub(crate) async fn edit_stage_recipe(
+        &self,
+        user: Uuid,
+        req: EditStageRecipeRequest,
+    ) -> Result<StageRecipe, GatewayError> {
+        if !dialectic_store::auth::is_admin(self.store.pool(), user).await? {
+            return Err(GatewayError::PermissionDenied(
+                "recipes are shared by every user; only an administrator may change them".into(),
+            ));
+        }
+        let stage = req.stage_slug.trim();
+        let pool = self.store.pool();
+        let edit_error = |e: RecipeEditError| match e {
+            RecipeEditError::Store(e) => GatewayError::Store(e),
+            e @ (RecipeEditError::UnknownStage(_) | RecipeEditError::UnknownStepKey { .. }) => {
+                GatewayError::NotFound(e.to_string())
+            }
+            e => GatewayError::InvalidArgument(e.to_string()),
+        };
+        for key in &req.skip {
+            recipe_edit::set_step_skipped(pool, stage, key, true)
+                .await
+                .map_err(edit_error)?;
+        }
+        for key in &req.unskip {
+            recipe_edit::set_step_skipped(pool, stage, key, false)
+                .await
+                .map_err(edit_error)?;
+        }
+        for edge in &req.add_edges {
+            recipe_edit::add_edge(pool, stage, &edge.from_step_key, &edge.to_step_key)
+                .await
+                .map_err(edit_error)?;
+        }
+        self.stage_recipe(stage).await
     }
 
     pub(crate) async fn stage_recipe(&self, stage_slug: &str) -> Result<StageRecipe, GatewayError> {

@@ -16,6 +16,8 @@ pub enum GatewayError {
     Unavailable(String),
     #[error("{0}")]
     Unauthenticated(String),
+    #[error("{0}")]
+    PermissionDenied(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -41,6 +43,7 @@ impl From<GatewayError> for Status {
             GatewayError::NotFound(what) => Status::not_found(format!("{what} not found")),
             GatewayError::Unavailable(m) => Status::unavailable(m),
             GatewayError::Unauthenticated(m) => Status::unauthenticated(m),
+            GatewayError::PermissionDenied(m) => Status::permission_denied(m),
             GatewayError::FailedPrecondition(m) => Status::failed_precondition(m),
             GatewayError::Store(StoreError::NotFound(what)) => {
                 Status::not_found(format!("{what} not found"))

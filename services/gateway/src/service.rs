@@ -13,11 +13,11 @@ use dialectic_core::session::SessionStatus;
 use dialectic_core::slug::slugify;
 use dialectic_proto::v1::dialectic_service_server::DialecticService;
 use dialectic_proto::v1::{
-    CancelSessionRequest, DeleteProjectRequest, DeleteProjectResponse, DocumentChunks, ExportChunk,
-    ExportProjectRequest, ExportUrl, GetStageRecipeRequest, ListProjectsRequest,
-    ListProjectsResponse, ListRecipesRequest, ListRecipesResponse, ListSessionsRequest,
-    ListSessionsResponse, ListWalletTransactionsRequest, ListWalletTransactionsResponse,
-    RevisitStageRequest, RevisitStageResponse, StageRecipe,
+    CancelSessionRequest, DeleteProjectRequest, DeleteProjectResponse, DocumentChunks,
+    EditStageRecipeRequest, ExportChunk, ExportProjectRequest, ExportUrl, GetStageRecipeRequest,
+    ListProjectsRequest, ListProjectsResponse, ListRecipesRequest, ListRecipesResponse,
+    ListSessionsRequest, ListSessionsResponse, ListWalletTransactionsRequest,
+    ListWalletTransactionsResponse, RevisitStageRequest, RevisitStageResponse, StageRecipe,
 };
 use dialectic_proto::v1::{
     CreateProjectRequest, DocumentContent, GetDocumentContentRequest, GetProjectRequest,
@@ -1120,6 +1120,18 @@ impl DialecticService for Gateway {
             .instrument(span)
             .await?;
         Ok(Response::new(done))
+    }
+
+    async fn edit_stage_recipe(
+        &self,
+        request: Request<EditStageRecipeRequest>,
+    ) -> Result<Response<StageRecipe>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let span = span!("edit_stage_recipe", user);
+        let recipe = Gateway::edit_stage_recipe(self, user, request.into_inner())
+            .instrument(span)
+            .await?;
+        Ok(Response::new(recipe))
     }
 
     type ExportProjectStream = ReceiverStream<Result<ExportChunk, Status>>;
