@@ -7,6 +7,7 @@
 #   deploy/stack.sh status one line per service; exit 0 only if all are up
 #   deploy/stack.sh down   stop only what this script started itself
 #   deploy/stack.sh env    print `export KEY=value` lines for the app config
+#                          (and the local bootstrap API key, made once)
 #   deploy/stack.sh restart postgres|redis|rabbitmq|s3
 #                          stop one backing service and start it again (the
 #                          fault tests use it; clients see their connections drop)
@@ -433,8 +434,26 @@ cmd_restart() {
     esac
 }
 
+# The local bootstrap API key: made once per machine, kept in the state dir,
+# accepted by the gateway for the seeded admin user (gateway.bootstrap_key) and
+# sent by the CLI (DIALECTIC_API_KEY). Local use only; production keys come
+# from `dialecticd admin create-key`.
+bootstrap_key() {
+    local file="$STATE_DIR/bootstrap-key" tmp
+    if [ ! -s "$file" ]; then
+        mkdir -p "$STATE_DIR"
+        tmp="$(mktemp "$STATE_DIR/bootstrap-key.XXXXXX")"
+        printf 'dlk_local_%s\n' "$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')" >"$tmp"
+        chmod 600 "$tmp"
+        # A concurrent first call may have won: keep whichever key landed first.
+        if [ -s "$file" ]; then rm -f "$tmp"; else mv -f "$tmp" "$file"; fi
+    fi
+    cat "$file"
+}
+
 cmd_env() {
-    local k v
+    local k v key
+    key="$(bootstrap_key)"
     while IFS='=' read -r k v; do
         printf 'export %s=%q\n' "$k" "$v"
     done <<EOF
@@ -446,6 +465,8 @@ DIALECTIC_S3__BUCKET=$S3_BUCKET
 DIALECTIC_S3__ACCESS_KEY=$S3_ACCESS_KEY
 DIALECTIC_S3__SECRET_KEY=$S3_SECRET_KEY
 DIALECTIC_S3__REGION=$S3_REGION
+DIALECTIC_GATEWAY__BOOTSTRAP_KEY=$key
+DIALECTIC_API_KEY=$key
 EOF
 }
 

@@ -348,7 +348,15 @@ pub async fn run(env: &TestEnv, binary: &Path, options: &ChaosOptions) -> ChaosR
     let gateway = format!("http://127.0.0.1:{}", ports["gateway"]);
     let mut session_ids = Vec::new();
     for i in 0..options.sessions {
-        session_ids.push(start_session(&gateway, i, &options.models).await);
+        session_ids.push(
+            start_session(
+                &gateway,
+                &env.settings.gateway.bootstrap_key,
+                i,
+                &options.models,
+            )
+            .await,
+        );
     }
 
     let mut report = ChaosReport {
@@ -404,12 +412,16 @@ pub async fn run(env: &TestEnv, binary: &Path, options: &ChaosOptions) -> ChaosR
 
 /// Creates a project and starts an auto-advancing session, retrying while
 /// the gateway or its dependencies come up.
-async fn start_session(gateway: &str, index: usize, models: &[String]) -> uuid::Uuid {
+async fn start_session(gateway: &str, key: &str, index: usize, models: &[String]) -> uuid::Uuid {
     let request_id = format!("chaos-{index}-{}", uuid::Uuid::new_v4());
     crate::eventually(60, "the gateway to start a session", || async {
-        let mut client = DialecticServiceClient::connect(gateway.to_string())
+        let channel = tonic::transport::Endpoint::from_shared(gateway.to_string())
+            .ok()?
+            .connect()
             .await
             .ok()?;
+        let mut client =
+            DialecticServiceClient::with_interceptor(channel, crate::BearerKey(key.to_string()));
         let project = client
             .create_project(CreateProjectRequest {
                 name: format!("Chaos {index}"),

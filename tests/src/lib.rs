@@ -15,6 +15,8 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -23,6 +25,40 @@ use tonic_health::pb::health_client::HealthClient;
 pub const ALL_SERVICES: [&str; 6] = [
     "wallet", "indexer", "planner", "executor", "renderer", "gateway",
 ];
+
+/// Sends `authorization: Bearer <key>` on every call that does not carry its own.
+#[derive(Clone)]
+pub struct BearerKey(pub String);
+
+impl Interceptor for BearerKey {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if !request.metadata().contains_key("authorization") {
+            let value = format!("Bearer {}", self.0)
+                .parse()
+                .map_err(|_| tonic::Status::internal("API key is not a valid header value"))?;
+            request.metadata_mut().insert("authorization", value);
+        }
+        Ok(request)
+    }
+}
+
+/// A gateway client that authenticates with one API key.
+pub type GatewayClient = DialecticServiceClient<InterceptedService<Channel, BearerKey>>;
+
+/// `message` sent with `key` instead of the client's own.
+pub fn with_key<T>(key: &str, message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {key}")
+            .parse()
+            .expect("key is a header value"),
+    );
+    request
+}
 
 pub fn start_fn(name: &str) -> StartFn {
     match name {
@@ -118,6 +154,8 @@ impl TestEnv {
         settings.database.url = with_database(&settings.database.url, &database);
         settings.amqp.prefix = format!("test-{suffix}");
         settings.s3.bucket = format!("dialectic-test-{suffix}");
+        // The seeded administrator's key: what `gateway()` clients send.
+        settings.gateway.bootstrap_key = format!("dlk_test_{suffix}");
         let store = dialectic_runtime::store(&settings).expect("store");
         store.migrate().await.expect("migrations apply");
         let blob = dialectic_runtime::blob(&settings);
@@ -175,10 +213,44 @@ impl TestEnv {
         assert_eq!(status, ServingStatus::Serving, "{name} never became ready");
     }
 
-    pub async fn gateway(&self) -> DialecticServiceClient<Channel> {
-        DialecticServiceClient::connect(format!("http://{}", self.addr("gateway")))
+    /// A client acting as the seeded local administrator (the bootstrap key).
+    pub async fn gateway(&self) -> GatewayClient {
+        self.gateway_with_key(&self.settings.gateway.bootstrap_key)
             .await
-            .expect("gateway connects")
+    }
+
+    /// A client that sends `key` on every call.
+    pub async fn gateway_with_key(&self, key: &str) -> GatewayClient {
+        let channel =
+            tonic::transport::Endpoint::from_shared(format!("http://{}", self.addr("gateway")))
+                .expect("gateway address")
+                .connect()
+                .await
+                .expect("gateway connects");
+        DialecticServiceClient::with_interceptor(channel, BearerKey(key.to_string()))
+    }
+
+    /// A new user with an empty wallet and an API key; returns (user id, key).
+    pub async fn new_user(&self, name: &str) -> (uuid::Uuid, String) {
+        let user = dialectic_store::auth::create_user(self.store.pool(), name, false)
+            .await
+            .expect("user");
+        (user, self.key_for(user).await)
+    }
+
+    /// A new API key for an existing user.
+    pub async fn key_for(&self, user: uuid::Uuid) -> String {
+        let key = dialectic_core::apikey::generate();
+        dialectic_store::auth::insert_key(
+            self.store.pool(),
+            user,
+            "test",
+            &dialectic_core::apikey::hash(&key),
+            &dialectic_core::apikey::shown_part(&key),
+        )
+        .await
+        .expect("key");
+        key
     }
 
     /// Stops every service, deletes the queues and drops the database.

@@ -1,14 +1,17 @@
 //! Hostile input at the public API: every RPC of `dialectic.v1.DialecticService`
 //! is called with missing fields, malformed ids, unknown ids and oversized
 //! messages; each answers with a clear code and a reason, and nothing is
-//! written. A provider key echoed back by a hostile provider never reaches a
-//! log line, an error, a row or an object.
+//! written. A provider key echoed back by a hostile provider, a guessed API
+//! key and the bootstrap key never reach a log line, an error, a row or an object.
 
 use dialectic_e2e::{TestEnv, eventually};
 use dialectic_proto::v1::{
-    CreateProjectRequest, GetDocumentContentRequest, GetProjectRequest, GetSessionRequest,
-    GetWalletRequest, ListModelsRequest, ListStageDocumentsRequest, PauseSessionRequest,
-    ResumeSessionRequest, SaveDocumentEditRequest, StageResponse, StartSessionRequest,
+    CancelSessionRequest, CreateProjectRequest, DeleteProjectRequest, EditStageRecipeRequest,
+    ExportProjectRequest, GetDocumentContentRequest, GetProjectRequest, GetSessionRequest,
+    GetStageRecipeRequest, GetWalletRequest, ListModelsRequest, ListProjectsRequest,
+    ListRecipesRequest, ListSessionsRequest, ListStageDocumentsRequest,
+    ListWalletTransactionsRequest, PauseSessionRequest, RecipeEdge, ResumeSessionRequest,
+    RevisitStageRequest, SaveDocumentEditRequest, StageResponse, StartSessionRequest,
     SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use prost::Message;
@@ -272,6 +275,95 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
             ),
         ));
         cases.push((
+            "GetDocumentChunks",
+            what,
+            code,
+            done(
+                client
+                    .get_document_chunks(GetDocumentContentRequest {
+                        resource_id: id.clone(),
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
+            "DeleteProject",
+            what,
+            code,
+            done(
+                client
+                    .delete_project(DeleteProjectRequest {
+                        project_id: id.clone(),
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
+            "ListSessions",
+            what,
+            code,
+            done(
+                client
+                    .list_sessions(ListSessionsRequest {
+                        project_id: id.clone(),
+                        page_size: 10,
+                        page_token: String::new(),
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
+            "ExportProject",
+            what,
+            code,
+            done(
+                client
+                    .export_project(ExportProjectRequest {
+                        project_id: id.clone(),
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
+            "GetExportUrl",
+            what,
+            code,
+            done(
+                client
+                    .get_export_url(ExportProjectRequest {
+                        project_id: id.clone(),
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
+            "CancelSession",
+            what,
+            code,
+            done(
+                client
+                    .cancel_session(CancelSessionRequest {
+                        session_id: id.clone(),
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
+            "RevisitStage",
+            what,
+            code,
+            done(
+                client
+                    .revisit_stage(RevisitStageRequest {
+                        session_id: id.clone(),
+                        stage_slug: "thesis".into(),
+                        impact: "major".into(),
+                        reason: "hostile".into(),
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
             "WatchSession",
             what,
             code,
@@ -305,6 +397,74 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                 document_key: "business_case".into(),
                 feedback: huge.clone(),
             }],
+        })
+    );
+
+    case!(
+        "ListProjects",
+        "forged page token",
+        Code::InvalidArgument,
+        client.list_projects(ListProjectsRequest {
+            page_size: 10,
+            page_token: "not-a-token".into(),
+        })
+    );
+    case!(
+        "ListWalletTransactions",
+        "forged page token",
+        Code::InvalidArgument,
+        client.list_wallet_transactions(ListWalletTransactionsRequest {
+            page_size: u32::MAX,
+            page_token: "\u{0}garbage".into(),
+        })
+    );
+    case!(
+        "ListRecipes",
+        "empty request",
+        Code::Ok,
+        client.list_recipes(ListRecipesRequest {})
+    );
+    case!(
+        "GetStageRecipe",
+        "missing stage",
+        Code::InvalidArgument,
+        client.get_stage_recipe(GetStageRecipeRequest::default())
+    );
+    case!(
+        "GetStageRecipe",
+        "unknown stage",
+        Code::NotFound,
+        client.get_stage_recipe(GetStageRecipeRequest {
+            stage_slug: "no-such-stage".into(),
+        })
+    );
+    case!(
+        "EditStageRecipe",
+        "missing stage",
+        Code::InvalidArgument,
+        client.edit_stage_recipe(EditStageRecipeRequest::default())
+    );
+    case!(
+        "EditStageRecipe",
+        "unknown stage",
+        Code::NotFound,
+        client.edit_stage_recipe(EditStageRecipeRequest {
+            stage_slug: "no-such-stage".into(),
+            skip: vec!["x".into()],
+            ..Default::default()
+        })
+    );
+    case!(
+        "EditStageRecipe",
+        "edge between unknown steps",
+        Code::InvalidArgument,
+        client.edit_stage_recipe(EditStageRecipeRequest {
+            stage_slug: "thesis".into(),
+            add_edges: vec![RecipeEdge {
+                from_step_key: "nope".into(),
+                to_step_key: "also-nope".into(),
+            }],
+            ..Default::default()
         })
     );
 
@@ -429,7 +589,7 @@ async fn key_echoing_provider() -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_provider_key_never_reaches_logs_errors_rows_or_objects() {
+async fn secrets_never_reach_logs_errors_rows_or_objects() {
     let logs = captured_logs();
     const SECRET_VAR: &str = "DIALECTIC_HOSTILE_TEST_PROVIDER_KEY";
     let secret = format!("sk-hostile-{}", uuid::Uuid::new_v4().simple());
@@ -478,7 +638,22 @@ async fn a_provider_key_never_reaches_logs_errors_rows_or_objects() {
         .await
         .expect("session")
         .into_inner();
-    let mut seen = vec![("GetSession".to_string(), format!("{session:?}"))];
+    // A guessed API key is refused without being repeated back.
+    let guessed_key = format!("dlk_guess_{}", uuid::Uuid::new_v4().simple());
+    let refused = client
+        .get_session(dialectic_e2e::with_key(
+            &guessed_key,
+            GetSessionRequest {
+                session_id: session_id.clone(),
+            },
+        ))
+        .await
+        .expect_err("a guessed key is refused");
+    assert_eq!(refused.code(), Code::Unauthenticated);
+    let mut seen = vec![
+        ("GetSession".to_string(), format!("{session:?}")),
+        ("UNAUTHENTICATED".to_string(), format!("{refused:?}")),
+    ];
     let tables: Vec<String> = sqlx::query_scalar(
         "SELECT table_name::text FROM information_schema.tables
          WHERE table_schema = 'public' AND table_type = 'BASE TABLE'",
@@ -508,11 +683,18 @@ async fn a_provider_key_never_reaches_logs_errors_rows_or_objects() {
         "the failure is logged (so the check below reads real log lines)"
     );
     seen.push(("logs".into(), logged));
+    let secrets = [
+        ("the provider key", secret.as_str()),
+        ("a guessed API key", guessed_key.as_str()),
+        (
+            "the bootstrap API key",
+            env.settings.gateway.bootstrap_key.as_str(),
+        ),
+    ];
     for (place, text) in &seen {
-        assert!(
-            !text.contains(&secret),
-            "the provider key leaked into {place}"
-        );
+        for (what, value) in secrets {
+            assert!(!text.contains(value), "{what} leaked into {place}");
+        }
     }
     env.teardown().await;
 }

@@ -215,10 +215,16 @@ async fn one_session_is_one_trace_and_every_service_serves_metrics() {
     }
 
     // One session: the thesis stage with one model, rendered.
-    let mut client =
-        DialecticServiceClient::connect(format!("http://127.0.0.1:{}", ports["gateway"]))
+    let channel =
+        tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{}", ports["gateway"]))
+            .expect("gateway address")
+            .connect()
             .await
             .expect("gateway");
+    let mut client = DialecticServiceClient::with_interceptor(
+        channel,
+        dialectic_e2e::BearerKey(settings.gateway.bootstrap_key.clone()),
+    );
     let project = client
         .create_project(CreateProjectRequest {
             name: "Observed".into(),

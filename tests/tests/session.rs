@@ -61,11 +61,61 @@ async fn a_session_with_two_models_runs_all_five_stages() {
         }
         transitions
     });
+    // A second watcher joins midway: a catch-up snapshot first, then the rest.
+    let late_client = env.gateway().await;
+    let late_session = session_id.clone();
+    let late = tokio::spawn(async move {
+        use futures::StreamExt;
+        let mut client = late_client;
+        loop {
+            let status = client
+                .get_session(dialectic_proto::v1::GetSessionRequest {
+                    session_id: late_session.clone(),
+                })
+                .await
+                .expect("session")
+                .into_inner()
+                .status;
+            if !status.ends_with("thesis") {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let mut events = client
+            .watch_session(dialectic_proto::v1::WatchSessionRequest {
+                session_id: late_session,
+            })
+            .await
+            .expect("late watch")
+            .into_inner();
+        let first = events.next().await.expect("a first event").expect("ok");
+        let mut transitions = Vec::new();
+        while let Some(Ok(event)) = events.next().await {
+            if event.kind == "stage_completed" {
+                transitions.push(event.session_status);
+            }
+        }
+        (first, transitions)
+    });
     settled(&env, &session_id, "iteration_complete_pending_review").await;
     let transitions = tokio::time::timeout(std::time::Duration::from_secs(10), watcher)
         .await
         .expect("the watch ended at review")
         .expect("watcher");
+    let (snapshot, late_transitions) =
+        tokio::time::timeout(std::time::Duration::from_secs(10), late)
+            .await
+            .expect("the late watch ended at review")
+            .expect("late watcher");
+    assert_eq!(snapshot.kind, "snapshot", "catch-up first: {snapshot:?}");
+    assert!(
+        !snapshot.session_status.ends_with("thesis"),
+        "joined after thesis: {snapshot:?}"
+    );
+    assert!(
+        transitions.ends_with(&late_transitions),
+        "the late watcher sees the remaining transitions in order: {late_transitions:?} of {transitions:?}"
+    );
     assert_eq!(
         transitions,
         [
@@ -381,5 +431,69 @@ async fn a_paused_session_starts_nothing_new_and_resumes_where_it_stopped() {
         .await
         .expect_err("not paused");
     assert_eq!(again.code(), tonic::Code::FailedPrecondition);
+    env.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_idle_session_pauses_itself_and_resumes_where_it_stopped() {
+    use dialectic_proto::v1::{GetSessionRequest, ResumeSessionRequest, WatchSessionRequest};
+    use futures::StreamExt;
+    let mut env = TestEnv::new().await;
+    let mut settings = env.settings.clone();
+    settings.planner.idle_pause_secs = 3;
+    for name in ALL_SERVICES {
+        env.start_with(name, settings.clone()).await;
+        env.wait_serving(name).await;
+    }
+    let (_, session_id) = env.new_session(PROMPT, &["simulated"], false).await;
+    let mut client = env.gateway().await;
+    // Waiting for the user's review is not activity: the session pauses.
+    let mut events = client
+        .watch_session(WatchSessionRequest {
+            session_id: session_id.clone(),
+        })
+        .await
+        .expect("watch")
+        .into_inner();
+    let paused_event = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while let Some(Ok(event)) = events.next().await {
+            if event.kind == "session_paused" {
+                return Some(event);
+            }
+        }
+        None
+    })
+    .await
+    .expect("paused within a minute")
+    .expect("a session_paused event");
+    assert_eq!(paused_event.session_status, "paused");
+    assert!(paused_event.message.contains("without activity"));
+    let session = client
+        .get_session(GetSessionRequest {
+            session_id: session_id.clone(),
+        })
+        .await
+        .expect("session")
+        .into_inner();
+    assert_eq!(session.status, "paused");
+    let jobs_done: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM dialectic_generation_jobs WHERE session_id = $1 AND status <> 'completed'",
+    )
+    .bind(uuid::Uuid::parse_str(&session_id).expect("uuid"))
+    .fetch_one(env.store.pool())
+    .await
+    .expect("count");
+    assert_eq!(jobs_done, 0, "it paused only once thesis was over");
+    let resumed = client
+        .resume_session(ResumeSessionRequest {
+            session_id: session_id.clone(),
+        })
+        .await
+        .expect("resume")
+        .into_inner();
+    assert_eq!(
+        resumed.status, "pending_antithesis",
+        "back where it stopped"
+    );
     env.teardown().await;
 }

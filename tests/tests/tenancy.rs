@@ -1,23 +1,19 @@
-//! Another user's ids answer NOT_FOUND on every RPC that names them; bad input
-//! is INVALID_ARGUMENT with a reason; repeated creates with one request id make one.
+//! Two users: each RPC that names the other's project, session or document
+//! answers NOT_FOUND, lists show only the caller's own; a missing, wrong,
+//! malformed or revoked key is UNAUTHENTICATED; bad input is INVALID_ARGUMENT
+//! with a reason; repeated creates with one request id make one.
 
-use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually};
+use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually, with_key};
+use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{
-    CreateProjectRequest, GetDocumentContentRequest, GetProjectRequest, GetSessionRequest,
-    ListStageDocumentsRequest, SaveDocumentEditRequest, StartSessionRequest,
+    CancelSessionRequest, CreateProjectRequest, DeleteProjectRequest, EditStageRecipeRequest,
+    ExportProjectRequest, GetDocumentContentRequest, GetProjectRequest, GetSessionRequest,
+    GetStageRecipeRequest, GetWalletRequest, ListProjectsRequest, ListSessionsRequest,
+    ListStageDocumentsRequest, ListWalletTransactionsRequest, PauseSessionRequest, RecipeEdge,
+    ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest, StartSessionRequest,
     SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use tonic::Code;
-use uuid::Uuid;
-
-fn as_user<T>(user: Uuid, message: T) -> tonic::Request<T> {
-    let mut request = tonic::Request::new(message);
-    request.metadata_mut().insert(
-        "x-dialectic-user",
-        user.to_string().parse().expect("header"),
-    );
-    request
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
@@ -84,96 +80,360 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
     })
     .await;
 
-    // Another user.
-    let stranger = Uuid::now_v7();
-    sqlx::query("INSERT INTO users (id, display_name) VALUES ($1, 'stranger')")
-        .bind(stranger)
-        .execute(env.store.pool())
+    // Another user, with a project of their own.
+    let (_, stranger) = env.new_user("stranger").await;
+    let mut theirs = env.gateway_with_key(&stranger).await;
+    let their_project = theirs
+        .create_project(CreateProjectRequest {
+            name: "Theirs".into(),
+            initial_user_prompt: "A seed swap.".into(),
+            client_request_id: String::new(),
+        })
         .await
-        .expect("user");
-    let codes = [
-        client
-            .get_project(as_user(
-                stranger,
-                GetProjectRequest {
-                    project_id: project.id.clone(),
-                },
-            ))
-            .await
-            .map(|_| ()),
-        client
-            .start_session(as_user(
-                stranger,
-                StartSessionRequest {
+        .expect("their project")
+        .into_inner();
+    let listed = theirs
+        .list_projects(ListProjectsRequest::default())
+        .await
+        .expect("their list")
+        .into_inner();
+    assert_eq!(
+        listed
+            .projects
+            .iter()
+            .map(|p| p.id.as_str())
+            .collect::<Vec<_>>(),
+        [their_project.id.as_str()],
+        "a list shows only the caller's projects"
+    );
+    let mine = client
+        .list_projects(ListProjectsRequest::default())
+        .await
+        .expect("my list")
+        .into_inner();
+    assert_eq!(
+        mine.projects
+            .iter()
+            .map(|p| p.id.as_str())
+            .collect::<Vec<_>>(),
+        [project.id.as_str()]
+    );
+    let my_wallet = client
+        .get_wallet(GetWalletRequest::default())
+        .await
+        .expect("my wallet")
+        .into_inner();
+    let their_wallet = theirs
+        .get_wallet(GetWalletRequest::default())
+        .await
+        .expect("their wallet")
+        .into_inner();
+    assert_ne!(my_wallet.wallet_id, their_wallet.wallet_id);
+    let their_history = theirs
+        .list_wallet_transactions(ListWalletTransactionsRequest::default())
+        .await
+        .expect("their history")
+        .into_inner();
+    assert!(
+        their_history.transactions.is_empty(),
+        "none of my transactions: {their_history:?}"
+    );
+
+    let session_id = || session.id.clone();
+    let project_id = || project.id.clone();
+    let resource_id = || document.resource_id.clone();
+    let calls: Vec<(&str, Result<(), tonic::Status>)> = vec![
+        (
+            "GetProject",
+            theirs
+                .get_project(GetProjectRequest {
+                    project_id: project_id(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "ListSessions",
+            theirs
+                .list_sessions(ListSessionsRequest {
+                    project_id: project_id(),
+                    ..Default::default()
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "DeleteProject",
+            theirs
+                .delete_project(DeleteProjectRequest {
+                    project_id: project_id(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "ExportProject",
+            theirs
+                .export_project(ExportProjectRequest {
+                    project_id: project_id(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "GetExportUrl",
+            theirs
+                .get_export_url(ExportProjectRequest {
+                    project_id: project_id(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "StartSession",
+            theirs
+                .start_session(StartSessionRequest {
                     client_request_id: String::new(),
                     ..start()
-                },
-            ))
-            .await
-            .map(|_| ()),
-        client
-            .get_session(as_user(
-                stranger,
-                GetSessionRequest {
-                    session_id: session.id.clone(),
-                },
-            ))
-            .await
-            .map(|_| ()),
-        client
-            .list_stage_documents(as_user(
-                stranger,
-                ListStageDocumentsRequest {
-                    session_id: session.id.clone(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "GetSession",
+            theirs
+                .get_session(GetSessionRequest {
+                    session_id: session_id(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "PauseSession",
+            theirs
+                .pause_session(PauseSessionRequest {
+                    session_id: session_id(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "ResumeSession",
+            theirs
+                .resume_session(ResumeSessionRequest {
+                    session_id: session_id(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "ListStageDocuments",
+            theirs
+                .list_stage_documents(ListStageDocumentsRequest {
+                    session_id: session_id(),
                     stage_slug: String::new(),
                     iteration: 0,
-                },
-            ))
-            .await
-            .map(|_| ()),
-        client
-            .get_document_content(as_user(
-                stranger,
-                GetDocumentContentRequest {
-                    resource_id: document.resource_id.clone(),
-                },
-            ))
-            .await
-            .map(|_| ()),
-        client
-            .save_document_edit(as_user(
-                stranger,
-                SaveDocumentEditRequest {
-                    resource_id: document.resource_id.clone(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "GetDocumentContent",
+            theirs
+                .get_document_content(GetDocumentContentRequest {
+                    resource_id: resource_id(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "SaveDocumentEdit",
+            theirs
+                .save_document_edit(SaveDocumentEditRequest {
+                    resource_id: resource_id(),
                     content: "mine now".into(),
-                },
-            ))
-            .await
-            .map(|_| ()),
-        client
-            .submit_stage_responses(as_user(
-                stranger,
-                SubmitStageResponsesRequest {
-                    session_id: session.id.clone(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "SubmitStageResponses",
+            theirs
+                .submit_stage_responses(SubmitStageResponsesRequest {
+                    session_id: session_id(),
                     stage_slug: "thesis".into(),
                     responses: vec![],
-                },
-            ))
-            .await
-            .map(|_| ()),
-        client
-            .watch_session(as_user(
-                stranger,
-                WatchSessionRequest {
-                    session_id: session.id.clone(),
-                },
-            ))
-            .await
-            .map(|_| ()),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "GetDocumentChunks",
+            theirs
+                .get_document_chunks(GetDocumentContentRequest {
+                    resource_id: resource_id(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "CancelSession",
+            theirs
+                .cancel_session(CancelSessionRequest {
+                    session_id: session_id(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "RevisitStage",
+            theirs
+                .revisit_stage(RevisitStageRequest {
+                    session_id: session_id(),
+                    stage_slug: "thesis".into(),
+                    impact: "major".into(),
+                    reason: String::new(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "WatchSession",
+            theirs
+                .watch_session(WatchSessionRequest {
+                    session_id: session_id(),
+                })
+                .await
+                .map(drop),
+        ),
+        // And the other way round.
+        (
+            "GetProject (theirs)",
+            client
+                .get_project(GetProjectRequest {
+                    project_id: their_project.id.clone(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "ExportProject (theirs)",
+            client
+                .export_project(ExportProjectRequest {
+                    project_id: their_project.id.clone(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "ListSessions (theirs)",
+            client
+                .list_sessions(ListSessionsRequest {
+                    project_id: their_project.id.clone(),
+                    ..Default::default()
+                })
+                .await
+                .map(drop),
+        ),
     ];
-    for (i, result) in codes.into_iter().enumerate() {
-        let status = result.expect_err("a stranger gets nothing");
-        assert_eq!(status.code(), Code::NotFound, "call {i}: {status:?}");
+    for (name, result) in calls {
+        let status = result.expect_err(name);
+        assert_eq!(status.code(), Code::NotFound, "{name}: {status:?}");
+    }
+    // Nothing of mine changed: still mine, not deleted, not paused.
+    let still = client
+        .get_session(GetSessionRequest {
+            session_id: session_id(),
+        })
+        .await
+        .expect("my session")
+        .into_inner();
+    assert_ne!(still.status, "paused");
+    assert_ne!(still.status, "abandoned");
+
+    // No key, a wrong key, a malformed header, a revoked key: UNAUTHENTICATED.
+    let channel =
+        tonic::transport::Endpoint::from_shared(format!("http://{}", env.addr("gateway")))
+            .expect("endpoint")
+            .connect()
+            .await
+            .expect("connect");
+    let mut anonymous = DialecticServiceClient::new(channel);
+    let (revoked_user, revoked) = env.new_user("revoked").await;
+    assert!(
+        dialectic_store::auth::revoke_key(
+            env.store.pool(),
+            &dialectic_core::apikey::hash(&revoked)
+        )
+        .await
+        .expect("revoke")
+    );
+    let _ = revoked_user;
+    let mut malformed = tonic::Request::new(ListProjectsRequest::default());
+    malformed.metadata_mut().insert(
+        "authorization",
+        format!("Basic {stranger}").parse().expect("header"),
+    );
+    let denied = [
+        (
+            "no key",
+            anonymous
+                .list_projects(ListProjectsRequest::default())
+                .await
+                .map(drop),
+        ),
+        (
+            "no key, get",
+            anonymous
+                .get_project(GetProjectRequest {
+                    project_id: project_id(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "no key, watch",
+            anonymous
+                .watch_session(WatchSessionRequest {
+                    session_id: session_id(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "wrong key",
+            anonymous
+                .list_projects(with_key(
+                    "dlk_not_a_real_key",
+                    ListProjectsRequest::default(),
+                ))
+                .await
+                .map(drop),
+        ),
+        (
+            "malformed",
+            anonymous.list_projects(malformed).await.map(drop),
+        ),
+        (
+            "revoked",
+            anonymous
+                .get_session(with_key(
+                    &revoked,
+                    GetSessionRequest {
+                        session_id: session_id(),
+                    },
+                ))
+                .await
+                .map(drop),
+        ),
+    ];
+    for (name, result) in denied {
+        let status = result.expect_err(name);
+        assert_eq!(status.code(), Code::Unauthenticated, "{name}: {status:?}");
+        assert!(
+            status.message().contains("key") || status.message().contains("authorization"),
+            "{name}: {status:?}"
+        );
     }
 
     // Bad input, each with a reason.
@@ -218,10 +478,64 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
         );
         assert!(!status.message().is_empty());
     }
+    // Recipes are shared: only an administrator changes them (clone on write).
+    let edit = || EditStageRecipeRequest {
+        stage_slug: "paralysis".into(),
+        skip: vec![],
+        unskip: vec![],
+        add_edges: vec![],
+    };
+    let before = client
+        .get_stage_recipe(GetStageRecipeRequest {
+            stage_slug: "paralysis".into(),
+        })
+        .await
+        .expect("recipe")
+        .into_inner();
+    assert!(!before.is_cloned);
+    let last = before.steps.last().expect("steps").step_key.clone();
+    let first = before.steps[0].step_key.clone();
+    let denied = theirs
+        .edit_stage_recipe(EditStageRecipeRequest {
+            skip: vec![last.clone()],
+            ..edit()
+        })
+        .await
+        .expect_err("not an administrator");
+    assert_eq!(denied.code(), Code::PermissionDenied, "{denied:?}");
+    let changed = client
+        .edit_stage_recipe(EditStageRecipeRequest {
+            skip: vec![last.clone()],
+            ..edit()
+        })
+        .await
+        .expect("admin edit")
+        .into_inner();
+    assert!(changed.is_cloned, "the first change clones the template");
+    assert!(
+        changed
+            .steps
+            .iter()
+            .any(|s| s.step_key == last && s.skipped),
+        "{changed:?}"
+    );
+    let cycle = client
+        .edit_stage_recipe(EditStageRecipeRequest {
+            add_edges: vec![RecipeEdge {
+                from_step_key: last.clone(),
+                to_step_key: first.clone(),
+            }],
+            ..edit()
+        })
+        .await
+        .expect_err("a cycle");
+    assert_eq!(cycle.code(), Code::InvalidArgument, "{cycle:?}");
+    assert!(cycle.message().contains("cyclic"), "{cycle:?}");
+
     let projects: i64 = sqlx::query_scalar("SELECT count(*) FROM dialectic_projects")
         .fetch_one(env.store.pool())
         .await
         .expect("count");
-    assert_eq!(projects, 1, "nothing was written by the refused calls");
+    assert_eq!(projects, 2, "nothing was written by the refused calls");
     env.teardown().await;
 }

@@ -310,18 +310,11 @@ async fn a_session_pauses_when_the_wallet_runs_dry_and_resumes_after_a_credit() 
     ledger::credit(env.store.pool(), wallet, INITIAL, "initial", "test")
         .await
         .expect("credit");
-    fn as_user<T>(user: Uuid, message: T) -> tonic::Request<T> {
-        let mut request = tonic::Request::new(message);
-        request.metadata_mut().insert(
-            "x-dialectic-user",
-            user.to_string().parse().expect("header"),
-        );
-        request
-    }
+    let key = env.key_for(user).await;
     let mut client = env.gateway().await;
     let project = client
-        .create_project(as_user(
-            user,
+        .create_project(dialectic_e2e::with_key(
+            &key,
             CreateProjectRequest {
                 name: "On a budget".into(),
                 initial_user_prompt: "A bike repair van that visits office parks.".into(),
@@ -332,8 +325,8 @@ async fn a_session_pauses_when_the_wallet_runs_dry_and_resumes_after_a_credit() 
         .expect("project")
         .into_inner();
     let session = client
-        .start_session(as_user(
-            user,
+        .start_session(dialectic_e2e::with_key(
+            &key,
             StartSessionRequest {
                 project_id: project.id,
                 models: vec!["simulated".into()],
@@ -395,8 +388,8 @@ async fn a_session_pauses_when_the_wallet_runs_dry_and_resumes_after_a_credit() 
         "no call was made that could not be paid for"
     );
     let shown = client
-        .get_session(as_user(
-            user,
+        .get_session(dialectic_e2e::with_key(
+            &key,
             GetSessionRequest {
                 session_id: session.id.clone(),
             },
@@ -424,9 +417,13 @@ async fn a_session_pauses_when_the_wallet_runs_dry_and_resumes_after_a_credit() 
     eventually(60, "the stage completes", || {
         let mut client = client.clone();
         let id = session.id.clone();
+        let key = key.clone();
         async move {
             let s = client
-                .get_session(as_user(user, GetSessionRequest { session_id: id }))
+                .get_session(dialectic_e2e::with_key(
+                    &key,
+                    GetSessionRequest { session_id: id },
+                ))
                 .await
                 .ok()?
                 .into_inner();
@@ -457,8 +454,8 @@ async fn a_session_pauses_when_the_wallet_runs_dry_and_resumes_after_a_credit() 
 
     // What the user sees: the session's cost (per stage too) and the wallet.
     let seen = client
-        .get_session(as_user(
-            user,
+        .get_session(dialectic_e2e::with_key(
+            &key,
             GetSessionRequest {
                 session_id: session.id.clone(),
             },
@@ -469,8 +466,8 @@ async fn a_session_pauses_when_the_wallet_runs_dry_and_resumes_after_a_credit() 
     assert_eq!(seen.cost, spent);
     assert_eq!(seen.jobs.iter().map(|j| j.cost).sum::<i64>(), spent);
     let mine = client
-        .get_wallet(as_user(
-            user,
+        .get_wallet(dialectic_e2e::with_key(
+            &key,
             dialectic_proto::v1::GetWalletRequest { history: 5 },
         ))
         .await

@@ -107,6 +107,25 @@ impl BlobStore {
         Ok(bytes.into_bytes().to_vec())
     }
 
+    /// A URL that lets anyone holding it GET the object until it expires.
+    pub async fn presign_get(
+        &self,
+        key: &str,
+        expires_in: std::time::Duration,
+    ) -> Result<String, BlobError> {
+        let config = aws_sdk_s3::presigning::PresigningConfig::expires_in(expires_in)
+            .map_err(s3_err("presign", key))?;
+        let request = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .presigned(config)
+            .await
+            .map_err(s3_err("presign", key))?;
+        Ok(request.uri().to_string())
+    }
+
     pub async fn get_string(&self, key: &str) -> Result<String, BlobError> {
         let bytes = self.get(key).await?;
         String::from_utf8(bytes).map_err(s3_err("decode", key))

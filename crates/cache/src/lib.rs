@@ -1,6 +1,8 @@
 //! Redis adapter (seed 004 §§1, 2): `session:{id}:events` pub/sub for live
 //! progress and `session:{id}:progress` for the latest state, with a TTL.
 
+pub mod reads;
+
 use futures::StreamExt;
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;

@@ -133,8 +133,12 @@ impl Default for TelemetryConfig {
 #[serde(default)]
 pub struct GatewayConfig {
     pub listen: String,
-    /// The user every call acts as until API keys are configured.
+    /// The seeded local administrator: the user `bootstrap_key` acts as, and
+    /// the default owner of keys made by `dialecticd admin create-key`.
     pub default_user_id: String,
+    /// A key accepted for `default_user_id` without a database row, for local
+    /// use and first setup (`deploy/stack.sh env` sets one); empty turns it off.
+    pub bootstrap_key: String,
     pub max_prompt_bytes: usize,
     /// Largest request message the public API decodes; a bigger one is
     /// RESOURCE_EXHAUSTED before any handler runs.
@@ -147,6 +151,7 @@ impl Default for GatewayConfig {
             // Below Linux's ephemeral range (32768+), so a client socket never holds the port.
             listen: "127.0.0.1:7051".into(),
             default_user_id: "00000000-0000-0000-0000-000000000001".into(),
+            bootstrap_key: String::new(),
             max_prompt_bytes: 256 * 1024,
             max_message_bytes: 4 * 1024 * 1024,
         }
@@ -163,6 +168,9 @@ pub struct PlannerConfig {
     pub retry_cap_ms: u64,
     /// Claims a job may use before it ends in `retry_loop_failed`.
     pub max_attempts: u32,
+    /// A pending or running session with no job activity for this long pauses
+    /// itself (seed 003 "Session Expiration"); 0 turns it off.
+    pub idle_pause_secs: u64,
 }
 
 impl Default for PlannerConfig {
@@ -174,6 +182,7 @@ impl Default for PlannerConfig {
             retry_base_ms: 500,
             retry_cap_ms: 30_000,
             max_attempts: 3,
+            idle_pause_secs: 24 * 3600,
         }
     }
 }
@@ -417,6 +426,9 @@ impl Settings {
     pub fn dump(&self) -> Result<String, ConfigError> {
         let mut masked = self.clone();
         masked.s3.secret_key = "***".into();
+        if !masked.gateway.bootstrap_key.is_empty() {
+            masked.gateway.bootstrap_key = "***".into();
+        }
         masked.database.url = mask_url_password(&masked.database.url);
         masked.amqp.url = mask_url_password(&masked.amqp.url);
         masked.redis.url = mask_url_password(&masked.redis.url);
@@ -473,7 +485,9 @@ mod tests {
     fn dump_masks_secrets() {
         let mut s = Settings::default();
         s.amqp.url = "amqp://guest:hunter2@h/".into();
+        s.gateway.bootstrap_key = "dlk_bootstrap_secret".into();
         let text = s.dump().unwrap();
         assert!(!text.contains("hunter2") && !text.contains("dialectic-secret"));
+        assert!(!text.contains("dlk_bootstrap_secret"));
     }
 }

@@ -1,6 +1,7 @@
 //! Domain rules of dialectic. No I/O lives here: every function is a pure
 //! transformation that the services apply inside their own transactions.
 
+pub mod apikey;
 pub mod context;
 pub mod fanout;
 pub mod ids;
@@ -9,9 +10,11 @@ pub mod paths;
 pub mod payload;
 pub mod prompt;
 pub mod recipe;
+pub mod revisit;
 pub mod sanitize;
 pub mod session;
 pub mod slug;
 pub mod tokens;
+pub mod zip;
 
 pub use ids::*;

@@ -177,7 +177,15 @@ pub async fn start_grpc(
         .register_encoded_file_descriptor_set(dialectic_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
-    let routes = routes.add_service(health_service).add_service(reflection);
+    // v1alpha too: older clients (grpcurl before 1.9, grpcio-reflection) speak only that.
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(dialectic_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+    let routes = routes
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(reflection_v1alpha);
     let name = service.to_string();
     let task = tokio::spawn(async move {
         tracing::info!(service = %name, %addr, "gRPC listening");

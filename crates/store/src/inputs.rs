@@ -48,6 +48,7 @@ pub async fn earlier_stage_documents(
         "SELECT id, raw_response_storage_path AS storage_key, document_key, model_id, false AS from_resource
          FROM dialectic_contributions
          WHERE session_id = $1 AND stage_slug = $2 AND iteration_number = $3 AND document_key = $4
+           AND NOT is_archived
          ORDER BY file_name",
     )
     .bind(session_id)
@@ -72,7 +73,7 @@ pub async fn own_stage_artifacts(
         "SELECT id, raw_response_storage_path AS storage_key, document_key, model_id, false AS from_resource
          FROM dialectic_contributions
          WHERE session_id = $1 AND stage_slug = $2 AND iteration_number = $3
-           AND ($4 = '*' OR document_key = $4) AND model_id = $5
+           AND ($4 = '*' OR document_key = $4) AND model_id = $5 AND NOT is_archived
          ORDER BY document_key, file_name",
     )
     .bind(session_id)

@@ -172,7 +172,8 @@ pub async fn schedule_retry(tx: &mut Tx<'_>, id: Uuid, delay_ms: u64) -> Result<
 
 /// The worker's compare-and-set claim. Only one claimant wins; a duplicate or
 /// stale dispatch message finds the job in another status and gets None, and
-/// so does a job of a paused session (resuming dispatches it again).
+/// so does a job of a paused session (resuming dispatches it again) or of an
+/// abandoned one (its project was deleted: nothing may run for it again).
 pub async fn claim(
     tx: &mut Tx<'_>,
     id: Uuid,
@@ -188,7 +189,7 @@ pub async fn claim(
              lease_expires_at = now() + make_interval(secs => $4::double precision),
              started_at = COALESCE(started_at, now()), next_attempt_at = NULL, updated_at = now()
          WHERE id = $1 AND status = ANY($2) AND job_type = ANY($5)
-           AND NOT EXISTS (SELECT 1 FROM dialectic_sessions s WHERE s.id = session_id AND s.status = 'paused')
+           AND NOT EXISTS (SELECT 1 FROM dialectic_sessions s WHERE s.id = session_id AND s.status IN ('paused', 'abandoned'))
          RETURNING {JOB_COLUMNS}"
     ))
     .bind(id)

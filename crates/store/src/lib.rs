@@ -2,14 +2,17 @@
 //! in the same transaction; every job transition is a compare-and-set.
 
 pub mod api;
+pub mod auth;
 pub mod index;
 pub mod inputs;
 pub mod jobs;
 pub mod ledger;
+pub mod listing;
 pub mod outbox;
 pub mod recipe_edit;
 pub mod recipes;
 pub mod records;
+pub mod revisit;
 pub mod stats;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};

@@ -122,3 +122,20 @@ pub async fn stage_recipe(
         .map_err(|e| StoreError::Corrupt(format!("recipe of stage {stage_slug}: {e}")))?;
     Ok(recipe)
 }
+
+/// One line per stage that has a recipe: (slug, display name, is_cloned, steps).
+pub async fn stage_recipes(
+    pool: &sqlx::PgPool,
+) -> Result<Vec<(String, String, bool, i64)>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT s.slug, s.display_name, i.is_cloned,
+                CASE WHEN i.is_cloned
+                     THEN (SELECT count(*) FROM dialectic_stage_recipe_steps st WHERE st.instance_id = i.id)
+                     ELSE (SELECT count(*) FROM dialectic_recipe_template_steps st WHERE st.template_id = i.template_id)
+                END
+         FROM dialectic_stages s JOIN dialectic_stage_recipe_instances i ON i.id = s.active_recipe_instance_id
+         ORDER BY (SELECT min(pts.stage_number) FROM dialectic_process_template_stages pts WHERE pts.stage_id = s.id) NULLS LAST, s.slug",
+    )
+    .fetch_all(pool)
+    .await?)
+}

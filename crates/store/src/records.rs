@@ -33,6 +33,8 @@ pub struct SessionRow {
     pub auto_advance: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Bumped by each revisit that rewinds the session (root job keys carry it).
+    pub revision: i32,
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -128,7 +130,7 @@ pub struct NewProject<'a> {
     pub client_request_id: Option<&'a str>,
 }
 
-const PROJECT_COLUMNS: &str = "id, user_id, project_name, slug, initial_user_prompt, initial_prompt_storage_key, process_template_id, created_at";
+pub(crate) const PROJECT_COLUMNS: &str = "id, user_id, project_name, slug, initial_user_prompt, initial_prompt_storage_key, process_template_id, created_at";
 
 /// Inserts a project on the default process template. With a client request id,
 /// a repeated call returns the first project instead of creating another.
@@ -173,7 +175,7 @@ pub async fn project_for_user(
     id: Uuid,
 ) -> Result<ProjectRow, StoreError> {
     sqlx::query_as::<_, ProjectRow>(&format!(
-        "SELECT {PROJECT_COLUMNS} FROM dialectic_projects WHERE id = $1 AND user_id = $2"
+        "SELECT {PROJECT_COLUMNS} FROM dialectic_projects WHERE id = $1 AND user_id = $2 AND deleted_at IS NULL"
     ))
     .bind(id)
     .bind(user_id)
@@ -236,7 +238,7 @@ pub async fn model(executor: impl sqlx::PgExecutor<'_>, id: Uuid) -> Result<Mode
         .ok_or_else(|| StoreError::NotFound(format!("model {id}")))
 }
 
-const SESSION_COLUMNS: &str = "id, project_id, user_id, status, iteration_count, current_stage_id, selected_model_ids, auto_advance, created_at, updated_at";
+pub(crate) const SESSION_COLUMNS: &str = "id, project_id, user_id, status, iteration_count, current_stage_id, selected_model_ids, auto_advance, created_at, updated_at, revision";
 
 pub struct NewSession<'a> {
     pub id: Uuid,
@@ -297,7 +299,8 @@ pub async fn session_for_user(
     id: Uuid,
 ) -> Result<SessionRow, StoreError> {
     sqlx::query_as::<_, SessionRow>(&format!(
-        "SELECT {SESSION_COLUMNS} FROM dialectic_sessions WHERE id = $1 AND user_id = $2"
+        "SELECT {SESSION_COLUMNS} FROM dialectic_sessions s WHERE id = $1 AND user_id = $2
+         AND NOT EXISTS (SELECT 1 FROM dialectic_projects p WHERE p.id = s.project_id AND p.deleted_at IS NOT NULL)"
     ))
     .bind(id)
     .bind(user_id)
@@ -349,6 +352,58 @@ pub async fn pause_session(
     .bind(id)
     .bind(user_id)
     .fetch_optional(&mut **tx)
+    .await?)
+}
+
+/// Ends the user's session for good; None when it is not theirs or already abandoned.
+pub async fn cancel_session(
+    tx: &mut Tx<'_>,
+    user_id: Uuid,
+    id: Uuid,
+) -> Result<Option<SessionRow>, StoreError> {
+    Ok(sqlx::query_as::<_, SessionRow>(&format!(
+        "UPDATE dialectic_sessions SET status = 'abandoned', paused_from = NULL, updated_at = now()
+         WHERE id = $1 AND user_id = $2 AND status <> 'abandoned'
+         RETURNING {SESSION_COLUMNS}"
+    ))
+    .bind(id)
+    .bind(user_id)
+    .fetch_optional(&mut **tx)
+    .await?)
+}
+
+/// The project a session belongs to.
+pub async fn project_of_session(tx: &mut Tx<'_>, session_id: Uuid) -> Result<Uuid, StoreError> {
+    sqlx::query_scalar("SELECT project_id FROM dialectic_sessions WHERE id = $1")
+        .bind(session_id)
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("session {session_id}")))
+}
+
+/// Pauses up to `limit` pending or running sessions that nothing happened in
+/// for `idle_secs`: the session row and every job of it unchanged that long,
+/// and no job running. Returns the paused sessions (to tell their watchers).
+pub async fn pause_idle_sessions(
+    tx: &mut Tx<'_>,
+    idle_secs: u64,
+    limit: i64,
+) -> Result<Vec<SessionRow>, StoreError> {
+    Ok(sqlx::query_as::<_, SessionRow>(&format!(
+        "UPDATE dialectic_sessions SET paused_from = status, status = 'paused', updated_at = now()
+         WHERE id IN (
+             SELECT s.id FROM dialectic_sessions s
+             WHERE (s.status LIKE 'pending\\_%' OR s.status LIKE 'running\\_%')
+               AND s.updated_at < now() - make_interval(secs => $1::double precision)
+               AND NOT EXISTS (
+                   SELECT 1 FROM dialectic_generation_jobs j WHERE j.session_id = s.id
+                     AND (j.status = 'processing' OR j.updated_at >= now() - make_interval(secs => $1::double precision)))
+             ORDER BY s.updated_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+         RETURNING {SESSION_COLUMNS}"
+    ))
+    .bind(idle_secs as f64)
+    .bind(limit)
+    .fetch_all(&mut **tx)
     .await?)
 }
 
@@ -645,7 +700,7 @@ pub async fn upsert_resource(tx: &mut Tx<'_>, r: &NewResource<'_>) -> Result<Uui
     .await?)
 }
 
-const RESOURCE_COLUMNS: &str = "id, project_id, session_id, stage_slug, iteration_number, resource_type, document_key, model_id,
+pub(crate) const RESOURCE_COLUMNS: &str = "id, project_id, session_id, stage_slug, iteration_number, resource_type, document_key, model_id,
     file_name, storage_bucket, storage_path, mime_type, size_bytes, source_contribution_id, is_incomplete, updated_at";
 
 pub async fn session_documents(
@@ -675,7 +730,8 @@ pub async fn resource_for_user(
     id: Uuid,
 ) -> Result<ResourceRow, StoreError> {
     sqlx::query_as::<_, ResourceRow>(&format!(
-        "SELECT {RESOURCE_COLUMNS} FROM dialectic_project_resources WHERE id = $1 AND user_id = $2"
+        "SELECT {RESOURCE_COLUMNS} FROM dialectic_project_resources r WHERE id = $1 AND user_id = $2
+         AND NOT EXISTS (SELECT 1 FROM dialectic_projects p WHERE p.id = r.project_id AND p.deleted_at IS NOT NULL)"
     ))
     .bind(id)
     .bind(user_id)

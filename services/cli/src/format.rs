@@ -104,6 +104,29 @@ pub fn wallet(w: &Wallet) -> String {
 }
 
 /// First `n` lines of a document.
+/// A stage's recipe: one line per step, in execution order, with its inputs.
+pub fn recipe(r: &dialectic_proto::v1::StageRecipe) -> String {
+    let kind = if r.is_cloned {
+        "cloned instance"
+    } else {
+        "template"
+    };
+    let mut out = format!("{} ({kind})\n", r.stage_slug);
+    for step in &r.steps {
+        let after = if step.after.is_empty() {
+            "entry".to_string()
+        } else {
+            format!("after {}", step.after.join(", "))
+        };
+        let skipped = if step.skipped { "  [skipped]" } else { "" };
+        out.push_str(&format!(
+            "  {:<8} {:<36} {:<32} {after}{skipped}\n",
+            step.job_type, step.step_key, step.granularity_strategy
+        ));
+    }
+    out
+}
+
 pub fn head(text: &str, n: usize) -> impl Iterator<Item = &str> {
     // Blank lines carry nothing in a preview; skip them so the body shows.
     text.lines().filter(|l| !l.trim().is_empty()).take(n)

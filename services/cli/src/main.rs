@@ -2,15 +2,18 @@
 
 mod admin;
 mod format;
+mod json;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Parser, Subcommand};
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{
-    CreateProjectRequest, GetDocumentContentRequest, GetSessionRequest, GetWalletRequest,
-    ListModelsRequest, ListStageDocumentsRequest, PauseSessionRequest, ResumeSessionRequest,
-    Session, StageDocument, StageResponse, StartSessionRequest, SubmitStageResponsesRequest,
-    WatchSessionRequest,
+    CancelSessionRequest, CreateProjectRequest, DeleteProjectRequest, EditStageRecipeRequest,
+    ExportProjectRequest, GetDocumentContentRequest, GetSessionRequest, GetStageRecipeRequest,
+    GetWalletRequest, ListModelsRequest, ListProjectsRequest, ListRecipesRequest,
+    ListSessionsRequest, ListStageDocumentsRequest, PauseSessionRequest, Project, RecipeEdge,
+    ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest, Session, StageDocument,
+    StageResponse, StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use std::future::Future;
 use std::path::PathBuf;
@@ -32,19 +35,57 @@ const RETRY_DELAY: Duration = Duration::from_millis(500);
     about = "Drive dialectic sessions through the gateway"
 )]
 struct Cli {
-    /// Gateway URL.
-    #[arg(
-        long,
-        env = "DIALECTIC_GATEWAY",
-        default_value = "http://127.0.0.1:7051",
-        global = true
-    )]
-    gateway: String,
-    /// Act as this user (UUID); without it the gateway's default user.
-    #[arg(long, env = "DIALECTIC_USER", global = true)]
-    user: Option<String>,
+    /// Gateway URL [default: config file's gateway_url, else http://127.0.0.1:7051].
+    #[arg(long, env = "DIALECTIC_GATEWAY_URL", global = true)]
+    gateway: Option<String>,
+    /// API key, sent as `authorization: Bearer <key>` (`dialecticd admin create-key`
+    /// makes one) [default: config file's api_key].
+    #[arg(long, env = "DIALECTIC_API_KEY", global = true, hide_env_values = true)]
+    api_key: Option<String>,
+    /// TOML file with `gateway_url` and `api_key` [default: ~/.config/dialectic/cli.toml].
+    #[arg(long, env = "DIALECTIC_CLI_CONFIG", global = true)]
+    config_file: Option<PathBuf>,
+    /// `json` prints one JSON document per answer (one line per watched event).
+    #[arg(long, value_enum, default_value_t = Output::Text, env = "DIALECTIC_OUTPUT", global = true)]
+    output: Output,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Output {
+    Text,
+    Json,
+}
+
+/// The CLI's config file: flags and environment win over it.
+#[derive(Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    gateway_url: Option<String>,
+    api_key: Option<String>,
+}
+
+impl FileConfig {
+    /// The named file (which must exist), else the default path if it exists.
+    fn load(path: Option<&PathBuf>) -> Result<Self> {
+        let (path, required) = match path {
+            Some(p) => (p.clone(), true),
+            None => match std::env::var_os("XDG_CONFIG_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+            {
+                Some(dir) => (dir.join("dialectic").join("cli.toml"), false),
+                None => return Ok(Self::default()),
+            },
+        };
+        match std::fs::read_to_string(&path) {
+            Ok(text) => toml::from_str(&text)
+                .with_context(|| format!("config file {} is not valid", path.display())),
+            Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) => Err(anyhow!(e).context(format!("cannot read {}", path.display()))),
+        }
+    }
 }
 
 #[derive(Args)]
@@ -91,6 +132,7 @@ enum Command {
     },
     /// Review a completed stage: store feedback and start the next stage
     /// (or, after the last stage, the next iteration).
+    #[command(alias = "feedback")]
     Submit {
         #[arg(long)]
         session: String,
@@ -104,6 +146,19 @@ enum Command {
         #[arg(long)]
         document: Option<String>,
     },
+    /// Revisit an earlier stage after changing it (seed 003 change impact):
+    /// minor flags later stages; moderate archives their documents as .v{N};
+    /// major archives them and re-runs from the stage after it at once.
+    Revisit {
+        #[arg(long)]
+        session: String,
+        #[arg(long)]
+        stage: String,
+        #[arg(long, value_parser = ["minor", "moderate", "major"])]
+        impact: String,
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
     /// List the models a session may use.
     Models,
     /// Pause a session: running jobs finish, nothing new starts.
@@ -113,6 +168,11 @@ enum Command {
     },
     /// Resume a paused session where it stopped.
     Resume {
+        #[arg(long)]
+        session: String,
+    },
+    /// Cancel a session for good: running jobs finish, nothing new starts.
+    Cancel {
         #[arg(long)]
         session: String,
     },
@@ -134,13 +194,38 @@ enum Command {
         #[arg(long)]
         until: Option<String>,
     },
-    /// List a session's rendered documents with their first lines.
-    Docs {
-        #[arg(long)]
-        session: String,
-        #[arg(long)]
-        stage: Option<String>,
+    /// A session's rendered documents: list, show one, or save an edit.
+    #[command(subcommand)]
+    Docs(DocsCommand),
+    /// Your projects, newest first.
+    Projects {
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
     },
+    /// Delete a project and its stored objects.
+    DeleteProject {
+        #[arg(long)]
+        project: String,
+    },
+    /// A project's sessions, newest first.
+    Sessions {
+        #[arg(long)]
+        project: String,
+    },
+    /// Export a project as a zip in the seed folder structure.
+    Export {
+        #[arg(long)]
+        project: String,
+        /// Where to write the zip [default: ./{project_slug}.zip].
+        #[arg(long, conflicts_with = "url")]
+        out: Option<PathBuf>,
+        /// Print a presigned S3 URL of the zip instead of downloading it.
+        #[arg(long)]
+        url: bool,
+    },
+    /// Stage recipes: list them, or show one stage's DAG.
+    #[command(subcommand)]
+    Recipe(RecipeCommand),
     /// Create a project, start a session, watch it to --until, then list its documents.
     Run {
         #[arg(long)]
@@ -160,6 +245,60 @@ enum Command {
     },
     /// Operator commands against the broker (e.g. `admin dlq list|show|replay`).
     Admin(admin::AdminArgs),
+}
+
+#[derive(Subcommand)]
+enum DocsCommand {
+    /// List a session's rendered documents with their first lines.
+    List {
+        #[arg(long)]
+        session: String,
+        #[arg(long)]
+        stage: Option<String>,
+    },
+    /// Print one rendered document.
+    Show {
+        #[arg(long)]
+        resource: String,
+    },
+    /// The raw model chunks (and edits) a document was merged from.
+    Chunks {
+        #[arg(long)]
+        resource: String,
+    },
+    /// Save your edited version of a document (later stages read it).
+    Edit {
+        #[arg(long)]
+        resource: String,
+        /// The whole edited body (markdown).
+        #[arg(long)]
+        file: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum RecipeCommand {
+    /// Every stage and its recipe.
+    List,
+    /// One stage's steps in execution order, with what each waits for.
+    Show {
+        #[arg(long)]
+        stage: String,
+    },
+    /// Administrators: change a stage's recipe (cloned from its template on the first change).
+    Edit {
+        #[arg(long)]
+        stage: String,
+        /// A step_key to skip (repeatable).
+        #[arg(long)]
+        skip: Vec<String>,
+        /// A step_key to run again (repeatable).
+        #[arg(long)]
+        unskip: Vec<String>,
+        /// `FROM:TO` step keys: TO also waits for FROM (repeatable).
+        #[arg(long = "edge")]
+        edges: Vec<String>,
+    },
 }
 
 #[tokio::main]
@@ -183,11 +322,22 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Admin(args) => return admin::run(args).await,
         command => command,
     };
-    let gateway = Gateway::connect(&cli.gateway, cli.user.as_deref()).await?;
+    let file = FileConfig::load(cli.config_file.as_ref())?;
+    let url = cli
+        .gateway
+        .or(file.gateway_url)
+        .unwrap_or_else(|| "http://127.0.0.1:7051".into());
+    let api_key = cli.api_key.or(file.api_key);
+    let json = cli.output == Output::Json;
+    let gateway = Gateway::connect(&url, api_key.as_deref(), json).await?;
     match command {
         Command::Create { name, prompt } => {
             let project = gateway.create_project(&name, &prompt.read()?).await?;
-            println!("{project}");
+            if json {
+                print_json(&json::project(&project));
+            } else {
+                println!("{}", project.id);
+            }
         }
         Command::Start {
             project,
@@ -197,7 +347,11 @@ async fn run(cli: Cli) -> Result<()> {
             let session = gateway
                 .start_session(&project, &models, auto_advance)
                 .await?;
-            println!("{} {}", session.id, session.status);
+            if json {
+                print_json(&json::session(&session));
+            } else {
+                println!("{} {}", session.id, session.status);
+            }
         }
         Command::Submit {
             session,
@@ -224,7 +378,7 @@ async fn run(cli: Cli) -> Result<()> {
                     async move { c.submit_stage_responses(request).await }
                 })
                 .await?;
-            println!("{} {} (iteration {})", s.id, s.status, s.iteration);
+            gateway.print_session_line(&s);
         }
         Command::Pause { session } => {
             let s = gateway
@@ -235,7 +389,7 @@ async fn run(cli: Cli) -> Result<()> {
                     async move { c.pause_session(request).await }
                 })
                 .await?;
-            println!("{} {}", s.id, s.status);
+            gateway.print_session_line(&s);
         }
         Command::Resume { session } => {
             let s = gateway
@@ -246,7 +400,93 @@ async fn run(cli: Cli) -> Result<()> {
                     async move { c.resume_session(request).await }
                 })
                 .await?;
-            println!("{} {}", s.id, s.status);
+            gateway.print_session_line(&s);
+        }
+        Command::Revisit {
+            session,
+            stage,
+            impact,
+            reason,
+        } => {
+            let done = gateway
+                .call(|mut c| {
+                    let request = gateway.request(RevisitStageRequest {
+                        session_id: session.clone(),
+                        stage_slug: stage.clone(),
+                        impact: impact.clone(),
+                        reason: reason.clone(),
+                    });
+                    async move { c.revisit_stage(request).await }
+                })
+                .await?;
+            if json {
+                print_json(&serde_json::json!({
+                    "session": done.session.as_ref().map(json::session),
+                    "needs_review": done.needs_review,
+                    "archived": done.archived,
+                    "revision": done.revision,
+                }));
+            } else {
+                if let Some(s) = &done.session {
+                    println!("{} {} (revision {})", s.id, s.status, done.revision);
+                }
+                for stage in &done.needs_review {
+                    println!("needs review: {stage}");
+                }
+                for key in &done.archived {
+                    println!("archived: {key}");
+                }
+            }
+        }
+        Command::Cancel { session } => {
+            let s = gateway
+                .call(|mut c| {
+                    let request = gateway.request(CancelSessionRequest {
+                        session_id: session.clone(),
+                    });
+                    async move { c.cancel_session(request).await }
+                })
+                .await?;
+            gateway.print_session_line(&s);
+        }
+        Command::Docs(DocsCommand::Chunks { resource }) => {
+            let found = gateway
+                .call(|mut c| {
+                    let request = gateway.request(GetDocumentContentRequest {
+                        resource_id: resource.clone(),
+                    });
+                    async move { c.get_document_chunks(request).await }
+                })
+                .await?;
+            if json {
+                print_json(
+                    &found
+                        .chunks
+                        .iter()
+                        .map(|c| {
+                            serde_json::json!({
+                                "contribution_id": c.contribution_id,
+                                "contribution_type": c.contribution_type,
+                                "storage_key": c.storage_key,
+                                "finish_reason": c.finish_reason,
+                                "edit_version": c.edit_version,
+                                "incomplete": c.incomplete,
+                                "raw": c.raw,
+                            })
+                        })
+                        .collect(),
+                );
+            } else {
+                for c in &found.chunks {
+                    println!(
+                        "{} {} (edit version {}, finish {})",
+                        c.contribution_type, c.storage_key, c.edit_version, c.finish_reason
+                    );
+                    for line in format::head(&c.raw, 4) {
+                        println!("    {line}");
+                    }
+                }
+            }
         }
         Command::Models => {
             let models = gateway
@@ -255,6 +495,22 @@ async fn run(cli: Cli) -> Result<()> {
                     async move { c.list_models(request).await }
                 })
                 .await?;
+            if json {
+                print_json(&serde_json::Value::Array(
+                    models
+                        .models
+                        .iter()
+                        .map(|m| {
+                            serde_json::json!({
+                                "api_identifier": m.api_identifier, "provider": m.provider,
+                                "name": m.name, "context_window_tokens": m.context_window_tokens,
+                                "max_output_tokens": m.max_output_tokens,
+                            })
+                        })
+                        .collect(),
+                ));
+                return Ok(());
+            }
             for m in models.models {
                 println!(
                     "{:<20} {:<12} context {:>7}  max output {:>6}  {}",
@@ -273,19 +529,246 @@ async fn run(cli: Cli) -> Result<()> {
                     async move { c.get_wallet(request).await }
                 })
                 .await?;
-            print!("{}", format::wallet(&wallet));
+            if json {
+                print_json(&json::wallet(&wallet));
+            } else {
+                print!("{}", format::wallet(&wallet));
+            }
         }
         Command::Status { session } => {
             let s = gateway.session(&session).await?;
-            print!("{}", format::session(&s));
+            if json {
+                print_json(&json::session(&s));
+            } else {
+                print!("{}", format::session(&s));
+            }
         }
         Command::Watch { session, until } => {
             gateway.watch(&session, until.as_deref(), None).await?;
         }
-        Command::Docs { session, stage } => {
-            gateway
+        Command::Docs(DocsCommand::List { session, stage }) => {
+            let documents = gateway
                 .docs(&session, stage.as_deref().unwrap_or(""))
                 .await?;
+            if json {
+                print_json(&documents.iter().map(json::document).collect());
+            }
+        }
+        Command::Docs(DocsCommand::Show { resource }) => {
+            let content = gateway
+                .call(|mut c| {
+                    let request = gateway.request(GetDocumentContentRequest {
+                        resource_id: resource.clone(),
+                    });
+                    async move { c.get_document_content(request).await }
+                })
+                .await?;
+            if json {
+                let mut value = content
+                    .document
+                    .as_ref()
+                    .map(json::document)
+                    .unwrap_or_default();
+                value["content"] = content.content.into();
+                value["mime_type"] = content.mime_type.into();
+                print_json(&value);
+            } else {
+                print!("{}", content.content);
+            }
+        }
+        Command::Docs(DocsCommand::Edit { resource, file }) => {
+            let body = std::fs::read_to_string(&file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            let document = gateway
+                .call(|mut c| {
+                    let request = gateway.request(SaveDocumentEditRequest {
+                        resource_id: resource.clone(),
+                        content: body.clone(),
+                    });
+                    async move { c.save_document_edit(request).await }
+                })
+                .await?;
+            if json {
+                print_json(&json::document(&document));
+            } else {
+                println!("saved; re-rendering {}", document.storage_key);
+            }
+        }
+        Command::Projects { limit } => {
+            let page = gateway
+                .call(|mut c| {
+                    let request = gateway.request(ListProjectsRequest {
+                        page_size: limit,
+                        page_token: String::new(),
+                    });
+                    async move { c.list_projects(request).await }
+                })
+                .await?;
+            if json {
+                print_json(&page.projects.iter().map(json::project).collect());
+            } else {
+                if page.projects.is_empty() {
+                    println!("no projects yet");
+                }
+                for p in &page.projects {
+                    println!("{}  {}", p.id, p.name);
+                }
+            }
+        }
+        Command::DeleteProject { project } => {
+            let done = gateway
+                .call(|mut c| {
+                    let request = gateway.request(DeleteProjectRequest {
+                        project_id: project.clone(),
+                    });
+                    async move { c.delete_project(request).await }
+                })
+                .await?;
+            if json {
+                print_json(&serde_json::json!({"objects_deleted": done.objects_deleted}));
+            } else {
+                println!("deleted ({} stored objects removed)", done.objects_deleted);
+            }
+        }
+        Command::Sessions { project } => {
+            let page = gateway
+                .call(|mut c| {
+                    let request = gateway.request(ListSessionsRequest {
+                        project_id: project.clone(),
+                        page_size: 0,
+                        page_token: String::new(),
+                    });
+                    async move { c.list_sessions(request).await }
+                })
+                .await?;
+            if json {
+                print_json(&page.sessions.iter().map(json::session).collect());
+            } else {
+                if page.sessions.is_empty() {
+                    println!("no sessions yet");
+                }
+                for s in &page.sessions {
+                    println!("{}  {}  iteration {}", s.id, s.status, s.iteration);
+                }
+            }
+        }
+        Command::Export { project, out, url } => {
+            if url {
+                let link = gateway
+                    .call(|mut c| {
+                        let request = gateway.request(ExportProjectRequest {
+                            project_id: project.clone(),
+                        });
+                        async move { c.get_export_url(request).await }
+                    })
+                    .await?;
+                if json {
+                    print_json(&json::export_url(&link));
+                } else {
+                    println!("{}", link.url);
+                }
+                return Ok(());
+            }
+            let mut stream = gateway
+                .call(|mut c| {
+                    let request = gateway.request(ExportProjectRequest {
+                        project_id: project.clone(),
+                    });
+                    async move { c.export_project(request).await }
+                })
+                .await?;
+            let mut zip = Vec::new();
+            let mut name = String::new();
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk?;
+                if name.is_empty() {
+                    name = chunk.file_name;
+                }
+                zip.extend_from_slice(&chunk.data);
+            }
+            let path = out.unwrap_or_else(|| {
+                PathBuf::from(if name.is_empty() {
+                    "export.zip".into()
+                } else {
+                    name
+                })
+            });
+            std::fs::write(&path, &zip)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            if json {
+                print_json(
+                    &serde_json::json!({"path": path.display().to_string(), "size_bytes": zip.len()}),
+                );
+            } else {
+                println!("{} ({} bytes)", path.display(), zip.len());
+            }
+        }
+        Command::Recipe(RecipeCommand::List) => {
+            let list = gateway
+                .call(|mut c| {
+                    let request = gateway.request(ListRecipesRequest {});
+                    async move { c.list_recipes(request).await }
+                })
+                .await?;
+            if json {
+                print_json(&json::recipes(&list.recipes));
+            } else {
+                for r in &list.recipes {
+                    let kind = if r.is_cloned { "cloned" } else { "template" };
+                    println!(
+                        "{:<12} {:>3} steps  {kind:<8}  {}",
+                        r.stage_slug, r.steps, r.display_name
+                    );
+                }
+            }
+        }
+        Command::Recipe(RecipeCommand::Edit {
+            stage,
+            skip,
+            unskip,
+            edges,
+        }) => {
+            let add_edges = edges
+                .iter()
+                .map(|e| match e.split_once(':') {
+                    Some((from, to)) => Ok(RecipeEdge {
+                        from_step_key: from.trim().to_string(),
+                        to_step_key: to.trim().to_string(),
+                    }),
+                    None => Err(anyhow!("--edge {e:?} must be FROM:TO")),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let recipe = gateway
+                .call(|mut c| {
+                    let request = gateway.request(EditStageRecipeRequest {
+                        stage_slug: stage.clone(),
+                        skip: skip.clone(),
+                        unskip: unskip.clone(),
+                        add_edges: add_edges.clone(),
+                    });
+                    async move { c.edit_stage_recipe(request).await }
+                })
+                .await?;
+            if json {
+                print_json(&json::recipe(&recipe));
+            } else {
+                print!("{}", format::recipe(&recipe));
+            }
+        }
+        Command::Recipe(RecipeCommand::Show { stage }) => {
+            let recipe = gateway
+                .call(|mut c| {
+                    let request = gateway.request(GetStageRecipeRequest {
+                        stage_slug: stage.clone(),
+                    });
+                    async move { c.get_stage_recipe(request).await }
+                })
+                .await?;
+            if json {
+                print_json(&json::recipe(&recipe));
+            } else {
+                print!("{}", format::recipe(&recipe));
+            }
         }
         Command::Run {
             name,
@@ -296,11 +779,15 @@ async fn run(cli: Cli) -> Result<()> {
             timeout_secs,
         } => {
             let project = gateway.create_project(&name, &prompt.read()?).await?;
-            println!("project {project}");
+            if !json {
+                println!("project {}", project.id);
+            }
             let session = gateway
-                .start_session(&project, &models, !no_auto_advance)
+                .start_session(&project.id, &models, !no_auto_advance)
                 .await?;
-            println!("session {} {}", session.id, session.status);
+            if !json {
+                println!("session {} {}", session.id, session.status);
+            }
             let deadline = Instant::now() + Duration::from_secs(timeout_secs);
             gateway
                 .watch(&session.id, Some(&until), Some(deadline))
@@ -308,8 +795,16 @@ async fn run(cli: Cli) -> Result<()> {
             gateway.wait_for_renders(&session.id, deadline).await?;
             let documents = gateway.docs(&session.id, "").await?;
             let summary = gateway.session(&session.id).await?;
-            println!();
-            print!("{}", format::summary(&summary, &documents));
+            if json {
+                print_json(&serde_json::json!({
+                    "project": json::project(&project),
+                    "session": json::session(&summary),
+                    "documents": documents.iter().map(json::document).collect::<Vec<_>>(),
+                }));
+            } else {
+                println!();
+                print!("{}", format::summary(&summary, &documents));
+            }
         }
         Command::Admin(args) => admin::run(args).await?,
     }
@@ -318,7 +813,14 @@ async fn run(cli: Cli) -> Result<()> {
 
 struct Gateway {
     client: DialecticServiceClient<Channel>,
-    user: Option<MetadataValue<tonic::metadata::Ascii>>,
+    /// `Bearer <key>`, sent as `authorization` on every call.
+    authorization: MetadataValue<tonic::metadata::Ascii>,
+    /// Print JSON instead of text.
+    json: bool,
+}
+
+fn print_json(value: &serde_json::Value) {
+    println!("{value}");
 }
 
 /// A request id that makes a retried create/start idempotent on the server.
@@ -331,13 +833,15 @@ fn client_request_id() -> String {
 }
 
 impl Gateway {
-    async fn connect(url: &str, user: Option<&str>) -> Result<Self> {
-        let user = user
-            .map(|u| {
-                MetadataValue::try_from(u.trim())
-                    .map_err(|_| anyhow!("--user {u:?} is not a valid header value"))
-            })
-            .transpose()?;
+    async fn connect(url: &str, api_key: Option<&str>, json: bool) -> Result<Self> {
+        let Some(key) = api_key.map(str::trim).filter(|k| !k.is_empty()) else {
+            bail!(
+                "no API key: pass --api-key or set DIALECTIC_API_KEY \
+                 (locally, `eval \"$(deploy/stack.sh env)\"` sets the bootstrap key)"
+            );
+        };
+        let authorization = MetadataValue::try_from(format!("Bearer {key}"))
+            .map_err(|_| anyhow!("the API key is not a valid header value"))?;
         let endpoint = Endpoint::from_shared(url.to_string())
             .with_context(|| format!("invalid gateway URL {url:?}"))?
             .connect_timeout(Duration::from_secs(2));
@@ -358,17 +862,16 @@ impl Gateway {
         };
         Ok(Self {
             client: DialecticServiceClient::new(channel),
-            user,
+            authorization,
+            json,
         })
     }
 
     fn request<T>(&self, message: T) -> Request<T> {
         let mut request = Request::new(message);
-        if let Some(user) = &self.user {
-            request
-                .metadata_mut()
-                .insert("x-dialectic-user", user.clone());
-        }
+        request
+            .metadata_mut()
+            .insert("authorization", self.authorization.clone());
         request
     }
 
@@ -390,7 +893,15 @@ impl Gateway {
         }
     }
 
-    async fn create_project(&self, name: &str, prompt: &str) -> Result<String> {
+    fn print_session_line(&self, s: &Session) {
+        if self.json {
+            print_json(&json::session(s));
+        } else {
+            println!("{} {} (iteration {})", s.id, s.status, s.iteration);
+        }
+    }
+
+    async fn create_project(&self, name: &str, prompt: &str) -> Result<Project> {
         let message = CreateProjectRequest {
             name: name.to_string(),
             initial_user_prompt: prompt.to_string(),
@@ -402,7 +913,7 @@ impl Gateway {
                 async move { c.create_project(request).await }
             })
             .await?;
-        Ok(project.id)
+        Ok(project)
     }
 
     async fn start_session(
@@ -460,7 +971,11 @@ impl Gateway {
                     .await?;
                 while let Some(item) = stream.next().await {
                     let event = item?;
-                    println!("{}", format::event(&event));
+                    if self.json {
+                        print_json(&json::event(&event));
+                    } else {
+                        println!("{}", format::event(&event));
+                    }
                     match stop.observe(&event.session_status) {
                         format::Verdict::Continue => {}
                         format::Verdict::Reached => return Ok(true),
@@ -528,6 +1043,10 @@ impl Gateway {
                 async move { c.list_stage_documents(request).await }
             })
             .await?;
+        if self.json {
+            // `run` prints them in its summary; `docs list` prints them here.
+            return Ok(list.documents);
+        }
         if list.documents.is_empty() {
             println!("no documents yet");
         }

@@ -37,6 +37,79 @@ enum Command {
     },
     /// Apply database migrations (waits for Postgres) and exit.
     Migrate,
+    /// Administration that talks to the database directly.
+    #[command(subcommand)]
+    Admin(AdminCommand),
+}
+
+#[derive(Subcommand)]
+enum AdminCommand {
+    /// Create an API key and print it (once: only its hash is stored). Without
+    /// --user or --new-user the key belongs to gateway.default_user_id.
+    CreateKey {
+        /// A label for the key (e.g. the machine it lives on).
+        #[arg(long, default_value = "cli")]
+        name: String,
+        /// The user (UUID) the key acts as.
+        #[arg(long, conflicts_with = "new_user")]
+        user: Option<String>,
+        /// Create a new user with this display name (and an empty wallet) for the key.
+        #[arg(long)]
+        new_user: Option<String>,
+        /// With --new-user: make the new user an administrator.
+        #[arg(long, requires = "new_user")]
+        admin: bool,
+    },
+    /// Revoke an API key: calls with it are UNAUTHENTICATED from now on.
+    RevokeKey {
+        /// The key itself.
+        key: String,
+    },
+}
+
+async fn admin(settings: &Settings, command: AdminCommand) -> anyhow::Result<()> {
+    let store = dialectic_runtime::store(settings)?;
+    let pool = store.pool();
+    match command {
+        AdminCommand::CreateKey {
+            name,
+            user,
+            new_user,
+            admin,
+        } => {
+            let user_id = match (user, new_user) {
+                (_, Some(display_name)) => {
+                    dialectic_store::auth::create_user(pool, &display_name, admin).await?
+                }
+                (Some(user), None) => uuid::Uuid::parse_str(user.trim())
+                    .with_context(|| format!("--user {user:?} is not a UUID"))?,
+                (None, None) => uuid::Uuid::parse_str(settings.gateway.default_user_id.trim())
+                    .context("gateway.default_user_id is not a UUID")?,
+            };
+            let key = dialectic_core::apikey::generate();
+            dialectic_store::auth::insert_key(
+                pool,
+                user_id,
+                &name,
+                &dialectic_core::apikey::hash(&key),
+                &dialectic_core::apikey::shown_part(&key),
+            )
+            .await?;
+            eprintln!(
+                "API key for user {user_id} (shown once; send it as `authorization: Bearer <key>`):"
+            );
+            println!("{key}");
+        }
+        AdminCommand::RevokeKey { key } => {
+            let hash = dialectic_core::apikey::hash(key.trim());
+            if dialectic_store::auth::revoke_key(pool, &hash).await? {
+                eprintln!("revoked");
+            } else {
+                bail!("no live key matches");
+            }
+        }
+    }
+    Ok(())
 }
 
 fn selected(names: &[String]) -> anyhow::Result<Vec<(&'static str, StartFn)>> {
@@ -117,6 +190,7 @@ fn main() -> anyhow::Result<()> {
             services[0].clone()
         }
         Command::Migrate => "migrate".to_string(),
+        Command::Admin(_) => "admin".to_string(),
         Command::Run { .. } => "dialecticd".to_string(),
     };
     runtime.block_on(async move {
@@ -124,6 +198,7 @@ fn main() -> anyhow::Result<()> {
         match command {
             Command::Migrate => migrate(&settings).await,
             Command::Run { services } => run(settings, &services).await,
+            Command::Admin(command) => admin(&settings, command).await,
         }
     })
 }

@@ -245,3 +245,90 @@ mod tests {
         assert_eq!((e.kind.as_str(), e.stage_percent), ("job_started", 100));
     }
 }
+
+/// Default and largest page of a list call.
+pub const DEFAULT_PAGE: u32 = 50;
+pub const MAX_PAGE: u32 = 200;
+
+pub fn page_size(requested: u32) -> i64 {
+    i64::from(match requested {
+        0 => DEFAULT_PAGE,
+        n => n.min(MAX_PAGE),
+    })
+}
+
+/// An opaque page token for the row a page ended on: `{micros}.{uuid}`.
+pub fn page_token(at: DateTime<Utc>, id: Uuid) -> String {
+    format!("{}.{}", at.timestamp_micros(), id.simple())
+}
+
+/// The cursor in a page token; None for the first page, Err for a token this
+/// server did not hand out.
+pub fn parse_page_token(token: &str) -> Result<Option<(DateTime<Utc>, Uuid)>, String> {
+    let token = token.trim();
+    if token.is_empty() {
+        return Ok(None);
+    }
+    let bad = || format!("page_token {token:?} was not returned by a list call");
+    let (micros, id) = token.split_once('.').ok_or_else(bad)?;
+    let at = micros
+        .parse::<i64>()
+        .ok()
+        .and_then(DateTime::<Utc>::from_timestamp_micros)
+        .ok_or_else(bad)?;
+    let id = Uuid::parse_str(id).map_err(|_| bad())?;
+    Ok(Some((at, id)))
+}
+
+/// The next page's token: only when the page came back full.
+pub fn next_token<T>(rows: &[T], limit: i64, key: impl Fn(&T) -> (DateTime<Utc>, Uuid)) -> String {
+    match rows.last() {
+        Some(last) if rows.len() as i64 >= limit => {
+            let (at, id) = key(last);
+            page_token(at, id)
+        }
+        _ => String::new(),
+    }
+}
+
+/// Where a project's object lands in its export: the project's key prefix
+/// becomes the project's slug folder (seed 001 "File Structure"). None for
+/// objects outside the prefix.
+pub fn export_path(slug: &str, prefix: &str, key: &str) -> Option<String> {
+    let rest = key.strip_prefix(prefix)?.trim_start_matches('/');
+    (!rest.is_empty()).then(|| format!("{slug}/{rest}"))
+}
+
+#[cfg(test)]
+mod paging_tests {
+    use super::*;
+
+    #[test]
+    fn page_tokens_round_trip_and_refuse_garbage() {
+        let at = DateTime::<Utc>::from_timestamp_micros(1_763_900_000_123_456).expect("time");
+        let id = Uuid::now_v7();
+        assert_eq!(parse_page_token(&page_token(at, id)), Ok(Some((at, id))));
+        assert_eq!(parse_page_token(""), Ok(None));
+        assert!(parse_page_token("nope").is_err());
+        assert!(parse_page_token("12.not-a-uuid").is_err());
+        assert_eq!(page_size(0), 50);
+        assert_eq!(page_size(1000), 200);
+        assert_eq!(next_token(&[1, 2], 3, |_| (at, id)), "");
+        assert_eq!(next_token(&[1, 2, 3], 3, |_| (at, id)), page_token(at, id));
+    }
+
+    #[test]
+    fn export_paths_start_at_the_project_folder() {
+        assert_eq!(
+            export_path(
+                "tool-library",
+                "projects/p1/",
+                "projects/p1/session_ab/iteration_1/1_thesis/a.md"
+            )
+            .as_deref(),
+            Some("tool-library/session_ab/iteration_1/1_thesis/a.md")
+        );
+        assert_eq!(export_path("s", "projects/p1/", "projects/p2/x"), None);
+        assert_eq!(export_path("s", "projects/p1/", "projects/p1/"), None);
+    }
+}

@@ -14,6 +14,10 @@ pub enum GatewayError {
     FailedPrecondition(String),
     #[error("{0}")]
     Unavailable(String),
+    #[error("{0}")]
+    Unauthenticated(String),
+    #[error("{0}")]
+    PermissionDenied(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -38,6 +42,8 @@ impl From<GatewayError> for Status {
             GatewayError::InvalidArgument(m) => Status::invalid_argument(m),
             GatewayError::NotFound(what) => Status::not_found(format!("{what} not found")),
             GatewayError::Unavailable(m) => Status::unavailable(m),
+            GatewayError::Unauthenticated(m) => Status::unauthenticated(m),
+            GatewayError::PermissionDenied(m) => Status::permission_denied(m),
             GatewayError::FailedPrecondition(m) => Status::failed_precondition(m),
             GatewayError::Store(StoreError::NotFound(what)) => {
                 Status::not_found(format!("{what} not found"))

@@ -3,12 +3,14 @@
 //! transaction, via the outbox), reads documents from S3 and streams session
 //! progress from Redis.
 
+pub mod catalog;
 pub mod convert;
 pub mod error;
+pub mod revisit;
 pub mod service;
 
 pub use error::GatewayError;
-pub use service::{Gateway, USER_HEADER};
+pub use service::{AUTHORIZATION, BootstrapKey, Gateway};
 
 use dialectic_config::Settings;
 use dialectic_proto::v1::dialectic_service_server::DialecticServiceServer;
@@ -33,20 +35,12 @@ async fn start_gateway(
     let store = dialectic_runtime::store(&settings)?;
     let blob = dialectic_runtime::blob(&settings);
     let cache = Arc::new(OnceLock::new());
-    // A bad default user only breaks calls without the header, so it is not fatal.
-    let default_user = match Uuid::parse_str(settings.gateway.default_user_id.trim()) {
-        Ok(id) => Some(id),
-        Err(e) => {
-            tracing::error!(value = %settings.gateway.default_user_id, error = %e,
-                "gateway.default_user_id is not a UUID; calls must send x-dialectic-user");
-            None
-        }
-    };
+    let bootstrap = bootstrap_key(&settings);
     let gateway = Gateway::new(
         store.clone(),
         blob.clone(),
         cache.clone(),
-        default_user,
+        bootstrap,
         settings.gateway.max_prompt_bytes,
         shutdown.clone(),
     );
@@ -75,4 +69,24 @@ async fn start_gateway(
         shutdown.child_token(),
         Vec::new(),
     ))
+}
+
+/// The configured bootstrap key, if any. A bad `default_user_id` only turns the
+/// bootstrap key off (stored keys still work), so it is logged, not fatal.
+fn bootstrap_key(settings: &Settings) -> Option<BootstrapKey> {
+    let key = settings.gateway.bootstrap_key.trim();
+    if key.is_empty() {
+        return None;
+    }
+    match Uuid::parse_str(settings.gateway.default_user_id.trim()) {
+        Ok(user_id) => Some(BootstrapKey {
+            key_hash: dialectic_core::apikey::hash(key),
+            user_id,
+        }),
+        Err(e) => {
+            tracing::error!(value = %settings.gateway.default_user_id, error = %e,
+                "gateway.default_user_id is not a UUID; the bootstrap key is refused");
+            None
+        }
+    }
 }

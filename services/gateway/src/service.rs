@@ -4,6 +4,7 @@ use crate::convert;
 use crate::error::GatewayError;
 use dialectic_blob::BlobStore;
 use dialectic_cache::{Cache, ProgressEvent};
+use dialectic_core::apikey;
 use dialectic_core::ids::{ProjectId, ResourceId, SessionId};
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::paths::{FileKind, PathContext};
@@ -12,12 +13,18 @@ use dialectic_core::session::SessionStatus;
 use dialectic_core::slug::slugify;
 use dialectic_proto::v1::dialectic_service_server::DialecticService;
 use dialectic_proto::v1::{
+    CancelSessionRequest, DeleteProjectRequest, DeleteProjectResponse, DocumentChunks,
+    EditStageRecipeRequest, ExportChunk, ExportProjectRequest, ExportUrl, GetStageRecipeRequest,
+    ListProjectsRequest, ListProjectsResponse, ListRecipesRequest, ListRecipesResponse,
+    ListSessionsRequest, ListSessionsResponse, ListWalletTransactionsRequest,
+    ListWalletTransactionsResponse, RevisitStageRequest, RevisitStageResponse, StageRecipe,
+};
+use dialectic_proto::v1::{
     CreateProjectRequest, DocumentContent, GetDocumentContentRequest, GetProjectRequest,
     GetSessionRequest, GetWalletRequest, ListModelsRequest, ListModelsResponse,
     ListStageDocumentsRequest, ListStageDocumentsResponse, PauseSessionRequest, Project,
     ResumeSessionRequest, SaveDocumentEditRequest, Session, SessionEvent, StageDocument,
-    StartSessionRequest, SubmitStageResponsesRequest, Wallet, WalletTransaction,
-    WatchSessionRequest,
+    StartSessionRequest, SubmitStageResponsesRequest, Wallet, WatchSessionRequest,
 };
 use dialectic_runtime::CancellationToken;
 use dialectic_store::inputs::{self, NewFeedback};
@@ -26,7 +33,7 @@ use dialectic_store::ledger;
 use dialectic_store::records::{
     self, NewContribution, NewProject, NewSession, SessionRow, USER_EDIT,
 };
-use dialectic_store::{Store, StoreError, api, jobs, outbox};
+use dialectic_store::{Store, StoreError, api, auth, jobs, outbox};
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -42,11 +49,25 @@ fn ends_watch(status: &str) -> bool {
     matches!(status, "iteration_complete_pending_review" | "abandoned")
 }
 
+/// Size of one streamed export message (well under gRPC's 4 MiB default limit).
+const EXPORT_CHUNK_BYTES: usize = 1024 * 1024;
+
+/// How long a cached read lives: also the bound on staleness should an
+/// invalidation be lost while Redis is unreachable.
+const READ_CACHE_TTL_SECS: u64 = 60;
+
 /// Largest edited document the gateway accepts.
 const MAX_EDIT_BYTES: usize = 4 * 1024 * 1024;
 
-/// Metadata header naming the calling user (until API keys exist).
-pub const USER_HEADER: &str = "x-dialectic-user";
+/// Metadata that carries the caller's API key: `authorization: Bearer <key>`.
+pub const AUTHORIZATION: &str = "authorization";
+
+/// The configured bootstrap key (by hash) and the user it acts as.
+#[derive(Debug, Clone)]
+pub struct BootstrapKey {
+    pub key_hash: String,
+    pub user_id: Uuid,
+}
 
 /// Key of a project's initial prompt: `projects/{id}/initial-prompt.md`. A dash,
 /// not an underscore: `paths` reserves underscores as name-part separators.
@@ -68,33 +89,16 @@ pub fn prompt_key(project_id: ProjectId) -> Result<String, GatewayError> {
     .map_err(|e| GatewayError::Internal(format!("prompt storage key: {e}")))
 }
 
-/// The caller: the header when present, else the configured default user.
-pub fn caller_id(header: Option<&str>, default: Option<Uuid>) -> Result<Uuid, GatewayError> {
-    match header {
-        Some(value) => Uuid::parse_str(value.trim()).map_err(|_| {
-            GatewayError::InvalidArgument(format!(
-                "{USER_HEADER} {:?} is not a valid UUID",
-                value.chars().take(64).collect::<String>()
-            ))
-        }),
-        None => default.ok_or_else(|| {
-            GatewayError::Internal(
-                "no x-dialectic-user header and gateway.default_user_id is not a valid UUID".into(),
-            )
-        }),
-    }
-}
-
 fn optional(value: &str) -> Option<&str> {
     let value = value.trim();
     (!value.is_empty()).then_some(value)
 }
 
 pub struct Gateway {
-    store: Store,
-    blob: BlobStore,
-    cache: Arc<OnceLock<Cache>>,
-    default_user: Option<Uuid>,
+    pub(crate) store: Store,
+    pub(crate) blob: BlobStore,
+    pub(crate) cache: Arc<OnceLock<Cache>>,
+    bootstrap: Option<BootstrapKey>,
     max_prompt_bytes: usize,
     shutdown: CancellationToken,
 }
@@ -104,7 +108,7 @@ impl Gateway {
         store: Store,
         blob: BlobStore,
         cache: Arc<OnceLock<Cache>>,
-        default_user: Option<Uuid>,
+        bootstrap: Option<BootstrapKey>,
         max_prompt_bytes: usize,
         shutdown: CancellationToken,
     ) -> Self {
@@ -112,20 +116,34 @@ impl Gateway {
             store,
             blob,
             cache,
-            default_user,
+            bootstrap,
             max_prompt_bytes,
             shutdown,
         }
     }
 
-    fn caller(&self, metadata: &MetadataMap) -> Result<Uuid, GatewayError> {
-        let header = match metadata.get(USER_HEADER) {
+    /// The user whose API key the call carries; UNAUTHENTICATED without a valid one.
+    async fn caller(&self, metadata: &MetadataMap) -> Result<Uuid, GatewayError> {
+        let header = match metadata.get(AUTHORIZATION) {
             Some(v) => Some(v.to_str().map_err(|_| {
-                GatewayError::InvalidArgument(format!("{USER_HEADER} is not valid text"))
+                GatewayError::Unauthenticated("authorization metadata is not valid text".into())
             })?),
             None => None,
         };
-        caller_id(header, self.default_user)
+        let key = apikey::from_bearer(header)
+            .map_err(|e| GatewayError::Unauthenticated(e.to_string()))?;
+        let hash = apikey::hash(key);
+        if let Some(bootstrap) = &self.bootstrap
+            && bootstrap.key_hash == hash
+        {
+            return Ok(bootstrap.user_id);
+        }
+        match auth::owner_of_key(self.store.pool(), &hash).await? {
+            Some(owner) => Ok(owner.user_id),
+            None => Err(GatewayError::Unauthenticated(
+                "unknown or revoked API key; an administrator creates keys with `dialecticd admin create-key`".into(),
+            )),
+        }
     }
 
     fn cache(&self) -> Result<&Cache, GatewayError> {
@@ -134,7 +152,10 @@ impl Gateway {
             .ok_or_else(|| GatewayError::Unavailable("redis is not connected yet".into()))
     }
 
-    async fn model_names(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, String>, GatewayError> {
+    pub(crate) async fn model_names(
+        &self,
+        ids: &[Uuid],
+    ) -> Result<HashMap<Uuid, String>, GatewayError> {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
@@ -145,7 +166,7 @@ impl Gateway {
             .collect())
     }
 
-    async fn session_view(
+    pub(crate) async fn session_view(
         &self,
         row: SessionRow,
         with_jobs: bool,
@@ -449,28 +470,96 @@ impl Gateway {
         req: ListStageDocumentsRequest,
     ) -> Result<ListStageDocumentsResponse, GatewayError> {
         let session_id = SessionId::parse(&req.session_id)?;
-        records::session_for_user(self.store.pool(), user, session_id.as_uuid()).await?;
+        let session =
+            records::session_for_user(self.store.pool(), user, session_id.as_uuid()).await?;
         let iteration = match req.iteration {
             0 => None,
             n => Some(i32::try_from(n).map_err(|_| {
                 GatewayError::InvalidArgument(format!("iteration {n} is out of range"))
             })?),
         };
-        let rows = records::session_documents(
-            self.store.pool(),
-            user,
-            session_id.as_uuid(),
-            optional(&req.stage_slug),
-            iteration,
-        )
-        .await?;
-        let mut ids: Vec<Uuid> = rows.iter().filter_map(|r| r.model_id).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let names = self.model_names(&ids).await?;
-        Ok(ListStageDocumentsResponse {
-            documents: rows.iter().map(|r| convert::document(r, &names)).collect(),
+        let stage = optional(&req.stage_slug).map(str::to_string);
+        let name = format!(
+            "docs:{}:{}:{}",
+            session.id,
+            stage.as_deref().unwrap_or("*"),
+            iteration.unwrap_or(0)
+        );
+        self.read_through(session.project_id, &name, || async {
+            let rows = records::session_documents(
+                self.store.pool(),
+                user,
+                session.id,
+                stage.as_deref(),
+                iteration,
+            )
+            .await?;
+            let mut ids: Vec<Uuid> = rows.iter().filter_map(|r| r.model_id).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            let names = self.model_names(&ids).await?;
+            Ok(ListStageDocumentsResponse {
+                documents: rows.iter().map(|r| convert::document(r, &names)).collect(),
+            })
         })
+        .await
+    }
+
+    /// A cached read (after the caller's ownership was checked): the entry
+    /// when Redis has it, else `load`, stored for later. Redis trouble only
+    /// costs the cache, never the read.
+    async fn read_through<M, F, Fut>(
+        &self,
+        project: Uuid,
+        name: &str,
+        load: F,
+    ) -> Result<M, GatewayError>
+    where
+        M: prost::Message + Default,
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<M, GatewayError>>,
+    {
+        let project = project.to_string();
+        let cache = self.cache.get();
+        let lookup = match cache {
+            Some(cache) => match cache.cached(&project, name).await {
+                Ok(lookup) => Some(lookup),
+                Err(e) => {
+                    tracing::debug!(error = %e, "read cache unavailable");
+                    None
+                }
+            },
+            None => None,
+        };
+        if let Some(bytes) = lookup.as_ref().and_then(|l| l.hit.as_deref())
+            && let Ok(message) = M::decode(bytes)
+        {
+            return Ok(message);
+        }
+        let message = load().await?;
+        if let (Some(cache), Some(lookup)) = (cache, lookup)
+            && let Err(e) = cache
+                .store_cached(
+                    &project,
+                    lookup.generation,
+                    name,
+                    &message.encode_to_vec(),
+                    READ_CACHE_TTL_SECS,
+                )
+                .await
+        {
+            tracing::debug!(error = %e, "could not cache a read");
+        }
+        Ok(message)
+    }
+
+    /// Drops a project's cached reads after a change the planner will not report.
+    pub(crate) async fn invalidate(&self, project: Uuid) {
+        if let Some(cache) = self.cache.get()
+            && let Err(e) = cache.invalidate_project(&project.to_string()).await
+        {
+            tracing::warn!(error = %e, %project, "could not drop cached reads");
+        }
     }
 
     async fn document_content(
@@ -480,13 +569,18 @@ impl Gateway {
     ) -> Result<DocumentContent, GatewayError> {
         let id = ResourceId::parse(&req.resource_id)?;
         let row = records::resource_for_user(self.store.pool(), user, id.as_uuid()).await?;
-        let content = self.blob.get_string(&row.key()).await?;
-        let names = self.model_names(row.model_id.as_slice()).await?;
-        Ok(DocumentContent {
-            document: Some(convert::document(&row, &names)),
-            content,
-            mime_type: row.mime_type,
+        let name = format!("doc:{}", row.id);
+        let project = row.project_id;
+        self.read_through(project, &name, || async {
+            let content = self.blob.get_string(&row.key()).await?;
+            let names = self.model_names(row.model_id.as_slice()).await?;
+            Ok(DocumentContent {
+                document: Some(convert::document(&row, &names)),
+                content,
+                mime_type: row.mime_type.clone(),
+            })
         })
+        .await
     }
 
     /// Seed 000 function 5: a user's edit is a new version of the document's
@@ -618,6 +712,7 @@ impl Gateway {
         )
         .await?;
         tx.commit().await.map_err(StoreError::from)?;
+        self.invalidate(resource.project_id).await;
         let names = self.model_names(resource.model_id.as_slice()).await?;
         Ok(convert::document(&resource, &names))
     }
@@ -704,7 +799,7 @@ impl DialecticService for Gateway {
         &self,
         request: Request<CreateProjectRequest>,
     ) -> Result<Response<Project>, Status> {
-        let user = self.caller(request.metadata())?;
+        let user = self.caller(request.metadata()).await?;
         let span = span!("create_project", user);
         let project = Gateway::create_project(self, user, request.into_inner())
             .instrument(span)
@@ -716,7 +811,7 @@ impl DialecticService for Gateway {
         &self,
         request: Request<GetProjectRequest>,
     ) -> Result<Response<Project>, Status> {
-        let user = self.caller(request.metadata())?;
+        let user = self.caller(request.metadata()).await?;
         let req = request.into_inner();
         let span = span!("get_project", user);
         span.record("project_id", req.project_id.as_str());
@@ -734,7 +829,7 @@ impl DialecticService for Gateway {
         &self,
         request: Request<StartSessionRequest>,
     ) -> Result<Response<Session>, Status> {
-        let user = self.caller(request.metadata())?;
+        let user = self.caller(request.metadata()).await?;
         let req = request.into_inner();
         let span = span!("start_session", user);
         span.record("project_id", req.project_id.as_str());
@@ -748,7 +843,7 @@ impl DialecticService for Gateway {
         &self,
         request: Request<SubmitStageResponsesRequest>,
     ) -> Result<Response<Session>, Status> {
-        let user = self.caller(request.metadata())?;
+        let user = self.caller(request.metadata()).await?;
         let req = request.into_inner();
         let span = span!("submit_stage_responses", user);
         span.record("session_id", req.session_id.as_str());
@@ -762,7 +857,7 @@ impl DialecticService for Gateway {
         &self,
         request: Request<PauseSessionRequest>,
     ) -> Result<Response<Session>, Status> {
-        let user = self.caller(request.metadata())?;
+        let user = self.caller(request.metadata()).await?;
         let req = request.into_inner();
         let span = span!("pause_session", user);
         span.record("session_id", req.session_id.as_str());
@@ -790,7 +885,7 @@ impl DialecticService for Gateway {
         &self,
         request: Request<ResumeSessionRequest>,
     ) -> Result<Response<Session>, Status> {
-        let user = self.caller(request.metadata())?;
+        let user = self.caller(request.metadata()).await?;
         let req = request.into_inner();
         let span = span!("resume_session", user);
         span.record("session_id", req.session_id.as_str());
@@ -823,7 +918,7 @@ impl DialecticService for Gateway {
         &self,
         request: Request<GetSessionRequest>,
     ) -> Result<Response<Session>, Status> {
-        let user = self.caller(request.metadata())?;
+        let user = self.caller(request.metadata()).await?;
         let req = request.into_inner();
         let span = span!("get_session", user);
         span.record("session_id", req.session_id.as_str());
@@ -843,7 +938,7 @@ impl DialecticService for Gateway {
         &self,
         request: Request<ListStageDocumentsRequest>,
     ) -> Result<Response<ListStageDocumentsResponse>, Status> {
-        let user = self.caller(request.metadata())?;
+        let user = self.caller(request.metadata()).await?;
         let req = request.into_inner();
         let span = span!("list_stage_documents", user);
         span.record("session_id", req.session_id.as_str());
@@ -855,7 +950,7 @@ impl DialecticService for Gateway {
         &self,
         request: Request<GetDocumentContentRequest>,
     ) -> Result<Response<DocumentContent>, Status> {
-        let user = self.caller(request.metadata())?;
+        let user = self.caller(request.metadata()).await?;
         let req = request.into_inner();
         let span = tracing::info_span!("get_document_content", user_id = %user, resource_id = %req.resource_id);
         let content = self.document_content(user, req).instrument(span).await?;
@@ -866,7 +961,7 @@ impl DialecticService for Gateway {
         &self,
         request: Request<SaveDocumentEditRequest>,
     ) -> Result<Response<StageDocument>, Status> {
-        let user = self.caller(request.metadata())?;
+        let user = self.caller(request.metadata()).await?;
         let req = request.into_inner();
         let span = tracing::info_span!("save_document_edit", user_id = %user, resource_id = %req.resource_id);
         let document = self.save_document_edit(user, req).instrument(span).await?;
@@ -877,7 +972,7 @@ impl DialecticService for Gateway {
         &self,
         request: Request<GetWalletRequest>,
     ) -> Result<Response<Wallet>, Status> {
-        let user = self.caller(request.metadata())?;
+        let user = self.caller(request.metadata()).await?;
         let history = match request.get_ref().history {
             0 => 20,
             n => n.min(200),
@@ -892,19 +987,7 @@ impl DialecticService for Gateway {
                 total: wallet.balance,
                 held: wallet.held,
                 available: wallet.balance - wallet.held,
-                history: rows
-                    .into_iter()
-                    .map(|t| WalletTransaction {
-                        id: t.id.to_string(),
-                        kind: t.kind,
-                        amount: t.amount,
-                        balance_after: t.balance_after,
-                        reason: t.reason.unwrap_or_default(),
-                        session_id: t.session_id.map(|s| s.to_string()).unwrap_or_default(),
-                        job_id: t.job_id.map(|s| s.to_string()).unwrap_or_default(),
-                        created_at: Some(convert::timestamp(t.created_at)),
-                    })
-                    .collect(),
+                history: rows.into_iter().map(crate::catalog::transaction).collect(),
             }))
         }
         .instrument(span)
@@ -916,7 +999,7 @@ impl DialecticService for Gateway {
         &self,
         request: Request<ListModelsRequest>,
     ) -> Result<Response<ListModelsResponse>, Status> {
-        let user = self.caller(request.metadata())?;
+        let user = self.caller(request.metadata()).await?;
         let span = span!("list_models", user);
         async {
             let rows = records::active_models(self.store.pool()).await?;
@@ -929,13 +1012,188 @@ impl DialecticService for Gateway {
         .map_err(Status::from)
     }
 
+    async fn list_projects(
+        &self,
+        request: Request<ListProjectsRequest>,
+    ) -> Result<Response<ListProjectsResponse>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let span = span!("list_projects", user);
+        let page = Gateway::list_projects(self, user, request.into_inner())
+            .instrument(span)
+            .await?;
+        Ok(Response::new(page))
+    }
+
+    async fn delete_project(
+        &self,
+        request: Request<DeleteProjectRequest>,
+    ) -> Result<Response<DeleteProjectResponse>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let req = request.into_inner();
+        let span = span!("delete_project", user);
+        span.record("project_id", req.project_id.as_str());
+        let done = Gateway::delete_project(self, user, &req.project_id)
+            .instrument(span)
+            .await?;
+        Ok(Response::new(done))
+    }
+
+    async fn list_sessions(
+        &self,
+        request: Request<ListSessionsRequest>,
+    ) -> Result<Response<ListSessionsResponse>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let req = request.into_inner();
+        let span = span!("list_sessions", user);
+        span.record("project_id", req.project_id.as_str());
+        let page = Gateway::list_sessions(self, user, req)
+            .instrument(span)
+            .await?;
+        Ok(Response::new(page))
+    }
+
+    async fn list_wallet_transactions(
+        &self,
+        request: Request<ListWalletTransactionsRequest>,
+    ) -> Result<Response<ListWalletTransactionsResponse>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let span = span!("list_wallet_transactions", user);
+        let page = Gateway::list_wallet_transactions(self, user, request.into_inner())
+            .instrument(span)
+            .await?;
+        Ok(Response::new(page))
+    }
+
+    async fn list_recipes(
+        &self,
+        request: Request<ListRecipesRequest>,
+    ) -> Result<Response<ListRecipesResponse>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let span = span!("list_recipes", user);
+        let recipes = Gateway::list_recipes(self).instrument(span).await?;
+        Ok(Response::new(recipes))
+    }
+
+    async fn get_stage_recipe(
+        &self,
+        request: Request<GetStageRecipeRequest>,
+    ) -> Result<Response<StageRecipe>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let span = span!("get_stage_recipe", user);
+        let recipe = self
+            .stage_recipe(&request.get_ref().stage_slug)
+            .instrument(span)
+            .await?;
+        Ok(Response::new(recipe))
+    }
+
+    async fn cancel_session(
+        &self,
+        request: Request<CancelSessionRequest>,
+    ) -> Result<Response<Session>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let req = request.into_inner();
+        let span = span!("cancel_session", user);
+        span.record("session_id", req.session_id.as_str());
+        let session = Gateway::cancel_session(self, user, &req.session_id)
+            .instrument(span)
+            .await?;
+        Ok(Response::new(session))
+    }
+
+    async fn get_document_chunks(
+        &self,
+        request: Request<GetDocumentContentRequest>,
+    ) -> Result<Response<DocumentChunks>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let req = request.into_inner();
+        let span = tracing::info_span!("get_document_chunks", user_id = %user, resource_id = %req.resource_id);
+        let chunks = self
+            .document_chunks(user, &req.resource_id)
+            .instrument(span)
+            .await?;
+        Ok(Response::new(chunks))
+    }
+
+    async fn revisit_stage(
+        &self,
+        request: Request<RevisitStageRequest>,
+    ) -> Result<Response<RevisitStageResponse>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let req = request.into_inner();
+        let span = span!("revisit_stage", user);
+        span.record("session_id", req.session_id.as_str());
+        let done = Gateway::revisit_stage(self, user, req)
+            .instrument(span)
+            .await?;
+        Ok(Response::new(done))
+    }
+
+    async fn edit_stage_recipe(
+        &self,
+        request: Request<EditStageRecipeRequest>,
+    ) -> Result<Response<StageRecipe>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let span = span!("edit_stage_recipe", user);
+        let recipe = Gateway::edit_stage_recipe(self, user, request.into_inner())
+            .instrument(span)
+            .await?;
+        Ok(Response::new(recipe))
+    }
+
+    type ExportProjectStream = ReceiverStream<Result<ExportChunk, Status>>;
+
+    async fn export_project(
+        &self,
+        request: Request<ExportProjectRequest>,
+    ) -> Result<Response<Self::ExportProjectStream>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let req = request.into_inner();
+        let span = span!("export_project", user);
+        span.record("project_id", req.project_id.as_str());
+        let (project, zip) = self
+            .export_zip(user, &req.project_id)
+            .instrument(span)
+            .await?;
+        // Built whole first, so a failure is a status before any byte is sent.
+        let (tx, rx) = mpsc::channel(4);
+        tokio::spawn(async move {
+            let mut file_name = format!("{}.zip", project.slug);
+            for chunk in zip.chunks(EXPORT_CHUNK_BYTES) {
+                let message = ExportChunk {
+                    file_name: std::mem::take(&mut file_name),
+                    data: chunk.to_vec(),
+                };
+                if tx.send(Ok(message)).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn get_export_url(
+        &self,
+        request: Request<ExportProjectRequest>,
+    ) -> Result<Response<ExportUrl>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let req = request.into_inner();
+        let span = span!("get_export_url", user);
+        span.record("project_id", req.project_id.as_str());
+        let url = self
+            .export_url(user, &req.project_id)
+            .instrument(span)
+            .await?;
+        Ok(Response::new(url))
+    }
+
     type WatchSessionStream = ReceiverStream<Result<SessionEvent, Status>>;
 
     async fn watch_session(
         &self,
         request: Request<WatchSessionRequest>,
     ) -> Result<Response<Self::WatchSessionStream>, Status> {
-        let user = self.caller(request.metadata())?;
+        let user = self.caller(request.metadata()).await?;
         let req = request.into_inner();
         let span = span!("watch_session", user);
         span.record("session_id", req.session_id.as_str());
@@ -947,22 +1205,6 @@ impl DialecticService for Gateway {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn caller_comes_from_header_or_default() {
-        let default = Uuid::now_v7();
-        let other = Uuid::now_v7();
-        assert_eq!(caller_id(None, Some(default)).ok(), Some(default));
-        assert_eq!(
-            caller_id(Some(&other.to_string()), Some(default)).ok(),
-            Some(other)
-        );
-        assert!(matches!(
-            caller_id(Some("bob"), Some(default)),
-            Err(GatewayError::InvalidArgument(_))
-        ));
-        assert!(caller_id(None, None).is_err());
-    }
 
     #[test]
     fn prompt_key_is_at_the_project_root() {

@@ -79,6 +79,8 @@ enum Work {
 struct Unit {
     tx: Tx<'static>,
     events: Vec<ProgressEvent>,
+    /// Projects whose cached reads this unit makes stale (dropped after commit).
+    stale_projects: Vec<Uuid>,
     work: VecDeque<Work>,
     traceparent: Option<String>,
 }
@@ -89,6 +91,8 @@ pub struct SweepReport {
     pub retries_dispatched: u32,
     /// Jobs paused for funds whose wallet has been credited since.
     pub resumed: u32,
+    /// Sessions that paused themselves after `planner.idle_pause_secs` idle.
+    pub idle_paused: u32,
 }
 
 pub struct Engine {
@@ -156,6 +160,7 @@ impl Engine {
         Ok(Unit {
             tx: self.store.begin().await?,
             events: Vec::new(),
+            stale_projects: Vec::new(),
             work: VecDeque::new(),
             traceparent: traceparent.map(str::to_string),
         })
@@ -168,6 +173,15 @@ impl Engine {
             for event in &unit.events {
                 if let Err(e) = cache.publish(event).await {
                     tracing::warn!(error = %e, "could not publish progress");
+                }
+            }
+            unit.stale_projects.sort_unstable();
+            unit.stale_projects.dedup();
+            for project in &unit.stale_projects {
+                // Entries expire by themselves (gateway read cache TTL), so a
+                // missed invalidation is bounded, not permanent.
+                if let Err(e) = cache.invalidate_project(&project.to_string()).await {
+                    tracing::warn!(error = %e, %project, "could not drop cached reads");
                 }
             }
         }
@@ -211,6 +225,11 @@ impl Engine {
             tracing::info!(%render, stage, "earlier documents still rendering; the stage's root jobs wait for them");
         }
         let models = records::models_by_id(&mut *unit.tx, &session.selected_model_ids).await?;
+        // A stage re-run after a revisit gets new root jobs: the key carries the revision.
+        let revision = match session.revision {
+            0 => String::new(),
+            n => format!(":r{n}"),
+        };
         for model_id in &session.selected_model_ids {
             let Some(model) = models.iter().find(|m| m.id == *model_id) else {
                 return Err(PlannerError::Recipe {
@@ -234,7 +253,7 @@ impl Engine {
                 &mut unit.tx,
                 &NewJob {
                     id: job_id,
-                    job_key: format!("{session_id}:{stage}:{iteration}:{model_id}"),
+                    job_key: format!("{session_id}:{stage}:{iteration}:{model_id}{revision}"),
                     session_id,
                     user_id: session.user_id,
                     stage_slug: stage,
@@ -395,6 +414,9 @@ impl Engine {
                                 self.job_event(&mut unit, &job, "render_completed").await?;
                             event.message = done.resource_id.clone();
                             unit.events.push(event);
+                            let project =
+                                records::project_of_session(&mut unit.tx, job.session_id).await?;
+                            unit.stale_projects.push(project);
                         }
                         if job_type == JobType::Execute && done.continuation_needed {
                             let contribution = parse_id("contribution", &done.contribution_id)?;
@@ -510,6 +532,25 @@ impl Engine {
             });
         }
         self.finish(unit).await?;
+        if self.config.idle_pause_secs > 0 {
+            let mut unit = self.begin(None).await?;
+            let idle = self.config.idle_pause_secs;
+            for session in records::pause_idle_sessions(&mut unit.tx, idle, 100).await? {
+                report.idle_paused += 1;
+                tracing::info!(session_id = %session.id, idle_secs = idle, "idle session paused");
+                unit.events.push(ProgressEvent {
+                    session_id: session.id.to_string(),
+                    kind: "session_paused".into(),
+                    session_status: session.status,
+                    message: format!(
+                        "paused after {idle} s without activity; resume the session to continue"
+                    ),
+                    at_ms: now_ms(),
+                    ..Default::default()
+                });
+            }
+            self.finish(unit).await?;
+        }
         Ok(report)
     }
 

@@ -1,0 +1,122 @@
+//! Paged lists of a user's projects and sessions, and project deletion.
+//! Pages run newest first on (created_at, id), so a row inserted while a
+//! client pages never shifts what it has not read yet.
+
+use crate::records::{PROJECT_COLUMNS, ProjectRow, SESSION_COLUMNS, SessionRow};
+use crate::{StoreError, Tx};
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// Where the previous page stopped: the last row's (created_at, id).
+pub type Cursor = (DateTime<Utc>, Uuid);
+
+pub async fn projects(
+    pool: &PgPool,
+    user_id: Uuid,
+    limit: i64,
+    after: Option<Cursor>,
+) -> Result<Vec<ProjectRow>, StoreError> {
+    let (at, id) = after.unzip();
+    Ok(sqlx::query_as::<_, ProjectRow>(&format!(
+        "SELECT {PROJECT_COLUMNS} FROM dialectic_projects
+         WHERE user_id = $1 AND deleted_at IS NULL
+           AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
+         ORDER BY created_at DESC, id DESC LIMIT $4"
+    ))
+    .bind(user_id)
+    .bind(at)
+    .bind(id)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?)
+}
+
+pub async fn sessions(
+    pool: &PgPool,
+    user_id: Uuid,
+    project_id: Uuid,
+    limit: i64,
+    after: Option<Cursor>,
+) -> Result<Vec<SessionRow>, StoreError> {
+    let (at, id) = after.unzip();
+    Ok(sqlx::query_as::<_, SessionRow>(&format!(
+        "SELECT {SESSION_COLUMNS} FROM dialectic_sessions
+         WHERE project_id = $1 AND user_id = $2
+           AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4))
+         ORDER BY created_at DESC, id DESC LIMIT $5"
+    ))
+    .bind(project_id)
+    .bind(user_id)
+    .bind(at)
+    .bind(id)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Why a project cannot be deleted now.
+#[derive(Debug, thiserror::Error)]
+pub enum DeleteError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(
+        "{0} job(s) of this project are running; pause its sessions (running jobs finish) or wait, then delete again"
+    )]
+    Busy(i64),
+}
+
+impl From<sqlx::Error> for DeleteError {
+    fn from(e: sqlx::Error) -> Self {
+        DeleteError::Store(e.into())
+    }
+}
+
+/// Marks the caller's project deleted and its sessions abandoned (claims
+/// refuse an abandoned session's jobs, so nothing queued runs later), under
+/// the project's row lock; refused while a job is running (its worker would
+/// write objects after they were removed). Returns the project, for removing
+/// its objects.
+pub async fn delete_project(
+    tx: &mut Tx<'_>,
+    user_id: Uuid,
+    project_id: Uuid,
+) -> Result<ProjectRow, DeleteError> {
+    let project = sqlx::query_as::<_, ProjectRow>(&format!(
+        "SELECT {PROJECT_COLUMNS} FROM dialectic_projects
+         WHERE id = $1 AND user_id = $2 AND deleted_at IS NULL FOR UPDATE"
+    ))
+    .bind(project_id)
+    .bind(user_id)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or_else(|| StoreError::NotFound(format!("project {project_id}")))?;
+    // Sessions locked first, so no planner transition of theirs interleaves.
+    // (A claim racing this transaction may still start one job; its outputs
+    // land under a deleted project and are never read.)
+    sqlx::query("SELECT id FROM dialectic_sessions WHERE project_id = $1 FOR UPDATE")
+        .bind(project_id)
+        .fetch_all(&mut **tx)
+        .await?;
+    let busy: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM dialectic_generation_jobs j JOIN dialectic_sessions s ON s.id = j.session_id
+         WHERE s.project_id = $1 AND j.status = 'processing'",
+    )
+    .bind(project_id)
+    .fetch_one(&mut **tx)
+    .await?;
+    if busy > 0 {
+        return Err(DeleteError::Busy(busy));
+    }
+    sqlx::query("UPDATE dialectic_projects SET deleted_at = now() WHERE id = $1")
+        .bind(project_id)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query(
+        "UPDATE dialectic_sessions SET status = 'abandoned', updated_at = now() WHERE project_id = $1",
+    )
+    .bind(project_id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(project)
+}

@@ -1,0 +1,144 @@
+//! Revisits (seed 003): archiving later stages' documents as versions and
+//! rewinding a session to the stage after the revised one.
+
+use crate::records::{RESOURCE_COLUMNS, ResourceRow, SESSION_COLUMNS, SessionRow};
+use crate::{StoreError, Tx};
+use uuid::Uuid;
+
+/// The stages after `stage_slug` in the session's process, in order.
+pub async fn stages_after(
+    tx: &mut Tx<'_>,
+    session_id: Uuid,
+    stage_slug: &str,
+) -> Result<Vec<String>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT st.slug
+         FROM dialectic_sessions s
+         JOIN dialectic_projects p ON p.id = s.project_id
+         JOIN dialectic_process_template_stages pts ON pts.process_template_id = p.process_template_id
+         JOIN dialectic_stages st ON st.id = pts.stage_id
+         WHERE s.id = $1 AND pts.stage_number > (
+             SELECT pts2.stage_number FROM dialectic_process_template_stages pts2
+             JOIN dialectic_stages st2 ON st2.id = pts2.stage_id
+             WHERE pts2.process_template_id = p.process_template_id AND st2.slug = $2)
+         ORDER BY pts.stage_number",
+    )
+    .bind(session_id)
+    .bind(stage_slug)
+    .fetch_all(&mut **tx)
+    .await?)
+}
+
+/// Jobs of the session that are not over (a revisit waits for them).
+pub async fn unfinished_jobs(tx: &mut Tx<'_>, session_id: Uuid) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM dialectic_generation_jobs
+         WHERE session_id = $1 AND status NOT IN ('completed', 'failed', 'retry_loop_failed')",
+    )
+    .bind(session_id)
+    .fetch_one(&mut **tx)
+    .await?)
+}
+
+/// The current rendered documents of `stages` in one iteration.
+pub async fn documents(
+    tx: &mut Tx<'_>,
+    session_id: Uuid,
+    iteration: i32,
+    stages: &[String],
+) -> Result<Vec<ResourceRow>, StoreError> {
+    Ok(sqlx::query_as::<_, ResourceRow>(&format!(
+        "SELECT {RESOURCE_COLUMNS} FROM dialectic_project_resources
+         WHERE session_id = $1 AND iteration_number = $2 AND stage_slug = ANY($3)
+           AND resource_type = 'rendered_document'
+         ORDER BY stage_slug, file_name FOR UPDATE"
+    ))
+    .bind(session_id)
+    .bind(iteration)
+    .bind(stages)
+    .fetch_all(&mut **tx)
+    .await?)
+}
+
+/// Turns documents into archived versions (renamed to where their bytes were
+/// copied) and takes the stages' contributions out of every later input.
+pub async fn archive(
+    tx: &mut Tx<'_>,
+    session_id: Uuid,
+    iteration: i32,
+    stages: &[String],
+    renamed: &[(Uuid, String)],
+) -> Result<(), StoreError> {
+    for (id, file_name) in renamed {
+        sqlx::query(
+            "UPDATE dialectic_project_resources
+             SET resource_type = 'archived_document', file_name = $2, updated_at = now()
+             WHERE id = $1",
+        )
+        .bind(id)
+        .bind(file_name)
+        .execute(&mut **tx)
+        .await?;
+    }
+    sqlx::query(
+        "UPDATE dialectic_contributions SET is_archived = true
+         WHERE session_id = $1 AND iteration_number = $2 AND stage_slug = ANY($3)",
+    )
+    .bind(session_id)
+    .bind(iteration)
+    .bind(stages)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Moves the session back to `pending_{stage}` under a new revision.
+pub async fn rewind(
+    tx: &mut Tx<'_>,
+    session_id: Uuid,
+    stage_slug: &str,
+) -> Result<SessionRow, StoreError> {
+    Ok(sqlx::query_as::<_, SessionRow>(&format!(
+        "UPDATE dialectic_sessions
+         SET status = 'pending_' || $2, revision = revision + 1,
+             current_stage_id = COALESCE((SELECT id FROM dialectic_stages WHERE slug = $2), current_stage_id),
+             updated_at = now()
+         WHERE id = $1
+         RETURNING {SESSION_COLUMNS}"
+    ))
+    .bind(session_id)
+    .bind(stage_slug)
+    .fetch_one(&mut **tx)
+    .await?)
+}
+
+pub struct NewRevision<'a> {
+    pub session_id: Uuid,
+    pub revision: i32,
+    pub stage_slug: &'a str,
+    pub iteration: i32,
+    pub impact: &'a str,
+    pub reason: Option<&'a str>,
+    pub needs_review: &'a [String],
+    pub archived: &'a [String],
+}
+
+pub async fn record(tx: &mut Tx<'_>, r: &NewRevision<'_>) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO dialectic_session_revisions
+           (id, session_id, revision, stage_slug, iteration_number, impact, reason, needs_review, downstream_archived)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(Uuid::now_v7())
+    .bind(r.session_id)
+    .bind(r.revision)
+    .bind(r.stage_slug)
+    .bind(r.iteration)
+    .bind(r.impact)
+    .bind(r.reason)
+    .bind(r.needs_review)
+    .bind(r.archived)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,364 @@
+//! Lists, deletion, recipes and export: the read-mostly half of the API.
+
+use crate::convert;
+use crate::error::GatewayError;
+use crate::service::Gateway;
+use dialectic_cache::ProgressEvent;
+use dialectic_core::ids::{ProjectId, ResourceId, SessionId};
+use dialectic_proto::v1::{
+    DeleteProjectResponse, DocumentChunk, DocumentChunks, EditStageRecipeRequest, ExportUrl,
+    ListProjectsRequest, ListProjectsResponse, ListRecipesResponse, ListSessionsRequest,
+    ListSessionsResponse, ListWalletTransactionsRequest, ListWalletTransactionsResponse,
+    RecipeStep, RecipeSummary, Session, StageRecipe, WalletTransaction,
+};
+use dialectic_store::listing::{self, DeleteError};
+use dialectic_store::recipe_edit::{self, RecipeEditError};
+use dialectic_store::records::{self, ProjectRow};
+use dialectic_store::{StoreError, ledger, recipes};
+use std::time::Duration;
+use uuid::Uuid;
+
+/// How long a presigned export URL works.
+const EXPORT_URL_TTL: Duration = Duration::from_secs(3600);
+
+/// Where a project's objects live in S3.
+pub fn project_prefix(project_id: Uuid) -> String {
+    format!("projects/{project_id}/")
+}
+
+/// Where a project's presigned export is kept: outside the project's prefix,
+/// so an export never contains an earlier export.
+pub fn export_key(project: &ProjectRow) -> String {
+    format!("exports/{}/{}.zip", project.id, project.slug)
+}
+
+pub fn transaction(t: ledger::Transaction) -> WalletTransaction {
+    WalletTransaction {
+        id: t.id.to_string(),
+        kind: t.kind,
+        amount: t.amount,
+        balance_after: t.balance_after,
+        reason: t.reason.unwrap_or_default(),
+        session_id: t.session_id.map(|s| s.to_string()).unwrap_or_default(),
+        job_id: t.job_id.map(|s| s.to_string()).unwrap_or_default(),
+        created_at: Some(convert::timestamp(t.created_at)),
+    }
+}
+
+fn cursor(token: &str) -> Result<Option<listing::Cursor>, GatewayError> {
+    convert::parse_page_token(token).map_err(GatewayError::InvalidArgument)
+}
+
+impl Gateway {
+    /// Abandons the session; claims refuse an abandoned session's jobs, so
+    /// only what already runs finishes. Watchers hear it and their streams end.
+    pub(crate) async fn cancel_session(
+        &self,
+        user: Uuid,
+        session_id: &str,
+    ) -> Result<Session, GatewayError> {
+        let id = SessionId::parse(session_id)?;
+        let mut tx = self.store.begin().await?;
+        let Some(row) = records::cancel_session(&mut tx, user, id.as_uuid()).await? else {
+            records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
+            return Err(GatewayError::FailedPrecondition(
+                "the session is already cancelled".into(),
+            ));
+        };
+        tx.commit().await.map_err(StoreError::from)?;
+        if let Some(cache) = self.cache.get() {
+            let event = ProgressEvent {
+                session_id: row.id.to_string(),
+                kind: "session_cancelled".into(),
+                session_status: row.status.clone(),
+                message: "cancelled by the user; running jobs finish, nothing new starts".into(),
+                at_ms: chrono::Utc::now().timestamp_millis(),
+                ..Default::default()
+            };
+            if let Err(e) = cache.publish(&event).await {
+                tracing::warn!(error = %e, "could not tell watchers the session was cancelled");
+            }
+        }
+        self.session_view(row, true).await
+    }
+
+    /// The chunks a rendered document was merged from, in merge order.
+    pub(crate) async fn document_chunks(
+        &self,
+        user: Uuid,
+        resource_id: &str,
+    ) -> Result<DocumentChunks, GatewayError> {
+        let id = ResourceId::parse(resource_id)?;
+        let resource = records::resource_for_user(self.store.pool(), user, id.as_uuid()).await?;
+        let identity = resource.source_contribution_id.ok_or_else(|| {
+            GatewayError::InvalidArgument("this resource is not a rendered document".into())
+        })?;
+        let root = records::contribution(self.store.pool(), identity).await?;
+        let chain = records::document_chain(
+            self.store.pool(),
+            root.session_id,
+            &root.stage_slug,
+            identity,
+        )
+        .await?;
+        let mut chunks = Vec::with_capacity(chain.len());
+        for c in chain {
+            let raw = self.blob.get_string(&c.raw_response_storage_path).await?;
+            chunks.push(DocumentChunk {
+                contribution_id: c.id.to_string(),
+                contribution_type: c.contribution_type,
+                storage_key: c.raw_response_storage_path,
+                finish_reason: c.finish_reason.unwrap_or_default(),
+                edit_version: u32::try_from(c.edit_version).unwrap_or(0),
+                incomplete: c.is_incomplete,
+                raw,
+            });
+        }
+        let mut ids: Vec<Uuid> = resource.model_id.into_iter().collect();
+        ids.dedup();
+        let names = self.model_names(&ids).await?;
+        Ok(DocumentChunks {
+            document: Some(convert::document(&resource, &names)),
+            chunks,
+        })
+    }
+
+    pub(crate) async fn list_projects(
+        &self,
+        user: Uuid,
+        req: ListProjectsRequest,
+    ) -> Result<ListProjectsResponse, GatewayError> {
+        let limit = convert::page_size(req.page_size);
+        let rows =
+            listing::projects(self.store.pool(), user, limit, cursor(&req.page_token)?).await?;
+        let next_page_token = convert::next_token(&rows, limit, |r| (r.created_at, r.id));
+        Ok(ListProjectsResponse {
+            projects: rows.into_iter().map(convert::project).collect(),
+            next_page_token,
+        })
+    }
+
+    pub(crate) async fn list_sessions(
+        &self,
+        user: Uuid,
+        req: ListSessionsRequest,
+    ) -> Result<ListSessionsResponse, GatewayError> {
+        let project_id = ProjectId::parse(&req.project_id)?;
+        records::project_for_user(self.store.pool(), user, project_id.as_uuid()).await?;
+        let limit = convert::page_size(req.page_size);
+        let rows = listing::sessions(
+            self.store.pool(),
+            user,
+            project_id.as_uuid(),
+            limit,
+            cursor(&req.page_token)?,
+        )
+        .await?;
+        let next_page_token = convert::next_token(&rows, limit, |r| (r.created_at, r.id));
+        let mut sessions = Vec::with_capacity(rows.len());
+        for row in rows {
+            sessions.push(self.session_view(row, false).await?);
+        }
+        Ok(ListSessionsResponse {
+            sessions,
+            next_page_token,
+        })
+    }
+
+    pub(crate) async fn delete_project(
+        &self,
+        user: Uuid,
+        project_id: &str,
+    ) -> Result<DeleteProjectResponse, GatewayError> {
+        let id = ProjectId::parse(project_id)?;
+        let mut tx = self.store.begin().await?;
+        let project = listing::delete_project(&mut tx, user, id.as_uuid())
+            .await
+            .map_err(|e| match e {
+                DeleteError::Store(e) => GatewayError::Store(e),
+                busy @ DeleteError::Busy(_) => GatewayError::FailedPrecondition(busy.to_string()),
+            })?;
+        tx.commit().await.map_err(StoreError::from)?;
+        self.invalidate(project.id).await;
+        // The rows are gone from every read; objects go after the commit, so a
+        // failed commit never leaves a project without its prompt.
+        let keys = self.blob.list(&project_prefix(project.id)).await?;
+        for key in &keys {
+            self.blob.delete(key).await?;
+        }
+        // S3 deletes of a missing key succeed, so this is safe without an export.
+        self.blob.delete(&export_key(&project)).await?;
+        Ok(DeleteProjectResponse {
+            objects_deleted: u32::try_from(keys.len()).unwrap_or(u32::MAX),
+        })
+    }
+
+    pub(crate) async fn list_wallet_transactions(
+        &self,
+        user: Uuid,
+        req: ListWalletTransactionsRequest,
+    ) -> Result<ListWalletTransactionsResponse, GatewayError> {
+        let limit = convert::page_size(req.page_size);
+        let wallet = records::wallet_balance(self.store.pool(), None, Some(user)).await?;
+        let rows = ledger::transactions(
+            self.store.pool(),
+            wallet.id,
+            limit,
+            cursor(&req.page_token)?,
+        )
+        .await?;
+        let next_page_token = convert::next_token(&rows, limit, |t| (t.created_at, t.id));
+        Ok(ListWalletTransactionsResponse {
+            transactions: rows.into_iter().map(transaction).collect(),
+            next_page_token,
+        })
+    }
+
+    pub(crate) async fn list_recipes(&self) -> Result<ListRecipesResponse, GatewayError> {
+        let rows = recipes::stage_recipes(self.store.pool()).await?;
+        Ok(ListRecipesResponse {
+            recipes: rows
+                .into_iter()
+                .map(
+                    |(stage_slug, display_name, is_cloned, steps)| RecipeSummary {
+                        stage_slug,
+                        display_name,
+                        is_cloned,
+                        steps: u32::try_from(steps).unwrap_or(0),
+                    },
+                )
+                .collect(),
+        })
+    }
+
+    pub(crate) async fn edit_stage_recipe(
+        &self,
+        user: Uuid,
+        req: EditStageRecipeRequest,
+    ) -> Result<StageRecipe, GatewayError> {
+        if !dialectic_store::auth::is_admin(self.store.pool(), user).await? {
+            return Err(GatewayError::PermissionDenied(
+                "recipes are shared by every user; only an administrator may change them".into(),
+            ));
+        }
+        let stage = req.stage_slug.trim();
+        let pool = self.store.pool();
+        let edit_error = |e: RecipeEditError| match e {
+            RecipeEditError::Store(e) => GatewayError::Store(e),
+            e @ (RecipeEditError::UnknownStage(_) | RecipeEditError::UnknownStepKey { .. }) => {
+                GatewayError::NotFound(e.to_string())
+            }
+            e => GatewayError::InvalidArgument(e.to_string()),
+        };
+        for key in &req.skip {
+            recipe_edit::set_step_skipped(pool, stage, key, true)
+                .await
+                .map_err(edit_error)?;
+        }
+        for key in &req.unskip {
+            recipe_edit::set_step_skipped(pool, stage, key, false)
+                .await
+                .map_err(edit_error)?;
+        }
+        for edge in &req.add_edges {
+            recipe_edit::add_edge(pool, stage, &edge.from_step_key, &edge.to_step_key)
+                .await
+                .map_err(edit_error)?;
+        }
+        self.stage_recipe(stage).await
+    }
+
+    pub(crate) async fn stage_recipe(&self, stage_slug: &str) -> Result<StageRecipe, GatewayError> {
+        let stage_slug = stage_slug.trim();
+        if stage_slug.is_empty() {
+            return Err(GatewayError::InvalidArgument(
+                "stage_slug is required (see ListRecipes)".into(),
+            ));
+        }
+        let listed = recipes::stage_recipes(self.store.pool()).await?;
+        let Some((_, _, is_cloned, _)) = listed.iter().find(|(slug, ..)| slug == stage_slug) else {
+            return Err(GatewayError::NotFound(format!(
+                "recipe for stage {stage_slug}"
+            )));
+        };
+        let mut conn = self
+            .store
+            .pool()
+            .acquire()
+            .await
+            .map_err(StoreError::from)?;
+        let recipe = recipes::stage_recipe(&mut conn, stage_slug).await?;
+        let order = recipe
+            .topological_order()
+            .map_err(|e| GatewayError::Internal(format!("stage {stage_slug} recipe: {e}")))?;
+        let steps = order
+            .into_iter()
+            .filter_map(|id| recipe.step(id))
+            .map(|step| RecipeStep {
+                id: step.id.to_string(),
+                step_key: step.step_key.clone(),
+                name: step.step_name.clone(),
+                job_type: step.job_type.as_str().to_string(),
+                granularity_strategy: step.granularity.as_str().to_string(),
+                output_type: step.output_type.clone(),
+                skipped: step.is_skipped,
+                after: recipe
+                    .predecessors(step.id)
+                    .filter_map(|p| recipe.step(p))
+                    .map(|p| p.step_key.clone())
+                    .collect(),
+            })
+            .collect();
+        Ok(StageRecipe {
+            stage_slug: stage_slug.to_string(),
+            is_cloned: *is_cloned,
+            steps,
+        })
+    }
+
+    /// The project's zip in the seed 001 folder structure: every object under
+    /// the project's prefix, in key order, below a `{project_slug}/` folder.
+    pub(crate) async fn export_zip(
+        &self,
+        user: Uuid,
+        project_id: &str,
+    ) -> Result<(ProjectRow, Vec<u8>), GatewayError> {
+        let id = ProjectId::parse(project_id)?;
+        let project = records::project_for_user(self.store.pool(), user, id.as_uuid()).await?;
+        let prefix = project_prefix(project.id);
+        let mut keys = self.blob.list(&prefix).await?;
+        keys.sort();
+        let mut files = Vec::with_capacity(keys.len());
+        for key in keys {
+            let Some(path) = convert::export_path(&project.slug, &prefix, &key) else {
+                continue;
+            };
+            let body = self.blob.get(&key).await?;
+            files.push((path, body));
+        }
+        let zip = dialectic_core::zip::write(files.iter().map(|(p, b)| (p.as_str(), b.as_slice())))
+            .map_err(|e| GatewayError::FailedPrecondition(e.to_string()))?;
+        Ok((project, zip))
+    }
+
+    pub(crate) async fn export_url(
+        &self,
+        user: Uuid,
+        project_id: &str,
+    ) -> Result<ExportUrl, GatewayError> {
+        let (project, zip) = self.export_zip(user, project_id).await?;
+        let key = export_key(&project);
+        let size = zip.len() as u64;
+        self.blob.put(&key, zip, "application/zip").await?;
+        let url = self.blob.presign_get(&key, EXPORT_URL_TTL).await?;
+        let expires = chrono::Utc::now()
+            + chrono::Duration::from_std(EXPORT_URL_TTL)
+                .unwrap_or_else(|_| chrono::Duration::hours(1));
+        Ok(ExportUrl {
+            url,
+            storage_key: key,
+            size_bytes: size,
+            expires_at: Some(convert::timestamp(expires)),
+        })
+    }
+}

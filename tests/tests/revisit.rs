@@ -1,0 +1,200 @@
+//! Revisiting thesis after the whole iteration ran (seed 003): a minor change
+//! only flags the later stages; a major one (after an edit of a thesis
+//! document) archives every later document as `.v1.md`, byte for byte, and
+//! re-runs antithesis → paralysis to review again with new jobs.
+
+use dialectic_e2e::TestEnv;
+use dialectic_proto::v1::{
+    ListStageDocumentsRequest, RevisitStageRequest, SaveDocumentEditRequest, StageDocument,
+};
+use std::collections::BTreeMap;
+use tonic::Code;
+
+const PROMPT: &str = "A lending library for power tools, run by neighbours for neighbours.";
+const LATER: [&str; 4] = ["antithesis", "synthesis", "parenthesis", "paralysis"];
+
+async fn documents(
+    client: &mut dialectic_e2e::GatewayClient,
+    session_id: &str,
+) -> Vec<StageDocument> {
+    client
+        .list_stage_documents(ListStageDocumentsRequest {
+            session_id: session_id.to_string(),
+            stage_slug: String::new(),
+            iteration: 0,
+        })
+        .await
+        .expect("documents")
+        .into_inner()
+        .documents
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_major_revisit_of_thesis_archives_later_documents_and_reruns_them() {
+    let mut env = TestEnv::new().await;
+    env.start_all().await;
+    let (_, session_id) = env.new_session(PROMPT, &["simulated"], true).await;
+    env.wait_for_session(&session_id, "iteration_complete_pending_review", true)
+        .await;
+    let mut client = env.gateway().await;
+    let before = documents(&mut client, &session_id).await;
+    let mut later_before = BTreeMap::new();
+    for doc in before.iter().filter(|d| d.stage_slug != "thesis") {
+        later_before.insert(
+            doc.storage_key.clone(),
+            env.blob.get(&doc.storage_key).await.expect("object"),
+        );
+    }
+    assert!(
+        later_before.len() >= 4,
+        "every later stage rendered something"
+    );
+
+    // Bad input and a stage that cannot be revisited.
+    let refused = client
+        .revisit_stage(RevisitStageRequest {
+            session_id: session_id.clone(),
+            stage_slug: "thesis".into(),
+            impact: "huge".into(),
+            reason: String::new(),
+        })
+        .await
+        .expect_err("unknown impact");
+    assert_eq!(refused.code(), Code::InvalidArgument);
+
+    // Minor: flagged for review, nothing archived, nothing moves.
+    let minor = client
+        .revisit_stage(RevisitStageRequest {
+            session_id: session_id.clone(),
+            stage_slug: "thesis".into(),
+            impact: "minor".into(),
+            reason: "reworded".into(),
+        })
+        .await
+        .expect("minor")
+        .into_inner();
+    assert_eq!(minor.needs_review, LATER);
+    assert!(minor.archived.is_empty());
+    let session = minor.session.expect("session");
+    assert_eq!(session.status, "iteration_complete_pending_review");
+    assert_eq!(
+        documents(&mut client, &session_id).await.len(),
+        before.len()
+    );
+
+    // The user edits a thesis document, then revisits thesis as a major change.
+    let thesis_doc = before
+        .iter()
+        .find(|d| d.stage_slug == "thesis")
+        .expect("a thesis document");
+    client
+        .save_document_edit(SaveDocumentEditRequest {
+            resource_id: thesis_doc.resource_id.clone(),
+            content: "A tool library that is also a repair café.".into(),
+        })
+        .await
+        .expect("edit");
+    env.wait_for_session(&session_id, "iteration_complete_pending_review", true)
+        .await;
+    let major = client
+        .revisit_stage(RevisitStageRequest {
+            session_id: session_id.clone(),
+            stage_slug: "thesis".into(),
+            impact: "major".into(),
+            reason: "now a repair café too".into(),
+        })
+        .await
+        .expect("major")
+        .into_inner();
+    assert_eq!(major.revision, 1);
+    assert_eq!(
+        major.archived.len(),
+        later_before.len(),
+        "{:?}",
+        major.archived
+    );
+    for (old_key, body) in &later_before {
+        let archived = old_key
+            .strip_suffix(".md")
+            .map(|stem| format!("{stem}.v1.md"))
+            .expect("markdown");
+        assert!(major.archived.contains(&archived), "{archived} archived");
+        assert!(
+            env.blob.get(&archived).await.expect("archived object") == *body,
+            "{archived} is the old document byte for byte"
+        );
+    }
+    let rewound = major.session.expect("session").status;
+    assert!(
+        rewound == "pending_antithesis" || rewound == "running_antithesis",
+        "{rewound}"
+    );
+
+    // It runs again from antithesis to review, with new jobs.
+    env.wait_for_session(&session_id, "iteration_complete_pending_review", true)
+        .await;
+    let after = documents(&mut client, &session_id).await;
+    assert_eq!(
+        after.iter().filter(|d| d.stage_slug != "thesis").count(),
+        later_before.len(),
+        "every later document exists again, once"
+    );
+    for doc in after.iter().filter(|d| d.stage_slug != "thesis") {
+        env.blob
+            .get(&doc.storage_key)
+            .await
+            .expect("re-rendered object");
+    }
+    let session = uuid::Uuid::parse_str(&session_id).expect("uuid");
+    let roots: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT stage_slug, count(*) FROM dialectic_generation_jobs
+         WHERE session_id = $1 AND job_type = 'PLAN' AND parent_job_id IS NULL GROUP BY 1 ORDER BY 1",
+    )
+    .bind(session)
+    .fetch_all(env.store.pool())
+    .await
+    .expect("roots");
+    let roots: BTreeMap<String, i64> = roots.into_iter().collect();
+    assert_eq!(
+        roots.get("thesis"),
+        Some(&1),
+        "thesis did not re-run: {roots:?}"
+    );
+    for stage in LATER {
+        assert!(
+            roots.get(stage).copied().unwrap_or(0) >= 2,
+            "{stage} re-ran: {roots:?}"
+        );
+    }
+    let not_done: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM dialectic_generation_jobs WHERE session_id = $1 AND status <> 'completed'",
+    )
+    .bind(session)
+    .fetch_one(env.store.pool())
+    .await
+    .expect("count");
+    assert_eq!(not_done, 0, "every job completed");
+    let archived_rows: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM dialectic_project_resources WHERE session_id = $1 AND resource_type = 'archived_document'",
+    )
+    .bind(session)
+    .fetch_one(env.store.pool())
+    .await
+    .expect("count");
+    assert_eq!(archived_rows as usize, later_before.len());
+    let history: Vec<(String, String)> = sqlx::query_as(
+        "SELECT impact, stage_slug FROM dialectic_session_revisions WHERE session_id = $1 ORDER BY created_at",
+    )
+    .bind(session)
+    .fetch_all(env.store.pool())
+    .await
+    .expect("history");
+    assert_eq!(
+        history,
+        [
+            ("minor".to_string(), "thesis".to_string()),
+            ("major".to_string(), "thesis".to_string())
+        ]
+    );
+    env.teardown().await;
+}
