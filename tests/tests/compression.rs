@@ -738,3 +738,31 @@ async fn token_counts_are_cached_in_redis_by_content_hash() {
         2
     );
 }
+
+/// Only immutable parts (first and last two turns, no resources): the job
+/// fails at once, before the wallet or the indexer is asked anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_compressible_fails_before_any_wallet_or_indexer_call() {
+    let rig = rig().await;
+    let mut context = oversized("immutable");
+    context.original.resource_documents.clear();
+    context.chunks = (0..3)
+        .map(|i| Message::assistant(paragraph(&format!("turn{i}"), 25), Some(format!("c{i}"))))
+        .collect();
+    let err = run(&rig, context, &limits(1200, 1.0), &payer(Uuid::now_v7(), 1))
+        .await
+        .expect_err("cannot fit");
+    match err {
+        AttemptError::Permanent { code, message } => {
+            assert_eq!(code, CONTEXT_WINDOW_ERROR);
+            assert!(
+                message.contains("none of it may be compressed"),
+                "{message}"
+            );
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(rig.wallet.balances.load(Ordering::SeqCst), 0);
+    assert_eq!(rig.indexer.calls.load(Ordering::SeqCst), 0);
+    rig.env.teardown().await;
+}

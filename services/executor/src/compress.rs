@@ -161,6 +161,15 @@ pub async fn fit(
             &hashed_ngram_embedding(&doc.content, LOCAL_DIMS),
         )
     });
+    // Seed 001 3.b.ii.2 step 2: nothing that may be compressed, nothing to pay for.
+    if candidates.is_empty() {
+        return Err(AttemptError::permanent(
+            CONTEXT_WINDOW_ERROR,
+            format!(
+                "the prompt has {initial} tokens, over the model's input limit of {limit}, and none of it may be compressed"
+            ),
+        ));
+    }
     // The holistic pre-flight, once, before any compression work.
     if let Some(wallet) = services.wallet {
         let balance = wallet.balance(payer).await?;
