@@ -10,6 +10,7 @@ pub mod recipe_edit;
 pub mod recipes;
 pub mod records;
 pub mod stats;
+pub mod traces;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
