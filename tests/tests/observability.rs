@@ -7,7 +7,9 @@
 
 use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually};
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
-use dialectic_proto::v1::{CreateProjectRequest, GetSessionRequest, StartSessionRequest};
+use dialectic_proto::v1::{
+    CreateProjectRequest, GetSessionRequest, StartSessionRequest, SubmitStageResponsesRequest,
+};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
@@ -279,6 +281,7 @@ async fn one_session_is_one_trace_and_every_service_serves_metrics() {
                         s.service == "planner"
                             && s.name == "start_stage"
                             && s.attributes.get("session_id") == Some(&session_id)
+                            && s.attributes.get("stage").map(String::as_str) == Some("thesis")
                     })?
                     .trace_id
                     .clone();
@@ -461,6 +464,41 @@ async fn one_session_is_one_trace_and_every_service_serves_metrics() {
             &["job.event\""]
         ) >= 1.0,
         "{planner}"
+    );
+
+    // A command later in the session's life (the thesis review, which starts
+    // the antithesis stage) continues the session's trace.
+    client
+        .submit_stage_responses(SubmitStageResponsesRequest {
+            session_id: session.id.clone(),
+            stage_slug: "thesis".into(),
+            responses: vec![],
+        })
+        .await
+        .expect("submit the thesis review");
+    let antithesis_trace = eventually(120, "the antithesis stage's planner span", || {
+        let spans = collector
+            .spans
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_default();
+        let session_id = session.id.clone();
+        async move {
+            spans
+                .iter()
+                .find(|s| {
+                    s.service == "planner"
+                        && s.name == "start_stage"
+                        && s.attributes.get("session_id") == Some(&session_id)
+                        && s.attributes.get("stage").map(String::as_str) == Some("antithesis")
+                })
+                .map(|s| s.trace_id.clone())
+        }
+    })
+    .await;
+    assert_eq!(
+        antithesis_trace, trace_id,
+        "the second stage is traced with the rest of the session"
     );
 
     drop(processes);

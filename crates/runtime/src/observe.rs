@@ -8,6 +8,7 @@ use dialectic_telemetry::metrics;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -98,15 +99,13 @@ async fn answer(mut stream: TcpStream) -> std::io::Result<()> {
 /// Tower layer for the gRPC server: per-request metrics and trace continuation.
 #[derive(Clone)]
 pub struct GrpcObserveLayer {
-    service: &'static str,
+    service: Arc<str>,
 }
 
 impl GrpcObserveLayer {
     pub fn new(service: &str) -> Self {
-        // Leaked once per started service (a handful per process), so every
-        // request can label itself without allocating.
         Self {
-            service: Box::leak(service.to_string().into_boxed_str()),
+            service: Arc::from(service),
         }
     }
 }
@@ -116,7 +115,7 @@ impl<S> tower::Layer<S> for GrpcObserveLayer {
     fn layer(&self, inner: S) -> Self::Service {
         GrpcObserve {
             inner,
-            service: self.service,
+            service: self.service.clone(),
         }
     }
 }
@@ -124,7 +123,7 @@ impl<S> tower::Layer<S> for GrpcObserveLayer {
 #[derive(Clone)]
 pub struct GrpcObserve<S> {
     inner: S,
-    service: &'static str,
+    service: Arc<str>,
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -148,7 +147,7 @@ where
         // The clone is the one that was not polled ready; keep the ready one.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        let service = self.service;
+        let service = self.service.clone();
         let method = request.uri().path().to_string();
         // Probes hit health every few seconds; a trace each would drown real ones.
         let traced =
@@ -159,7 +158,7 @@ where
                 otel.name = %method,
                 otel.kind = "server",
                 rpc.system = "grpc",
-                service,
+                service = &*service,
                 trace_id = tracing::field::Empty,
             );
             let traceparent = request
@@ -188,9 +187,9 @@ where
                         .to_string(),
                     Err(_) => "transport".to_string(),
                 };
-                metrics::GRPC_REQUESTS.inc(&[service, &method, &code]);
+                metrics::GRPC_REQUESTS.inc(&[&service, &method, &code]);
                 metrics::GRPC_DURATION
-                    .observe(&[service, &method], started.elapsed().as_secs_f64());
+                    .observe(&[&service, &method], started.elapsed().as_secs_f64());
                 result
             }
             .instrument(span),

@@ -14,6 +14,7 @@ pub mod recipes;
 pub mod records;
 pub mod revisit;
 pub mod stats;
+pub mod traces;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};

@@ -226,6 +226,35 @@ impl Gateway {
         })
     }
 
+    /// Keeps the trace a session started in, so its later commands join it.
+    /// Best effort: tracing never fails a request.
+    async fn remember_trace(&self, session_id: &str, span: &tracing::Span) {
+        let traceparent = span.in_scope(dialectic_telemetry::current_traceparent);
+        if let (Ok(id), Some(tp)) = (SessionId::parse(session_id), traceparent) {
+            let stored = dialectic_store::traces::remember_session_trace(
+                self.store.pool(),
+                id.as_uuid(),
+                &tp,
+            );
+            if let Err(e) = stored.await {
+                tracing::debug!(error = %e, "could not remember the session's trace");
+            }
+        }
+    }
+
+    /// Makes `span` (not yet entered) part of the session's trace, so the
+    /// stage it starts is traced with the rest of the session.
+    async fn continue_trace(&self, session_id: &str, span: &tracing::Span) {
+        let Ok(id) = SessionId::parse(session_id) else {
+            return;
+        };
+        match dialectic_store::traces::session_trace(self.store.pool(), id.as_uuid()).await {
+            Ok(Some(tp)) => dialectic_telemetry::adopt_traceparent(span, Some(&tp)),
+            Ok(None) => {}
+            Err(e) => tracing::debug!(error = %e, "could not read the session's trace"),
+        }
+    }
+
     /// Stores the review of `stage` and starts what comes next: the next stage,
     /// or after the last stage a new iteration from the first.
     async fn submit_stage_responses(
@@ -834,8 +863,9 @@ impl DialecticService for Gateway {
         let span = span!("start_session", user);
         span.record("project_id", req.project_id.as_str());
         let session = Gateway::start_session(self, user, req)
-            .instrument(span)
+            .instrument(span.clone())
             .await?;
+        self.remember_trace(&session.id, &span).await;
         Ok(Response::new(session))
     }
 
@@ -847,6 +877,7 @@ impl DialecticService for Gateway {
         let req = request.into_inner();
         let span = span!("submit_stage_responses", user);
         span.record("session_id", req.session_id.as_str());
+        self.continue_trace(&req.session_id, &span).await;
         let session = Gateway::submit_stage_responses(self, user, req)
             .instrument(span)
             .await?;
@@ -889,6 +920,7 @@ impl DialecticService for Gateway {
         let req = request.into_inner();
         let span = span!("resume_session", user);
         span.record("session_id", req.session_id.as_str());
+        self.continue_trace(&req.session_id, &span).await;
         async {
             let id = SessionId::parse(&req.session_id)?;
             let mut tx = self.store.begin().await?;

@@ -1,0 +1,31 @@
+//! The trace a session belongs to (see migration 20261123000801).
+
+use crate::StoreError;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// Records the session's trace once; later calls keep the first.
+pub async fn remember_session_trace(
+    pool: &PgPool,
+    session_id: Uuid,
+    traceparent: &str,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE dialectic_sessions SET traceparent = $2 WHERE id = $1 AND traceparent IS NULL",
+    )
+    .bind(session_id)
+    .bind(traceparent)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+pub async fn session_trace(pool: &PgPool, session_id: Uuid) -> Result<Option<String>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT traceparent FROM dialectic_sessions WHERE id = $1")
+            .bind(session_id)
+            .fetch_optional(pool)
+            .await?
+            .flatten(),
+    )
+}
