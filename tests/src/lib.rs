@@ -111,6 +111,11 @@ pub fn base_settings() -> Settings {
     settings.planner.retry_base_ms = 100;
     settings.planner.retry_cap_ms = 1000;
     settings.shutdown_grace_secs = 5;
+    // Each test runs six services with a pool each, and tests run in parallel:
+    // at the default 10 per pool two tests alone can exceed Postgres's stock
+    // max_connections (100), and refused connections surface as pool timeouts
+    // and retried jobs.
+    settings.database.max_connections = 4;
     settings
 }
 

@@ -543,6 +543,16 @@ async fn a_small_window_session_compresses_and_every_request_fits() {
             );
         }
     }
+    // The executor's /metrics counts the steps (the registry is per process,
+    // and the services run in this one).
+    let counted: f64 = ["history", "resource"]
+        .iter()
+        .map(|kind| dialectic_telemetry::metrics::COMPRESSION_STEPS.get(&[kind]))
+        .sum();
+    assert!(
+        counted >= compressed.len() as f64,
+        "compression steps counted: {counted}"
+    );
     // Every request the model received fits its window, counted with its tokenizer.
     let counter = TokenCounter::default();
     let limit = input_limit(SMALL_WINDOW as u64, SMALL_MAX_OUTPUT as u64);

@@ -254,6 +254,7 @@ impl JobWork for Executor {
                 request_tokens = step.request_tokens_after,
                 "compressed a context candidate"
             );
+            dialectic_telemetry::metrics::COMPRESSION_STEPS.inc(&[step.kind]);
             if let Some(cache) = cache.clone() {
                 let event = ProgressEvent {
                     session_id: job.session_id.to_string(),
