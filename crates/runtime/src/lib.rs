@@ -154,16 +154,7 @@ pub async fn start_grpc(
     routes: tonic::service::Routes,
     shutdown: CancellationToken,
 ) -> Result<GrpcServer, RuntimeError> {
-    let listener = TcpListener::bind(listen)
-        .await
-        .map_err(|source| RuntimeError::Bind {
-            addr: listen.to_string(),
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| RuntimeError::Bind {
-        addr: listen.to_string(),
-        source,
-    })?;
+    let (listener, addr) = bind(listen).await?;
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let health = Health {
         reporter: reporter.clone(),
@@ -203,6 +194,17 @@ pub async fn start_grpc(
         Ok(())
     });
     Ok(GrpcServer { addr, health, task })
+}
+
+/// Binds `listen` and reports the address actually bound (port 0 picks one).
+pub(crate) async fn bind(listen: &str) -> Result<(TcpListener, SocketAddr), RuntimeError> {
+    let bind_error = |source| RuntimeError::Bind {
+        addr: listen.to_string(),
+        source,
+    };
+    let listener = TcpListener::bind(listen).await.map_err(bind_error)?;
+    let addr = listener.local_addr().map_err(bind_error)?;
+    Ok((listener, addr))
 }
 
 /// tonic refuses a request above a server's `max_decoding_message_size` with

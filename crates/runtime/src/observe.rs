@@ -12,23 +12,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tracing::Instrument;
 
 /// Serves the Prometheus text format on `GET /metrics` at `listen` (plain
 /// HTTP/1.1, one request per connection: scrapers need nothing more). Returns
 /// the bound address; the listener lives as long as the process.
 pub async fn serve_metrics(listen: &str) -> Result<SocketAddr, RuntimeError> {
-    let listener = TcpListener::bind(listen)
-        .await
-        .map_err(|source| RuntimeError::Bind {
-            addr: listen.to_string(),
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| RuntimeError::Bind {
-        addr: listen.to_string(),
-        source,
-    })?;
+    let (listener, addr) = crate::bind(listen).await?;
     tracing::info!(%addr, "metrics listening on /metrics");
     tokio::spawn(async move {
         loop {
