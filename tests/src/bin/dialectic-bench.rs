@@ -244,11 +244,20 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// One number from Postgres, retried while the shared server refuses
+/// connections for a moment (other test suites use it too).
 async fn scalar(pool: &sqlx::PgPool, sql: &str) -> i64 {
-    sqlx::query_scalar::<_, i64>(sql)
-        .fetch_one(pool)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    let mut tries = 0;
+    loop {
+        match sqlx::query_scalar::<_, i64>(sql).fetch_one(pool).await {
+            Ok(v) => return v,
+            Err(e) if tries >= 60 => panic!("{sql}: {e}"),
+            Err(_) => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
 }
 
 async fn xact_commits(pool: &sqlx::PgPool, database: &str) -> i64 {
