@@ -38,6 +38,7 @@ struct Options {
     latencies: Vec<u64>,
     models: usize,
     slots: u16,
+    render_slots: u16,
     out: PathBuf,
     bounds: bool,
     bound_seconds: u64,
@@ -56,7 +57,7 @@ fn parse_list<T: std::str::FromStr>(text: &str) -> Option<Vec<T>> {
 fn usage() -> ExitCode {
     eprintln!(
         "usage: dialectic-bench [--ladder 10,100,1000] [--latencies 0,1000] [--models 1] \
-         [--slots 64] [--out FILE.json] [--no-bounds] [--bound-seconds 10] \
+         [--slots 64] [--render-slots 4] [--out FILE.json] [--no-bounds] [--bound-seconds 10] \
          [--peer bench/peers/celery/peer.py --python PYTHON] [--rung-timeout-secs 600]"
     );
     ExitCode::from(2)
@@ -68,6 +69,7 @@ fn parse_args() -> Option<Options> {
         latencies: vec![0, 1000],
         models: 1,
         slots: 64,
+        render_slots: 4,
         out: PathBuf::from("dialectic-bench.json"),
         bounds: true,
         bound_seconds: 10,
@@ -83,6 +85,7 @@ fn parse_args() -> Option<Options> {
             "--latencies" => options.latencies = parse_list(&args.next()?)?,
             "--models" => options.models = args.next()?.parse().ok()?,
             "--slots" => options.slots = args.next()?.parse().ok()?,
+            "--render-slots" => options.render_slots = args.next()?.parse().ok()?,
             "--out" => options.out = PathBuf::from(args.next()?),
             "--bound-seconds" => options.bound_seconds = args.next()?.parse().ok()?,
             "--peer" => options.peer = Some(PathBuf::from(args.next()?)),
@@ -94,7 +97,8 @@ fn parse_args() -> Option<Options> {
         }
     }
     // A session takes at most 16 models (gateway rule).
-    (options.models >= 1 && options.models <= 16 && options.slots >= 1).then_some(options)
+    (options.models >= 1 && options.models <= 16 && options.slots >= 1 && options.render_slots >= 1)
+        .then_some(options)
 }
 
 #[tokio::main]
@@ -148,6 +152,7 @@ async fn main() -> ExitCode {
         "options": {
             "ladder": options.ladder, "latencies_ms": options.latencies,
             "models": options.models, "slots": options.slots,
+            "render_slots": options.render_slots,
         },
         "rungs": rungs,
         "bounds": bounds,
@@ -305,7 +310,14 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
     settings.executor.indexer_url = format!("http://127.0.0.1:{}", ports["indexer"]);
     settings.executor.simulated_latency_ms = latency_ms;
     settings.executor.worker.slots = options.slots;
-    settings.renderer.worker.slots = options.slots;
+    // A render holds its transaction while it reads the chain on a second
+    // pooled connection, so more render slots than half the pool starve it
+    // (pool timeouts, retries, failed jobs): keep renders within the pool.
+    settings.renderer.worker.slots = options.render_slots;
+    settings.database.max_connections = settings
+        .database
+        .max_connections
+        .max(2 * u32::from(options.render_slots) + 2);
     // Production sweep period, not the tests' fast one.
     settings.planner.sweep_interval_ms = 1000;
     settings.wallet.hold_sweep_interval_ms = 5000;
@@ -492,6 +504,7 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
         "models": options.models,
         "latency_ms": latency_ms,
         "slots": options.slots,
+        "render_slots": options.render_slots,
         "error": error,
         "elapsed_s": round(elapsed_s, 2),
         "jobs": jobs,
