@@ -5,7 +5,7 @@
 # RabbitMQ confirm/ack loop); prints the table and writes bench-results.json.
 #
 #   deploy/bench.sh              # default ladder 10,100,1000 (under 15 min on 2 cores)
-#   deploy/bench.sh --quick      # ladder 10,50, bounds for 5 s: a couple of minutes
+#   deploy/bench.sh --quick      # ladder 10,50, bounds for 5 s: about 5 minutes on 2 cores
 #   deploy/bench.sh --ladder 10,100 --latencies 1000 --models 2   # any dialectic-bench flag
 #   BENCH_NO_PEER=1 deploy/bench.sh --quick   # without the Celery peer
 set -euo pipefail
