@@ -1,0 +1,876 @@
+//! `dialectic-bench`: throughput, latency and per-job cost of the orchestration,
+//! next to the raw limits of the same Postgres and RabbitMQ and a Celery peer.
+//!
+//! For each simulated model latency and each rung of the session ladder it
+//! starts the six services as separate processes (the `chaos-service` binary,
+//! one service per process, so CPU and RSS are per service) on a fresh database,
+//! bucket and queue prefix, starts S thesis stages with N models each through
+//! the gateway, waits until every job is over, and reads the figures from the
+//! job rows, `pg_stat_database`, the outbox sequence and `/proc`.
+//!
+//!     cargo build --release -p dialectic-e2e --bin dialectic-bench --bin chaos-service
+//!     target/release/dialectic-bench --ladder 10,100,1000 --latencies 0,1000 --models 1
+//!
+//! `deploy/bench.sh` runs it with the bounds and the Celery peer and prints the table.
+
+use dialectic_e2e::TestEnv;
+use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
+use dialectic_proto::v1::{CreateProjectRequest, StartSessionRequest};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+const SERVICES: [&str; 6] = [
+    "wallet", "indexer", "planner", "executor", "renderer", "gateway",
+];
+/// Model calls in sequence on a thesis stage: the header (PLAN), then one document.
+const CRITICAL_MODEL_CALLS: f64 = 2.0;
+const PROMPT: &str = "# Benchmark\n\nA shared workshop for a small town: what to build first, \
+what to measure, and what to leave out.";
+
+#[derive(Debug, Clone)]
+struct Options {
+    ladder: Vec<usize>,
+    latencies: Vec<u64>,
+    models: usize,
+    slots: u16,
+    render_slots: u16,
+    out: PathBuf,
+    bounds: bool,
+    bound_seconds: u64,
+    peer: Option<PathBuf>,
+    python: String,
+    rung_timeout: Duration,
+}
+
+fn parse_list<T: std::str::FromStr>(text: &str) -> Option<Vec<T>> {
+    text.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.trim().parse().ok())
+        .collect()
+}
+
+fn usage() -> ExitCode {
+    eprintln!(
+        "usage: dialectic-bench [--ladder 10,100,1000] [--latencies 0,1000] [--models 1] \
+         [--slots 64] [--render-slots 4] [--out FILE.json] [--no-bounds] [--bound-seconds 10] \
+         [--peer bench/peers/celery/peer.py --python PYTHON] [--rung-timeout-secs 600]"
+    );
+    ExitCode::from(2)
+}
+
+fn parse_args() -> Option<Options> {
+    let mut options = Options {
+        ladder: vec![10, 100, 1000],
+        latencies: vec![0, 1000],
+        models: 1,
+        slots: 64,
+        render_slots: 4,
+        out: PathBuf::from("dialectic-bench.json"),
+        bounds: true,
+        bound_seconds: 10,
+        peer: None,
+        python: "python3".into(),
+        rung_timeout: Duration::from_secs(600),
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        match flag.as_str() {
+            "--no-bounds" => options.bounds = false,
+            "--ladder" => options.ladder = parse_list(&args.next()?)?,
+            "--latencies" => options.latencies = parse_list(&args.next()?)?,
+            "--models" => options.models = args.next()?.parse().ok()?,
+            "--slots" => options.slots = args.next()?.parse().ok()?,
+            "--render-slots" => options.render_slots = args.next()?.parse().ok()?,
+            "--out" => options.out = PathBuf::from(args.next()?),
+            "--bound-seconds" => options.bound_seconds = args.next()?.parse().ok()?,
+            "--peer" => options.peer = Some(PathBuf::from(args.next()?)),
+            "--python" => options.python = args.next()?,
+            "--rung-timeout-secs" => {
+                options.rung_timeout = Duration::from_secs(args.next()?.parse().ok()?)
+            }
+            _ => return None,
+        }
+    }
+    // A session takes at most 16 models (gateway rule).
+    (options.models >= 1 && options.models <= 16 && options.slots >= 1 && options.render_slots >= 1)
+        .then_some(options)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let Some(options) = parse_args() else {
+        return usage();
+    };
+    let Some(service_binary) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join("chaos-service")))
+        .filter(|path| path.exists())
+    else {
+        eprintln!(
+            "build the service binary first: cargo build --release -p dialectic-e2e --bin chaos-service"
+        );
+        return ExitCode::FAILURE;
+    };
+    let machine = machine_description();
+    println!("dialectic-bench on {machine}");
+    let mut rungs = Vec::new();
+    for &latency in &options.latencies {
+        for &sessions in &options.ladder {
+            println!(
+                "-- dialectic: {sessions} sessions x {} model(s), simulated latency {latency} ms",
+                options.models
+            );
+            let rung = run_rung(&service_binary, &options, sessions, latency).await;
+            print_rung(&rung);
+            let peer = match &options.peer {
+                Some(script) => {
+                    println!("-- celery: {sessions} sessions, latency {latency} ms");
+                    let peer = run_peer(&options, script, sessions, latency).await;
+                    println!("   {peer}");
+                    peer
+                }
+                None => Value::Null,
+            };
+            rungs.push(json!({ "dialectic": rung, "celery": peer }));
+        }
+    }
+    let bounds = if options.bounds {
+        println!("-- bounds: pgbench replaying one job's transactions, raw lapin confirm/ack loop");
+        let b = bounds(&options).await;
+        println!("   {b}");
+        b
+    } else {
+        Value::Null
+    };
+    let report = json!({
+        "machine": machine,
+        "options": {
+            "ladder": options.ladder, "latencies_ms": options.latencies,
+            "models": options.models, "slots": options.slots,
+            "render_slots": options.render_slots,
+        },
+        "rungs": rungs,
+        "bounds": bounds,
+    });
+    print_table(&report);
+    match std::fs::write(
+        &options.out,
+        serde_json::to_string_pretty(&report).unwrap_or_default(),
+    ) {
+        Ok(()) => println!("wrote {}", options.out.display()),
+        Err(e) => {
+            eprintln!("cannot write {}: {e}", options.out.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    let failed = report["rungs"]
+        .as_array()
+        .map(|r| r.iter().any(|r| r["dialectic"]["error"].is_string()))
+        .unwrap_or(true);
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn machine_description() -> String {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load: Vec<&str> = load.split_whitespace().take(3).collect();
+    format!("{cores} cores, load average {}", load.join(" "))
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// CPU seconds (user + system) of a process so far.
+fn cpu_seconds(pid: u32, ticks: f64) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The command name may hold spaces; the fields after it are fixed.
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
+    // utime and stime are fields 14 and 15 of stat; `rest` starts at field 3.
+    (field(11).unwrap_or(0.0) + field(12).unwrap_or(0.0)) / ticks
+}
+
+/// Peak resident set size (VmHWM) in MiB.
+fn peak_rss_mib(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(0.0)
+}
+
+struct Services {
+    children: BTreeMap<&'static str, Child>,
+}
+
+impl Drop for Services {
+    fn drop(&mut self) {
+        for child in self.children.values_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted
+        .get(((sorted.len() as f64 - 1.0).max(0.0) * p).round() as usize)
+        .copied()
+        .unwrap_or(0.0)
+}
+
+/// One number from Postgres, retried while the shared server refuses
+/// connections for a moment (other test suites use it too).
+async fn scalar(pool: &sqlx::PgPool, sql: &str) -> i64 {
+    let mut tries = 0;
+    loop {
+        match sqlx::query_scalar::<_, i64>(sql).fetch_one(pool).await {
+            Ok(v) => return v,
+            Err(e) if tries >= 60 => panic!("{sql}: {e}"),
+            Err(_) => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+}
+
+async fn xact_commits(pool: &sqlx::PgPool, database: &str) -> i64 {
+    sqlx::query_scalar::<_, i64>("SELECT xact_commit FROM pg_stat_database WHERE datname = $1")
+        .bind(database)
+        .fetch_one(pool)
+        .await
+        .unwrap_or(0)
+}
+
+/// One rung: S sessions at one latency, on fresh services and storage.
+async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms: u64) -> Value {
+    let env = TestEnv::new().await;
+    let pool = env.store.pool().clone();
+    let log_dir = std::env::temp_dir().join(format!("dialectic-bench-{}", env.database));
+    std::fs::create_dir_all(&log_dir).expect("log dir");
+    // Models beyond the two seeded simulated ones are copies of the first.
+    let mut models: Vec<String> = vec!["simulated".into(), "simulated-b".into()];
+    for k in 3..=options.models {
+        let name = format!("simulated-{k}");
+        sqlx::query(
+            "INSERT INTO ai_providers (api_identifier, name, provider, context_window_tokens,
+                 max_output_tokens, input_token_cost_rate, output_token_cost_rate, tokenizer)
+             SELECT $1, $1, provider, context_window_tokens, max_output_tokens,
+                    input_token_cost_rate, output_token_cost_rate, tokenizer
+             FROM ai_providers WHERE api_identifier = 'simulated'",
+        )
+        .bind(&name)
+        .execute(&pool)
+        .await
+        .expect("extra simulated model");
+        models.push(name);
+    }
+    models.truncate(options.models);
+
+    let mut settings = env.settings.clone();
+    let ports: BTreeMap<&str, u16> = SERVICES.iter().map(|n| (*n, free_port())).collect();
+    settings.gateway.listen = format!("127.0.0.1:{}", ports["gateway"]);
+    settings.planner.listen = format!("127.0.0.1:{}", ports["planner"]);
+    settings.executor.worker.listen = format!("127.0.0.1:{}", ports["executor"]);
+    settings.renderer.worker.listen = format!("127.0.0.1:{}", ports["renderer"]);
+    settings.indexer.listen = format!("127.0.0.1:{}", ports["indexer"]);
+    settings.wallet.listen = format!("127.0.0.1:{}", ports["wallet"]);
+    settings.executor.wallet_url = format!("http://127.0.0.1:{}", ports["wallet"]);
+    settings.executor.indexer_url = format!("http://127.0.0.1:{}", ports["indexer"]);
+    settings.executor.simulated_latency_ms = latency_ms;
+    settings.executor.worker.slots = options.slots;
+    // A render holds its transaction while it reads the chain on a second
+    // pooled connection, so more render slots than half the pool starve it
+    // (pool timeouts, retries, failed jobs): keep renders within the pool.
+    settings.renderer.worker.slots = options.render_slots;
+    settings.database.max_connections = settings
+        .database
+        .max_connections
+        .max(2 * u32::from(options.render_slots) + 2);
+    // Production sweep period, not the tests' fast one.
+    settings.planner.sweep_interval_ms = 1000;
+    settings.wallet.hold_sweep_interval_ms = 5000;
+    let config = log_dir.join("bench.toml");
+    std::fs::write(
+        &config,
+        toml::to_string(&settings).expect("settings serialise"),
+    )
+    .expect("write config");
+
+    let mut services = Services {
+        children: BTreeMap::new(),
+    };
+    for name in SERVICES {
+        let log = std::fs::File::create(log_dir.join(format!("{name}.log"))).expect("log");
+        let mut command = Command::new(binary);
+        // The file is the whole configuration.
+        for (key, _) in std::env::vars() {
+            if key.starts_with("DIALECTIC_") {
+                command.env_remove(key);
+            }
+        }
+        let child = command
+            .env("DIALECTIC_CHAOS_SERVICE", name)
+            .env(
+                "RUST_LOG",
+                std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .arg("--config")
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log handle"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {name}: {e}"));
+        services.children.insert(name, child);
+    }
+    for name in SERVICES {
+        let addr = format!("127.0.0.1:{}", ports[name]).parse().expect("addr");
+        let status = dialectic_e2e::wait_for_status(
+            addr,
+            "",
+            tonic_health::pb::health_check_response::ServingStatus::Serving,
+        )
+        .await;
+        assert_eq!(
+            status,
+            tonic_health::pb::health_check_response::ServingStatus::Serving,
+            "{name} did not become ready; see {}",
+            log_dir.display()
+        );
+    }
+    let ticks = clock_ticks();
+    let cpu_before: BTreeMap<&str, f64> = services
+        .children
+        .iter()
+        .map(|(n, c)| (*n, cpu_seconds(c.id(), ticks)))
+        .collect();
+    // Let idle services' statistics reach pg_stat_database before the baseline.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let xacts_before = xact_commits(&pool, &env.database).await;
+    let mut own_xacts = 1i64;
+
+    let gateway = format!("http://127.0.0.1:{}", ports["gateway"]);
+    let client = DialecticServiceClient::connect(gateway)
+        .await
+        .expect("gateway connects");
+    let started = Instant::now();
+    let starts = futures::stream::iter(0..sessions)
+        .map(|i| {
+            let mut client = client.clone();
+            let models = models.clone();
+            async move {
+                let project = client
+                    .create_project(CreateProjectRequest {
+                        name: format!("Bench {i}"),
+                        initial_user_prompt: PROMPT.into(),
+                        client_request_id: String::new(),
+                    })
+                    .await?
+                    .into_inner();
+                client
+                    .start_session(StartSessionRequest {
+                        project_id: project.id,
+                        models,
+                        description: String::new(),
+                        client_request_id: String::new(),
+                        auto_advance: false,
+                    })
+                    .await
+                    .map(|_| ())
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+    let start_errors: Vec<String> = starts
+        .into_iter()
+        .filter_map(|r| r.err().map(|e| e.to_string()))
+        .collect();
+    let submitted = started.elapsed();
+
+    let deadline = started + options.rung_timeout;
+    let mut error: Option<String> = start_errors.first().cloned();
+    while error.is_none() {
+        let (done, open, failed): (i64, i64, i64) = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM dialectic_sessions WHERE status = 'pending_antithesis'),
+                    (SELECT count(*) FROM dialectic_generation_jobs
+                      WHERE status NOT IN ('completed', 'failed', 'retry_loop_failed')),
+                    (SELECT count(*) FROM dialectic_generation_jobs
+                      WHERE status IN ('failed', 'retry_loop_failed'))",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap_or((0, 1, 0));
+        own_xacts += 1;
+        if failed > 0 {
+            error = Some(format!("{failed} jobs failed"));
+        } else if done as usize == sessions && open == 0 {
+            break;
+        } else if Instant::now() > deadline {
+            error = Some(format!(
+                "timed out: {done} of {sessions} sessions done, {open} jobs open"
+            ));
+        } else {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+    // The last job's completion, not the poll that saw it, ends the run.
+    let span_ms: f64 = sqlx::query_scalar(
+        "SELECT COALESCE(EXTRACT(EPOCH FROM (max(completed_at) - min(created_at)))::float8 * 1000, 0)
+         FROM dialectic_generation_jobs",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap_or(0.0);
+    own_xacts += 1;
+    let elapsed_s = submitted.as_secs_f64().max(span_ms / 1000.0);
+    let mut per_service = serde_json::Map::new();
+    let mut service_cpu = 0.0;
+    for (name, child) in &services.children {
+        let cpu = cpu_seconds(child.id(), ticks) - cpu_before.get(name).copied().unwrap_or(0.0);
+        service_cpu += cpu;
+        per_service.insert(
+            name.to_string(),
+            json!({ "cpu_s": round(cpu, 2), "peak_rss_mib": round(peak_rss_mib(child.id()), 1) }),
+        );
+    }
+    // Other backends flush their statistics within a second of going idle.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let xacts = xact_commits(&pool, &env.database).await - xacts_before - own_xacts;
+
+    let jobs = scalar(&pool, "SELECT count(*) FROM dialectic_generation_jobs").await;
+    let model_jobs = scalar(
+        &pool,
+        "SELECT count(*) FROM dialectic_generation_jobs WHERE job_type <> 'RENDER'",
+    )
+    .await;
+    let messages = scalar(
+        &pool,
+        "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM outbox_id_seq",
+    )
+    .await;
+    let dispatch: Vec<f64> = sqlx::query_scalar(
+        "SELECT EXTRACT(EPOCH FROM (started_at - created_at))::float8 * 1000
+         FROM dialectic_generation_jobs WHERE started_at IS NOT NULL ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap_or_default();
+    let session_ms: Vec<f64> = sqlx::query_scalar(
+        "SELECT EXTRACT(EPOCH FROM (max(j.completed_at) - s.created_at))::float8 * 1000
+         FROM dialectic_sessions s JOIN dialectic_generation_jobs j ON j.session_id = s.id
+         GROUP BY s.id ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap_or_default();
+    let critical_ms = CRITICAL_MODEL_CALLS * latency_ms as f64;
+    let efficiency = |ms: f64| if ms > 0.0 { critical_ms / ms } else { 0.0 };
+    let jobs_f = jobs.max(1) as f64;
+    let result = json!({
+        "sessions": sessions,
+        "models": options.models,
+        "latency_ms": latency_ms,
+        "slots": options.slots,
+        "render_slots": options.render_slots,
+        "error": error,
+        "elapsed_s": round(elapsed_s, 2),
+        "jobs": jobs,
+        "model_jobs": model_jobs,
+        "jobs_per_s": round(jobs as f64 / elapsed_s, 1),
+        "sessions_per_s": round(sessions as f64 / elapsed_s, 2),
+        "dispatch_ms": {
+            "p50": round(percentile(&dispatch, 0.5), 1),
+            "p95": round(percentile(&dispatch, 0.95), 1),
+            "p99": round(percentile(&dispatch, 0.99), 1),
+        },
+        "session_ms": {
+            "p50": round(percentile(&session_ms, 0.5), 0),
+            "p95": round(percentile(&session_ms, 0.95), 0),
+            "max": round(percentile(&session_ms, 1.0), 0),
+        },
+        "critical_path_model_ms": critical_ms,
+        // Model time along the critical path over the session's wall time:
+        // 1.0 means orchestration added nothing.
+        "critical_path_efficiency": {
+            "p50": round(efficiency(percentile(&session_ms, 0.5)), 3),
+            "worst": round(efficiency(percentile(&session_ms, 1.0)), 3),
+        },
+        "pg_xacts_per_job": round(xacts as f64 / jobs_f, 2),
+        "amqp_messages_per_job": round(messages as f64 / jobs_f, 2),
+        "service_cpu_ms_per_job": round(service_cpu * 1000.0 / jobs_f, 2),
+        "services": per_service,
+        "logs": log_dir.display().to_string(),
+    });
+    drop(services);
+    env.teardown().await;
+    if result["error"].is_null() {
+        let _ = std::fs::remove_dir_all(&log_dir);
+    }
+    result
+}
+
+fn round(value: f64, digits: i32) -> f64 {
+    let scale = 10f64.powi(digits);
+    (value * scale).round() / scale
+}
+
+fn print_rung(r: &Value) {
+    if let Some(e) = r["error"].as_str() {
+        println!("   ERROR: {e} (logs in {})", r["logs"]);
+    }
+    println!(
+        "   {} jobs in {} s: {} jobs/s, {} sessions/s; dispatch p50/p95/p99 {}/{}/{} ms; \
+         session p50 {} ms, critical-path efficiency p50 {}; {} pg xacts/job, {} AMQP msgs/job, \
+         {} service CPU ms/job",
+        r["jobs"],
+        r["elapsed_s"],
+        r["jobs_per_s"],
+        r["sessions_per_s"],
+        r["dispatch_ms"]["p50"],
+        r["dispatch_ms"]["p95"],
+        r["dispatch_ms"]["p99"],
+        r["session_ms"]["p50"],
+        r["critical_path_efficiency"]["p50"],
+        r["pg_xacts_per_job"],
+        r["amqp_messages_per_job"],
+        r["service_cpu_ms_per_job"],
+    );
+    if let Some(services) = r["services"].as_object() {
+        let parts: Vec<String> = services
+            .iter()
+            .map(|(n, s)| format!("{n} {}s/{}MiB", s["cpu_s"], s["peak_rss_mib"]))
+            .collect();
+        println!("   CPU s / peak RSS: {}", parts.join(", "));
+    }
+}
+
+/// Runs the Celery peer for one rung; its last stdout line is a JSON object.
+async fn run_peer(options: &Options, script: &Path, sessions: usize, latency_ms: u64) -> Value {
+    let settings = dialectic_e2e::base_settings();
+    let output = tokio::process::Command::new(&options.python)
+        .arg(script)
+        .args(["--sessions", &sessions.to_string()])
+        .args(["--latency-ms", &latency_ms.to_string()])
+        .args(["--models", &options.models.to_string()])
+        .args(["--concurrency", &options.slots.to_string()])
+        .args(["--timeout", &options.rung_timeout.as_secs().to_string()])
+        .env("PEER_DATABASE_URL", &settings.database.url)
+        .env("PEER_AMQP_URL", &settings.amqp.url)
+        .env("PEER_S3_ENDPOINT", &settings.s3.endpoint)
+        .env("PEER_S3_REGION", &settings.s3.region)
+        .env("PEER_S3_ACCESS_KEY", &settings.s3.access_key)
+        .env("PEER_S3_SECRET_KEY", &settings.s3.secret_key)
+        .stderr(Stdio::inherit())
+        .output()
+        .await;
+    match output {
+        Ok(out) => String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .rev()
+            .find_map(|l| serde_json::from_str::<Value>(l).ok())
+            .unwrap_or_else(
+                || json!({ "error": format!("peer exited {} without a result", out.status) }),
+            ),
+        Err(e) => json!({ "error": format!("cannot run {}: {e}", options.python) }),
+    }
+}
+
+/// The machine's own limits: pgbench replaying the transactions one job
+/// makes, and a raw publish-with-confirm → consume-with-ack loop.
+async fn bounds(options: &Options) -> Value {
+    let settings = dialectic_e2e::base_settings();
+    json!({
+        "pgbench": pgbench_bound(&settings.database.url, options.bound_seconds).await,
+        "rabbitmq": amqp_bound(&settings.amqp.url, options.bound_seconds).await,
+    })
+}
+
+/// One job's life in Postgres as the services write it (the statements of
+/// crates/store, on tables of the same shape and indexes): the parent's
+/// outcome creates the job and its outbox row, the relay takes the row, a
+/// worker claims the job with a compare-and-set and a lease, renews it, saves
+/// its contribution and outcome (with an outbox row), the relay takes that,
+/// and the planner applies the outcome to the job and wakes its parent.
+const PGBENCH_SCHEMA: &str = "
+CREATE TABLE jobs (id bigserial PRIMARY KEY, job_key text NOT NULL UNIQUE, parent_id bigint,
+  status text NOT NULL, payload jsonb NOT NULL DEFAULT '{}', attempt_count int NOT NULL DEFAULT 0,
+  lease_owner text, lease_expires_at timestamptz, results jsonb, created_at timestamptz NOT NULL DEFAULT now(),
+  started_at timestamptz, completed_at timestamptz, updated_at timestamptz NOT NULL DEFAULT now());
+CREATE INDEX jobs_leases ON jobs (lease_expires_at) WHERE status = 'processing';
+CREATE INDEX jobs_parent ON jobs (parent_id) WHERE parent_id IS NOT NULL;
+CREATE TABLE contributions (id uuid PRIMARY KEY, job_id bigint UNIQUE, storage_path text NOT NULL,
+  size_bytes bigint NOT NULL, metadata jsonb NOT NULL DEFAULT '{}', created_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE outbox (id bigserial PRIMARY KEY, routing_key text NOT NULL, payload bytea NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE parents (id uuid PRIMARY KEY, children_done int NOT NULL DEFAULT 0);
+INSERT INTO parents SELECT gen_random_uuid() FROM generate_series(1, 64);
+";
+
+const PGBENCH_SCRIPT: &str = "
+\\set p random(1, 64)
+BEGIN;
+INSERT INTO jobs (job_key, status, payload) VALUES (md5(random()::text), 'pending', '{\"step\":\"generate\"}') RETURNING id \\gset job_
+INSERT INTO outbox (routing_key, payload) VALUES ('job.execute', convert_to(:job_id::text, 'UTF8'));
+COMMIT;
+BEGIN;
+SELECT id, routing_key, payload FROM outbox ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED;
+DELETE FROM outbox WHERE id IN (SELECT id FROM outbox ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED);
+COMMIT;
+UPDATE jobs SET status = 'processing', attempt_count = attempt_count + 1, lease_owner = 'w', lease_expires_at = now() + interval '30 s', started_at = COALESCE(started_at, now()), updated_at = now() WHERE id = :job_id AND status = 'pending' RETURNING payload;
+UPDATE jobs SET lease_expires_at = now() + interval '30 s' WHERE id = :job_id AND lease_owner = 'w';
+BEGIN;
+INSERT INTO contributions (id, job_id, storage_path, size_bytes) VALUES (gen_random_uuid(), :job_id, 'p/' || :job_id::text, 2048);
+UPDATE jobs SET status = 'completed', results = '{\"ok\":true}', completed_at = now(), lease_owner = NULL, updated_at = now() WHERE id = :job_id AND lease_owner = 'w';
+INSERT INTO outbox (routing_key, payload) VALUES ('job.event', convert_to(:job_id::text, 'UTF8'));
+COMMIT;
+BEGIN;
+SELECT id, routing_key, payload FROM outbox ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED;
+DELETE FROM outbox WHERE id IN (SELECT id FROM outbox ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED);
+COMMIT;
+BEGIN;
+SELECT status FROM jobs WHERE id = :job_id FOR UPDATE;
+UPDATE parents SET children_done = children_done + 1 WHERE id = (SELECT id FROM parents OFFSET :p - 1 LIMIT 1);
+COMMIT;
+";
+
+async fn pgbench_bound(database_url: &str, seconds: u64) -> Value {
+    let suffix = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
+    let database = format!("dialectic_pgbench_{suffix}");
+    let (base, _) = database_url.split_once('?').unwrap_or((database_url, ""));
+    let Some((server, _)) = base.rsplit_once('/') else {
+        return json!({ "error": "database URL has no database name" });
+    };
+    let admin_url = format!("{server}/postgres");
+    let url = format!("{server}/{database}");
+    let created = async {
+        use sqlx::Connection;
+        let mut admin = sqlx::PgConnection::connect(&admin_url).await?;
+        sqlx::query(&format!("CREATE DATABASE {database}"))
+            .execute(&mut admin)
+            .await?;
+        let mut conn = sqlx::PgConnection::connect(&url).await?;
+        sqlx::raw_sql(PGBENCH_SCHEMA).execute(&mut conn).await?;
+        Ok::<_, sqlx::Error>(())
+    }
+    .await;
+    if let Err(e) = created {
+        return json!({ "error": e.to_string() });
+    }
+    let script = std::env::temp_dir().join(format!("{database}.sql"));
+    let result = match std::fs::write(&script, PGBENCH_SCRIPT) {
+        Err(e) => json!({ "error": e.to_string() }),
+        Ok(()) => {
+            // Eight clients on two threads: about as many connections as the
+            // services keep busy at once.
+            let out = tokio::process::Command::new("pgbench")
+                .args(["-n", "-c", "8", "-j", "2", "-T", &seconds.to_string(), "-f"])
+                .arg(&script)
+                .arg(&url)
+                .output()
+                .await;
+            match out {
+                Err(e) => json!({ "error": format!("pgbench: {e}") }),
+                Ok(out) => {
+                    let text = String::from_utf8_lossy(&out.stdout);
+                    let tps = text
+                        .lines()
+                        .find(|l| l.starts_with("tps = "))
+                        .and_then(|l| l.split_whitespace().nth(2))
+                        .and_then(|v| v.parse::<f64>().ok());
+                    match tps {
+                        Some(tps) => json!({
+                            "jobs_per_s": round(tps, 1),
+                            "xacts_per_job": 7,
+                            "clients": 8,
+                            "seconds": seconds,
+                        }),
+                        None => json!({
+                            "error": format!("pgbench: {}", String::from_utf8_lossy(&out.stderr))
+                        }),
+                    }
+                }
+            }
+        }
+    };
+    let _ = std::fs::remove_file(&script);
+    if let Ok(mut admin) = {
+        use sqlx::Connection;
+        sqlx::PgConnection::connect(&admin_url).await
+    } {
+        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+            .execute(&mut admin)
+            .await;
+    }
+    result
+}
+
+/// Publish with confirms (a window of 100 unconfirmed) into a quorum queue of
+/// the same topology the services use, while a consumer acks each delivery.
+async fn amqp_bound(url: &str, seconds: u64) -> Value {
+    let suffix = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
+    let topology = dialectic_queue::Topology::new(format!("bench-raw-{suffix}"), 5);
+    let run = async {
+        let connection = dialectic_queue::connect(url).await?;
+        let setup = connection.create_channel().await?;
+        topology.declare(&setup).await?;
+        let publisher = dialectic_queue::Publisher::new(&connection, &topology).await?;
+        let consumer_channel = connection.create_channel().await?;
+        consumer_channel
+            .basic_qos(200, lapin::options::BasicQosOptions::default())
+            .await?;
+        let mut consumer = consumer_channel
+            .basic_consume(
+                topology
+                    .queue(dialectic_queue::keys::JOB_RENDER)
+                    .as_str()
+                    .into(),
+                "bench".into(),
+                lapin::options::BasicConsumeOptions::default(),
+                lapin::types::FieldTable::default(),
+            )
+            .await?;
+        let consumed = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = consumed.clone();
+        let consuming = tokio::spawn(async move {
+            while let Some(Ok(delivery)) = consumer.next().await {
+                if delivery
+                    .ack(lapin::options::BasicAckOptions::default())
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        let body = vec![b'x'; 200];
+        let started = Instant::now();
+        let mut published = 0u64;
+        while started.elapsed() < Duration::from_secs(seconds) {
+            let sends =
+                (0..100).map(|_| publisher.publish(dialectic_queue::keys::JOB_RENDER, &body, None));
+            for sent in futures::future::join_all(sends).await {
+                sent?;
+                published += 1;
+            }
+        }
+        // Wait for the consumer to ack what was published.
+        let drain = Instant::now();
+        while consumed.load(std::sync::atomic::Ordering::Relaxed) < published
+            && drain.elapsed() < Duration::from_secs(30)
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        let acked = consumed.load(std::sync::atomic::Ordering::Relaxed);
+        consuming.abort();
+        topology.delete(&setup).await?;
+        let _ = connection.close(200, "bench done".into()).await;
+        Ok::<_, dialectic_queue::QueueError>(json!({
+            "messages_per_s": round(acked as f64 / elapsed, 0),
+            "published": published,
+            "acked": acked,
+            "seconds": round(elapsed, 2),
+        }))
+    };
+    run.await
+        .unwrap_or_else(|e| json!({ "error": e.to_string() }))
+}
+
+fn fmt(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn print_table(report: &Value) {
+    let pg = report["bounds"]["pgbench"]["jobs_per_s"].as_f64();
+    let amqp = report["bounds"]["rabbitmq"]["messages_per_s"].as_f64();
+    println!();
+    println!(
+        "| latency | sessions | jobs | dialectic jobs/s | sessions/s | celery jobs/s | celery sessions/s | dialectic/celery (sessions/s) | dispatch p50/p95/p99 ms | critical-path eff. p50 | pg xacts/job | AMQP msgs/job | CPU ms/job | of pgbench bound | of RabbitMQ bound |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for rung in report["rungs"].as_array().into_iter().flatten() {
+        let d = &rung["dialectic"];
+        let c = &rung["celery"];
+        let ratio = match (d["sessions_per_s"].as_f64(), c["sessions_per_s"].as_f64()) {
+            (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
+            _ => "-".into(),
+        };
+        let jobs_per_s = d["jobs_per_s"].as_f64().unwrap_or(0.0);
+        let of_pg = pg
+            .filter(|b| *b > 0.0)
+            .map(|b| format!("{:.1}%", 100.0 * jobs_per_s / b))
+            .unwrap_or_else(|| "-".into());
+        // The broker bound in jobs/s: raw messages/s over the messages one job sends.
+        let of_amqp = match (amqp, d["amqp_messages_per_job"].as_f64()) {
+            (Some(m), Some(per)) if m > 0.0 && per > 0.0 => {
+                format!("{:.1}%", 100.0 * jobs_per_s / (m / per))
+            }
+            _ => "-".into(),
+        };
+        println!(
+            "| {} ms | {} | {} | {} | {} | {} | {} | {} | {}/{}/{} | {} | {} | {} | {} | {} | {} |",
+            fmt(&d["latency_ms"]),
+            fmt(&d["sessions"]),
+            fmt(&d["jobs"]),
+            fmt(&d["jobs_per_s"]),
+            fmt(&d["sessions_per_s"]),
+            fmt(&c["jobs_per_s"]),
+            fmt(&c["sessions_per_s"]),
+            ratio,
+            fmt(&d["dispatch_ms"]["p50"]),
+            fmt(&d["dispatch_ms"]["p95"]),
+            fmt(&d["dispatch_ms"]["p99"]),
+            fmt(&d["critical_path_efficiency"]["p50"]),
+            fmt(&d["pg_xacts_per_job"]),
+            fmt(&d["amqp_messages_per_job"]),
+            fmt(&d["service_cpu_ms_per_job"]),
+            of_pg,
+            of_amqp,
+        );
+    }
+    println!();
+    println!(
+        "bounds: pgbench {} jobs/s (one job's transactions per script run); RabbitMQ {} confirmed+acked messages/s",
+        pg.map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
+        amqp.map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
+    );
+}
