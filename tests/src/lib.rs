@@ -114,8 +114,10 @@ pub fn base_settings() -> Settings {
     // Each test runs six services with a pool each, and tests run in parallel:
     // at the default 10 per pool two tests alone can exceed Postgres's stock
     // max_connections (100), and refused connections surface as pool timeouts
-    // and retried jobs.
-    settings.database.max_connections = 4;
+    // and retried jobs. A render holds a transaction while it reads on a second
+    // pooled connection, so the pool must stay above the renderer's slots.
+    settings.database.max_connections = 5;
+    settings.renderer.worker.slots = 3;
     settings
 }
 
