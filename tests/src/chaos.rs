@@ -68,6 +68,25 @@ impl ChaosOptions {
     }
 }
 
+/// One service in its own process (`chaos-service`), configured only by the
+/// TOML file: the caller's DIALECTIC_* and OTEL_* variables (the shared local
+/// stack) would otherwise override it. The caller adds output and spawns.
+pub fn service_command(binary: &Path, config: &Path, service: &str, log_filter: &str) -> Command {
+    let mut command = Command::new(binary);
+    for (key, _) in std::env::vars() {
+        if key.starts_with("DIALECTIC_") || key.starts_with("OTEL_") {
+            command.env_remove(key);
+        }
+    }
+    command
+        .env("DIALECTIC_CHAOS_SERVICE", service)
+        .env("RUST_LOG", log_filter)
+        .arg("--config")
+        .arg(config)
+        .stdin(Stdio::null());
+    command
+}
+
 /// Every dependency, unless `DIALECTIC_CHAOS_DEPENDENCIES` narrows the list
 /// (e.g. to "" when other work shares the local stack).
 fn dependencies_from_env() -> Vec<String> {
@@ -227,23 +246,8 @@ impl Processes {
             .append(true)
             .open(self.log_dir.join(format!("{name}.log")))
             .expect("service log");
-        let mut command = Command::new(&self.binary);
-        // The file is the whole configuration: the caller's DIALECTIC_*
-        // variables (the shared local stack) would otherwise override it.
-        for (key, _) in std::env::vars() {
-            if key.starts_with("DIALECTIC_") {
-                command.env_remove(key);
-            }
-        }
-        let child = command
-            .env("DIALECTIC_CHAOS_SERVICE", name)
-            .env(
-                "RUST_LOG",
-                std::env::var("CHAOS_LOG").unwrap_or_else(|_| "info".into()),
-            )
-            .arg("--config")
-            .arg(&self.config)
-            .stdin(Stdio::null())
+        let log_filter = std::env::var("CHAOS_LOG").unwrap_or_else(|_| "info".into());
+        let child = service_command(&self.binary, &self.config, name, &log_filter)
             .stdout(log.try_clone().expect("log handle"))
             .stderr(log)
             .spawn()

@@ -20,7 +20,7 @@ use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -179,26 +179,14 @@ async fn one_session_is_one_trace_and_every_service_serves_metrics() {
     let mut processes = Processes(Vec::new());
     for name in ALL_SERVICES {
         let log = std::fs::File::create(log_dir.join(format!("{name}.log"))).expect("log");
-        let mut command = Command::new(&binary);
-        // The file is the configuration; the local stack's DIALECTIC_* would override it.
-        for (key, _) in std::env::vars() {
-            if key.starts_with("DIALECTIC_") || key.starts_with("OTEL_") {
-                command.env_remove(key);
-            }
-        }
-        let child = command
-            .env("DIALECTIC_CHAOS_SERVICE", name)
-            .env("RUST_LOG", "info")
+        let child = dialectic_e2e::chaos::service_command(&binary, &config, name, "info")
             // Export soon after a span ends, so the test does not wait 5 s per batch.
             .env("OTEL_BSP_SCHEDULE_DELAY", "200")
-            .arg("--config")
-            .arg(&config)
             .arg("--set")
             .arg(format!(
                 "telemetry.metrics_listen=127.0.0.1:{}",
                 metric_ports[name]
             ))
-            .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
             .spawn()

@@ -333,22 +333,8 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
     };
     for name in SERVICES {
         let log = std::fs::File::create(log_dir.join(format!("{name}.log"))).expect("log");
-        let mut command = Command::new(binary);
-        // The file is the whole configuration.
-        for (key, _) in std::env::vars() {
-            if key.starts_with("DIALECTIC_") {
-                command.env_remove(key);
-            }
-        }
-        let child = command
-            .env("DIALECTIC_CHAOS_SERVICE", name)
-            .env(
-                "RUST_LOG",
-                std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .arg("--config")
-            .arg(&config)
-            .stdin(Stdio::null())
+        let log_filter = std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into());
+        let child = dialectic_e2e::chaos::service_command(binary, &config, name, &log_filter)
             .stdout(log.try_clone().expect("log handle"))
             .stderr(log)
             .spawn()
