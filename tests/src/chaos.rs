@@ -431,6 +431,7 @@ async fn start_session(gateway: &str, key: &str, index: usize, models: &[String]
                 name: format!("Chaos {index}"),
                 initial_user_prompt: PROMPT.into(),
                 client_request_id: format!("{request_id}-project"),
+                prompt_file: None,
             })
             .await
             .ok()?

@@ -114,10 +114,8 @@ pub fn base_settings() -> Settings {
     // Each test runs six services with a pool each, and tests run in parallel:
     // at the default 10 per pool two tests alone can exceed Postgres's stock
     // max_connections (100), and refused connections surface as pool timeouts
-    // and retried jobs. A render holds a transaction while it reads on a second
-    // pooled connection, so the pool must stay above the renderer's slots.
-    settings.database.max_connections = 5;
-    settings.renderer.worker.slots = 3;
+    // and retried jobs.
+    settings.database.max_connections = 4;
     settings
 }
 
@@ -374,6 +372,7 @@ impl TestEnv {
                 name: "Test project".into(),
                 initial_user_prompt: prompt.into(),
                 client_request_id: String::new(),
+                prompt_file: None,
             })
             .await
             .expect("create project")

@@ -142,6 +142,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
             name: "Big".into(),
             initial_user_prompt: "y".repeat(20 * 1024),
             client_request_id: String::new(),
+            prompt_file: None,
         })
     );
     case!(
@@ -152,6 +153,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
             name: "Huge".into(),
             initial_user_prompt: huge.clone(),
             client_request_id: String::new(),
+            prompt_file: None,
         })
     );
     case!(
@@ -162,6 +164,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
             name: "\u{0}\u{7}".into(),
             initial_user_prompt: "\n\t ".into(),
             client_request_id: String::new(),
+            prompt_file: None,
         })
     );
     for (what, id, code) in [
@@ -474,6 +477,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
             name: "Target".into(),
             initial_user_prompt: "A tool library.".into(),
             client_request_id: String::new(),
+            prompt_file: None,
         })
         .await
         .expect("a valid project is created")

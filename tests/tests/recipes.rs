@@ -563,6 +563,7 @@ async fn skipped_step_is_honoured_by_the_planner_end_to_end() {
             name: "Tool library".into(),
             initial_user_prompt: "A lending library for power tools, run by neighbours.".into(),
             client_request_id: String::new(),
+            prompt_file: None,
         })
         .await
         .expect("create project")

@@ -198,3 +198,96 @@ async fn a_major_revisit_of_thesis_archives_later_documents_and_reruns_them() {
     );
     env.teardown().await;
 }
+
+/// Moderate: later documents are archived and the session rewinds, but nothing
+/// re-runs until the user says so with stage responses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_moderate_revisit_archives_later_documents_and_waits_for_the_user() {
+    let mut env = TestEnv::new().await;
+    env.start_all().await;
+    let (_, session_id) = env.new_session(PROMPT, &["simulated"], true).await;
+    env.wait_for_session(&session_id, "iteration_complete_pending_review", true)
+        .await;
+    let mut client = env.gateway().await;
+    let before = documents(&mut client, &session_id).await;
+    let downstream = ["parenthesis", "paralysis"];
+    let later_keys: Vec<String> = before
+        .iter()
+        .filter(|d| downstream.contains(&d.stage_slug.as_str()))
+        .map(|d| d.storage_key.clone())
+        .collect();
+    assert!(!later_keys.is_empty(), "parenthesis and paralysis rendered");
+
+    let moderate = client
+        .revisit_stage(RevisitStageRequest {
+            session_id: session_id.clone(),
+            stage_slug: "synthesis".into(),
+            impact: "moderate".into(),
+            reason: "the synthesis dropped the membership fee".into(),
+        })
+        .await
+        .expect("moderate")
+        .into_inner();
+    assert_eq!(moderate.revision, 1);
+    assert_eq!(moderate.archived.len(), later_keys.len());
+    assert_eq!(
+        moderate.session.expect("session").status,
+        "pending_parenthesis"
+    );
+    let current = documents(&mut client, &session_id).await;
+    assert!(
+        current
+            .iter()
+            .all(|d| !downstream.contains(&d.stage_slug.as_str())),
+        "archived documents are no longer current"
+    );
+    for key in &later_keys {
+        assert!(env.blob.get(key).await.is_err(), "{key} moved away");
+    }
+
+    // Nothing starts by itself: the planner gets a sweep and the session still waits.
+    let session = uuid::Uuid::parse_str(&session_id).expect("uuid");
+    let parenthesis_roots = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM dialectic_generation_jobs
+             WHERE session_id = $1 AND stage_slug = 'parenthesis' AND parent_job_id IS NULL",
+        )
+        .bind(session)
+        .fetch_one(env.store.pool())
+        .await
+        .expect("count")
+    };
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert_eq!(parenthesis_roots().await, 1, "parenthesis did not re-run yet");
+    let waiting = client
+        .get_session(dialectic_proto::v1::GetSessionRequest {
+            session_id: session_id.clone(),
+        })
+        .await
+        .expect("session")
+        .into_inner();
+    assert_eq!(waiting.status, "pending_parenthesis");
+
+    // The user's go-ahead re-runs parenthesis and paralysis to review.
+    client
+        .submit_stage_responses(dialectic_proto::v1::SubmitStageResponsesRequest {
+            session_id: session_id.clone(),
+            stage_slug: "synthesis".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("responses");
+    env.wait_for_session(&session_id, "iteration_complete_pending_review", true)
+        .await;
+    assert_eq!(parenthesis_roots().await, 2, "parenthesis re-ran once");
+    let after = documents(&mut client, &session_id).await;
+    assert_eq!(
+        after
+            .iter()
+            .filter(|d| downstream.contains(&d.stage_slug.as_str()))
+            .count(),
+        later_keys.len(),
+        "every later document exists again, once"
+    );
+    env.teardown().await;
+}

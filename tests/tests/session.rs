@@ -349,6 +349,7 @@ async fn a_paused_session_starts_nothing_new_and_resumes_where_it_stopped() {
             name: "Pausing".into(),
             initial_user_prompt: PROMPT.into(),
             client_request_id: String::new(),
+            prompt_file: None,
         })
         .await
         .expect("project")
@@ -495,5 +496,53 @@ async fn an_idle_session_pauses_itself_and_resumes_where_it_stopped() {
         resumed.status, "pending_antithesis",
         "back where it stopped"
     );
+    env.teardown().await;
+}
+
+/// A session that ran to the end of its iteration and waits for review has
+/// nothing running either: it pauses itself and resumes to review.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_session_waiting_for_review_pauses_itself_too() {
+    use dialectic_proto::v1::{GetSessionRequest, ResumeSessionRequest};
+    let mut env = TestEnv::new().await;
+    let mut settings = env.settings.clone();
+    settings.planner.idle_pause_secs = 3;
+    for name in ALL_SERVICES {
+        env.start_with(name, settings.clone()).await;
+        env.wait_serving(name).await;
+    }
+    let (_, session_id) = env.new_session(PROMPT, &["simulated"], true).await;
+    let mut client = env.gateway().await;
+    // A loaded machine may leave a gap between stages long enough to pause in;
+    // each such pause is resumed until the one at review.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never paused while waiting for review"
+        );
+        let status = client
+            .get_session(GetSessionRequest {
+                session_id: session_id.clone(),
+            })
+            .await
+            .expect("session")
+            .into_inner()
+            .status;
+        if status != "paused" {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            continue;
+        }
+        let resumed = client
+            .resume_session(ResumeSessionRequest {
+                session_id: session_id.clone(),
+            })
+            .await
+            .expect("resume")
+            .into_inner();
+        if resumed.status == "iteration_complete_pending_review" {
+            break;
+        }
+    }
     env.teardown().await;
 }

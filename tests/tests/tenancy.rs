@@ -9,7 +9,8 @@ use dialectic_proto::v1::{
     CancelSessionRequest, CreateProjectRequest, DeleteProjectRequest, EditStageRecipeRequest,
     ExportProjectRequest, GetDocumentContentRequest, GetProjectRequest, GetSessionRequest,
     GetStageRecipeRequest, GetWalletRequest, ListProjectsRequest, ListSessionsRequest,
-    ListStageDocumentsRequest, ListWalletTransactionsRequest, PauseSessionRequest, RecipeEdge,
+    ListStageDocumentsRequest, ListWalletTransactionsRequest, PauseSessionRequest, PromptFile,
+    RecipeEdge,
     ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest, StartSessionRequest,
     SubmitStageResponsesRequest, WatchSessionRequest,
 };
@@ -28,6 +29,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
             name: "Mine".into(),
             initial_user_prompt: "A tool library.".into(),
             client_request_id: "same-click".into(),
+            prompt_file: None,
         })
         .await
         .expect("project")
@@ -37,6 +39,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
             name: "Mine".into(),
             initial_user_prompt: "A tool library.".into(),
             client_request_id: "same-click".into(),
+            prompt_file: None,
         })
         .await
         .expect("project again")
@@ -88,6 +91,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
             name: "Theirs".into(),
             initial_user_prompt: "A seed swap.".into(),
             client_request_id: String::new(),
+            prompt_file: None,
         })
         .await
         .expect("their project")
@@ -449,6 +453,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
                 name: " ".into(),
                 initial_user_prompt: "x".into(),
                 client_request_id: String::new(),
+                prompt_file: None,
             })
             .await
             .map(|_| ()),
@@ -457,6 +462,39 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
                 name: "Huge".into(),
                 initial_user_prompt: "x".repeat(env.settings.gateway.max_prompt_bytes + 1),
                 client_request_id: String::new(),
+                prompt_file: None,
+            })
+            .await
+            .map(|_| ()),
+        client
+            .create_project(CreateProjectRequest {
+                prompt_file: Some(PromptFile {
+                    file_name: "slides.pdf".into(),
+                    content: b"%PDF-1.7".to_vec(),
+                }),
+                ..Default::default()
+            })
+            .await
+            .map(|_| ()),
+        client
+            .create_project(CreateProjectRequest {
+                prompt_file: Some(PromptFile {
+                    file_name: "brief.md".into(),
+                    content: vec![0xff, 0xfe, b'#'],
+                }),
+                ..Default::default()
+            })
+            .await
+            .map(|_| ()),
+        client
+            .create_project(CreateProjectRequest {
+                name: "Both".into(),
+                initial_user_prompt: "x".into(),
+                prompt_file: Some(PromptFile {
+                    file_name: "brief.md".into(),
+                    content: b"y".to_vec(),
+                }),
+                ..Default::default()
             })
             .await
             .map(|_| ()),
@@ -537,5 +575,49 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
         .await
         .expect("count");
     assert_eq!(projects, 2, "nothing was written by the refused calls");
+    env.teardown().await;
+}
+
+/// A project made from an uploaded prompt document: named after the file,
+/// the prompt is the file's text, stored at the project root like a typed one;
+/// the same upload retried with one request id makes one project.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_project_is_created_from_an_uploaded_prompt_file() {
+    let mut env = TestEnv::new().await;
+    env.start(&["gateway"]).await;
+    env.wait_serving("gateway").await;
+    let mut client = env.gateway().await;
+    let text = "# Tool library\n\nNeighbours lend each other drills — and fix them.\n";
+    let upload = || CreateProjectRequest {
+        client_request_id: "upload-1".into(),
+        prompt_file: Some(PromptFile {
+            file_name: "Tool library.md".into(),
+            content: [&[0xEF, 0xBB, 0xBF][..], text.as_bytes()].concat(),
+        }),
+        ..Default::default()
+    };
+    let first = client
+        .create_project(upload())
+        .await
+        .expect("created from a file")
+        .into_inner();
+    let again = client
+        .create_project(upload())
+        .await
+        .expect("retried")
+        .into_inner();
+    assert_eq!(first.id, again.id, "one request id, one project");
+    assert_eq!(first.name, "Tool library");
+    assert_eq!(first.initial_user_prompt, text);
+    let key = format!("projects/{}/initial-prompt.md", first.id);
+    assert_eq!(
+        env.blob.get(&key).await.expect("prompt object"),
+        text.as_bytes()
+    );
+    let projects: i64 = sqlx::query_scalar("SELECT count(*) FROM dialectic_projects")
+        .fetch_one(env.store.pool())
+        .await
+        .expect("count");
+    assert_eq!(projects, 1);
     env.teardown().await;
 }

@@ -47,6 +47,7 @@ async fn thesis_runs_end_to_end_through_every_service() {
             name: "Tool library".into(),
             initial_user_prompt: PROMPT.into(),
             client_request_id: "tool-library-1".into(),
+            prompt_file: None,
         })
         .await
         .expect("create project")

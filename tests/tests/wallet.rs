@@ -319,6 +319,7 @@ async fn a_session_pauses_when_the_wallet_runs_dry_and_resumes_after_a_credit() 
                 name: "On a budget".into(),
                 initial_user_prompt: "A bike repair van that visits office parks.".into(),
                 client_request_id: String::new(),
+                prompt_file: None,
             },
         ))
         .await

@@ -22,6 +22,9 @@ use std::str::FromStr;
 use std::time::Duration;
 
 pub type Tx<'a> = Transaction<'a, Postgres>;
+/// One database connection, pooled or a transaction's, for reads that must
+/// share the caller's connection.
+pub type Conn = sqlx::PgConnection;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -74,6 +77,8 @@ pub enum SchemaStatus {
     },
 }
 
+const IDLE_BEFORE_PING: Duration = Duration::from_secs(1);
+
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: PgPool,
@@ -87,9 +92,22 @@ impl Store {
         connect_timeout: Duration,
     ) -> Result<Self, StoreError> {
         let options = PgConnectOptions::from_str(url)?;
+        // sqlx pings every connection it hands out by default: one round trip
+        // per checkout, some twenty per job (BENCHMARKS.md). A connection busy
+        // within the last second is as alive as a ping would show; an idle one
+        // (e.g. from before a Postgres restart) is still checked.
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(connect_timeout)
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= IDLE_BEFORE_PING {
+                        sqlx::Connection::ping(conn).await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect_lazy_with(options);
         Ok(Self { pool })
     }

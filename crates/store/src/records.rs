@@ -294,7 +294,7 @@ pub async fn insert_session(
 }
 
 pub async fn session_for_user(
-    pool: &PgPool,
+    executor: impl sqlx::PgExecutor<'_>,
     user_id: Uuid,
     id: Uuid,
 ) -> Result<SessionRow, StoreError> {
@@ -304,7 +304,7 @@ pub async fn session_for_user(
     ))
     .bind(id)
     .bind(user_id)
-    .fetch_optional(pool)
+    .fetch_optional(executor)
     .await?
     .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
 }
@@ -393,7 +393,8 @@ pub async fn pause_idle_sessions(
         "UPDATE dialectic_sessions SET paused_from = status, status = 'paused', updated_at = now()
          WHERE id IN (
              SELECT s.id FROM dialectic_sessions s
-             WHERE (s.status LIKE 'pending\\_%' OR s.status LIKE 'running\\_%')
+             WHERE (s.status LIKE 'pending\\_%' OR s.status LIKE 'running\\_%'
+                    OR s.status = 'iteration_complete_pending_review')
                AND s.updated_at < now() - make_interval(secs => $1::double precision)
                AND NOT EXISTS (
                    SELECT 1 FROM dialectic_generation_jobs j WHERE j.session_id = s.id

@@ -11,9 +11,10 @@ use dialectic_proto::v1::{
     CancelSessionRequest, CreateProjectRequest, DeleteProjectRequest, EditStageRecipeRequest,
     ExportProjectRequest, GetDocumentContentRequest, GetSessionRequest, GetStageRecipeRequest,
     GetWalletRequest, ListModelsRequest, ListProjectsRequest, ListRecipesRequest,
-    ListSessionsRequest, ListStageDocumentsRequest, PauseSessionRequest, Project, RecipeEdge,
-    ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest, Session, StageDocument,
-    StageResponse, StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
+    ListSessionsRequest, ListStageDocumentsRequest, PauseSessionRequest, Project, PromptFile,
+    RecipeEdge, ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest, Session,
+    StageDocument, StageResponse, StartSessionRequest, SubmitStageResponsesRequest,
+    WatchSessionRequest,
 };
 use std::future::Future;
 use std::path::PathBuf;
@@ -100,13 +101,29 @@ struct PromptSource {
 }
 
 impl PromptSource {
-    fn read(&self) -> Result<String> {
+    /// The request's prompt: text as given, or the file uploaded as it is
+    /// (the gateway checks it is text and names the project after it).
+    fn request(&self, name: &str) -> Result<CreateProjectRequest> {
+        let mut request = CreateProjectRequest {
+            name: name.to_string(),
+            client_request_id: client_request_id(),
+            ..Default::default()
+        };
         match (&self.prompt, &self.prompt_file) {
-            (Some(text), _) => Ok(text.clone()),
-            (None, Some(path)) => std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display())),
+            (Some(text), _) => request.initial_user_prompt = text.clone(),
+            (None, Some(path)) => {
+                request.prompt_file = Some(PromptFile {
+                    file_name: path
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    content: std::fs::read(path)
+                        .with_context(|| format!("cannot read {}", path.display()))?,
+                })
+            }
             (None, None) => bail!("give --prompt or --prompt-file"),
         }
+        Ok(request)
     }
 }
 
@@ -332,7 +349,7 @@ async fn run(cli: Cli) -> Result<()> {
     let gateway = Gateway::connect(&url, api_key.as_deref(), json).await?;
     match command {
         Command::Create { name, prompt } => {
-            let project = gateway.create_project(&name, &prompt.read()?).await?;
+            let project = gateway.create_project(prompt.request(&name)?).await?;
             if json {
                 print_json(&json::project(&project));
             } else {
@@ -778,7 +795,7 @@ async fn run(cli: Cli) -> Result<()> {
             no_auto_advance,
             timeout_secs,
         } => {
-            let project = gateway.create_project(&name, &prompt.read()?).await?;
+            let project = gateway.create_project(prompt.request(&name)?).await?;
             if !json {
                 println!("project {}", project.id);
             }
@@ -901,12 +918,7 @@ impl Gateway {
         }
     }
 
-    async fn create_project(&self, name: &str, prompt: &str) -> Result<Project> {
-        let message = CreateProjectRequest {
-            name: name.to_string(),
-            initial_user_prompt: prompt.to_string(),
-            client_request_id: client_request_id(),
-        };
+    async fn create_project(&self, message: CreateProjectRequest) -> Result<Project> {
         let project = self
             .call(|mut c| {
                 let request = self.request(message.clone());

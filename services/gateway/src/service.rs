@@ -74,6 +74,47 @@ pub struct BootstrapKey {
 pub const PROMPT_NAME: &str = "initial-prompt";
 
 /// Where a project's initial prompt is stored.
+/// Extensions of the prompt documents a project can be created from: the
+/// pipeline reads the prompt as text, so only text formats are taken.
+const PROMPT_FILE_EXTENSIONS: [&str; 3] = ["md", "markdown", "txt"];
+
+/// Checks an uploaded prompt document; gives its name without the extension
+/// (the default project name) and its text.
+fn uploaded_prompt(
+    file_name: &str,
+    content: &[u8],
+    max_bytes: usize,
+) -> Result<(String, String), GatewayError> {
+    let base = file_name
+        .rsplit(['/', '\\'])
+        .next()
+        .unwrap_or_default()
+        .trim();
+    let (stem, extension) = match base.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => (stem, ext.to_ascii_lowercase()),
+        _ => (base, String::new()),
+    };
+    if !extension.is_empty() && !PROMPT_FILE_EXTENSIONS.contains(&extension.as_str()) {
+        return Err(GatewayError::InvalidArgument(format!(
+            "prompt_file {base}: .{extension} is not a text prompt; upload .md, .markdown or .txt"
+        )));
+    }
+    if content.len() > max_bytes {
+        return Err(GatewayError::InvalidArgument(format!(
+            "prompt_file is {} bytes; the limit is {max_bytes} bytes",
+            content.len()
+        )));
+    }
+    let content = content.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(content);
+    let text = std::str::from_utf8(content).map_err(|e| {
+        GatewayError::InvalidArgument(format!(
+            "prompt_file {base} is not UTF-8 text (invalid byte at offset {})",
+            e.valid_up_to()
+        ))
+    })?;
+    Ok((stem.to_string(), text.to_string()))
+}
+
 pub fn prompt_key(project_id: ProjectId) -> Result<String, GatewayError> {
     PathContext {
         project_id,
@@ -370,14 +411,38 @@ impl Gateway {
         user: Uuid,
         req: CreateProjectRequest,
     ) -> Result<Project, GatewayError> {
-        let name = req.name.trim();
+        let uploaded = match &req.prompt_file {
+            Some(file) if !file.content.is_empty() || !file.file_name.is_empty() => {
+                if !req.initial_user_prompt.is_empty() {
+                    return Err(GatewayError::InvalidArgument(
+                        "give initial_user_prompt or prompt_file, not both".into(),
+                    ));
+                }
+                Some(uploaded_prompt(
+                    &file.file_name,
+                    &file.content,
+                    self.max_prompt_bytes,
+                )?)
+            }
+            _ => None,
+        };
+        let (name, prompt) = match &uploaded {
+            Some((stem, text)) => (
+                if req.name.trim().is_empty() {
+                    stem.as_str()
+                } else {
+                    req.name.trim()
+                },
+                text.as_str(),
+            ),
+            None => (req.name.trim(), req.initial_user_prompt.as_str()),
+        };
         if name.is_empty() {
             return Err(GatewayError::InvalidArgument("name is required".into()));
         }
-        let prompt = req.initial_user_prompt.as_str();
         if prompt.trim().is_empty() {
             return Err(GatewayError::InvalidArgument(
-                "initial_user_prompt is required".into(),
+                "initial_user_prompt (or a prompt_file with text in it) is required".into(),
             ));
         }
         if prompt.len() > self.max_prompt_bytes {
@@ -1237,6 +1302,26 @@ impl DialecticService for Gateway {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uploaded_prompts_must_be_text() {
+        let ok = uploaded_prompt("docs/Brief.MD", b"\xEF\xBB\xBF# Plan", 100).ok();
+        assert_eq!(ok, Some(("Brief".to_string(), "# Plan".to_string())));
+        assert!(uploaded_prompt("notes", b"plain", 100).is_ok());
+        for (name, body) in [
+            ("slides.pdf", &b"%PDF"[..]),
+            ("brief.md", &[0xff, 0xfe, 0x00][..]),
+            ("brief.txt", &[b'a'; 101][..]),
+        ] {
+            assert!(
+                matches!(
+                    uploaded_prompt(name, body, 100),
+                    Err(GatewayError::InvalidArgument(_))
+                ),
+                "{name} was taken"
+            );
+        }
+    }
 
     #[test]
     fn prompt_key_is_at_the_project_root() {

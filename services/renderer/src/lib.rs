@@ -21,7 +21,7 @@ use dialectic_runtime::{
 };
 use dialectic_store::jobs::JobRow;
 use dialectic_store::records::{self, ContributionRow, NewResource, USER_EDIT};
-use dialectic_store::{Store, StoreError};
+use dialectic_store::{Conn, Store, StoreError};
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -60,11 +60,18 @@ fn chunk_text(raw: &str) -> Result<String, AttemptError> {
 
 impl Renderer {
     /// Renders the chain whose first chunk is `identity`, without saving anything.
-    async fn render(&self, identity: Uuid) -> Result<(Rendered, ContributionRow), AttemptError> {
-        let pool = self.store.pool();
-        let root = records::contribution(pool, identity).await?;
+    /// It reads on the caller's connection: a render job holds its transaction
+    /// (and the chain's lock) meanwhile, and a second pooled connection per render
+    /// starved the pool once render slots approached its size.
+    async fn render(
+        &self,
+        conn: &mut Conn,
+        identity: Uuid,
+    ) -> Result<(Rendered, ContributionRow), AttemptError> {
+        let root = records::contribution(&mut *conn, identity).await?;
         let chain =
-            records::document_chain(pool, root.session_id, &root.stage_slug, identity).await?;
+            records::document_chain(&mut *conn, root.session_id, &root.stage_slug, identity)
+                .await?;
         if chain.is_empty() {
             return Err(AttemptError::permanent(
                 "missing_chunks",
@@ -91,15 +98,20 @@ impl Renderer {
             content.push_str(&chunk_text(&raw)?);
         }
         let incomplete = latest_edit.is_none() && chain.iter().any(|c| c.is_incomplete);
-        let template =
-            match records::document_template(pool, &root.stage_slug, &root.document_key).await {
-                Ok(t) => t,
-                Err(StoreError::NotFound(what)) => {
-                    tracing::warn!(%what, "no document template; using the plain one");
-                    FALLBACK_TEMPLATE.to_string()
-                }
-                Err(e) => return Err(e.into()),
-            };
+        let template = match records::document_template(
+            &mut *conn,
+            &root.stage_slug,
+            &root.document_key,
+        )
+        .await
+        {
+            Ok(t) => t,
+            Err(StoreError::NotFound(what)) => {
+                tracing::warn!(%what, "no document template; using the plain one");
+                FALLBACK_TEMPLATE.to_string()
+            }
+            Err(e) => return Err(e.into()),
+        };
         let title = title_from_key(&root.document_key);
         let model = root.model_name.clone().unwrap_or_default();
         let mut markdown = fill_template(
@@ -153,9 +165,8 @@ impl JobWork for Renderer {
         // the lock: a render queued by an early chunk can never overwrite a later one.
         let mut tx = self.store.begin().await?;
         records::lock_contribution(&mut tx, identity).await?;
-        let (rendered, root) = self.render(identity).await?;
-        let session =
-            records::session_for_user(self.store.pool(), job.user_id, job.session_id).await?;
+        let (rendered, root) = self.render(&mut tx, identity).await?;
+        let session = records::session_for_user(&mut *tx, job.user_id, job.session_id).await?;
         let size = rendered.markdown.len() as i64;
         self.blob
             .put(
@@ -229,13 +240,24 @@ impl RendererService for Api {
         let identity = Uuid::parse_str(&request.document_identity).map_err(|_| {
             tonic::Status::invalid_argument("document_identity must be a contribution UUID")
         })?;
-        let (rendered, root) = self.renderer.render(identity).await.map_err(|e| match e {
-            AttemptError::Store(StoreError::NotFound(what)) => {
-                tonic::Status::not_found(format!("{what} not found"))
-            }
-            AttemptError::Retryable { .. } => tonic::Status::unavailable(e.to_string()),
-            other => tonic::Status::internal(other.to_string()),
-        })?;
+        let mut conn = self
+            .renderer
+            .store
+            .pool()
+            .acquire()
+            .await
+            .map_err(|e| tonic::Status::unavailable(format!("database: {e}")))?;
+        let (rendered, root) =
+            self.renderer
+                .render(&mut conn, identity)
+                .await
+                .map_err(|e| match e {
+                    AttemptError::Store(StoreError::NotFound(what)) => {
+                        tonic::Status::not_found(format!("{what} not found"))
+                    }
+                    AttemptError::Retryable { .. } => tonic::Status::unavailable(e.to_string()),
+                    other => tonic::Status::internal(other.to_string()),
+                })?;
         if !request.session_id.is_empty() && request.session_id != root.session_id.to_string() {
             return Err(tonic::Status::not_found(
                 "document not found in that session",

@@ -382,6 +382,7 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
                         name: format!("Bench {i}"),
                         initial_user_prompt: PROMPT.into(),
                         client_request_id: String::new(),
+                        prompt_file: None,
                     })
                     .await?
                     .into_inner();
