@@ -258,7 +258,11 @@ async fn a_moderate_revisit_archives_later_documents_and_waits_for_the_user() {
         .expect("count")
     };
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-    assert_eq!(parenthesis_roots().await, 1, "parenthesis did not re-run yet");
+    assert_eq!(
+        parenthesis_roots().await,
+        1,
+        "parenthesis did not re-run yet"
+    );
     let waiting = client
         .get_session(dialectic_proto::v1::GetSessionRequest {
             session_id: session_id.clone(),

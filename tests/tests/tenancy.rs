@@ -10,9 +10,8 @@ use dialectic_proto::v1::{
     ExportProjectRequest, GetDocumentContentRequest, GetProjectRequest, GetSessionRequest,
     GetStageRecipeRequest, GetWalletRequest, ListProjectsRequest, ListSessionsRequest,
     ListStageDocumentsRequest, ListWalletTransactionsRequest, PauseSessionRequest, PromptFile,
-    RecipeEdge,
-    ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest, StartSessionRequest,
-    SubmitStageResponsesRequest, WatchSessionRequest,
+    RecipeEdge, ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest,
+    StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use tonic::Code;
 
