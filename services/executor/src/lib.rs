@@ -485,6 +485,9 @@ impl JobWork for Executor {
         .await?;
         if !recorded {
             drop(tx);
+            // Superseded by a regeneration, or taken away after a lease expiry:
+            // the outcome is discarded and the chunk must not outlive it.
+            tracing::info!(%key, "the attempt no longer owns its job; discarding its chunk");
             if let Err(e) = self.blob.delete(&key).await {
                 tracing::warn!(error = %e, %key, "could not remove the orphaned chunk");
             }

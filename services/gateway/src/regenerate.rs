@@ -7,7 +7,7 @@ use crate::error::GatewayError;
 use crate::service::Gateway;
 use dialectic_cache::ProgressEvent;
 use dialectic_core::ids::{ResourceId, SessionId};
-use dialectic_core::job::{JobEvent, JobType, transition};
+use dialectic_core::job::{JobEvent, JobStatus, JobType, transition};
 use dialectic_core::session::SessionStatus;
 use dialectic_proto::v1::{RegenerateDocumentRequest, RegenerateDocumentResponse};
 use dialectic_store::regenerate::{self, NewRegeneration, RegenerationRow};
@@ -29,6 +29,14 @@ fn required<'a>(value: &'a str, what: &str) -> Result<&'a str, GatewayError> {
         return Err(GatewayError::InvalidArgument(format!("{what} is required")));
     }
     Ok(value)
+}
+
+/// The document a call names, to compare with an earlier call's.
+struct Asked<'a> {
+    session_id: Uuid,
+    stage: &'a str,
+    model_id: Uuid,
+    document_key: &'a str,
 }
 
 impl Gateway {
@@ -53,13 +61,6 @@ impl Gateway {
         };
         let pool = self.store.pool();
         let session = records::session_for_user(pool, user, session_id.as_uuid()).await?;
-        if let Some(request_id) = request_id
-            && let Some(earlier) = regenerate::by_request(pool, user, request_id).await?
-        {
-            return self
-                .earlier_answer(user, earlier, session.id, stage, document_key)
-                .await;
-        }
         let names = self.model_names(&session.selected_model_ids).await?;
         let model_id = session
             .selected_model_ids
@@ -67,6 +68,17 @@ impl Gateway {
             .copied()
             .find(|id| id.to_string() == model || names.get(id).is_some_and(|n| n == model))
             .ok_or_else(|| GatewayError::NotFound(format!("model {model} in this session")))?;
+        let asked = Asked {
+            session_id: session.id,
+            stage,
+            model_id,
+            document_key,
+        };
+        if let Some(request_id) = request_id
+            && let Some(earlier) = regenerate::by_request(pool, user, request_id).await?
+        {
+            return self.earlier_answer(user, earlier, &asked).await;
+        }
         let stage_row = records::stage_in_process(pool, session.id, stage).await?;
         let iteration = session.iteration_count.max(1);
         let mut documents = regenerate::current_documents(
@@ -139,9 +151,7 @@ impl Gateway {
             && let Some(earlier) = regenerate::by_request(&mut *tx, user, request_id).await?
         {
             drop(tx);
-            return self
-                .earlier_answer(user, earlier, session.id, stage, document_key)
-                .await;
+            return self.earlier_answer(user, earlier, &asked).await;
         }
         // A render that committed before the locks may have replaced the document.
         let still_current = regenerate::current_documents(
@@ -161,9 +171,17 @@ impl Gateway {
             )));
         }
 
+        // Jobs to supersede now, and every job of the document that is (or is
+        // about to be) superseded: an earlier regeneration may have superseded
+        // the writer of the document still current, which this one replaces too.
+        let mut superseding = Vec::new();
         let mut superseded = Vec::new();
         for job in &slot {
-            if transition(job.status()?, JobEvent::Superseded).is_ok() {
+            let status = job.status()?;
+            if transition(status, JobEvent::Superseded).is_ok() {
+                superseding.push(job.id);
+                superseded.push(job.id);
+            } else if status == JobStatus::Superseded {
                 superseded.push(job.id);
             }
         }
@@ -194,7 +212,7 @@ impl Gateway {
             budget,
         )
         .await?;
-        regenerate::supersede(&mut tx, &superseded, regeneration_id).await?;
+        regenerate::supersede(&mut tx, &superseding, regeneration_id).await?;
         let inserted = regenerate::insert(
             &mut tx,
             &NewRegeneration {
@@ -220,10 +238,7 @@ impl Gateway {
                 None => None,
             };
             return match earlier {
-                Some(earlier) => {
-                    self.earlier_answer(user, earlier, session.id, stage, document_key)
-                        .await
-                }
+                Some(earlier) => self.earlier_answer(user, earlier, &asked).await,
                 None => Err(GatewayError::Unavailable(
                     "a concurrent regeneration won; try again".into(),
                 )),
@@ -237,7 +252,7 @@ impl Gateway {
         )
         .await?;
         tx.commit().await.map_err(StoreError::from)?;
-        tracing::info!(%regeneration_id, %job_id, superseded = superseded.len(), document_key, stage, "document regeneration started");
+        tracing::info!(%regeneration_id, %job_id, superseded = superseding.len(), document_key, stage, "document regeneration started");
         if let Some(cache) = self.cache.get() {
             let event = ProgressEvent {
                 session_id: row.id.to_string(),
@@ -250,7 +265,7 @@ impl Gateway {
                 model: names.get(&model_id).cloned().unwrap_or_default(),
                 message: format!(
                     "regenerating {document_key}; {} earlier job(s) superseded",
-                    superseded.len()
+                    superseding.len()
                 ),
                 at_ms: chrono::Utc::now().timestamp_millis(),
                 ..Default::default()
@@ -275,13 +290,13 @@ impl Gateway {
         &self,
         user: Uuid,
         earlier: RegenerationRow,
-        session_id: Uuid,
-        stage: &str,
-        document_key: &str,
+        asked: &Asked<'_>,
     ) -> Result<RegenerateDocumentResponse, GatewayError> {
+        let session_id = asked.session_id;
         if earlier.session_id != session_id
-            || earlier.stage_slug != stage
-            || earlier.document_key != document_key
+            || earlier.stage_slug != asked.stage
+            || earlier.model_id != Some(asked.model_id)
+            || earlier.document_key != asked.document_key
         {
             return Err(GatewayError::InvalidArgument(format!(
                 "client_request_id {} was used for another regeneration",

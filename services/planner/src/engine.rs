@@ -223,8 +223,8 @@ impl Engine {
         // earlier stages' rendered documents: its root jobs wait for them, and
         // for a regeneration still writing a document they would read.
         let renders_pending = jobs::outstanding_input_work(&mut unit.tx, session_id, stage).await?;
-        if let Some(render) = renders_pending {
-            tracing::info!(%render, stage, "earlier documents still rendering or regenerating; the stage's root jobs wait for them");
+        if let Some(prerequisite) = renders_pending {
+            tracing::info!(%prerequisite, stage, "earlier documents still rendering or regenerating; the stage's root jobs wait for them");
         }
         let models = records::models_by_id(&mut *unit.tx, &session.selected_model_ids).await?;
         // A stage re-run after a revisit gets new root jobs: the key carries the revision.
