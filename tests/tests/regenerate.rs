@@ -482,3 +482,107 @@ async fn a_second_regeneration_makes_a_running_one_lose_and_the_next_stage_waits
     assert_eq!(archived, 1, "one archived version: the original");
     env.teardown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_document_written_in_several_chunks_is_regenerated_as_a_whole() {
+    let mut env = TestEnv::new().await;
+    env.start_all().await;
+    // Replies of at most 80 tokens: every thesis document takes several turns.
+    sqlx::query(
+        "UPDATE ai_providers SET max_output_tokens = 80 WHERE api_identifier = 'simulated'",
+    )
+    .execute(env.store.pool())
+    .await
+    .expect("update model");
+    let (_, session_id) = env.new_session(PROMPT, &["simulated"], false).await;
+    let session = Uuid::parse_str(&session_id).expect("uuid");
+    env.wait_for_session(&session_id, "pending_antithesis", true)
+        .await;
+    let mut client = env.gateway().await;
+    let before = documents(&mut client, &session_id, "thesis").await;
+    let old = only(&before, "simulated", "business_case").clone();
+    let old_chain: Vec<(Uuid, Uuid)> = sqlx::query_as(
+        "SELECT id, job_id FROM dialectic_contributions
+         WHERE session_id = $1 AND document_key = 'business_case' ORDER BY created_at",
+    )
+    .bind(session)
+    .fetch_all(env.store.pool())
+    .await
+    .expect("chain");
+    assert!(old_chain.len() >= 3, "several chunks: {old_chain:?}");
+
+    let done = regenerate(&mut client, request(&session_id, &old, "chunks")).await;
+    let superseded = uuids(&done.superseded_job_ids);
+    for (_, writer) in &old_chain {
+        assert!(
+            superseded.contains(writer),
+            "every chunk's job is the document's: {writer}"
+        );
+    }
+    let renders: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM dialectic_generation_jobs WHERE id = ANY($1) AND job_type = 'RENDER'",
+    )
+    .bind(&superseded)
+    .fetch_one(env.store.pool())
+    .await
+    .expect("count");
+    assert_eq!(renders as usize, old_chain.len(), "one render per chunk");
+
+    let new_job = Uuid::parse_str(&done.job_id).expect("uuid");
+    eventually(120, "the regeneration completes", || async {
+        (job(&env, new_job).await.1 == "completed").then_some(())
+    })
+    .await;
+    env.wait_for_session(&session_id, "pending_antithesis", true)
+        .await;
+    let (_, _, attempts) = job(&env, new_job).await;
+    let new_chain: Vec<(String, bool)> = sqlx::query_as(
+        "SELECT file_name, is_archived FROM dialectic_contributions
+         WHERE session_id = $1 AND document_key = 'business_case' AND NOT (job_id = ANY($2))
+         ORDER BY created_at",
+    )
+    .bind(session)
+    .bind(&superseded)
+    .fetch_all(env.store.pool())
+    .await
+    .expect("new chain");
+    assert!(new_chain.len() >= 3, "the new document is continued too");
+    for (turn, (file, archived)) in new_chain.iter().enumerate() {
+        assert_eq!(
+            file,
+            &format!(
+                "simulated_{}_business_case_continuation_{turn}_raw.json",
+                attempts - 1
+            )
+        );
+        assert!(!archived);
+    }
+    let live_old: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM dialectic_contributions WHERE id = ANY($1) AND NOT is_archived",
+    )
+    .bind(old_chain.iter().map(|(id, _)| *id).collect::<Vec<_>>())
+    .fetch_one(env.store.pool())
+    .await
+    .expect("count");
+    assert_eq!(
+        live_old, 0,
+        "no chunk of the old chain is an input any more"
+    );
+    let after = documents(&mut client, &session_id, "thesis").await;
+    assert_eq!(after.len(), before.len());
+    let current = only(&after, "simulated", "business_case");
+    assert_eq!(writer_of(&env, current).await, new_job);
+    let body = env
+        .blob
+        .get_string(&current.storage_key)
+        .await
+        .expect("new document");
+    let archived = env
+        .blob
+        .get_string(&old.storage_key.replace(".md", ".v1.md"))
+        .await
+        .expect("archived document");
+    assert!(!body.trim().is_empty() && !archived.trim().is_empty());
+    assert!(!current.incomplete);
+    env.teardown().await;
+}
