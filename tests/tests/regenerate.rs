@@ -167,7 +167,7 @@ async fn a_regenerated_thesis_document_replaces_the_old_one_once_and_antithesis_
         .await
         .expect_err("no such model");
     assert_eq!(unknown_model.code(), Code::NotFound);
-    // Antithesis has not run: its documents are not there to regenerate.
+    // Antithesis has not run: the session does not wait after it.
     let not_yet = client
         .regenerate_document(RegenerateDocumentRequest {
             stage_slug: "antithesis".into(),
@@ -175,8 +175,18 @@ async fn a_regenerated_thesis_document_replaces_the_old_one_once_and_antithesis_
             ..request(&session_id, &old, "")
         })
         .await
-        .expect_err("antithesis has no documents yet");
-    assert_eq!(not_yet.code(), Code::NotFound, "{}", not_yet.message());
+        .expect_err("antithesis has not run");
+    assert_eq!(
+        not_yet.code(),
+        Code::FailedPrecondition,
+        "{}",
+        not_yet.message()
+    );
+    assert!(
+        not_yet.message().contains("pending_antithesis"),
+        "{}",
+        not_yet.message()
+    );
 
     // A double click: one regeneration, one new job, the same answer twice.
     let first = regenerate(&mut client, request(&session_id, &old, "click-1")).await;
@@ -372,9 +382,27 @@ async fn a_second_regeneration_makes_a_running_one_lose_and_the_next_stage_waits
     env.start_all().await;
     let (_, session_id) = env.new_session(PROMPT, &["simulated"], false).await;
     let session = Uuid::parse_str(&session_id).expect("uuid");
+    let mut client = env.gateway().await;
+    // While thesis runs, none of its documents can be regenerated.
+    let running = client
+        .regenerate_document(RegenerateDocumentRequest {
+            session_id: session_id.clone(),
+            stage_slug: "thesis".into(),
+            model: "simulated".into(),
+            document_key: "business_case".into(),
+            resource_id: String::new(),
+            client_request_id: "too-early".into(),
+        })
+        .await
+        .expect_err("thesis is running");
+    assert_eq!(
+        running.code(),
+        Code::FailedPrecondition,
+        "{}",
+        running.message()
+    );
     env.wait_for_session(&session_id, "pending_antithesis", true)
         .await;
-    let mut client = env.gateway().await;
     let before = documents(&mut client, &session_id, "thesis").await;
     let old = before[0].clone();
 

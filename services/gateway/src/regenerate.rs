@@ -10,6 +10,7 @@ use dialectic_core::ids::{ResourceId, SessionId};
 use dialectic_core::job::{JobEvent, JobStatus, JobType, transition};
 use dialectic_core::session::SessionStatus;
 use dialectic_proto::v1::{RegenerateDocumentRequest, RegenerateDocumentResponse};
+use dialectic_store::records::SessionRow;
 use dialectic_store::regenerate::{self, NewRegeneration, RegenerationRow};
 use dialectic_store::{StoreError, jobs, outbox, records};
 use uuid::Uuid;
@@ -29,6 +30,31 @@ fn required<'a>(value: &'a str, what: &str) -> Result<&'a str, GatewayError> {
         return Err(GatewayError::InvalidArgument(format!("{what} is required")));
     }
     Ok(value)
+}
+
+/// A stage's documents are regenerated while the session waits for the user
+/// right after that stage: at `pending_<next stage>`, or at review after the last.
+fn waits_after(
+    session: &SessionRow,
+    stage: &str,
+    next_stage: Option<&str>,
+) -> Result<(), GatewayError> {
+    let waits = match (session.session_status()?, next_stage) {
+        (SessionStatus::Pending(next), Some(after)) => next == after,
+        (SessionStatus::IterationCompletePendingReview, None) => true,
+        _ => false,
+    };
+    if waits {
+        return Ok(());
+    }
+    let when = match next_stage {
+        Some(next) => format!("pending_{next}"),
+        None => "iteration_complete_pending_review".into(),
+    };
+    Err(GatewayError::FailedPrecondition(format!(
+        "session is {}; a document of {stage} is regenerated while the session waits for you right after that stage ({when})",
+        session.status
+    )))
 }
 
 /// The document a call names, to compare with an earlier call's.
@@ -80,6 +106,8 @@ impl Gateway {
             return self.earlier_answer(user, earlier, &asked).await;
         }
         let stage_row = records::stage_in_process(pool, session.id, stage).await?;
+        // Checked first for a clear answer, and again under the session's lock.
+        waits_after(&session, stage, stage_row.next_stage_slug.as_deref())?;
         let iteration = session.iteration_count.max(1);
         let mut documents = regenerate::current_documents(
             pool,
@@ -123,20 +151,11 @@ impl Gateway {
         // the session, and so does this.
         let slot = regenerate::lock_slot(&mut tx, template.id, identity).await?;
         let row = records::lock_session(&mut tx, session.id).await?;
-        let waits = match (row.session_status()?, stage_row.next_stage_slug.as_deref()) {
-            (SessionStatus::Pending(next), Some(after)) => next == after,
-            (SessionStatus::IterationCompletePendingReview, None) => true,
-            _ => false,
-        };
-        if !waits || row.iteration_count != session.iteration_count {
-            let when = match stage_row.next_stage_slug.as_deref() {
-                Some(next) => format!("pending_{next}"),
-                None => "iteration_complete_pending_review".into(),
-            };
-            return Err(GatewayError::FailedPrecondition(format!(
-                "session is {}; a document of {stage} is regenerated while the session waits for you after that stage ({when})",
-                row.status
-            )));
+        waits_after(&row, stage, stage_row.next_stage_slug.as_deref())?;
+        if row.iteration_count != session.iteration_count {
+            return Err(GatewayError::FailedPrecondition(
+                "the session began another iteration meanwhile".into(),
+            ));
         }
         let started = regenerate::live_root_jobs(&mut tx, row.id).await?;
         if !started.is_empty() {
