@@ -149,7 +149,11 @@ impl Gateway {
         let mut tx = self.store.begin().await?;
         // Jobs before the session: the planner locks a job, then its parent, then
         // the session, and so does this.
-        let slot = regenerate::lock_slot(&mut tx, template.id, identity).await?;
+        let slot = match regenerate::lock_slot(&mut tx, template.id, identity).await {
+            // The planner kept adding jobs to the document: a retry will see them settle.
+            Err(StoreError::Invalid(reason)) => return Err(GatewayError::Unavailable(reason)),
+            other => other?,
+        };
         let row = records::lock_session(&mut tx, session.id).await?;
         waits_after(&row, stage, stage_row.next_stage_slug.as_deref())?;
         if row.iteration_count != session.iteration_count {
