@@ -65,12 +65,13 @@ pub async fn current_documents(
     .await?)
 }
 
-/// Every job of the document `template` writes, locked in id order: the
-/// EXECUTE jobs of its slot (same parent, step, model and sources: the
-/// original, its continuations, earlier regenerations and theirs) and the
-/// RENDER jobs under them or rendering `identity` (a user's edit). Repeats the
-/// locking read until no new job appears, so a continuation the planner
-/// committed meanwhile is not missed.
+/// Every job of the document `template` writes, locked: the EXECUTE jobs of
+/// its slot (same parent, step, model and sources: the original, its
+/// continuations, earlier regenerations and theirs) and the RENDER jobs under
+/// them or rendering `identity` (a user's edit). RENDER jobs are locked first:
+/// the planner locks a job before its parent, and so must this, or the two
+/// deadlock. Repeats the locking read until no new job appears, so a
+/// continuation the planner committed meanwhile is not missed.
 pub async fn lock_slot(
     tx: &mut Tx<'_>,
     template: Uuid,
@@ -91,7 +92,7 @@ pub async fn lock_slot(
          WHERE id IN (SELECT id FROM slot)
             OR (job_type = 'RENDER' AND session_id = (SELECT session_id FROM dialectic_generation_jobs WHERE id = $1)
                 AND (parent_job_id IN (SELECT id FROM slot) OR payload->'render'->>'document_identity' = $2))
-         ORDER BY id FOR UPDATE"
+         ORDER BY job_type = 'RENDER' DESC, id FOR UPDATE"
     );
     let mut seen = 0;
     for _ in 0..5 {
