@@ -10,9 +10,9 @@ use dialectic_proto::v1::{
     ExportProjectRequest, GetDocumentContentRequest, GetProjectRequest, GetSessionRequest,
     GetStageRecipeRequest, GetWalletRequest, ListModelsRequest, ListProjectsRequest,
     ListRecipesRequest, ListSessionsRequest, ListStageDocumentsRequest,
-    ListWalletTransactionsRequest, PauseSessionRequest, RecipeEdge, ResumeSessionRequest,
-    RevisitStageRequest, SaveDocumentEditRequest, StageResponse, StartSessionRequest,
-    SubmitStageResponsesRequest, WatchSessionRequest,
+    ListWalletTransactionsRequest, PauseSessionRequest, RecipeEdge, RegenerateDocumentRequest,
+    ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest, StageResponse,
+    StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use prost::Message;
 use std::collections::{BTreeMap, BTreeSet};
@@ -367,6 +367,23 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
             ),
         ));
         cases.push((
+            "RegenerateDocument",
+            what,
+            code,
+            done(
+                client
+                    .regenerate_document(RegenerateDocumentRequest {
+                        session_id: id.clone(),
+                        stage_slug: "thesis".into(),
+                        model: "simulated".into(),
+                        document_key: "business_case".into(),
+                        resource_id: String::new(),
+                        client_request_id: String::new(),
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
             "WatchSession",
             what,
             code,
@@ -379,6 +396,41 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
             ),
         ));
     }
+    let regenerate = |document_key: &str, model: &str, request: String| RegenerateDocumentRequest {
+        session_id: unknown.clone(),
+        stage_slug: "thesis".into(),
+        model: model.to_string(),
+        document_key: document_key.to_string(),
+        resource_id: String::new(),
+        client_request_id: request,
+    };
+    case!(
+        "RegenerateDocument",
+        "no document key",
+        Code::InvalidArgument,
+        client.regenerate_document(regenerate(" ", "simulated", String::new()))
+    );
+    case!(
+        "RegenerateDocument",
+        "no model",
+        Code::InvalidArgument,
+        client.regenerate_document(regenerate("business_case", "", String::new()))
+    );
+    case!(
+        "RegenerateDocument",
+        "client_request_id over 200 bytes",
+        Code::InvalidArgument,
+        client.regenerate_document(regenerate("business_case", "simulated", "r".repeat(201)))
+    );
+    case!(
+        "RegenerateDocument",
+        "malformed resource id",
+        Code::InvalidArgument,
+        client.regenerate_document(RegenerateDocumentRequest {
+            resource_id: malformed.clone(),
+            ..regenerate("business_case", "simulated", String::new())
+        })
+    );
     case!(
         "SaveDocumentEdit",
         "message over max_message_bytes",

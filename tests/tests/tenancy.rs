@@ -10,8 +10,8 @@ use dialectic_proto::v1::{
     ExportProjectRequest, GetDocumentContentRequest, GetProjectRequest, GetSessionRequest,
     GetStageRecipeRequest, GetWalletRequest, ListProjectsRequest, ListSessionsRequest,
     ListStageDocumentsRequest, ListWalletTransactionsRequest, PauseSessionRequest, PromptFile,
-    RecipeEdge, ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest,
-    StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
+    RecipeEdge, RegenerateDocumentRequest, ResumeSessionRequest, RevisitStageRequest,
+    SaveDocumentEditRequest, StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use tonic::Code;
 
@@ -296,6 +296,20 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
                     stage_slug: "thesis".into(),
                     impact: "major".into(),
                     reason: String::new(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "RegenerateDocument",
+            theirs
+                .regenerate_document(RegenerateDocumentRequest {
+                    session_id: session_id(),
+                    stage_slug: "thesis".into(),
+                    model: "simulated".into(),
+                    document_key: "business_case".into(),
+                    resource_id: resource_id(),
+                    client_request_id: "their-click".into(),
                 })
                 .await
                 .map(drop),

@@ -83,10 +83,13 @@ pub enum JobStatus {
     RetryLoopFailed,
     /// The wallet could not afford the job's next model call; no call was made.
     PausedNsf,
+    /// A regeneration of the job's document replaced it: whatever it still
+    /// reports is discarded, and nothing ever moves it again.
+    Superseded,
 }
 
 impl JobStatus {
-    pub const ALL: [JobStatus; 11] = [
+    pub const ALL: [JobStatus; 12] = [
         JobStatus::Pending,
         JobStatus::Processing,
         JobStatus::WaitingForPrerequisite,
@@ -98,6 +101,7 @@ impl JobStatus {
         JobStatus::Failed,
         JobStatus::RetryLoopFailed,
         JobStatus::PausedNsf,
+        JobStatus::Superseded,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -113,15 +117,23 @@ impl JobStatus {
             JobStatus::Failed => "failed",
             JobStatus::RetryLoopFailed => "retry_loop_failed",
             JobStatus::PausedNsf => "paused_nsf",
+            JobStatus::Superseded => "superseded",
         }
     }
 
     pub const fn is_terminal(self) -> bool {
         matches!(
             self,
-            JobStatus::Completed | JobStatus::Failed | JobStatus::RetryLoopFailed
+            JobStatus::Completed
+                | JobStatus::Failed
+                | JobStatus::RetryLoopFailed
+                | JobStatus::Superseded
         )
     }
+
+    /// Terminal statuses as stored, for SQL that must agree with `is_terminal`.
+    pub const TERMINAL: [&'static str; 4] =
+        ["completed", "failed", "retry_loop_failed", "superseded"];
 
     pub const fn is_failure(self) -> bool {
         matches!(self, JobStatus::Failed | JobStatus::RetryLoopFailed)
@@ -189,6 +201,8 @@ pub enum JobEvent {
         attempts_used: u32,
         max_attempts: u32,
     },
+    /// A regeneration of the document this job produces (or renders) replaced it.
+    Superseded,
 }
 
 /// What the planner must do after a transition, in the same transaction.
@@ -275,6 +289,15 @@ pub fn transition(from: JobStatus, event: JobEvent) -> Result<Transition, Invali
                 t(S::Retrying, vec![E::Dispatch])
             }
         }
+        // A finished document may be regenerated, and so may one still being
+        // written (the earlier regeneration loses instead of racing). No effects:
+        // the replacement job takes the superseded one's place under the same
+        // parent, and nothing waits on a superseded job (a regeneration is
+        // refused once the next stage's root jobs exist). A failed job stays
+        // failed: it produced nothing to replace.
+        (from, Ev::Superseded) if from != S::Superseded && !from.is_failure() => {
+            t(S::Superseded, vec![])
+        }
         (from, event) => Err(InvalidTransition { from, event }),
     }
 }
@@ -301,7 +324,8 @@ pub fn children_state(children: &[(JobType, JobStatus)]) -> ChildrenState {
         if status.is_failure() {
             return ChildrenState::AnyFailed;
         }
-        if *status != JobStatus::Completed {
+        // A superseded child was replaced by a sibling, which is counted itself.
+        if !matches!(status, JobStatus::Completed | JobStatus::Superseded) {
             outstanding = true;
         }
     }
@@ -459,6 +483,7 @@ mod tests {
             Ev::LeaseExpired,
             Ev::InsufficientBalance,
             Ev::Resumed,
+            Ev::Superseded,
         ];
         for (attempts_used, max_attempts) in [(0, 0), (0, 3), (1, 3), (2, 3), (3, 3), (7, 3)] {
             events.push(Ev::RetryDue {
@@ -507,6 +532,8 @@ mod tests {
             }
             Ev::InsufficientBalance => (from == S::Processing).then(|| (S::PausedNsf, vec![])),
             Ev::Resumed => (from == S::PausedNsf).then(|| (S::Pending, vec![E::Dispatch])),
+            Ev::Superseded => (!matches!(from, S::Superseded | S::Failed | S::RetryLoopFailed))
+                .then(|| (S::Superseded, vec![])),
             Ev::RetryDue {
                 attempts_used,
                 max_attempts,
@@ -544,18 +571,55 @@ mod tests {
             }
         }
         // 4 claims + 1 + 1 + 1 + 3 spawns + 1 + 1 + 2 successes + 1 + 2 + 1 + 6 retry-dues
-        // + pausing on an unaffordable call and resuming.
-        assert_eq!(valid, 26);
+        // + pausing on an unaffordable call and resuming + superseding from the
+        // nine statuses that are neither failed nor superseded already.
+        assert_eq!(valid, 35);
     }
 
-    /// Terminal states must be absorbing: no event of the table leaves them.
+    /// Terminal states must be absorbing: no event of the table leaves them,
+    /// except that a completed job's document may be regenerated (superseded).
     #[test]
     fn terminal_states_reject_every_event() {
         for from in S::ALL.into_iter().filter(|s| s.is_terminal()) {
             for event in all_events() {
-                assert!(transition(from, event).is_err(), "{from} on {event:?}");
+                let allowed = from == S::Completed && event == Ev::Superseded;
+                assert_eq!(
+                    transition(from, event).is_ok(),
+                    allowed,
+                    "{from} on {event:?}"
+                );
             }
         }
+    }
+
+    /// Nothing leaves `superseded`: a late outcome, a lease expiry, a retry, a
+    /// credit or a second regeneration all find it final.
+    #[test]
+    fn superseded_is_final_and_reached_from_any_live_or_completed_status() {
+        for event in all_events() {
+            assert!(
+                transition(S::Superseded, event).is_err(),
+                "superseded on {event:?}"
+            );
+        }
+        for from in S::ALL {
+            let got = transition(from, Ev::Superseded);
+            if matches!(from, S::Superseded | S::Failed | S::RetryLoopFailed) {
+                assert!(got.is_err(), "{from}");
+            } else {
+                let t = got.unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(t.to, S::Superseded);
+                assert!(t.effects.is_empty(), "{from}: {:?}", t.effects);
+            }
+        }
+        assert!(S::Superseded.is_terminal() && !S::Superseded.is_failure());
+        assert!(!S::claimable().contains(&S::Superseded));
+        let stored: Vec<&str> = S::ALL
+            .into_iter()
+            .filter(|s| s.is_terminal())
+            .map(|s| s.as_str())
+            .collect();
+        assert_eq!(stored, S::TERMINAL);
     }
 
     /// Only the statuses a worker may claim are claimable; a waiting parent or
@@ -578,7 +642,10 @@ mod tests {
     #[test]
     fn terminal_and_failure_predicates() {
         for status in S::ALL {
-            let terminal = matches!(status, S::Completed | S::Failed | S::RetryLoopFailed);
+            let terminal = matches!(
+                status,
+                S::Completed | S::Failed | S::RetryLoopFailed | S::Superseded
+            );
             assert_eq!(status.is_terminal(), terminal, "{status}");
             assert_eq!(
                 status.is_failure(),
@@ -628,7 +695,7 @@ mod tests {
     fn children_state_table_ignores_render_in_every_status() {
         use JobType::*;
         for status in S::ALL {
-            let want = if status == S::Completed {
+            let want = if matches!(status, S::Completed | S::Superseded) {
                 ChildrenState::AllCompleted
             } else if status.is_failure() {
                 ChildrenState::AnyFailed
@@ -673,6 +740,15 @@ mod tests {
         // A retrying child is still outstanding, not failed.
         assert_eq!(
             children_state(&[(Execute, S::Completed), (Execute, S::Retrying)]),
+            ChildrenState::Outstanding
+        );
+        // A superseded child is replaced by a sibling: it neither waits nor fails.
+        assert_eq!(
+            children_state(&[(Execute, S::Superseded), (Execute, S::Completed)]),
+            ChildrenState::AllCompleted
+        );
+        assert_eq!(
+            children_state(&[(Execute, S::Superseded), (Execute, S::Processing)]),
             ChildrenState::Outstanding
         );
         let many: Vec<(JobType, S)> = (0..16).map(|_| (Execute, S::Completed)).collect();

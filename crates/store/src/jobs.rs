@@ -52,7 +52,7 @@ impl JobRow {
     }
 }
 
-const JOB_COLUMNS: &str = "id, job_key, session_id, user_id, stage_slug, iteration_number, job_type, status, recipe_step_id,
+pub(crate) const JOB_COLUMNS: &str = "id, job_key, session_id, user_id, stage_slug, iteration_number, job_type, status, recipe_step_id,
     step_key, model_id, document_key, payload, parent_job_id, prerequisite_job_id, target_contribution_id, attempt_count,
     max_retries, lease_owner, lease_expires_at, error_details";
 
@@ -144,7 +144,7 @@ pub async fn set_status(
              results = COALESCE($4, results),
              lease_owner = CASE WHEN $2 = 'processing' THEN lease_owner ELSE NULL END,
              lease_expires_at = CASE WHEN $2 = 'processing' THEN lease_expires_at ELSE NULL END,
-             completed_at = CASE WHEN $2 IN ('completed', 'failed', 'retry_loop_failed') THEN now() ELSE completed_at END,
+             completed_at = CASE WHEN $2 IN ('completed', 'failed', 'retry_loop_failed', 'superseded') THEN now() ELSE completed_at END,
              updated_at = now()
          WHERE id = $1",
     )
@@ -312,19 +312,24 @@ pub async fn clear_next_attempt(tx: &mut Tx<'_>, id: Uuid) -> Result<(), StoreEr
     Ok(())
 }
 
-/// The newest RENDER job of the session that is not over yet: a stage that
-/// starts reads earlier stages' rendered documents, so it waits for these.
-pub async fn outstanding_render(
+/// The newest job not over yet whose product a stage starting now would read:
+/// a RENDER job (a stage reads earlier stages' rendered documents), or an
+/// EXECUTE job of another stage, which in a session waiting between stages is
+/// a regeneration still writing its document. The stage's root jobs wait for these.
+pub async fn outstanding_input_work(
     tx: &mut Tx<'_>,
     session_id: Uuid,
+    stage_slug: &str,
 ) -> Result<Option<Uuid>, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT id FROM dialectic_generation_jobs
-          WHERE session_id = $1 AND job_type = 'RENDER'
-            AND status NOT IN ('completed', 'failed', 'retry_loop_failed')
+          WHERE session_id = $1
+            AND (job_type = 'RENDER' OR (job_type = 'EXECUTE' AND stage_slug <> $2))
+            AND status NOT IN ('completed', 'failed', 'retry_loop_failed', 'superseded')
           ORDER BY created_at DESC LIMIT 1",
     )
     .bind(session_id)
+    .bind(stage_slug)
     .fetch_optional(&mut **tx)
     .await?)
 }
@@ -378,7 +383,7 @@ pub async fn stage_percent(
     iteration: i32,
 ) -> Result<u32, StoreError> {
     let (done, total): (i64, i64) = sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE status IN ('completed', 'failed', 'retry_loop_failed')), count(*)
+        "SELECT count(*) FILTER (WHERE status IN ('completed', 'failed', 'retry_loop_failed', 'superseded')), count(*)
          FROM dialectic_generation_jobs
          WHERE session_id = $1 AND stage_slug = $2 AND iteration_number = $3 AND job_type <> 'RENDER'",
     )

@@ -12,6 +12,7 @@ pub mod outbox;
 pub mod recipe_edit;
 pub mod recipes;
 pub mod records;
+pub mod regenerate;
 pub mod revisit;
 pub mod stats;
 pub mod traces;

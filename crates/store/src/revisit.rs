@@ -33,7 +33,7 @@ pub async fn stages_after(
 pub async fn unfinished_jobs(tx: &mut Tx<'_>, session_id: Uuid) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT count(*) FROM dialectic_generation_jobs
-         WHERE session_id = $1 AND status NOT IN ('completed', 'failed', 'retry_loop_failed')",
+         WHERE session_id = $1 AND status NOT IN ('completed', 'failed', 'retry_loop_failed', 'superseded')",
     )
     .bind(session_id)
     .fetch_one(&mut **tx)

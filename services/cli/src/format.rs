@@ -48,9 +48,13 @@ pub fn session(s: &Session) -> String {
         out.push_str("jobs:\n");
         for j in &s.jobs {
             out.push_str(&format!(
-                "  {}: plan {}, execute {}, render {} | completed {}, failed {}, in flight {}\n",
+                "  {}: plan {}, execute {}, render {} | completed {}, failed {}, in flight {}",
                 j.stage_slug, j.plan, j.execute, j.render, j.completed, j.failed, j.in_flight
             ));
+            if j.superseded > 0 {
+                out.push_str(&format!(", superseded {}", j.superseded));
+            }
+            out.push('\n');
         }
     }
     out

@@ -29,7 +29,7 @@ pub fn session(s: &Session) -> Value {
         "created_at": time(&s.created_at), "updated_at": time(&s.updated_at),
         "jobs": s.jobs.iter().map(|j| json!({
             "stage": j.stage_slug, "plan": j.plan, "execute": j.execute, "render": j.render,
-            "completed": j.completed, "failed": j.failed, "in_flight": j.in_flight, "cost": j.cost,
+            "completed": j.completed, "failed": j.failed, "in_flight": j.in_flight, "superseded": j.superseded, "cost": j.cost,
         })).collect::<Vec<_>>(),
     })
 }

@@ -12,9 +12,9 @@ use dialectic_proto::v1::{
     ExportProjectRequest, GetDocumentContentRequest, GetSessionRequest, GetStageRecipeRequest,
     GetWalletRequest, ListModelsRequest, ListProjectsRequest, ListRecipesRequest,
     ListSessionsRequest, ListStageDocumentsRequest, PauseSessionRequest, Project, PromptFile,
-    RecipeEdge, ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest, Session,
-    StageDocument, StageResponse, StartSessionRequest, SubmitStageResponsesRequest,
-    WatchSessionRequest,
+    RecipeEdge, RegenerateDocumentRequest, ResumeSessionRequest, RevisitStageRequest,
+    SaveDocumentEditRequest, Session, StageDocument, StageResponse, StartSessionRequest,
+    SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use std::future::Future;
 use std::path::PathBuf;
@@ -282,6 +282,27 @@ enum DocsCommand {
     Chunks {
         #[arg(long)]
         resource: String,
+    },
+    /// Write one document of the stage the session just finished again; the
+    /// jobs that wrote it are superseded and the old version is archived.
+    Regenerate {
+        #[arg(long)]
+        session: String,
+        #[arg(long)]
+        stage: String,
+        /// The model that wrote it (api identifier or id).
+        #[arg(long)]
+        model: String,
+        /// The document key (e.g. business_case).
+        #[arg(long)]
+        document: String,
+        /// Which document, when the model wrote several under that key.
+        #[arg(long)]
+        resource: Option<String>,
+        /// Idempotency key: repeating the command with it starts nothing new
+        /// (default: a fresh one per invocation).
+        #[arg(long)]
+        request_id: Option<String>,
     },
     /// Save your edited version of a document (later stages read it).
     Edit {
@@ -591,6 +612,51 @@ async fn run(cli: Cli) -> Result<()> {
                 print_json(&value);
             } else {
                 print!("{}", content.content);
+            }
+        }
+        Command::Docs(DocsCommand::Regenerate {
+            session,
+            stage,
+            model,
+            document,
+            resource,
+            request_id,
+        }) => {
+            // One id for every retry of this invocation, so a retried call after
+            // an unavailable gateway cannot start a second regeneration.
+            let request_id = request_id.unwrap_or_else(client_request_id);
+            let done = gateway
+                .call(|mut c| {
+                    let request = gateway.request(RegenerateDocumentRequest {
+                        session_id: session.clone(),
+                        stage_slug: stage.clone(),
+                        model: model.clone(),
+                        document_key: document.clone(),
+                        resource_id: resource.clone().unwrap_or_default(),
+                        client_request_id: request_id.clone(),
+                    });
+                    async move { c.regenerate_document(request).await }
+                })
+                .await?;
+            if json {
+                print_json(&serde_json::json!({
+                    "regeneration_id": done.regeneration_id,
+                    "job_id": done.job_id,
+                    "superseded_job_ids": done.superseded_job_ids,
+                    "created": done.created,
+                    "session": done.session.as_ref().map(json::session),
+                }));
+            } else {
+                let verb = if done.created {
+                    "regenerating"
+                } else {
+                    "already regenerating"
+                };
+                println!(
+                    "{verb} {document} as job {} ({} earlier job(s) superseded)",
+                    done.job_id,
+                    done.superseded_job_ids.len()
+                );
             }
         }
         Command::Docs(DocsCommand::Edit { resource, file }) => {

@@ -15,7 +15,7 @@ use dialectic_config::Settings;
 use dialectic_core::context::Context;
 use dialectic_core::fanout::SourceDoc;
 use dialectic_core::ids::{ProjectId, SessionId};
-use dialectic_core::job::JobType;
+use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::paths::{DocumentName, FileKind, Lineage, PathContext};
 use dialectic_core::payload::JobPayload;
 use dialectic_core::prompt::{Message, PromptConstructionPayload, ResourceDocument};
@@ -387,6 +387,7 @@ impl JobWork for Executor {
             .put(&key, body, "application/json")
             .await
             .map_err(|e| retryable("storage", e))?;
+        let mut assembled_key = None;
         if let (Some(chain), false) = (&chain, continuation_needed) {
             // Seed 001 Phase 4: the last chunk arrived; assemble the whole document at its root path.
             let mut merged = String::new();
@@ -412,6 +413,7 @@ impl JobWork for Executor {
                 )
                 .await
                 .map_err(|e| retryable("storage", e))?;
+            assembled_key = Some(root_key);
         }
 
         let (dir, file_name) = key.rsplit_once('/').unwrap_or(("", key.as_str()));
@@ -485,8 +487,22 @@ impl JobWork for Executor {
         .await?;
         if !recorded {
             drop(tx);
+            // Superseded by a regeneration, or taken away after a lease expiry:
+            // the outcome is discarded and the chunk must not outlive it.
+            tracing::info!(%key, "the attempt no longer owns its job; discarding its chunk");
             if let Err(e) = self.blob.delete(&key).await {
                 tracing::warn!(error = %e, %key, "could not remove the orphaned chunk");
+            }
+            // A superseded job's last turn assembled a document of a regenerated
+            // chain that nothing writes again, so it goes too; after a lease
+            // expiry the retry writes the same file, so it stays.
+            if let Some(root_key) = assembled_key {
+                let superseded = dialectic_store::jobs::get(self.store.pool(), job.id)
+                    .await
+                    .is_ok_and(|j| j.status == JobStatus::Superseded.as_str());
+                if superseded && let Err(e) = self.blob.delete(&root_key).await {
+                    tracing::warn!(error = %e, %root_key, "could not remove a superseded document's assembly");
+                }
             }
             return Err(AttemptError::Lost);
         }

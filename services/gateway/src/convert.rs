@@ -103,6 +103,7 @@ pub fn job_counts(rows: &[(String, String, String, i64)]) -> Vec<StageJobCounts>
         }
         match status.parse::<JobStatus>() {
             Ok(JobStatus::Completed) => entry.completed += n,
+            Ok(JobStatus::Superseded) => entry.superseded += n,
             Ok(s) if s.is_failure() => entry.failed += n,
             _ => entry.in_flight += n,
         }
@@ -218,15 +219,20 @@ mod tests {
             row("thesis", "EXECUTE", "retry_loop_failed", 1),
             row("thesis", "PLAN", "waiting_for_children", 1),
             row("thesis", "RENDER", "failed", 2),
+            row("thesis", "EXECUTE", "superseded", 2),
             row("antithesis", "PLAN", "pending", 1),
         ]);
         assert_eq!(counts.len(), 2);
         let thesis = &counts[0];
         assert_eq!(thesis.stage_slug, "thesis");
-        assert_eq!((thesis.plan, thesis.execute, thesis.render), (1, 4, 2));
+        assert_eq!((thesis.plan, thesis.execute, thesis.render), (1, 6, 2));
         assert_eq!(
             (thesis.completed, thesis.failed, thesis.in_flight),
             (3, 3, 1)
+        );
+        assert_eq!(
+            thesis.superseded, 2,
+            "superseded jobs are neither running nor failed"
         );
         assert_eq!(counts[1].in_flight, 1);
     }

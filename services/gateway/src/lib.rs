@@ -6,6 +6,7 @@
 pub mod catalog;
 pub mod convert;
 pub mod error;
+pub mod regenerate;
 pub mod revisit;
 pub mod service;
 

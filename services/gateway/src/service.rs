@@ -17,7 +17,8 @@ use dialectic_proto::v1::{
     EditStageRecipeRequest, ExportChunk, ExportProjectRequest, ExportUrl, GetStageRecipeRequest,
     ListProjectsRequest, ListProjectsResponse, ListRecipesRequest, ListRecipesResponse,
     ListSessionsRequest, ListSessionsResponse, ListWalletTransactionsRequest,
-    ListWalletTransactionsResponse, RevisitStageRequest, RevisitStageResponse, StageRecipe,
+    ListWalletTransactionsResponse, RegenerateDocumentRequest, RegenerateDocumentResponse,
+    RevisitStageRequest, RevisitStageResponse, StageRecipe,
 };
 use dialectic_proto::v1::{
     CreateProjectRequest, DocumentContent, GetDocumentContentRequest, GetProjectRequest,
@@ -1221,6 +1222,20 @@ impl DialecticService for Gateway {
         let span = span!("revisit_stage", user);
         span.record("session_id", req.session_id.as_str());
         let done = Gateway::revisit_stage(self, user, req)
+            .instrument(span)
+            .await?;
+        Ok(Response::new(done))
+    }
+
+    async fn regenerate_document(
+        &self,
+        request: Request<RegenerateDocumentRequest>,
+    ) -> Result<Response<RegenerateDocumentResponse>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let req = request.into_inner();
+        let span = span!("regenerate_document", user);
+        span.record("session_id", req.session_id.as_str());
+        let done = Gateway::regenerate_document(self, user, req)
             .instrument(span)
             .await?;
         Ok(Response::new(done))

@@ -71,7 +71,8 @@ enum Work {
     Release {
         prerequisite: Uuid,
         succeeded: bool,
-        /// Set when the prerequisite is a RENDER job of this session.
+        /// Set when the prerequisite is a RENDER job or a regeneration of this
+        /// session, which a later stage's root jobs may wait for.
         render_of: Option<Uuid>,
     },
 }
@@ -219,10 +220,11 @@ impl Engine {
             })?;
         let planned_documents = descendant_outputs(&recipe, &root_step);
         // RENDER jobs do not gate their own stage, but this stage reads the
-        // earlier stages' rendered documents: its root jobs wait for them.
-        let renders_pending = jobs::outstanding_render(&mut unit.tx, session_id).await?;
-        if let Some(render) = renders_pending {
-            tracing::info!(%render, stage, "earlier documents still rendering; the stage's root jobs wait for them");
+        // earlier stages' rendered documents: its root jobs wait for them, and
+        // for a regeneration still writing a document they would read.
+        let renders_pending = jobs::outstanding_input_work(&mut unit.tx, session_id, stage).await?;
+        if let Some(prerequisite) = renders_pending {
+            tracing::info!(%prerequisite, stage, "earlier documents still rendering or regenerating; the stage's root jobs wait for them");
         }
         let models = records::models_by_id(&mut *unit.tx, &session.selected_model_ids).await?;
         // A stage re-run after a revisit gets new root jobs: the key carries the revision.
@@ -646,11 +648,26 @@ impl Engine {
                         unit.work.push_back(Work::CheckParent(parent));
                     }
                 }
-                JobEffect::ReleaseDependents => unit.work.push_back(Work::Release {
-                    prerequisite: job.id,
-                    succeeded: t.to == JobStatus::Completed,
-                    render_of: (job.job_type()? == JobType::Render).then_some(job.session_id),
-                }),
+                JobEffect::ReleaseDependents => {
+                    let gates_stage = match job.job_type()? {
+                        JobType::Render => true,
+                        // A regeneration (or its continuation) hangs under a PLAN job
+                        // that completed long ago; a next stage's roots may wait for it.
+                        JobType::Execute => match job.parent_job_id {
+                            Some(parent) => {
+                                jobs::get(&mut *unit.tx, parent).await?.status()?
+                                    == JobStatus::Completed
+                            }
+                            None => false,
+                        },
+                        JobType::Plan => false,
+                    };
+                    unit.work.push_back(Work::Release {
+                        prerequisite: job.id,
+                        succeeded: t.to == JobStatus::Completed,
+                        render_of: gates_stage.then_some(job.session_id),
+                    })
+                }
                 JobEffect::CheckStage => {
                     if job.parent_job_id.is_none() {
                         unit.work.push_back(Work::CheckStage {
@@ -666,8 +683,8 @@ impl Engine {
         Ok(())
     }
 
-    /// A stage's root jobs wait while earlier stages still render (see
-    /// `start_stage`). When a render ends they wait for the next outstanding one,
+    /// A stage's root jobs wait while earlier stages still render or regenerate
+    /// (see `start_stage`). When one ends they wait for the next outstanding one,
     /// or start. The session lock orders this after a concurrent `start_stage`
     /// (which holds it while it reads the outstanding renders), so a root job
     /// that commits waiting on this render is seen here. A render that failed
@@ -680,10 +697,11 @@ impl Engine {
     ) -> Result<(), PlannerError> {
         records::lock_session(&mut unit.tx, session_id).await?;
         let waiting = jobs::waiting_on(&mut unit.tx, render).await?;
-        if waiting.is_empty() {
+        let Some(first) = waiting.first() else {
             return Ok(());
-        }
-        match jobs::outstanding_render(&mut unit.tx, session_id).await? {
+        };
+        let stage = jobs::get(&mut *unit.tx, *first).await?.stage_slug;
+        match jobs::outstanding_input_work(&mut unit.tx, session_id, &stage).await? {
             Some(next) => {
                 for job in waiting {
                     jobs::set_prerequisite(&mut unit.tx, job, next).await?;

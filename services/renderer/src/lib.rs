@@ -21,7 +21,7 @@ use dialectic_runtime::{
 };
 use dialectic_store::jobs::JobRow;
 use dialectic_store::records::{self, ContributionRow, NewResource, USER_EDIT};
-use dialectic_store::{Conn, Store, StoreError};
+use dialectic_store::{Conn, Store, StoreError, regenerate};
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -150,6 +150,54 @@ impl Renderer {
     }
 }
 
+impl Renderer {
+    /// When `root_job` is a regeneration, the documents of the jobs it
+    /// superseded become archived versions (`name.v{N}.md`) and their chunks
+    /// stop being inputs, in the caller's transaction: the new document and the
+    /// old one swap places in one commit. Returns the old objects' keys, to
+    /// delete once that commit succeeded.
+    async fn archive_replaced(
+        &self,
+        tx: &mut dialectic_store::Tx<'_>,
+        session_id: Uuid,
+        root_job: Uuid,
+        current_key: &str,
+    ) -> Result<Vec<String>, AttemptError> {
+        let Some(superseded) = regenerate::superseded_by(&mut **tx, root_job).await? else {
+            return Ok(Vec::new());
+        };
+        let old = regenerate::documents_of_jobs(tx, session_id, &superseded).await?;
+        let mut renamed = Vec::with_capacity(old.len());
+        let mut keys = Vec::with_capacity(old.len());
+        for doc in old {
+            let old_key = doc.key();
+            if old_key == current_key {
+                continue;
+            }
+            let name = regenerate::free_archived_name(tx, &doc).await?;
+            let archived_key = format!("{}/{name}", doc.storage_path);
+            // Copy first: if the transaction then fails, an extra copy is harmless.
+            match self.blob.get(&old_key).await {
+                Ok(body) => {
+                    self.blob
+                        .put(&archived_key, body, &doc.mime_type)
+                        .await
+                        .map_err(|e| AttemptError::retryable("storage", e))?;
+                    keys.push(old_key.clone());
+                }
+                Err(dialectic_blob::BlobError::NotFound(_)) => {
+                    tracing::warn!(key = %old_key, "a replaced document's object is gone; archiving its row only");
+                }
+                Err(e) => return Err(AttemptError::retryable("storage", e)),
+            }
+            tracing::info!(from = %old_key, to = %archived_key, "regenerated document archived");
+            renamed.push((doc, name));
+        }
+        regenerate::archive(tx, session_id, &superseded, &renamed).await?;
+        Ok(keys)
+    }
+}
+
 #[async_trait::async_trait]
 impl JobWork for Renderer {
     async fn attempt(&self, job: &JobRow, worker: &str) -> Result<(), AttemptError> {
@@ -165,6 +213,16 @@ impl JobWork for Renderer {
         // the lock: a render queued by an early chunk can never overwrite a later one.
         let mut tx = self.store.begin().await?;
         records::lock_contribution(&mut tx, identity).await?;
+        // A document replaced by a regeneration (or archived by a revisit) stays
+        // archived: a late render of it must not make it current again.
+        if regenerate::is_archived(&mut tx, identity).await? {
+            return Err(AttemptError::permanent(
+                "archived",
+                format!(
+                    "document {identity} was archived (regenerated or revisited); it is not rendered again"
+                ),
+            ));
+        }
         let (rendered, root) = self.render(&mut tx, identity).await?;
         let session = records::session_for_user(&mut *tx, job.user_id, job.session_id).await?;
         let size = rendered.markdown.len() as i64;
@@ -203,6 +261,13 @@ impl JobWork for Renderer {
             },
         )
         .await?;
+        let replaced = match root.job_id {
+            Some(root_job) => {
+                self.archive_replaced(&mut tx, job.session_id, root_job, &rendered.key)
+                    .await?
+            }
+            None => Vec::new(),
+        };
         let recorded = worker::record_success(
             &mut tx,
             job,
@@ -220,6 +285,12 @@ impl JobWork for Renderer {
             return Err(AttemptError::Lost);
         }
         tx.commit().await.map_err(StoreError::from)?;
+        // The archived versions hold the old bytes now; the old names hold nothing current.
+        for key in &replaced {
+            if let Err(e) = self.blob.delete(key).await {
+                tracing::warn!(%key, error = %e, "could not remove a replaced document's old object");
+            }
+        }
         dialectic_telemetry::metrics::DOCUMENTS_RENDERED.inc(&[&job.stage_slug]);
         tracing::info!(%resource_id, key = %rendered.key, "document rendered");
         Ok(())

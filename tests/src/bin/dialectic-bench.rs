@@ -412,7 +412,7 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
         let (done, open, failed): (i64, i64, i64) = sqlx::query_as(
             "SELECT (SELECT count(*) FROM dialectic_sessions WHERE status = 'pending_antithesis'),
                     (SELECT count(*) FROM dialectic_generation_jobs
-                      WHERE status NOT IN ('completed', 'failed', 'retry_loop_failed')),
+                      WHERE status NOT IN ('completed', 'failed', 'retry_loop_failed', 'superseded')),
                     (SELECT count(*) FROM dialectic_generation_jobs
                       WHERE status IN ('failed', 'retry_loop_failed'))",
         )
