@@ -11,6 +11,7 @@ use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{CreateProjectRequest, GetSessionRequest, StartSessionRequest};
 use dialectic_runtime::{CancellationToken, Running, StartFn};
 use dialectic_store::Store;
+use futures::StreamExt;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -259,6 +260,15 @@ impl TestEnv {
     }
 
     /// Stops every service, deletes the queues and drops the database.
+    /// One number from the test's database: `sql` selects it with `$1` bound to `id`.
+    pub async fn count(&self, sql: &str, id: uuid::Uuid) -> i64 {
+        sqlx::query_scalar(sql)
+            .bind(id)
+            .fetch_one(self.store.pool())
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
     pub async fn teardown(mut self) {
         let names: Vec<String> = self.running.keys().cloned().collect();
         for name in names {
@@ -281,9 +291,14 @@ impl TestEnv {
         .execute(&mut admin)
         .await;
         if let Ok(keys) = self.blob.list("").await {
-            for key in keys {
-                let _ = self.blob.delete(&key).await;
-            }
+            // A benchmark rung leaves some ten thousand objects: one request
+            // each, so many at a time.
+            let blob = &self.blob;
+            futures::stream::iter(keys)
+                .for_each_concurrent(32, |key| async move {
+                    let _ = blob.delete(&key).await;
+                })
+                .await;
         }
     }
 }

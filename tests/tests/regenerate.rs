@@ -76,11 +76,11 @@ async fn job(env: &TestEnv, id: Uuid) -> (String, String, i32) {
 }
 
 async fn contributions_of(env: &TestEnv, job: Uuid) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM dialectic_contributions WHERE job_id = $1")
-        .bind(job)
-        .fetch_one(env.store.pool())
-        .await
-        .expect("count")
+    env.count(
+        "SELECT count(*) FROM dialectic_contributions WHERE job_id = $1",
+        job,
+    )
+    .await
 }
 
 /// The document of `model`/`key` among `docs`, which must be the only one.
@@ -195,13 +195,7 @@ async fn a_regenerated_thesis_document_replaces_the_old_one_once_and_antithesis_
     assert_eq!(first.job_id, second.job_id);
     assert_eq!(first.regeneration_id, second.regeneration_id);
     assert_eq!(first.superseded_job_ids, second.superseded_job_ids);
-    let regenerations: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM dialectic_generation_jobs WHERE session_id = $1 AND job_key LIKE '%:regen:%'",
-    )
-    .bind(session)
-    .fetch_one(env.store.pool())
-    .await
-    .expect("count");
+    let regenerations: i64 = env.count("SELECT count(*) FROM dialectic_generation_jobs WHERE session_id = $1 AND job_key LIKE '%:regen:%'", session).await;
     assert_eq!(regenerations, 1, "one new job for two identical calls");
     // The same request id for another document is a client bug, not a replay.
     let reused = client
@@ -272,13 +266,12 @@ async fn a_regenerated_thesis_document_replaces_the_old_one_once_and_antithesis_
         env.blob.get(&old.storage_key).await.is_err(),
         "the old name holds nothing"
     );
-    let live_old: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM dialectic_contributions WHERE job_id = $1 AND NOT is_archived",
-    )
-    .bind(old_writer)
-    .fetch_one(env.store.pool())
-    .await
-    .expect("count");
+    let live_old: i64 = env
+        .count(
+            "SELECT count(*) FROM dialectic_contributions WHERE job_id = $1 AND NOT is_archived",
+            old_writer,
+        )
+        .await;
     assert_eq!(live_old, 0, "the old chunks are no input any more");
 
     // Moving on: antithesis reads the regenerated document, never the old one.
@@ -363,13 +356,7 @@ async fn a_regenerated_thesis_document_replaces_the_old_one_once_and_antithesis_
     assert!(critiques_after.iter().any(|d| d.source_contribution_id
         != critique.source_contribution_id
         && d.document_key == critique.document_key));
-    let failed: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM dialectic_generation_jobs WHERE session_id = $1 AND status IN ('failed', 'retry_loop_failed')",
-    )
-    .bind(session)
-    .fetch_one(env.store.pool())
-    .await
-    .expect("count");
+    let failed: i64 = env.count("SELECT count(*) FROM dialectic_generation_jobs WHERE session_id = $1 AND status IN ('failed', 'retry_loop_failed')", session).await;
     assert_eq!(failed, 0);
     env.teardown().await;
 }
@@ -481,13 +468,12 @@ async fn a_second_regeneration_makes_a_running_one_lose_and_the_next_stage_waits
         "no object of the losing attempt ({loser_name}) is left: {keys:?}"
     );
     // It was charged for the one call it made, no more.
-    let a_captures: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM token_wallet_transactions WHERE job_id = $1 AND kind = 'capture'",
-    )
-    .bind(a_job)
-    .fetch_one(env.store.pool())
-    .await
-    .expect("count");
+    let a_captures: i64 = env
+        .count(
+            "SELECT count(*) FROM token_wallet_transactions WHERE job_id = $1 AND kind = 'capture'",
+            a_job,
+        )
+        .await;
     assert!(a_captures <= 1, "{a_captures} captures for one call");
 
     let after = documents(&mut client, &session_id, "thesis").await;
@@ -500,13 +486,7 @@ async fn a_second_regeneration_makes_a_running_one_lose_and_the_next_stage_waits
         0,
         "antithesis never saw the replaced document"
     );
-    let archived: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM dialectic_project_resources WHERE session_id = $1 AND resource_type = 'archived_document'",
-    )
-    .bind(session)
-    .fetch_one(env.store.pool())
-    .await
-    .expect("count");
+    let archived: i64 = env.count("SELECT count(*) FROM dialectic_project_resources WHERE session_id = $1 AND resource_type = 'archived_document'", session).await;
     assert_eq!(archived, 1, "one archived version: the original");
     env.teardown().await;
 }

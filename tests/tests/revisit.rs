@@ -166,21 +166,9 @@ async fn a_major_revisit_of_thesis_archives_later_documents_and_reruns_them() {
             "{stage} re-ran: {roots:?}"
         );
     }
-    let not_done: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM dialectic_generation_jobs WHERE session_id = $1 AND status <> 'completed'",
-    )
-    .bind(session)
-    .fetch_one(env.store.pool())
-    .await
-    .expect("count");
+    let not_done: i64 = env.count("SELECT count(*) FROM dialectic_generation_jobs WHERE session_id = $1 AND status <> 'completed'", session).await;
     assert_eq!(not_done, 0, "every job completed");
-    let archived_rows: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM dialectic_project_resources WHERE session_id = $1 AND resource_type = 'archived_document'",
-    )
-    .bind(session)
-    .fetch_one(env.store.pool())
-    .await
-    .expect("count");
+    let archived_rows: i64 = env.count("SELECT count(*) FROM dialectic_project_resources WHERE session_id = $1 AND resource_type = 'archived_document'", session).await;
     assert_eq!(archived_rows as usize, later_before.len());
     let history: Vec<(String, String)> = sqlx::query_as(
         "SELECT impact, stage_slug FROM dialectic_session_revisions WHERE session_id = $1 ORDER BY created_at",
@@ -248,14 +236,12 @@ async fn a_moderate_revisit_archives_later_documents_and_waits_for_the_user() {
     // Nothing starts by itself: the planner gets a sweep and the session still waits.
     let session = uuid::Uuid::parse_str(&session_id).expect("uuid");
     let parenthesis_roots = || async {
-        sqlx::query_scalar::<_, i64>(
+        env.count(
             "SELECT count(*) FROM dialectic_generation_jobs
              WHERE session_id = $1 AND stage_slug = 'parenthesis' AND parent_job_id IS NULL",
+            session,
         )
-        .bind(session)
-        .fetch_one(env.store.pool())
         .await
-        .expect("count")
     };
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     assert_eq!(

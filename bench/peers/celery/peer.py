@@ -14,6 +14,7 @@ standalone:
 """
 
 import argparse
+import concurrent.futures
 import json
 import os
 import signal
@@ -211,9 +212,14 @@ def main():
             pass
         try:
             bucket = os.environ["PEER_BUCKET"]
-            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
-                for obj in page.get("Contents", []):
-                    s3.delete_object(Bucket=bucket, Key=obj["Key"])
+            keys = [
+                obj["Key"]
+                for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+                for obj in page.get("Contents", [])
+            ]
+            # One request per object; in parallel, as dialectic's bench cleans up.
+            with concurrent.futures.ThreadPoolExecutor(max_workers=32) as pool:
+                list(pool.map(lambda key: s3.delete_object(Bucket=bucket, Key=key), keys))
             s3.delete_bucket(Bucket=bucket)
         except Exception:
             pass

@@ -13,7 +13,7 @@
 //!
 //! `deploy/bench.sh` runs it with the bounds and the Celery peer and prints the table.
 
-use dialectic_e2e::TestEnv;
+use dialectic_e2e::{BearerKey, TestEnv};
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{CreateProjectRequest, StartSessionRequest};
 use futures::StreamExt;
@@ -367,9 +367,16 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
     let mut own_xacts = 1i64;
 
     let gateway = format!("http://127.0.0.1:{}", ports["gateway"]);
-    let client = DialecticServiceClient::connect(gateway)
+    let channel = tonic::transport::Endpoint::from_shared(gateway)
+        .expect("gateway address")
+        .connect()
         .await
         .expect("gateway connects");
+    // The seeded local administrator's key: every call is authenticated.
+    let client = DialecticServiceClient::with_interceptor(
+        channel,
+        BearerKey(settings.gateway.bootstrap_key.clone()),
+    );
     let started = Instant::now();
     let starts = futures::stream::iter(0..sessions)
         .map(|i| {
