@@ -310,13 +310,10 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
     settings.executor.indexer_url = format!("http://127.0.0.1:{}", ports["indexer"]);
     settings.executor.simulated_latency_ms = latency_ms;
     settings.executor.worker.slots = options.slots;
-    // A render holds one connection for its transaction; two more serve lease
-    // renewals and the health check, so renders never wait for the pool.
+    // The pool stays at its default whatever the slots: a render holds one
+    // connection at a time, so renders beyond the pool wait for it rather than
+    // starve it, and six services' pools must fit Postgres's max_connections.
     settings.renderer.worker.slots = options.render_slots;
-    settings.database.max_connections = settings
-        .database
-        .max_connections
-        .max(u32::from(options.render_slots) + 2);
     // Production sweep period, not the tests' fast one.
     settings.planner.sweep_interval_ms = 1000;
     settings.wallet.hold_sweep_interval_ms = 5000;
