@@ -249,8 +249,18 @@ s3_started_ok() {
 
 ensure_s3() {
     local running
-    if running=$(s3_pid) && [[ $(cat "$S3_PID_FILE.version" 2>/dev/null) != "$S3S_FS_VERSION" ]]; then
-        log "restarting s3s-fs (pid $running): it is not $S3S_FS_VERSION"
+    local stale=""
+    if running=$(s3_pid); then
+        if [[ $(cat "$S3_PID_FILE.version" 2>/dev/null) != "$S3S_FS_VERSION" ]]; then
+            stale="it is not $S3S_FS_VERSION"
+        elif [[ $(readlink "/proc/$running/cwd" 2>/dev/null) == *" (deleted)" ]]; then
+            # s3s-fs resolves every object path against its working directory:
+            # once that is gone (a removed checkout), every request fails.
+            stale="its working directory was deleted"
+        fi
+    fi
+    if [[ -n $stale ]]; then
+        log "restarting s3s-fs (pid $running): $stale"
         kill "$running" 2>/dev/null || true
         wait_for "s3s-fs to stop" 15 bash -c "! kill -0 $running 2>/dev/null"
     fi
@@ -261,13 +271,16 @@ ensure_s3() {
         bin=$(s3s_fs_bin) || { install_s3s_fs; bin=$(s3s_fs_bin) || die "s3s-fs not found after install"; }
         mkdir -p "$S3_DATA_DIR" # s3s-fs canonicalizes the root, so it must exist
         log "starting $bin on $S3_HOST:$S3_PORT (data $S3_DATA_DIR, log $S3_LOG)"
-        # No --domain: clients use path-style addressing.
+        # No --domain: clients use path-style addressing. It runs in its state
+        # directory, not the caller's, which may be a checkout removed later.
+        pushd "$STATE_DIR" >/dev/null
         RUST_LOG=info setsid nohup "$bin" \
             --host "$S3_HOST" --port "$S3_PORT" \
             --access-key "$S3_ACCESS_KEY" --secret-key "$S3_SECRET_KEY" \
             "$S3_DATA_DIR" </dev/null >>"$S3_LOG" 2>&1 9>&- &
         # setsid does not fork here (we are no group leader), so $! is s3s-fs.
         echo "$!" >"$S3_PID_FILE"
+        popd >/dev/null
         echo "$S3S_FS_VERSION" >"$S3_PID_FILE.version"
         wait_for s3s-fs 30 s3_started_ok
         s3_pid >/dev/null || die "pid in $S3_PID_FILE is not s3s-fs; \`down\` could not stop it"
