@@ -169,6 +169,10 @@ impl FromStr for JobStatus {
 /// job instead of failing it.
 pub const INSUFFICIENT_BALANCE: &str = "insufficient_balance";
 
+/// Separates a job's natural key from a regeneration's suffix: the jobs that
+/// rewrite a finished stage's document carry it (their continuations do not).
+pub const REGENERATION_KEY_MARK: &str = ":regen:";
+
 /// Something that happened to a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobEvent {

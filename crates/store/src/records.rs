@@ -505,13 +505,14 @@ pub struct NewContribution<'a> {
 pub const USER_EDIT: &str = "user_edit";
 
 /// Row lock on one contribution: the serialisation point for work on its document.
-pub async fn lock_contribution(tx: &mut Tx<'_>, id: Uuid) -> Result<(), StoreError> {
-    sqlx::query("SELECT id FROM dialectic_contributions WHERE id = $1 FOR UPDATE")
+/// Locks a contribution (the first chunk of a document chain); tells whether
+/// it was archived (its document regenerated or revisited).
+pub async fn lock_contribution(tx: &mut Tx<'_>, id: Uuid) -> Result<bool, StoreError> {
+    sqlx::query_scalar("SELECT is_archived FROM dialectic_contributions WHERE id = $1 FOR UPDATE")
         .bind(id)
         .fetch_optional(&mut **tx)
         .await?
-        .ok_or_else(|| StoreError::NotFound(format!("contribution {id}")))?;
-    Ok(())
+        .ok_or_else(|| StoreError::NotFound(format!("contribution {id}")))
 }
 
 /// A user's edit becomes the only latest version of its document chain.

@@ -230,17 +230,6 @@ pub async fn superseded_by(
     .await?)
 }
 
-/// Whether a contribution was archived (its document was regenerated or revisited).
-pub async fn is_archived(tx: &mut Tx<'_>, contribution: Uuid) -> Result<bool, StoreError> {
-    Ok(
-        sqlx::query_scalar("SELECT is_archived FROM dialectic_contributions WHERE id = $1")
-            .bind(contribution)
-            .fetch_optional(&mut **tx)
-            .await?
-            .unwrap_or(false),
-    )
-}
-
 /// The current rendered documents the `jobs` wrote (by their first chunk), locked.
 pub async fn documents_of_jobs(
     tx: &mut Tx<'_>,

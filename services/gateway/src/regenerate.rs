@@ -7,7 +7,7 @@ use crate::error::GatewayError;
 use crate::service::Gateway;
 use dialectic_cache::ProgressEvent;
 use dialectic_core::ids::{ResourceId, SessionId};
-use dialectic_core::job::{JobEvent, JobStatus, JobType, transition};
+use dialectic_core::job::{JobEvent, JobStatus, JobType, REGENERATION_KEY_MARK, transition};
 use dialectic_core::session::SessionStatus;
 use dialectic_proto::v1::{RegenerateDocumentRequest, RegenerateDocumentResponse};
 use dialectic_store::records::SessionRow;
@@ -20,9 +20,6 @@ const MAX_REQUEST_ID: usize = 200;
 
 /// Attempts a regeneration gets when the original job's budget cannot be read.
 const DEFAULT_ATTEMPTS: i32 = 3;
-
-/// Separates a job's natural key from a regeneration's suffix.
-const REGEN_KEY: &str = ":regen:";
 
 fn required<'a>(value: &'a str, what: &str) -> Result<&'a str, GatewayError> {
     let value = value.trim();
@@ -216,7 +213,7 @@ impl Gateway {
         let attempt_base = writers.map(|j| j.attempt_count).max().unwrap_or(0);
         let base_key = template
             .job_key
-            .split(REGEN_KEY)
+            .split(REGENERATION_KEY_MARK)
             .next()
             .unwrap_or(&template.job_key)
             .to_string();
@@ -230,7 +227,7 @@ impl Gateway {
             &mut tx,
             template.id,
             job_id,
-            &format!("{base_key}{REGEN_KEY}{regeneration_id}"),
+            &format!("{base_key}{REGENERATION_KEY_MARK}{regeneration_id}"),
             attempt_base,
             budget,
         )

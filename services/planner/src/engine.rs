@@ -8,8 +8,8 @@ use dialectic_config::PlannerConfig;
 use dialectic_core::fanout::{Anchor, FanOutJob, SourceDoc, fan_out};
 use dialectic_core::ids::StepId;
 use dialectic_core::job::{
-    ChildrenState, INSUFFICIENT_BALANCE, JobEffect, JobEvent, JobStatus, JobType, children_state,
-    retry_backoff_ms, transition,
+    ChildrenState, INSUFFICIENT_BALANCE, JobEffect, JobEvent, JobStatus, JobType,
+    REGENERATION_KEY_MARK, children_state, retry_backoff_ms, transition,
 };
 use dialectic_core::paths::Lineage;
 use dialectic_core::payload::{JobPayload, RenderPayload};
@@ -649,18 +649,22 @@ impl Engine {
                     }
                 }
                 JobEffect::ReleaseDependents => {
+                    // A regeneration (or its continuation) hangs under a PLAN job
+                    // that completed long ago; a next stage's roots may wait for it.
+                    // Its key says so; only a continuation needs its parent read.
                     let gates_stage = match job.job_type()? {
                         JobType::Render => true,
-                        // A regeneration (or its continuation) hangs under a PLAN job
-                        // that completed long ago; a next stage's roots may wait for it.
-                        JobType::Execute => match job.parent_job_id {
-                            Some(parent) => {
-                                jobs::get(&mut *unit.tx, parent).await?.status()?
-                                    == JobStatus::Completed
+                        JobType::Execute if job.job_key.contains(REGENERATION_KEY_MARK) => true,
+                        JobType::Execute if job.target_contribution_id.is_some() => {
+                            match job.parent_job_id {
+                                Some(parent) => {
+                                    jobs::get(&mut *unit.tx, parent).await?.status()?
+                                        == JobStatus::Completed
+                                }
+                                None => false,
                             }
-                            None => false,
-                        },
-                        JobType::Plan => false,
+                        }
+                        JobType::Execute | JobType::Plan => false,
                     };
                     unit.work.push_back(Work::Release {
                         prerequisite: job.id,

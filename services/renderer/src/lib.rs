@@ -148,9 +148,7 @@ impl Renderer {
             root,
         ))
     }
-}
 
-impl Renderer {
     /// When `root_job` is a regeneration, the documents of the jobs it
     /// superseded become archived versions (`name.v{N}.md`) and their chunks
     /// stop being inputs, in the caller's transaction: the new document and the
@@ -212,10 +210,9 @@ impl JobWork for Renderer {
         // Renders of one document run one at a time, each reading the chain under
         // the lock: a render queued by an early chunk can never overwrite a later one.
         let mut tx = self.store.begin().await?;
-        records::lock_contribution(&mut tx, identity).await?;
         // A document replaced by a regeneration (or archived by a revisit) stays
         // archived: a late render of it must not make it current again.
-        if regenerate::is_archived(&mut tx, identity).await? {
+        if records::lock_contribution(&mut tx, identity).await? {
             return Err(AttemptError::permanent(
                 "archived",
                 format!(
