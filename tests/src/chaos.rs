@@ -309,6 +309,7 @@ pub async fn run(env: &TestEnv, binary: &Path, options: &ChaosOptions) -> ChaosR
     settings.indexer.listen = format!("127.0.0.1:{}", ports["indexer"]);
     settings.wallet.listen = format!("127.0.0.1:{}", ports["wallet"]);
     settings.executor.wallet_url = format!("http://127.0.0.1:{}", ports["wallet"]);
+    settings.gateway.planner_url = format!("http://127.0.0.1:{}", ports["planner"]);
     settings.executor.indexer_url = format!("http://127.0.0.1:{}", ports["indexer"]);
     settings.executor.simulated_latency_ms = options.latency_ms;
     // A killed worker's job comes back after its lease; keep that short, and

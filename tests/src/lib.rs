@@ -176,7 +176,8 @@ impl TestEnv {
         }
     }
 
-    /// Starts services in order; an executor started after the wallet bills against it.
+    /// Starts services in order; an executor started after the wallet bills
+    /// against it, a gateway started after the planner sends it commands.
     pub async fn start(&mut self, names: &[&str]) {
         for name in names {
             let addr = self.start_with(name, self.settings.clone()).await;
@@ -189,13 +190,23 @@ impl TestEnv {
         }
     }
 
-    pub async fn start_with(&mut self, name: &str, settings: Settings) -> SocketAddr {
+    /// Starts one service with `settings`; a gateway sends its commands to
+    /// the planner this env runs, whatever `settings` says.
+    pub async fn start_with(&mut self, name: &str, mut settings: Settings) -> SocketAddr {
+        if name == "gateway"
+            && let Some((_, planner)) = self.running.get("planner")
+        {
+            settings.gateway.planner_url = format!("http://{}", planner.addr);
+        }
         let shutdown = CancellationToken::new();
         let running = start_fn(name)(Arc::new(settings), shutdown.clone())
             .await
             .unwrap_or_else(|e| panic!("{name} starts: {e}"));
         let addr = running.addr;
         self.running.insert(name.to_string(), (shutdown, running));
+        if name == "planner" {
+            self.settings.gateway.planner_url = format!("http://{addr}");
+        }
         addr
     }
 

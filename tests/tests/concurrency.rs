@@ -241,6 +241,7 @@ async fn sixteen_children_finishing_at_once_wake_the_parent_exactly_once() {
     let fixture = set_up(&env, &recipe).await;
     let engine = Arc::new(Engine::new(
         env.store.clone(),
+        env.blob.clone(),
         env.settings.planner.clone(),
         Arc::new(OnceLock::new()),
     ));

@@ -170,6 +170,7 @@ async fn one_session_is_one_trace_and_every_service_serves_metrics() {
     settings.wallet.listen = format!("127.0.0.1:{}", ports["wallet"]);
     // Billing on: the executor's wallet calls are the gRPC hop of the trace.
     settings.executor.wallet_url = format!("http://127.0.0.1:{}", ports["wallet"]);
+    settings.gateway.planner_url = format!("http://127.0.0.1:{}", ports["planner"]);
     settings.telemetry.otlp_endpoint = format!("http://{otlp_addr}");
     let log_dir = std::env::temp_dir().join(format!("dialectic-observability-{}", env.database));
     std::fs::create_dir_all(&log_dir).expect("log dir");

@@ -143,6 +143,9 @@ pub struct GatewayConfig {
     /// Largest request message the public API decodes; a bigger one is
     /// RESOURCE_EXHAUSTED before any handler runs.
     pub max_message_bytes: usize,
+    /// The planner's gRPC address: the gateway sends it every command that
+    /// changes a session (the planner is the only writer of job and session state).
+    pub planner_url: String,
 }
 
 impl Default for GatewayConfig {
@@ -154,6 +157,7 @@ impl Default for GatewayConfig {
             bootstrap_key: String::new(),
             max_prompt_bytes: 256 * 1024,
             max_message_bytes: 4 * 1024 * 1024,
+            planner_url: "http://127.0.0.1:7052".into(),
         }
     }
 }

@@ -3,6 +3,12 @@
 use crate::job::{JobStatus, JobType, UnknownValue};
 use std::fmt;
 
+mod machine;
+pub use machine::{
+    InvalidTransition, SessionEffect, SessionEvent, SessionState, Transition, transition,
+    waits_right_after,
+};
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum SessionStatus {
     Pending(String),
@@ -13,6 +19,13 @@ pub enum SessionStatus {
 }
 
 impl SessionStatus {
+    /// Stored names, for SQL that must agree with `parse` and `Display`.
+    pub const PENDING_PREFIX: &'static str = "pending_";
+    pub const RUNNING_PREFIX: &'static str = "running_";
+    pub const REVIEW: &'static str = "iteration_complete_pending_review";
+    pub const PAUSED: &'static str = "paused";
+    pub const ABANDONED: &'static str = "abandoned";
+
     pub fn stage(&self) -> Option<&str> {
         match self {
             SessionStatus::Pending(s) | SessionStatus::Running(s) => Some(s),
@@ -32,18 +45,16 @@ impl SessionStatus {
     }
 
     pub fn parse(value: &str) -> Result<Self, UnknownValue> {
-        if let Some(stage) = value.strip_prefix("pending_") {
+        if let Some(stage) = value.strip_prefix(Self::PENDING_PREFIX) {
             return Ok(SessionStatus::Pending(stage.to_string()));
         }
-        if let Some(stage) = value.strip_prefix("running_") {
+        if let Some(stage) = value.strip_prefix(Self::RUNNING_PREFIX) {
             return Ok(SessionStatus::Running(stage.to_string()));
         }
         match value {
-            "iteration_complete_pending_review" => {
-                Ok(SessionStatus::IterationCompletePendingReview)
-            }
-            "paused" => Ok(SessionStatus::Paused),
-            "abandoned" => Ok(SessionStatus::Abandoned),
+            Self::REVIEW => Ok(SessionStatus::IterationCompletePendingReview),
+            Self::PAUSED => Ok(SessionStatus::Paused),
+            Self::ABANDONED => Ok(SessionStatus::Abandoned),
             other => Err(UnknownValue::new("session status", other)),
         }
     }
@@ -52,13 +63,11 @@ impl SessionStatus {
 impl fmt::Display for SessionStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SessionStatus::Pending(s) => write!(f, "pending_{s}"),
-            SessionStatus::Running(s) => write!(f, "running_{s}"),
-            SessionStatus::IterationCompletePendingReview => {
-                f.write_str("iteration_complete_pending_review")
-            }
-            SessionStatus::Paused => f.write_str("paused"),
-            SessionStatus::Abandoned => f.write_str("abandoned"),
+            SessionStatus::Pending(s) => write!(f, "{}{s}", Self::PENDING_PREFIX),
+            SessionStatus::Running(s) => write!(f, "{}{s}", Self::RUNNING_PREFIX),
+            SessionStatus::IterationCompletePendingReview => f.write_str(Self::REVIEW),
+            SessionStatus::Paused => f.write_str(Self::PAUSED),
+            SessionStatus::Abandoned => f.write_str(Self::ABANDONED),
         }
     }
 }
@@ -110,23 +119,6 @@ pub fn stage_completion(root_jobs: &[RootJob]) -> StageCompletion {
         StageCompletion::Complete
     } else {
         StageCompletion::Incomplete
-    }
-}
-
-/// Seed 000 §3: `pending_<next>` or, at a terminal stage, review.
-pub fn status_after_stage(next_stage: Option<&str>) -> SessionStatus {
-    match next_stage {
-        Some(next) => SessionStatus::Pending(next.to_string()),
-        None => SessionStatus::IterationCompletePendingReview,
-    }
-}
-
-/// Seed 000 §4.1: a root PLAN job starting moves `pending_<stage>` to `running_<stage>`;
-/// any other combination changes nothing.
-pub fn status_on_root_plan_started(current: &SessionStatus, stage: &str) -> Option<SessionStatus> {
-    match current {
-        SessionStatus::Pending(s) if s == stage => Some(SessionStatus::Running(stage.to_string())),
-        _ => None,
     }
 }
 
@@ -230,18 +222,6 @@ mod tests {
         for (name, jobs, expected) in cases {
             assert_eq!(stage_completion(jobs), *expected, "{name}");
         }
-    }
-
-    #[test]
-    fn next_status_and_terminal_stage() {
-        assert_eq!(
-            status_after_stage(Some("antithesis")).to_string(),
-            "pending_antithesis"
-        );
-        assert_eq!(
-            status_after_stage(None).to_string(),
-            "iteration_complete_pending_review"
-        );
     }
 
     /// Seed 000 §6, 21.b.iv: root EXECUTE jobs and RENDER jobs all completed
@@ -381,71 +361,5 @@ mod tests {
             stage_completion(&[job(Plan, S::WaitingForPrerequisite), job(Plan, S::Failed),]),
             StageCompletion::Failed
         );
-    }
-
-    /// Seed 000 §4.1: only `pending_<stage>` of the same stage becomes
-    /// `running_<stage>`; every other session status is left alone.
-    #[test]
-    fn running_status_table() {
-        let thesis = "thesis";
-        let cases = [
-            (
-                SessionStatus::Pending("thesis".into()),
-                Some("running_thesis"),
-            ),
-            (SessionStatus::Pending("antithesis".into()), None),
-            (SessionStatus::Running("thesis".into()), None),
-            (SessionStatus::Running("antithesis".into()), None),
-            (SessionStatus::IterationCompletePendingReview, None),
-            (SessionStatus::Paused, None),
-            (SessionStatus::Abandoned, None),
-        ];
-        for (current, want) in cases {
-            assert_eq!(
-                status_on_root_plan_started(&current, thesis).map(|s| s.to_string()),
-                want.map(str::to_string),
-                "from {current}"
-            );
-        }
-    }
-
-    /// The thesis stage from session creation to `pending_antithesis`, and the
-    /// terminal stage to review, applying the three rules in the order the
-    /// planner does.
-    #[test]
-    fn session_walks_through_a_stage_and_ends_in_review() {
-        let created = SessionStatus::parse("pending_thesis").unwrap();
-        let running = status_on_root_plan_started(&created, "thesis").unwrap();
-        assert_eq!(running.to_string(), "running_thesis");
-        // The second model's root PLAN job starting changes nothing.
-        assert_eq!(status_on_root_plan_started(&running, "thesis"), None);
-        let roots = [job(Plan, S::Completed), job(Plan, S::Completed)];
-        assert_eq!(stage_completion(&roots), StageCompletion::Complete);
-        let next = status_after_stage(Some("antithesis"));
-        assert_eq!(next.to_string(), "pending_antithesis");
-        assert_eq!(next.stage(), Some("antithesis"));
-        assert!(next.awaits_user());
-
-        let last = status_after_stage(None);
-        assert_eq!(last, SessionStatus::IterationCompletePendingReview);
-        assert_eq!(last.stage(), None);
-        assert!(last.awaits_user());
-        assert!(!SessionStatus::Running("paralysis".into()).awaits_user());
-        assert_eq!(
-            SessionStatus::parse("iteration_complete_pending_review").unwrap(),
-            last
-        );
-    }
-
-    #[test]
-    fn running_is_set_only_from_matching_pending() {
-        let pending = SessionStatus::Pending("thesis".into());
-        assert_eq!(
-            status_on_root_plan_started(&pending, "thesis"),
-            Some(SessionStatus::Running("thesis".into()))
-        );
-        assert_eq!(status_on_root_plan_started(&pending, "antithesis"), None);
-        let running = SessionStatus::Running("thesis".into());
-        assert_eq!(status_on_root_plan_started(&running, "thesis"), None);
     }
 }

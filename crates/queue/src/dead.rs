@@ -98,6 +98,9 @@ pub fn summarize(body: &[u8]) -> String {
                 Some(planner_command::Command::ResumeSession(r)) => {
                     format!("resume session {}", r.session_id)
                 }
+                Some(planner_command::Command::RenderEdit(r)) => {
+                    format!("render edit {}", r.edit_contribution_id)
+                }
                 None => "empty planner command".into(),
             },
             None => "empty envelope".into(),
@@ -267,8 +270,8 @@ mod tests {
         );
         assert!(summarize(b"\xff garbage").starts_with("undecodable"));
         assert_eq!(
-            summarize(&crate::resume_session_command("s1")),
-            "resume session s1"
+            summarize(&crate::render_edit_command("c1")),
+            "render edit c1"
         );
     }
 

@@ -353,15 +353,15 @@ pub fn start_stage_command(session_id: &str, stage_slug: &str, iteration: u32) -
 }
 
 /// A `ResumeSession` planner command, ready for the outbox.
-pub fn resume_session_command(session_id: &str) -> Vec<u8> {
+pub fn render_edit_command(edit_contribution_id: &str) -> Vec<u8> {
     use dialectic_proto::v1::queue::{
-        PlannerCommand, ResumeSession, envelope::Body, planner_command::Command,
+        PlannerCommand, RenderEdit, envelope::Body, planner_command::Command,
     };
     encode(&Envelope {
         version: ENVELOPE_VERSION,
         body: Some(Body::PlannerCommand(PlannerCommand {
-            command: Some(Command::ResumeSession(ResumeSession {
-                session_id: session_id.to_string(),
+            command: Some(Command::RenderEdit(RenderEdit {
+                edit_contribution_id: edit_contribution_id.to_string(),
             })),
         })),
     })

@@ -5,6 +5,7 @@
 use crate::records::{PROJECT_COLUMNS, ProjectRow, SESSION_COLUMNS, SessionRow};
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
+use dialectic_core::job::JobStatus;
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -72,20 +73,19 @@ impl From<sqlx::Error> for DeleteError {
     }
 }
 
-/// Marks the caller's project deleted and its sessions abandoned (claims
-/// refuse an abandoned session's jobs, so nothing queued runs later), under
-/// the project's row lock; refused while a job is running (its worker would
-/// write objects after they were removed). Returns the project, for removing
-/// its objects.
+/// Marks the caller's project deleted under the project's row lock and
+/// returns its sessions, locked, for the planner to abandon (claims refuse an
+/// abandoned session's jobs, so nothing queued runs later); refused while a
+/// job is running (its worker would write objects after they were removed).
 pub async fn delete_project(
     tx: &mut Tx<'_>,
     user_id: Uuid,
     project_id: Uuid,
-) -> Result<ProjectRow, DeleteError> {
-    let project = sqlx::query_as::<_, ProjectRow>(&format!(
-        "SELECT {PROJECT_COLUMNS} FROM dialectic_projects
-         WHERE id = $1 AND user_id = $2 AND deleted_at IS NULL FOR UPDATE"
-    ))
+) -> Result<Vec<SessionRow>, DeleteError> {
+    sqlx::query_scalar::<_, Uuid>(
+        "SELECT id FROM dialectic_projects
+         WHERE id = $1 AND user_id = $2 AND deleted_at IS NULL FOR UPDATE",
+    )
     .bind(project_id)
     .bind(user_id)
     .fetch_optional(&mut **tx)
@@ -94,15 +94,18 @@ pub async fn delete_project(
     // Sessions locked first, so no planner transition of theirs interleaves.
     // (A claim racing this transaction may still start one job; its outputs
     // land under a deleted project and are never read.)
-    sqlx::query("SELECT id FROM dialectic_sessions WHERE project_id = $1 FOR UPDATE")
-        .bind(project_id)
-        .fetch_all(&mut **tx)
-        .await?;
+    let sessions = sqlx::query_as::<_, SessionRow>(&format!(
+        "SELECT {SESSION_COLUMNS} FROM dialectic_sessions WHERE project_id = $1 ORDER BY id FOR UPDATE"
+    ))
+    .bind(project_id)
+    .fetch_all(&mut **tx)
+    .await?;
     let busy: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM dialectic_generation_jobs j JOIN dialectic_sessions s ON s.id = j.session_id
-         WHERE s.project_id = $1 AND j.status = 'processing'",
+         WHERE s.project_id = $1 AND j.status = $2",
     )
     .bind(project_id)
+    .bind(JobStatus::Processing.as_str())
     .fetch_one(&mut **tx)
     .await?;
     if busy > 0 {
@@ -112,11 +115,5 @@ pub async fn delete_project(
         .bind(project_id)
         .execute(&mut **tx)
         .await?;
-    sqlx::query(
-        "UPDATE dialectic_sessions SET status = 'abandoned', updated_at = now() WHERE project_id = $1",
-    )
-    .bind(project_id)
-    .execute(&mut **tx)
-    .await?;
-    Ok(project)
+    Ok(sessions)
 }

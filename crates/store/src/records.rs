@@ -4,7 +4,8 @@
 
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
-use dialectic_core::session::SessionStatus;
+use dialectic_core::job::JobStatus;
+use dialectic_core::session::{SessionState, SessionStatus};
 use sqlx::PgPool;
 use sqlx::types::Json;
 use uuid::Uuid;
@@ -35,6 +36,8 @@ pub struct SessionRow {
     pub updated_at: DateTime<Utc>,
     /// Bumped by each revisit that rewinds the session (root job keys carry it).
     pub revision: i32,
+    /// While paused, the status a resume returns to.
+    pub paused_from: Option<String>,
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -110,8 +113,20 @@ pub struct ResourceRow {
 
 impl SessionRow {
     pub fn session_status(&self) -> Result<SessionStatus, StoreError> {
-        SessionStatus::parse(&self.status).map_err(|e| StoreError::Corrupt(e.to_string()))
+        parse_status(&self.status)
     }
+
+    /// The state core's session machine takes.
+    pub fn state(&self) -> Result<SessionState, StoreError> {
+        Ok(SessionState {
+            status: self.session_status()?,
+            paused_from: self.paused_from.as_deref().map(parse_status).transpose()?,
+        })
+    }
+}
+
+fn parse_status(text: &str) -> Result<SessionStatus, StoreError> {
+    SessionStatus::parse(text).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
 impl ResourceRow {
@@ -238,7 +253,7 @@ pub async fn model(executor: impl sqlx::PgExecutor<'_>, id: Uuid) -> Result<Mode
         .ok_or_else(|| StoreError::NotFound(format!("model {id}")))
 }
 
-pub(crate) const SESSION_COLUMNS: &str = "id, project_id, user_id, status, iteration_count, current_stage_id, selected_model_ids, auto_advance, created_at, updated_at, revision";
+pub(crate) const SESSION_COLUMNS: &str = "id, project_id, user_id, status, iteration_count, current_stage_id, selected_model_ids, auto_advance, created_at, updated_at, revision, paused_from";
 
 pub struct NewSession<'a> {
     pub id: Uuid,
@@ -319,57 +334,63 @@ pub async fn lock_session(tx: &mut Tx<'_>, id: Uuid) -> Result<SessionRow, Store
     .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
 }
 
-/// Starts the next iteration at the process's first stage; returns that stage's slug.
-pub async fn begin_iteration(tx: &mut Tx<'_>, id: Uuid) -> Result<(String, i32), StoreError> {
-    sqlx::query_as(
-        "UPDATE dialectic_sessions s
-         SET iteration_count = s.iteration_count + 1, status = 'pending_' || st.slug, current_stage_id = st.id,
-             updated_at = now()
-         FROM dialectic_projects p
+/// The first stage of the session's process (a new iteration starts there).
+pub async fn first_stage(tx: &mut Tx<'_>, session_id: Uuid) -> Result<String, StoreError> {
+    sqlx::query_scalar(
+        "SELECT st.slug FROM dialectic_sessions s
+         JOIN dialectic_projects p ON p.id = s.project_id
          JOIN dialectic_process_templates t ON t.id = p.process_template_id
          JOIN dialectic_stages st ON st.id = t.starting_stage_id
-         WHERE s.id = $1 AND p.id = s.project_id
-         RETURNING st.slug, s.iteration_count",
+         WHERE s.id = $1",
     )
+    .bind(session_id)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or_else(|| StoreError::NotFound(format!("session {session_id}")))
+}
+
+/// Stores a state that core's session machine produced (the planner is its
+/// only caller). The current stage follows the status a resume would return to.
+pub async fn write_session_state(
+    tx: &mut Tx<'_>,
+    id: Uuid,
+    state: &SessionState,
+) -> Result<SessionRow, StoreError> {
+    sqlx::query_as::<_, SessionRow>(&format!(
+        "UPDATE dialectic_sessions
+         SET status = $2, paused_from = $3,
+             current_stage_id = COALESCE((SELECT id FROM dialectic_stages WHERE slug = $4), current_stage_id),
+             updated_at = now()
+         WHERE id = $1
+         RETURNING {SESSION_COLUMNS}"
+    ))
     .bind(id)
+    .bind(state.status.to_string())
+    .bind(state.paused_from.as_ref().map(SessionStatus::to_string))
+    .bind(state.effective().stage())
     .fetch_optional(&mut **tx)
     .await?
     .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
 }
 
-/// Pauses the user's session if it is pending or running a stage; returns it
-/// as paused, or None when it is not the user's or not pausable.
-pub async fn pause_session(
-    tx: &mut Tx<'_>,
-    user_id: Uuid,
-    id: Uuid,
-) -> Result<Option<SessionRow>, StoreError> {
-    Ok(sqlx::query_as::<_, SessionRow>(&format!(
-        "UPDATE dialectic_sessions SET paused_from = status, status = 'paused', updated_at = now()
-         WHERE id = $1 AND user_id = $2 AND (status LIKE 'pending\\_%' OR status LIKE 'running\\_%')
-         RETURNING {SESSION_COLUMNS}"
-    ))
+/// Moves the session's iteration counter on by one.
+pub async fn begin_iteration(tx: &mut Tx<'_>, id: Uuid) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE dialectic_sessions SET iteration_count = iteration_count + 1 WHERE id = $1",
+    )
     .bind(id)
-    .bind(user_id)
-    .fetch_optional(&mut **tx)
-    .await?)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
-/// Ends the user's session for good; None when it is not theirs or already abandoned.
-pub async fn cancel_session(
-    tx: &mut Tx<'_>,
-    user_id: Uuid,
-    id: Uuid,
-) -> Result<Option<SessionRow>, StoreError> {
-    Ok(sqlx::query_as::<_, SessionRow>(&format!(
-        "UPDATE dialectic_sessions SET status = 'abandoned', paused_from = NULL, updated_at = now()
-         WHERE id = $1 AND user_id = $2 AND status <> 'abandoned'
-         RETURNING {SESSION_COLUMNS}"
-    ))
-    .bind(id)
-    .bind(user_id)
-    .fetch_optional(&mut **tx)
-    .await?)
+/// Moves the session's revision counter on by one (a re-run stage gets new root jobs).
+pub async fn begin_revision(tx: &mut Tx<'_>, id: Uuid) -> Result<(), StoreError> {
+    sqlx::query("UPDATE dialectic_sessions SET revision = revision + 1 WHERE id = $1")
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
 
 /// The project a session belongs to.
@@ -381,70 +402,30 @@ pub async fn project_of_session(tx: &mut Tx<'_>, session_id: Uuid) -> Result<Uui
         .ok_or_else(|| StoreError::NotFound(format!("session {session_id}")))
 }
 
-/// Pauses up to `limit` pending or running sessions that nothing happened in
-/// for `idle_secs`: the session row and every job of it unchanged that long,
-/// and no job running. Returns the paused sessions (to tell their watchers).
-pub async fn pause_idle_sessions(
+/// Up to `limit` sessions, locked, that nothing happened in for `idle_secs`:
+/// the session row and every job of it unchanged that long, and no job
+/// running. The planner decides (core's machine) which of them pause.
+pub async fn lock_idle_sessions(
     tx: &mut Tx<'_>,
     idle_secs: u64,
     limit: i64,
 ) -> Result<Vec<SessionRow>, StoreError> {
     Ok(sqlx::query_as::<_, SessionRow>(&format!(
-        "UPDATE dialectic_sessions SET paused_from = status, status = 'paused', updated_at = now()
-         WHERE id IN (
-             SELECT s.id FROM dialectic_sessions s
-             WHERE (s.status LIKE 'pending\\_%' OR s.status LIKE 'running\\_%'
-                    OR s.status = 'iteration_complete_pending_review')
-               AND s.updated_at < now() - make_interval(secs => $1::double precision)
-               AND NOT EXISTS (
-                   SELECT 1 FROM dialectic_generation_jobs j WHERE j.session_id = s.id
-                     AND (j.status = 'processing' OR j.updated_at >= now() - make_interval(secs => $1::double precision)))
-             ORDER BY s.updated_at LIMIT $2 FOR UPDATE SKIP LOCKED)
-         RETURNING {SESSION_COLUMNS}"
+        "SELECT {SESSION_COLUMNS} FROM dialectic_sessions s
+         WHERE s.status NOT IN ($3, $4)
+           AND s.updated_at < now() - make_interval(secs => $1::double precision)
+           AND NOT EXISTS (
+               SELECT 1 FROM dialectic_generation_jobs j WHERE j.session_id = s.id
+                 AND (j.status = $5 OR j.updated_at >= now() - make_interval(secs => $1::double precision)))
+         ORDER BY s.updated_at LIMIT $2 FOR UPDATE SKIP LOCKED"
     ))
     .bind(idle_secs as f64)
     .bind(limit)
+    .bind(SessionStatus::PAUSED)
+    .bind(SessionStatus::ABANDONED)
+    .bind(JobStatus::Processing.as_str())
     .fetch_all(&mut **tx)
     .await?)
-}
-
-/// Puts the user's paused session back where it was; None when it is not the
-/// user's or not paused.
-pub async fn resume_session(
-    tx: &mut Tx<'_>,
-    user_id: Uuid,
-    id: Uuid,
-) -> Result<Option<SessionRow>, StoreError> {
-    Ok(sqlx::query_as::<_, SessionRow>(&format!(
-        "UPDATE dialectic_sessions SET status = paused_from, paused_from = NULL, updated_at = now()
-         WHERE id = $1 AND user_id = $2 AND status = 'paused' AND paused_from IS NOT NULL
-         RETURNING {SESSION_COLUMNS}"
-    ))
-    .bind(id)
-    .bind(user_id)
-    .fetch_optional(&mut **tx)
-    .await?)
-}
-
-pub async fn set_session_status(
-    tx: &mut Tx<'_>,
-    id: Uuid,
-    status: &str,
-    stage_slug: Option<&str>,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "UPDATE dialectic_sessions
-         SET status = $2,
-             current_stage_id = COALESCE((SELECT id FROM dialectic_stages WHERE slug = $3), current_stage_id),
-             updated_at = now()
-         WHERE id = $1",
-    )
-    .bind(id)
-    .bind(status)
-    .bind(stage_slug)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
 }
 
 /// A stage within the session's process template, with its successor (seed 000 §3).

@@ -1,7 +1,7 @@
 //! Revisits (seed 003): archiving later stages' documents as versions and
 //! rewinding a session to the stage after the revised one.
 
-use crate::records::{RESOURCE_COLUMNS, ResourceRow, SESSION_COLUMNS, SessionRow};
+use crate::records::{RESOURCE_COLUMNS, ResourceRow};
 use crate::{StoreError, Tx};
 use uuid::Uuid;
 
@@ -90,26 +90,6 @@ pub async fn archive(
     .execute(&mut **tx)
     .await?;
     Ok(())
-}
-
-/// Moves the session back to `pending_{stage}` under a new revision.
-pub async fn rewind(
-    tx: &mut Tx<'_>,
-    session_id: Uuid,
-    stage_slug: &str,
-) -> Result<SessionRow, StoreError> {
-    Ok(sqlx::query_as::<_, SessionRow>(&format!(
-        "UPDATE dialectic_sessions
-         SET status = 'pending_' || $2, revision = revision + 1,
-             current_stage_id = COALESCE((SELECT id FROM dialectic_stages WHERE slug = $2), current_stage_id),
-             updated_at = now()
-         WHERE id = $1
-         RETURNING {SESSION_COLUMNS}"
-    ))
-    .bind(session_id)
-    .bind(stage_slug)
-    .fetch_one(&mut **tx)
-    .await?)
 }
 
 pub struct NewRevision<'a> {

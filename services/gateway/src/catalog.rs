@@ -2,16 +2,16 @@
 
 use crate::convert;
 use crate::error::GatewayError;
-use crate::service::Gateway;
-use dialectic_cache::ProgressEvent;
-use dialectic_core::ids::{ProjectId, ResourceId, SessionId};
+use crate::service::{Command, Gateway, planner_request};
+use dialectic_core::ids::{ProjectId, ResourceId};
+use dialectic_proto::v1::planner::DeleteProjectCommand;
 use dialectic_proto::v1::{
     DeleteProjectResponse, DocumentChunk, DocumentChunks, EditStageRecipeRequest, ExportUrl,
     ListProjectsRequest, ListProjectsResponse, ListRecipesResponse, ListSessionsRequest,
     ListSessionsResponse, ListWalletTransactionsRequest, ListWalletTransactionsResponse,
     RecipeStep, RecipeSummary, Session, StageRecipe, WalletTransaction,
 };
-use dialectic_store::listing::{self, DeleteError};
+use dialectic_store::listing;
 use dialectic_store::recipe_edit::{self, RecipeEditError};
 use dialectic_store::records::{self, ProjectRow};
 use dialectic_store::{StoreError, ledger, recipes};
@@ -57,29 +57,8 @@ impl Gateway {
         user: Uuid,
         session_id: &str,
     ) -> Result<Session, GatewayError> {
-        let id = SessionId::parse(session_id)?;
-        let mut tx = self.store.begin().await?;
-        let Some(row) = records::cancel_session(&mut tx, user, id.as_uuid()).await? else {
-            records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
-            return Err(GatewayError::FailedPrecondition(
-                "the session is already cancelled".into(),
-            ));
-        };
-        tx.commit().await.map_err(StoreError::from)?;
-        if let Some(cache) = self.cache.get() {
-            let event = ProgressEvent {
-                session_id: row.id.to_string(),
-                kind: "session_cancelled".into(),
-                session_status: row.status.clone(),
-                message: "cancelled by the user; running jobs finish, nothing new starts".into(),
-                at_ms: chrono::Utc::now().timestamp_millis(),
-                ..Default::default()
-            };
-            if let Err(e) = cache.publish(&event).await {
-                tracing::warn!(error = %e, "could not tell watchers the session was cancelled");
-            }
-        }
-        self.session_view(row, true).await
+        self.session_command(user, session_id, Command::Cancel)
+            .await
     }
 
     /// The chunks a rendered document was merged from, in merge order.
@@ -171,14 +150,13 @@ impl Gateway {
         project_id: &str,
     ) -> Result<DeleteProjectResponse, GatewayError> {
         let id = ProjectId::parse(project_id)?;
-        let mut tx = self.store.begin().await?;
-        let project = listing::delete_project(&mut tx, user, id.as_uuid())
-            .await
-            .map_err(|e| match e {
-                DeleteError::Store(e) => GatewayError::Store(e),
-                busy @ DeleteError::Busy(_) => GatewayError::FailedPrecondition(busy.to_string()),
-            })?;
-        tx.commit().await.map_err(StoreError::from)?;
+        let project = records::project_for_user(self.store.pool(), user, id.as_uuid()).await?;
+        self.planner()
+            .delete_project(planner_request(DeleteProjectCommand {
+                project_id: project.id.to_string(),
+                user_id: user.to_string(),
+            }))
+            .await?;
         self.invalidate(project.id).await;
         // The rows are gone from every read; objects go after the commit, so a
         // failed commit never leaves a project without its prompt.

@@ -28,6 +28,9 @@ pub enum GatewayError {
     Internal(String),
     #[error(transparent)]
     Ledger(#[from] dialectic_store::ledger::LedgerError),
+    /// The planner's answer to a command, passed on with its code.
+    #[error("{}", .0.message())]
+    Planner(#[from] Status),
 }
 
 impl From<InvalidId> for GatewayError {
@@ -64,6 +67,13 @@ impl From<GatewayError> for Status {
                 Status::from(GatewayError::Store(e))
             }
             GatewayError::Ledger(e) => Status::internal(e.to_string()),
+            GatewayError::Planner(status) => match status.code() {
+                // The planner itself is out of reach (its connection failed).
+                tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled => {
+                    Status::unavailable(format!("planner unavailable: {}", status.message()))
+                }
+                code => Status::new(code, status.message()),
+            },
         };
         match status.code() {
             tonic::Code::Internal => tracing::error!(message = status.message(), "request failed"),

@@ -1,7 +1,7 @@
 //! The gateway: the public gRPC API. It validates and authorises requests,
-//! writes projects and sessions (with their planner command in the same
-//! transaction, via the outbox), reads documents from S3 and streams session
-//! progress from Redis.
+//! creates projects and sessions, sends the planner every command that
+//! changes a session or its jobs (the planner is their only writer), reads
+//! documents from S3 and streams session progress from Redis.
 
 pub mod catalog;
 pub mod convert;
@@ -15,6 +15,7 @@ pub use service::{AUTHORIZATION, BootstrapKey, Gateway};
 
 use dialectic_config::Settings;
 use dialectic_proto::v1::dialectic_service_server::DialecticServiceServer;
+use dialectic_proto::v1::planner::planner_service_client::PlannerServiceClient;
 use dialectic_runtime::{CancellationToken, Dependencies, Running, RuntimeError, supervise};
 use futures::future::BoxFuture;
 use std::sync::{Arc, OnceLock};
@@ -37,10 +38,14 @@ async fn start_gateway(
     let blob = dialectic_runtime::blob(&settings);
     let cache = Arc::new(OnceLock::new());
     let bootstrap = bootstrap_key(&settings);
+    let planner = tonic::transport::Endpoint::from_shared(settings.gateway.planner_url.clone())?
+        .connect_timeout(std::time::Duration::from_secs(5))
+        .connect_lazy();
     let gateway = Gateway::new(
         store.clone(),
         blob.clone(),
         cache.clone(),
+        PlannerServiceClient::new(planner),
         bootstrap,
         settings.gateway.max_prompt_bytes,
         shutdown.clone(),

@@ -1,25 +1,23 @@
-//! RegenerateDocument: write one document of a finished stage again. The jobs
-//! that wrote it are superseded in the same transaction that inserts and
-//! dispatches the new job; the renderer archives the old document when the new
-//! one renders (see `dialectic_store::regenerate`).
+//! RegenerateDocument: write one document of a finished stage again. The
+//! gateway finds the document and checks the caller owns it; the planner
+//! supersedes the jobs that wrote it and dispatches the new one (its
+//! `commands::regenerate`); the renderer archives the old document when the
+//! new one renders (see `dialectic_store::regenerate`).
 
 use crate::error::GatewayError;
-use crate::service::Gateway;
-use dialectic_cache::ProgressEvent;
+use crate::service::{Gateway, planner_request};
 use dialectic_core::ids::{ResourceId, SessionId};
-use dialectic_core::job::{JobEvent, JobStatus, JobType, REGENERATION_KEY_MARK, transition};
-use dialectic_core::session::SessionStatus;
+use dialectic_core::job::JobType;
+use dialectic_core::session::{SessionStatus, waits_right_after};
+use dialectic_proto::v1::planner::RegenerateDocumentCommand;
 use dialectic_proto::v1::{RegenerateDocumentRequest, RegenerateDocumentResponse};
 use dialectic_store::records::SessionRow;
-use dialectic_store::regenerate::{self, NewRegeneration, RegenerationRow};
-use dialectic_store::{StoreError, jobs, outbox, records};
+use dialectic_store::regenerate::{self, RegenerationRow};
+use dialectic_store::{jobs, records};
 use uuid::Uuid;
 
 /// Longest client request id accepted (it is stored and compared, never parsed).
 const MAX_REQUEST_ID: usize = 200;
-
-/// Attempts a regeneration gets when the original job's budget cannot be read.
-const DEFAULT_ATTEMPTS: i32 = 3;
 
 fn required<'a>(value: &'a str, what: &str) -> Result<&'a str, GatewayError> {
     let value = value.trim();
@@ -30,23 +28,21 @@ fn required<'a>(value: &'a str, what: &str) -> Result<&'a str, GatewayError> {
 }
 
 /// A stage's documents are regenerated while the session waits for the user
-/// right after that stage: at `pending_<next stage>`, or at review after the last.
+/// right after that stage: at `pending_<next stage>`, or at review after the
+/// last. Checked here for a clear early answer; the planner checks it again
+/// under the session's lock.
 fn waits_after(
     session: &SessionRow,
     stage: &str,
     next_stage: Option<&str>,
 ) -> Result<(), GatewayError> {
-    let waits = match (session.session_status()?, next_stage) {
-        (SessionStatus::Pending(next), Some(after)) => next == after,
-        (SessionStatus::IterationCompletePendingReview, None) => true,
-        _ => false,
-    };
-    if waits {
+    let next = next_stage.map(str::to_string);
+    if waits_right_after(&session.session_status()?, &next) {
         return Ok(());
     }
     let when = match next_stage {
-        Some(next) => format!("pending_{next}"),
-        None => "iteration_complete_pending_review".into(),
+        Some(next) => SessionStatus::Pending(next.to_string()),
+        None => SessionStatus::IterationCompletePendingReview,
     };
     Err(GatewayError::FailedPrecondition(format!(
         "session is {}; a document of {stage} is regenerated while the session waits for you right after that stage ({when})",
@@ -143,116 +139,24 @@ impl Gateway {
             return Err(not_regenerable());
         }
 
-        let mut tx = self.store.begin().await?;
-        // Jobs before the session: the planner locks a job, then its parent, then
-        // the session, and so does this.
-        let slot = match regenerate::lock_slot(&mut tx, template.id, identity).await {
-            // The planner kept adding jobs to the document: a retry will see them settle.
-            Err(StoreError::Invalid(reason)) => return Err(GatewayError::Unavailable(reason)),
-            other => other?,
-        };
-        let row = records::lock_session(&mut tx, session.id).await?;
-        waits_after(&row, stage, stage_row.next_stage_slug.as_deref())?;
-        if row.iteration_count != session.iteration_count {
-            return Err(GatewayError::FailedPrecondition(
-                "the session began another iteration meanwhile".into(),
-            ));
-        }
-        let started = regenerate::live_root_jobs(&mut tx, row.id).await?;
-        if !started.is_empty() {
-            return Err(GatewayError::FailedPrecondition(format!(
-                "stage {} has already started (its responses were submitted); the documents it reads can no longer be regenerated",
-                started.join(", ")
-            )));
-        }
-        // A concurrent call with the same request id may have committed while
-        // this one waited for the locks.
-        if let Some(request_id) = request_id
-            && let Some(earlier) = regenerate::by_request(&mut *tx, user, request_id).await?
-        {
-            drop(tx);
-            return self.earlier_answer(user, earlier, &asked).await;
-        }
-        // A render that committed before the locks may have replaced the document.
-        let still_current = regenerate::current_documents(
-            &mut *tx,
-            session.id,
-            stage,
-            iteration,
-            model_id,
-            document_key,
-        )
-        .await?
-        .iter()
-        .any(|d| d.id == doc.id);
-        if !still_current {
-            return Err(GatewayError::FailedPrecondition(format!(
-                "document {document_key} changed while this call waited; list the stage's documents and try again"
-            )));
-        }
-
-        // Jobs to supersede now, and every job of the document that is (or is
-        // about to be) superseded: an earlier regeneration may have superseded
-        // the writer of the document still current, which this one replaces too.
-        let mut superseding = Vec::new();
-        let mut superseded = Vec::new();
-        for job in &slot {
-            let status = job.status()?;
-            if transition(status, JobEvent::Superseded).is_ok() {
-                superseding.push(job.id);
-                superseded.push(job.id);
-            } else if status == JobStatus::Superseded {
-                superseded.push(job.id);
-            }
-        }
-        let writers = slot.iter().filter(|j| {
-            j.job_type == JobType::Execute.as_str() && j.target_contribution_id.is_none()
-        });
-        // Files are named by attempt: the new job's attempts continue after every
-        // earlier writer's, so it never writes (or, losing, deletes) their paths.
-        let attempt_base = writers.map(|j| j.attempt_count).max().unwrap_or(0);
-        let base_key = template
-            .job_key
-            .split(REGENERATION_KEY_MARK)
-            .next()
-            .unwrap_or(&template.job_key)
-            .to_string();
-        let budget = slot
-            .iter()
-            .find(|j| j.job_key == base_key)
-            .map_or(DEFAULT_ATTEMPTS, |j| j.max_retries.max(1));
-        let regeneration_id = Uuid::now_v7();
-        let job_id = Uuid::now_v7();
-        regenerate::insert_job(
-            &mut tx,
-            template.id,
-            job_id,
-            &format!("{base_key}{REGENERATION_KEY_MARK}{regeneration_id}"),
-            attempt_base,
-            budget,
-        )
-        .await?;
-        regenerate::supersede(&mut tx, &superseding, regeneration_id).await?;
-        let inserted = regenerate::insert(
-            &mut tx,
-            &NewRegeneration {
-                id: regeneration_id,
-                session_id: row.id,
-                user_id: user,
-                client_request_id: request_id,
-                stage_slug: stage,
-                iteration,
-                model_id,
-                document_key,
-                resource_id: doc.id,
-                new_job_id: job_id,
-                superseded: &superseded,
-            },
-        )
-        .await?;
-        if !inserted {
-            // The unique request id lost a race to a concurrent identical call.
-            drop(tx);
+        let done = self
+            .planner()
+            .regenerate_document(planner_request(RegenerateDocumentCommand {
+                session_id: session.id.to_string(),
+                user_id: user.to_string(),
+                stage_slug: stage.to_string(),
+                model_id: model_id.to_string(),
+                document_key: document_key.to_string(),
+                resource_id: doc.id.to_string(),
+                document_identity: identity.to_string(),
+                template_job_id: template.id.to_string(),
+                client_request_id: request_id.unwrap_or_default().to_string(),
+                model_name: names.get(&model_id).cloned().unwrap_or_default(),
+            }))
+            .await?
+            .into_inner();
+        if !done.created {
+            // A concurrent call with the same request id won the race.
             let earlier = match request_id {
                 Some(r) => regenerate::by_request(pool, user, r).await?,
                 None => None,
@@ -264,41 +168,12 @@ impl Gateway {
                 )),
             };
         }
-        outbox::enqueue(
-            &mut tx,
-            JobType::Execute.dispatch_routing_key(),
-            &dialectic_queue::job_dispatch(&job_id.to_string()),
-            dialectic_telemetry::current_traceparent().as_deref(),
-        )
-        .await?;
-        tx.commit().await.map_err(StoreError::from)?;
-        tracing::info!(%regeneration_id, %job_id, superseded = superseding.len(), document_key, stage, "document regeneration started");
-        if let Some(cache) = self.cache.get() {
-            let event = ProgressEvent {
-                session_id: row.id.to_string(),
-                kind: "document_regeneration_started".into(),
-                session_status: row.status.clone(),
-                stage_slug: stage.to_string(),
-                job_id: job_id.to_string(),
-                job_type: JobType::Execute.as_str().into(),
-                document_key: document_key.to_string(),
-                model: names.get(&model_id).cloned().unwrap_or_default(),
-                message: format!(
-                    "regenerating {document_key}; {} earlier job(s) superseded",
-                    superseding.len()
-                ),
-                at_ms: chrono::Utc::now().timestamp_millis(),
-                ..Default::default()
-            };
-            if let Err(e) = cache.publish(&event).await {
-                tracing::warn!(error = %e, "could not publish progress");
-            }
-        }
-        self.invalidate(row.project_id).await;
+        self.invalidate(session.project_id).await;
+        let row = records::session_for_user(pool, user, session.id).await?;
         Ok(RegenerateDocumentResponse {
-            regeneration_id: regeneration_id.to_string(),
-            job_id: job_id.to_string(),
-            superseded_job_ids: superseded.iter().map(Uuid::to_string).collect(),
+            regeneration_id: done.regeneration_id,
+            job_id: done.job_id,
+            superseded_job_ids: done.superseded_job_ids,
             session: Some(self.session_view(row, false).await?),
             created: true,
         })

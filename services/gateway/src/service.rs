@@ -6,12 +6,11 @@ use dialectic_blob::BlobStore;
 use dialectic_cache::{Cache, ProgressEvent};
 use dialectic_core::apikey;
 use dialectic_core::ids::{ProjectId, ResourceId, SessionId};
-use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::paths::{FileKind, PathContext};
-use dialectic_core::payload::{JobPayload, RenderPayload};
-use dialectic_core::session::SessionStatus;
 use dialectic_core::slug::slugify;
 use dialectic_proto::v1::dialectic_service_server::DialecticService;
+use dialectic_proto::v1::planner::planner_service_client::PlannerServiceClient;
+use dialectic_proto::v1::planner::{SessionCommand, SubmitStageResponsesCommand};
 use dialectic_proto::v1::{
     CancelSessionRequest, DeleteProjectRequest, DeleteProjectResponse, DocumentChunks,
     EditStageRecipeRequest, ExportChunk, ExportProjectRequest, ExportUrl, GetStageRecipeRequest,
@@ -28,8 +27,6 @@ use dialectic_proto::v1::{
     StartSessionRequest, SubmitStageResponsesRequest, Wallet, WatchSessionRequest,
 };
 use dialectic_runtime::CancellationToken;
-use dialectic_store::inputs::{self, NewFeedback};
-use dialectic_store::jobs::NewJob;
 use dialectic_store::ledger;
 use dialectic_store::records::{
     self, NewContribution, NewProject, NewSession, SessionRow, USER_EDIT,
@@ -41,9 +38,30 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::MetadataMap;
+use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 use uuid::Uuid;
+
+/// The session commands that need nothing but the session's id.
+pub(crate) enum Command {
+    Pause,
+    Resume,
+    Cancel,
+}
+
+/// A planner command carrying the caller's trace, so one session stays one trace.
+pub(crate) fn planner_request<T>(message: T) -> Request<T> {
+    let mut request = Request::new(message);
+    if let Some(traceparent) = dialectic_telemetry::current_traceparent()
+        && let Ok(value) = traceparent.parse()
+    {
+        request
+            .metadata_mut()
+            .insert(dialectic_queue::TRACEPARENT_HEADER, value);
+    }
+    request
+}
 
 /// A watch ends once the session waits for the user's review or is over.
 fn ends_watch(status: &str) -> bool {
@@ -140,6 +158,7 @@ pub struct Gateway {
     pub(crate) store: Store,
     pub(crate) blob: BlobStore,
     pub(crate) cache: Arc<OnceLock<Cache>>,
+    planner: PlannerServiceClient<Channel>,
     bootstrap: Option<BootstrapKey>,
     max_prompt_bytes: usize,
     shutdown: CancellationToken,
@@ -150,6 +169,7 @@ impl Gateway {
         store: Store,
         blob: BlobStore,
         cache: Arc<OnceLock<Cache>>,
+        planner: PlannerServiceClient<Channel>,
         bootstrap: Option<BootstrapKey>,
         max_prompt_bytes: usize,
         shutdown: CancellationToken,
@@ -158,6 +178,7 @@ impl Gateway {
             store,
             blob,
             cache,
+            planner,
             bootstrap,
             max_prompt_bytes,
             shutdown,
@@ -186,6 +207,35 @@ impl Gateway {
                 "unknown or revoked API key; an administrator creates keys with `dialecticd admin create-key`".into(),
             )),
         }
+    }
+
+    /// Pause, resume or cancel: the planner applies it once the caller is
+    /// known to own the session (another user's session is NOT_FOUND).
+    pub(crate) async fn session_command(
+        &self,
+        user: Uuid,
+        session_id: &str,
+        command: Command,
+    ) -> Result<Session, GatewayError> {
+        let id = SessionId::parse(session_id)?;
+        records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
+        let message = planner_request(SessionCommand {
+            session_id: id.to_string(),
+        });
+        let mut planner = self.planner();
+        match command {
+            Command::Pause => planner.pause_session(message).await?,
+            Command::Resume => planner.resume_session(message).await?,
+            Command::Cancel => planner.cancel_session(message).await?,
+        };
+        let row = records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
+        self.session_view(row, true).await
+    }
+
+    /// A client for the planner's commands. Call after checking that the
+    /// caller owns what the command names: the planner trusts the gateway.
+    pub(crate) fn planner(&self) -> PlannerServiceClient<Channel> {
+        self.planner.clone()
     }
 
     fn cache(&self) -> Result<&Cache, GatewayError> {
@@ -297,8 +347,8 @@ impl Gateway {
         }
     }
 
-    /// Stores the review of `stage` and starts what comes next: the next stage,
-    /// or after the last stage a new iteration from the first.
+    /// Sends the review of `stage` to the planner, which stores it and starts
+    /// what comes next: the next stage, or after the last a new iteration.
     async fn submit_stage_responses(
         &self,
         user: Uuid,
@@ -311,26 +361,29 @@ impl Gateway {
                 "stage_slug names the stage whose documents were reviewed".into(),
             ));
         }
-        records::session_for_user(self.store.pool(), user, session_id.as_uuid()).await?;
-        let mut tx = self.store.begin().await?;
-        let row = records::lock_session(&mut tx, session_id.as_uuid()).await?;
-        let stage = records::stage_in_process(&mut *tx, row.id, reviewed).await?;
-        let status = row.session_status()?;
-        let reviewed_iteration = row.iteration_count;
-        let (next_stage, iteration) = match (&status, stage.next_stage_slug.as_deref()) {
-            (SessionStatus::Pending(next), Some(after)) if next == after => {
-                (next.clone(), row.iteration_count)
-            }
-            (SessionStatus::IterationCompletePendingReview, None) => {
-                records::begin_iteration(&mut tx, row.id).await?
-            }
-            _ => {
-                return Err(GatewayError::FailedPrecondition(format!(
-                    "session is {}; responses for {reviewed} are taken when that stage has completed and the next has not started",
-                    row.status
-                )));
-            }
+        let row = records::session_for_user(self.store.pool(), user, session_id.as_uuid()).await?;
+        let feedback = self.feedback_text(user, &row, &req).await?;
+        let command = SubmitStageResponsesCommand {
+            session_id: row.id.to_string(),
+            user_id: user.to_string(),
+            stage_slug: reviewed.to_string(),
+            feedback,
         };
+        self.planner()
+            .submit_stage_responses(planner_request(command))
+            .await?;
+        let row = records::session_for_user(self.store.pool(), user, row.id).await?;
+        self.session_view(row, false).await
+    }
+
+    /// One markdown section per response with feedback, named after the
+    /// document it is about (which must be this session's).
+    async fn feedback_text(
+        &self,
+        user: Uuid,
+        session: &SessionRow,
+        req: &SubmitStageResponsesRequest,
+    ) -> Result<String, GatewayError> {
         let mut text = String::new();
         for response in req
             .responses
@@ -343,7 +396,7 @@ impl Gateway {
                 let id = ResourceId::parse(&response.resource_id)?;
                 let resource =
                     records::resource_for_user(self.store.pool(), user, id.as_uuid()).await?;
-                if resource.session_id != Some(row.id) {
+                if resource.session_id != Some(session.id) {
                     return Err(GatewayError::NotFound(format!(
                         "document {}",
                         response.resource_id
@@ -355,56 +408,7 @@ impl Gateway {
             };
             text.push_str(&format!("## {about}\n\n{}\n\n", response.feedback.trim()));
         }
-        if !text.is_empty() {
-            let key = PathContext {
-                project_id: ProjectId(row.project_id),
-                session_short: SessionId(row.id).short(),
-                iteration: reviewed_iteration.max(1) as u32,
-                stage_number: stage.stage_number.max(0) as u32,
-                stage_slug: stage.slug.clone(),
-                file: FileKind::UserFeedback,
-            }
-            .construct()
-            .map_err(|e| GatewayError::Internal(format!("feedback storage key: {e}")))?;
-            let body = format!("# Feedback on {}\n\n{text}", stage.display_name);
-            let size = body.len() as i64;
-            self.blob
-                .put(&key, body.into_bytes(), "text/markdown")
-                .await?;
-            let (dir, file_name) = key.rsplit_once('/').unwrap_or(("", key.as_str()));
-            inputs::insert_feedback(
-                &mut tx,
-                &NewFeedback {
-                    id: Uuid::now_v7(),
-                    project_id: row.project_id,
-                    session_id: row.id,
-                    user_id: user,
-                    stage_slug: &stage.slug,
-                    iteration: reviewed_iteration,
-                    document_key: None,
-                    source_resource_id: None,
-                    bucket: self.blob.bucket(),
-                    storage_path: dir,
-                    file_name,
-                    size_bytes: size,
-                },
-            )
-            .await?;
-        }
-        outbox::enqueue(
-            &mut tx,
-            dialectic_queue::keys::PLANNER_COMMAND,
-            &dialectic_queue::start_stage_command(
-                &row.id.to_string(),
-                &next_stage,
-                iteration.max(1) as u32,
-            ),
-            dialectic_telemetry::current_traceparent().as_deref(),
-        )
-        .await?;
-        tx.commit().await.map_err(StoreError::from)?;
-        let row = records::session_for_user(self.store.pool(), user, row.id).await?;
-        self.session_view(row, false).await
+        Ok(text)
     }
 
     async fn create_project(
@@ -767,42 +771,11 @@ impl Gateway {
             edit_id,
         )
         .await?;
-        let render_job = Uuid::now_v7();
-        let payload = JobPayload {
-            render: Some(RenderPayload {
-                document_identity: identity.to_string(),
-                source_contribution_id: edit_id.to_string(),
-                document_key: root.document_key.clone(),
-            }),
-            ..Default::default()
-        };
-        jobs::insert(
-            &mut tx,
-            &NewJob {
-                id: render_job,
-                job_key: format!("{edit_id}:render"),
-                session_id: root.session_id,
-                user_id: user,
-                stage_slug: &root.stage_slug,
-                iteration: root.iteration_number,
-                job_type: JobType::Render,
-                status: JobStatus::Pending,
-                step_id: None,
-                step_key: None,
-                model_id: root.model_id,
-                document_key: Some(&root.document_key),
-                payload: &payload,
-                parent_job_id: None,
-                prerequisite_job_id: None,
-                target_contribution_id: Some(edit_id),
-                max_attempts: 3,
-            },
-        )
-        .await?;
+        // The planner inserts and dispatches the RENDER job (it owns job state).
         outbox::enqueue(
             &mut tx,
-            JobType::Render.dispatch_routing_key(),
-            &dialectic_queue::job_dispatch(&render_job.to_string()),
+            dialectic_queue::keys::PLANNER_COMMAND,
+            &dialectic_queue::render_edit_command(&edit_id.to_string()),
             dialectic_telemetry::current_traceparent().as_deref(),
         )
         .await?;
@@ -958,24 +931,11 @@ impl DialecticService for Gateway {
         let req = request.into_inner();
         let span = span!("pause_session", user);
         span.record("session_id", req.session_id.as_str());
-        async {
-            let id = SessionId::parse(&req.session_id)?;
-            let mut tx = self.store.begin().await?;
-            let Some(row) = records::pause_session(&mut tx, user, id.as_uuid()).await? else {
-                // Tells another user's session (NOT_FOUND) from one that cannot pause.
-                let row = records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
-                return Err(GatewayError::FailedPrecondition(format!(
-                    "session is {}; only a pending or running session can be paused",
-                    row.status
-                )));
-            };
-            tx.commit().await.map_err(StoreError::from)?;
-            self.session_view(row, true).await
-        }
-        .instrument(span)
-        .await
-        .map(Response::new)
-        .map_err(Status::from)
+        self.session_command(user, &req.session_id, Command::Pause)
+            .instrument(span)
+            .await
+            .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn resume_session(
@@ -987,29 +947,11 @@ impl DialecticService for Gateway {
         let span = span!("resume_session", user);
         span.record("session_id", req.session_id.as_str());
         self.continue_trace(&req.session_id, &span).await;
-        async {
-            let id = SessionId::parse(&req.session_id)?;
-            let mut tx = self.store.begin().await?;
-            let Some(row) = records::resume_session(&mut tx, user, id.as_uuid()).await? else {
-                records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
-                return Err(GatewayError::FailedPrecondition(
-                    "the session is not paused".into(),
-                ));
-            };
-            outbox::enqueue(
-                &mut tx,
-                dialectic_queue::keys::PLANNER_COMMAND,
-                &dialectic_queue::resume_session_command(&id.to_string()),
-                dialectic_telemetry::current_traceparent().as_deref(),
-            )
-            .await?;
-            tx.commit().await.map_err(StoreError::from)?;
-            self.session_view(row, true).await
-        }
-        .instrument(span)
-        .await
-        .map(Response::new)
-        .map_err(Status::from)
+        self.session_command(user, &req.session_id, Command::Resume)
+            .instrument(span)
+            .await
+            .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn get_session(

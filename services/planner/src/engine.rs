@@ -15,8 +15,8 @@ use dialectic_core::paths::Lineage;
 use dialectic_core::payload::{JobPayload, RenderPayload};
 use dialectic_core::recipe::{Granularity, Recipe, RecipeStep};
 use dialectic_core::session::{
-    SessionStatus, StageCompletion, stage_completion, status_after_stage,
-    status_on_root_plan_started,
+    InvalidTransition, SessionEffect, SessionEvent, StageCompletion, stage_completion,
+    transition as session_transition,
 };
 use dialectic_core::slug::slugify;
 use dialectic_proto::v1::queue::{JobOutcome, ResumeSession, StartStage, job_outcome};
@@ -35,6 +35,14 @@ pub enum PlannerError {
     BadMessage(String),
     #[error("cannot plan stage {stage}: {reason}")]
     Recipe { stage: String, reason: String },
+    /// A command the session's (or job's) state does not take.
+    #[error("{0}")]
+    Refused(String),
+    /// Rows kept changing under a command; the caller may try again.
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("{0}")]
+    Blob(#[from] dialectic_blob::BlobError),
 }
 
 impl PlannerError {
@@ -43,12 +51,24 @@ impl PlannerError {
     }
 }
 
+impl From<InvalidTransition> for PlannerError {
+    fn from(e: InvalidTransition) -> Self {
+        PlannerError::Refused(e.to_string())
+    }
+}
+
 impl From<PlannerError> for tonic::Status {
     fn from(e: PlannerError) -> Self {
-        if e.is_transient() {
-            tonic::Status::unavailable(e.to_string())
-        } else {
-            tonic::Status::internal(e.to_string())
+        match e {
+            PlannerError::Store(StoreError::NotFound(what)) => {
+                tonic::Status::not_found(format!("{what} not found"))
+            }
+            PlannerError::Refused(reason) => tonic::Status::failed_precondition(reason),
+            PlannerError::Unavailable(reason) => tonic::Status::unavailable(reason),
+            PlannerError::BadMessage(reason) => tonic::Status::invalid_argument(reason),
+            PlannerError::Blob(e) => tonic::Status::unavailable(format!("object storage: {e}")),
+            e if e.is_transient() => tonic::Status::unavailable(e.to_string()),
+            e => tonic::Status::internal(e.to_string()),
         }
     }
 }
@@ -77,11 +97,11 @@ enum Work {
     },
 }
 
-struct Unit {
-    tx: Tx<'static>,
-    events: Vec<ProgressEvent>,
+pub(crate) struct Unit {
+    pub(crate) tx: Tx<'static>,
+    pub(crate) events: Vec<ProgressEvent>,
     /// Projects whose cached reads this unit makes stale (dropped after commit).
-    stale_projects: Vec<Uuid>,
+    pub(crate) stale_projects: Vec<Uuid>,
     work: VecDeque<Work>,
     traceparent: Option<String>,
 }
@@ -97,14 +117,15 @@ pub struct SweepReport {
 }
 
 pub struct Engine {
-    store: Store,
-    config: PlannerConfig,
+    pub(crate) store: Store,
+    pub(crate) blob: dialectic_blob::BlobStore,
+    pub(crate) config: PlannerConfig,
     cache: Arc<OnceLock<Cache>>,
 }
 
 /// Locks a command's session; None (logged) when it does not exist, since a
 /// command for a deleted session has nothing left to do.
-async fn lock_known_session(
+pub(crate) async fn lock_known_session(
     unit: &mut Unit,
     session_id: Uuid,
 ) -> Result<Option<records::SessionRow>, PlannerError> {
@@ -139,25 +160,31 @@ fn descendant_outputs(recipe: &Recipe, step: &RecipeStep) -> Vec<String> {
     outputs
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-fn parse_id(kind: &str, value: &str) -> Result<Uuid, PlannerError> {
+pub(crate) fn parse_id(kind: &str, value: &str) -> Result<Uuid, PlannerError> {
     Uuid::parse_str(value)
         .map_err(|_| PlannerError::BadMessage(format!("{kind} {value:?} is not a UUID")))
 }
 
 impl Engine {
-    pub fn new(store: Store, config: PlannerConfig, cache: Arc<OnceLock<Cache>>) -> Self {
+    pub fn new(
+        store: Store,
+        blob: dialectic_blob::BlobStore,
+        config: PlannerConfig,
+        cache: Arc<OnceLock<Cache>>,
+    ) -> Self {
         Self {
             store,
+            blob,
             config,
             cache,
         }
     }
 
-    async fn begin(&self, traceparent: Option<&str>) -> Result<Unit, PlannerError> {
+    pub(crate) async fn begin(&self, traceparent: Option<&str>) -> Result<Unit, PlannerError> {
         Ok(Unit {
             tx: self.store.begin().await?,
             events: Vec::new(),
@@ -167,7 +194,7 @@ impl Engine {
         })
     }
 
-    async fn finish(&self, mut unit: Unit) -> Result<(), PlannerError> {
+    pub(crate) async fn finish(&self, mut unit: Unit) -> Result<(), PlannerError> {
         self.run(&mut unit).await?;
         unit.tx.commit().await.map_err(StoreError::from)?;
         if let Some(cache) = self.cache.get() {
@@ -202,9 +229,14 @@ impl Engine {
         let Some(session) = lock_known_session(&mut unit, session_id).await? else {
             return Ok(());
         };
-        let current = session.session_status()?;
-        if current != SessionStatus::Pending(stage.to_string()) {
-            tracing::info!(status = %session.status, stage, "stage already started or not next; nothing to do");
+        let event = SessionEvent::StartStage {
+            stage: stage.to_string(),
+        };
+        if let Err(refused) = self
+            .apply_session_event(&mut unit, &session, &event)
+            .await?
+        {
+            tracing::info!(%refused, "stage already started or not next; nothing to do");
             return Ok(());
         }
         let stage_row = records::stage_in_process(&mut *unit.tx, session_id, stage).await?;
@@ -294,8 +326,8 @@ impl Engine {
         self.finish(unit).await
     }
 
-    /// A resumed session: dispatch what waited while it was paused, and check
-    /// whether its stage finished meanwhile.
+    /// A resume sent over the queue by a gateway of the previous release:
+    /// the planner's ResumeSession RPC does the same in one step now.
     pub async fn resume_session(
         &self,
         command: &ResumeSession,
@@ -306,29 +338,57 @@ impl Engine {
         let Some(session) = lock_known_session(&mut unit, session_id).await? else {
             return Ok(());
         };
-        let status = session.session_status()?;
-        if status == SessionStatus::Paused {
-            tracing::info!("session paused again before the resume arrived; nothing to do");
-            return Ok(());
+        match self
+            .apply_session_event(&mut unit, &session, &SessionEvent::Resume)
+            .await?
+        {
+            Ok(applied) => unit.events.push(session_event(&applied, "session_resumed")),
+            Err(refused) => tracing::info!(%refused, "nothing to resume"),
         }
-        for (job, job_type) in jobs::awaiting_dispatch(&mut unit.tx, session_id).await? {
-            self.dispatch(&mut unit, job, job_type).await?;
-        }
-        if let Some(stage) = status.stage() {
-            unit.work.push_back(Work::CheckStage {
-                session: session_id,
-                stage: stage.to_string(),
-                iteration: session.iteration_count,
-            });
-        }
-        unit.events.push(ProgressEvent {
-            session_id: session_id.to_string(),
-            kind: "session_resumed".into(),
-            session_status: session.status.clone(),
-            at_ms: now_ms(),
-            ..Default::default()
-        });
         self.finish(unit).await
+    }
+
+    /// Applies `event` to a locked session through core's machine: stores the
+    /// new state and does the session-level effects; the caller does its own
+    /// (root jobs, a regeneration). A refused event changes nothing.
+    pub(crate) async fn apply_session_event(
+        &self,
+        unit: &mut Unit,
+        session: &records::SessionRow,
+        event: &SessionEvent,
+    ) -> Result<Result<records::SessionRow, InvalidTransition>, PlannerError> {
+        let from = session.state()?;
+        let transition = match session_transition(&from, event) {
+            Ok(t) => t,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        let mut row = session.clone();
+        if transition.changes(&from) {
+            row = records::write_session_state(&mut unit.tx, session.id, &transition.to).await?;
+        }
+        for effect in &transition.effects {
+            match effect {
+                SessionEffect::BeginIteration => {
+                    records::begin_iteration(&mut unit.tx, row.id).await?;
+                    row.iteration_count += 1;
+                }
+                SessionEffect::BeginRevision => {
+                    records::begin_revision(&mut unit.tx, row.id).await?;
+                    row.revision += 1;
+                }
+                SessionEffect::StartStage { stage } => {
+                    self.command_start_stage(unit, row.id, stage, row.iteration_count)
+                        .await?
+                }
+                SessionEffect::DispatchWaiting => {
+                    for (job, job_type) in jobs::awaiting_dispatch(&mut unit.tx, row.id).await? {
+                        self.dispatch(unit, job, job_type).await?;
+                    }
+                }
+                SessionEffect::PlanRootJobs { .. } | SessionEffect::RegenerateDocument => {}
+            }
+        }
+        Ok(Ok(row))
     }
 
     pub async fn on_outcome(
@@ -356,20 +416,7 @@ impl Engine {
         match result {
             job_outcome::Result::Started(started) => {
                 if job.parent_job_id.is_none() && job.job_type()? == JobType::Plan {
-                    let session = records::lock_session(&mut unit.tx, job.session_id).await?;
-                    let status = session.session_status()?;
-                    if let Some(next) = status_on_root_plan_started(&status, &job.stage_slug) {
-                        let next = next.to_string();
-                        records::set_session_status(
-                            &mut unit.tx,
-                            job.session_id,
-                            &next,
-                            Some(&job.stage_slug),
-                        )
-                        .await?;
-                        unit.events
-                            .push(self.session_event(&job, "session_status", &next));
-                    }
+                    self.root_plan_started(&mut unit, &job).await?;
                 }
                 let mut event = self.job_event(&mut unit, &job, "job_started").await?;
                 event.message = format!("attempt {} on {}", outcome.attempt, started.worker);
@@ -461,6 +508,20 @@ impl Engine {
         self.finish(unit).await
     }
 
+    /// Seed 000 §4.1: a root PLAN job starting moves `pending_<stage>` to `running_<stage>`.
+    async fn root_plan_started(&self, unit: &mut Unit, job: &JobRow) -> Result<(), PlannerError> {
+        let session = records::lock_session(&mut unit.tx, job.session_id).await?;
+        let event = SessionEvent::RootPlanStarted {
+            stage: job.stage_slug.clone(),
+        };
+        if let Ok(applied) = self.apply_session_event(unit, &session, &event).await?
+            && applied.status != session.status
+        {
+            unit.events.push(session_event(&applied, "session_status"));
+        }
+        Ok(())
+    }
+
     /// The wallet refused the call: the job waits in `paused_nsf`. The session
     /// hears about it once, when its first job pauses.
     async fn pause_for_funds(
@@ -537,19 +598,20 @@ impl Engine {
         if self.config.idle_pause_secs > 0 {
             let mut unit = self.begin(None).await?;
             let idle = self.config.idle_pause_secs;
-            for session in records::pause_idle_sessions(&mut unit.tx, idle, 100).await? {
+            for session in records::lock_idle_sessions(&mut unit.tx, idle, 100).await? {
+                let Ok(applied) = self
+                    .apply_session_event(&mut unit, &session, &SessionEvent::IdlePause)
+                    .await?
+                else {
+                    continue;
+                };
                 report.idle_paused += 1;
                 tracing::info!(session_id = %session.id, idle_secs = idle, "idle session paused");
-                unit.events.push(ProgressEvent {
-                    session_id: session.id.to_string(),
-                    kind: "session_paused".into(),
-                    session_status: session.status,
-                    message: format!(
-                        "paused after {idle} s without activity; resume the session to continue"
-                    ),
-                    at_ms: now_ms(),
-                    ..Default::default()
-                });
+                let mut event = session_event(&applied, "session_paused");
+                event.message = format!(
+                    "paused after {idle} s without activity; resume the session to continue"
+                );
+                unit.events.push(event);
             }
             self.finish(unit).await?;
         }
@@ -1088,24 +1150,21 @@ impl Engine {
                 });
             }
             StageCompletion::Complete => {
-                let current = session.session_status()?;
-                let in_stage = matches!(&current, SessionStatus::Running(s) | SessionStatus::Pending(s) if s == stage);
-                if !in_stage {
-                    return Ok(());
-                }
                 let stage_row = records::stage_in_process(&mut *unit.tx, session_id, stage).await?;
-                let next = status_after_stage(stage_row.next_stage_slug.as_deref());
-                let next_text = next.to_string();
-                records::set_session_status(&mut unit.tx, session_id, &next_text, next.stage())
-                    .await?;
-                if let (true, Some(next_stage)) = (session.auto_advance, next.stage()) {
-                    self.command_start_stage(unit, session_id, next_stage, iteration)
-                        .await?;
-                }
-                tracing::info!(%session_id, stage, status = %next_text, "stage complete");
+                let event = SessionEvent::StageCompleted {
+                    stage: stage.to_string(),
+                    next: stage_row.next_stage_slug,
+                    auto_advance: session.auto_advance,
+                };
+                // Refused when the session already moved on (a duplicate check).
+                let Ok(applied) = self.apply_session_event(unit, &session, &event).await? else {
+                    return Ok(());
+                };
+                let status = applied.status;
+                tracing::info!(%session_id, stage, %status, "stage complete");
                 unit.events.push(ProgressEvent {
                     kind: "stage_completed".into(),
-                    session_status: next_text,
+                    session_status: status,
                     stage_percent: 100,
                     ..base
                 });
@@ -1135,7 +1194,7 @@ impl Engine {
         Ok(())
     }
 
-    async fn dispatch(
+    pub(crate) async fn dispatch(
         &self,
         unit: &mut Unit,
         job_id: Uuid,
@@ -1181,15 +1240,20 @@ impl Engine {
             ..Default::default()
         })
     }
+}
 
-    fn session_event(&self, job: &JobRow, kind: &str, status: &str) -> ProgressEvent {
-        ProgressEvent {
-            session_id: job.session_id.to_string(),
-            kind: kind.to_string(),
-            session_status: status.to_string(),
-            stage_slug: job.stage_slug.clone(),
-            at_ms: now_ms(),
-            ..Default::default()
-        }
+/// A progress event about the session itself, with its status as stored now.
+pub(crate) fn session_event(session: &records::SessionRow, kind: &str) -> ProgressEvent {
+    ProgressEvent {
+        session_id: session.id.to_string(),
+        kind: kind.to_string(),
+        session_status: session.status.clone(),
+        stage_slug: session
+            .state()
+            .ok()
+            .and_then(|s| s.effective().stage().map(str::to_string))
+            .unwrap_or_default(),
+        at_ms: now_ms(),
+        ..Default::default()
     }
 }

@@ -1,13 +1,15 @@
-//! The planner: turns `StartStage` commands into root jobs, applies job
-//! outcomes to the job and session state machines, relays the outbox to
-//! RabbitMQ, and sweeps expired leases and due retries.
+//! The planner, the only writer of job and session state: turns `StartStage`
+//! commands into root jobs, applies job outcomes and the gateway's commands
+//! (pause, resume, cancel, responses, revisit, regenerate, edits, deletion)
+//! through core's state machines, relays the outbox to RabbitMQ, and sweeps
+//! expired leases and due retries.
 
+mod commands;
 pub mod engine;
 pub mod relay;
 
 use dialectic_config::Settings;
-use dialectic_proto::v1::planner::planner_service_server::{PlannerService, PlannerServiceServer};
-use dialectic_proto::v1::planner::{SweepNowRequest, SweepNowResponse};
+use dialectic_proto::v1::planner::planner_service_server::PlannerServiceServer;
 use dialectic_proto::v1::queue::envelope::Body;
 use dialectic_proto::v1::queue::planner_command::Command;
 use dialectic_queue::{Delivery, TRACEPARENT_HEADER, keys};
@@ -22,24 +24,6 @@ use std::time::Duration;
 use tracing::Instrument;
 
 pub const SERVICE_NAME: &str = "dialectic.v1.planner.PlannerService";
-
-struct Api {
-    engine: Arc<Engine>,
-}
-
-#[tonic::async_trait]
-impl PlannerService for Api {
-    async fn sweep_now(
-        &self,
-        _request: tonic::Request<SweepNowRequest>,
-    ) -> Result<tonic::Response<SweepNowResponse>, tonic::Status> {
-        let report = self.engine.sweep().await?;
-        Ok(tonic::Response::new(SweepNowResponse {
-            expired_leases: report.expired_leases,
-            retries_dispatched: report.retries_dispatched,
-        }))
-    }
-}
 
 struct MessageHandler {
     engine: Arc<Engine>,
@@ -85,6 +69,15 @@ impl Handler for MessageHandler {
                     disposition(
                         self.engine
                             .resume_session(&resume, traceparent.as_deref())
+                            .instrument(span)
+                            .await,
+                    )
+                }
+                Some(Command::RenderEdit(render)) => {
+                    let span = tracing::info_span!("render_edit", contribution_id = %render.edit_contribution_id, trace_id = tracing::field::Empty);
+                    dialectic_telemetry::adopt_traceparent(&span, traceparent.as_deref());
+                    disposition(
+                        commands::render_edit(&self.engine, &render, traceparent.as_deref())
                             .instrument(span)
                             .await,
                     )
@@ -146,13 +139,14 @@ async fn start_planner(
     let cache = Arc::new(OnceLock::new());
     let engine = Arc::new(Engine::new(
         store.clone(),
+        dialectic_runtime::blob(&settings),
         settings.planner.clone(),
         cache.clone(),
     ));
     let server = dialectic_runtime::start_grpc(
         SERVICE_NAME,
         &settings.planner.listen,
-        tonic::service::Routes::new(PlannerServiceServer::new(Api {
+        tonic::service::Routes::new(PlannerServiceServer::new(commands::Api {
             engine: engine.clone(),
         })),
         shutdown.clone(),
