@@ -5,10 +5,13 @@ use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::payload::JobPayload;
-use dialectic_core::session::RootJob;
+use dialectic_core::session::{RootJob, SessionStatus};
 use sqlx::PgPool;
 use sqlx::types::Json;
 use uuid::Uuid;
+
+const PROCESSING: &str = JobStatus::Processing.as_str();
+const PAUSED_NSF: &str = JobStatus::PausedNsf.as_str();
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct JobRow {
@@ -142,9 +145,9 @@ pub async fn set_status(
          SET status = $2,
              error_details = COALESCE($3, error_details),
              results = COALESCE($4, results),
-             lease_owner = CASE WHEN $2 = 'processing' THEN lease_owner ELSE NULL END,
-             lease_expires_at = CASE WHEN $2 = 'processing' THEN lease_expires_at ELSE NULL END,
-             completed_at = CASE WHEN $2 IN ('completed', 'failed', 'retry_loop_failed', 'superseded') THEN now() ELSE completed_at END,
+             lease_owner = CASE WHEN $2 = $5 THEN lease_owner ELSE NULL END,
+             lease_expires_at = CASE WHEN $2 = $5 THEN lease_expires_at ELSE NULL END,
+             completed_at = CASE WHEN $2 = ANY($6) THEN now() ELSE completed_at END,
              updated_at = now()
          WHERE id = $1",
     )
@@ -152,6 +155,8 @@ pub async fn set_status(
     .bind(status.as_str())
     .bind(error.map(Json))
     .bind(results.map(Json))
+    .bind(PROCESSING)
+    .bind(&JobStatus::TERMINAL[..])
     .execute(&mut **tx)
     .await?;
     Ok(())
@@ -185,11 +190,11 @@ pub async fn claim(
     let types: Vec<&str> = job_types.iter().map(|t| t.as_str()).collect();
     Ok(sqlx::query_as::<_, JobRow>(&format!(
         "UPDATE dialectic_generation_jobs
-         SET status = 'processing', attempt_count = attempt_count + 1, lease_owner = $3,
+         SET status = $6, attempt_count = attempt_count + 1, lease_owner = $3,
              lease_expires_at = now() + make_interval(secs => $4::double precision),
              started_at = COALESCE(started_at, now()), next_attempt_at = NULL, updated_at = now()
          WHERE id = $1 AND status = ANY($2) AND job_type = ANY($5)
-           AND NOT EXISTS (SELECT 1 FROM dialectic_sessions s WHERE s.id = session_id AND s.status IN ('paused', 'abandoned'))
+           AND NOT EXISTS (SELECT 1 FROM dialectic_sessions s WHERE s.id = session_id AND s.status IN ($7, $8))
          RETURNING {JOB_COLUMNS}"
     ))
     .bind(id)
@@ -197,6 +202,9 @@ pub async fn claim(
     .bind(worker)
     .bind(lease_secs as f64)
     .bind(&types)
+    .bind(PROCESSING)
+    .bind(SessionStatus::PAUSED)
+    .bind(SessionStatus::ABANDONED)
     .fetch_optional(&mut **tx)
     .await?)
 }
@@ -212,12 +220,13 @@ pub async fn heartbeat(
     let updated = sqlx::query(
         "UPDATE dialectic_generation_jobs
          SET lease_expires_at = now() + make_interval(secs => $4::double precision)
-         WHERE id = $1 AND attempt_count = $2 AND lease_owner = $3 AND status = 'processing'",
+         WHERE id = $1 AND attempt_count = $2 AND lease_owner = $3 AND status = $5",
     )
     .bind(id)
     .bind(attempt)
     .bind(worker)
     .bind(lease_secs as f64)
+    .bind(PROCESSING)
     .execute(pool)
     .await?;
     Ok(updated.rows_affected() == 1)
@@ -284,10 +293,11 @@ pub async fn root_jobs(
 pub async fn expired_leases(tx: &mut Tx<'_>, limit: i64) -> Result<Vec<Uuid>, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT id FROM dialectic_generation_jobs
-         WHERE status = 'processing' AND lease_expires_at < now()
+         WHERE status = $2 AND lease_expires_at < now()
          ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED",
     )
     .bind(limit)
+    .bind(PROCESSING)
     .fetch_all(&mut **tx)
     .await?)
 }
@@ -296,10 +306,11 @@ pub async fn expired_leases(tx: &mut Tx<'_>, limit: i64) -> Result<Vec<Uuid>, St
 pub async fn due_retries(tx: &mut Tx<'_>, limit: i64) -> Result<Vec<Uuid>, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT id FROM dialectic_generation_jobs
-         WHERE status = 'retrying' AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
+         WHERE status = $2 AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
          ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED",
     )
     .bind(limit)
+    .bind(JobStatus::Retrying.as_str())
     .fetch_all(&mut **tx)
     .await?)
 }
@@ -325,11 +336,12 @@ pub async fn outstanding_input_work(
         "SELECT id FROM dialectic_generation_jobs
           WHERE session_id = $1
             AND (job_type = 'RENDER' OR (job_type = 'EXECUTE' AND stage_slug <> $2))
-            AND status NOT IN ('completed', 'failed', 'retry_loop_failed', 'superseded')
+            AND status <> ALL($3)
           ORDER BY created_at DESC LIMIT 1",
     )
     .bind(session_id)
     .bind(stage_slug)
+    .bind(&JobStatus::TERMINAL[..])
     .fetch_optional(&mut **tx)
     .await?)
 }
@@ -352,9 +364,10 @@ pub async fn set_prerequisite(
 
 pub async fn waiting_on(tx: &mut Tx<'_>, prerequisite: Uuid) -> Result<Vec<Uuid>, StoreError> {
     Ok(sqlx::query_scalar(
-        "SELECT id FROM dialectic_generation_jobs WHERE prerequisite_job_id = $1 AND status = 'waiting_for_prerequisite' FOR UPDATE",
+        "SELECT id FROM dialectic_generation_jobs WHERE prerequisite_job_id = $1 AND status = $2 FOR UPDATE",
     )
     .bind(prerequisite)
+    .bind(JobStatus::WaitingForPrerequisite.as_str())
     .fetch_all(&mut **tx)
     .await?)
 }
@@ -383,13 +396,14 @@ pub async fn stage_percent(
     iteration: i32,
 ) -> Result<u32, StoreError> {
     let (done, total): (i64, i64) = sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE status IN ('completed', 'failed', 'retry_loop_failed', 'superseded')), count(*)
+        "SELECT count(*) FILTER (WHERE status = ANY($4)), count(*)
          FROM dialectic_generation_jobs
          WHERE session_id = $1 AND stage_slug = $2 AND iteration_number = $3 AND job_type <> 'RENDER'",
     )
     .bind(session_id)
     .bind(stage_slug)
     .bind(iteration)
+    .bind(&JobStatus::TERMINAL[..])
     .fetch_one(&mut **tx)
     .await?;
     Ok(if total == 0 {
@@ -411,11 +425,12 @@ pub async fn release_lease(
     let updated = sqlx::query(
         "UPDATE dialectic_generation_jobs
          SET lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-         WHERE id = $1 AND attempt_count = $2 AND lease_owner = $3 AND status = 'processing'",
+         WHERE id = $1 AND attempt_count = $2 AND lease_owner = $3 AND status = $4",
     )
     .bind(id)
     .bind(attempt)
     .bind(worker)
+    .bind(PROCESSING)
     .execute(&mut **tx)
     .await?;
     Ok(updated.rows_affected() == 1)
@@ -424,9 +439,10 @@ pub async fn release_lease(
 /// How many jobs of a session wait for funds.
 pub async fn paused_in_session(tx: &mut Tx<'_>, session_id: Uuid) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar(
-        "SELECT count(*) FROM dialectic_generation_jobs WHERE session_id = $1 AND status = 'paused_nsf'",
+        "SELECT count(*) FROM dialectic_generation_jobs WHERE session_id = $1 AND status = $2",
     )
     .bind(session_id)
+    .bind(PAUSED_NSF)
     .fetch_one(&mut **tx)
     .await?)
 }
@@ -435,12 +451,13 @@ pub async fn paused_in_session(tx: &mut Tx<'_>, session_id: Uuid) -> Result<i64,
 pub async fn resumable_after_credit(tx: &mut Tx<'_>, limit: i64) -> Result<Vec<Uuid>, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT j.id FROM dialectic_generation_jobs j
-         WHERE j.status = 'paused_nsf' AND EXISTS (
+         WHERE j.status = $2 AND EXISTS (
              SELECT 1 FROM token_wallet_transactions t JOIN token_wallets w ON w.id = t.wallet_id
              WHERE w.user_id = j.user_id AND t.kind = 'credit' AND t.created_at > j.updated_at)
          ORDER BY j.updated_at LIMIT $1 FOR UPDATE OF j SKIP LOCKED",
     )
     .bind(limit)
+    .bind(PAUSED_NSF)
     .fetch_all(&mut **tx)
     .await?)
 }
@@ -453,10 +470,13 @@ pub async fn awaiting_dispatch(
     let rows: Vec<(Uuid, String)> = sqlx::query_as(
         "SELECT id, job_type FROM dialectic_generation_jobs
          WHERE session_id = $1
-           AND (status IN ('pending', 'pending_continuation') OR (status = 'retrying' AND next_attempt_at IS NULL))
+           AND (status IN ($2, $3) OR (status = $4 AND next_attempt_at IS NULL))
          FOR UPDATE SKIP LOCKED",
     )
     .bind(session_id)
+    .bind(JobStatus::Pending.as_str())
+    .bind(JobStatus::PendingContinuation.as_str())
+    .bind(JobStatus::Retrying.as_str())
     .fetch_all(&mut **tx)
     .await?;
     rows.into_iter()

@@ -273,7 +273,7 @@ pub async fn insert_session(
     let inserted = sqlx::query_as::<_, SessionRow>(&format!(
         "INSERT INTO dialectic_sessions (id, project_id, user_id, status, current_stage_id, selected_model_ids,
                                          session_description, client_request_id, auto_advance)
-         SELECT $1, p.id, $3, 'pending_' || st.slug, st.id, $4, $5, $6, $7
+         SELECT $1, p.id, $3, $8 || st.slug, st.id, $4, $5, $6, $7
          FROM dialectic_projects p
          JOIN dialectic_process_templates t ON t.id = p.process_template_id
          JOIN dialectic_stages st ON st.id = t.starting_stage_id
@@ -288,6 +288,7 @@ pub async fn insert_session(
     .bind(s.description)
     .bind(s.client_request_id)
     .bind(s.auto_advance)
+    .bind(SessionStatus::PENDING_PREFIX)
     .fetch_optional(&mut **tx)
     .await?;
     if let Some(row) = inserted {

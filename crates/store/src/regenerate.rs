@@ -5,6 +5,7 @@
 use crate::jobs::{JOB_COLUMNS, JobRow};
 use crate::records::{RESOURCE_COLUMNS, ResourceRow};
 use crate::{StoreError, Tx};
+use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::revisit::archived_name;
 use sqlx::types::Json;
 use uuid::Uuid;
@@ -117,9 +118,10 @@ pub async fn live_root_jobs(tx: &mut Tx<'_>, session_id: Uuid) -> Result<Vec<Str
     Ok(sqlx::query_scalar(
         "SELECT DISTINCT stage_slug FROM dialectic_generation_jobs
          WHERE session_id = $1 AND parent_job_id IS NULL AND job_type <> 'RENDER'
-           AND status NOT IN ('completed', 'failed', 'retry_loop_failed', 'superseded')",
+           AND status <> ALL($2)",
     )
     .bind(session_id)
+    .bind(&JobStatus::TERMINAL[..])
     .fetch_all(&mut **tx)
     .await?)
 }
@@ -131,18 +133,19 @@ pub async fn supersede(
     regeneration: Uuid,
 ) -> Result<(), StoreError> {
     let details = serde_json::json!({
-        "code": "superseded",
+        "code": JobStatus::Superseded.as_str(),
         "message": "a regeneration of this document replaced the job",
         "regeneration_id": regeneration.to_string(),
     });
     sqlx::query(
         "UPDATE dialectic_generation_jobs
-         SET status = 'superseded', lease_owner = NULL, lease_expires_at = NULL, next_attempt_at = NULL,
+         SET status = $3, lease_owner = NULL, lease_expires_at = NULL, next_attempt_at = NULL,
              error_details = $2, completed_at = now(), updated_at = now()
          WHERE id = ANY($1)",
     )
     .bind(ids)
     .bind(Json(details))
+    .bind(JobStatus::Superseded.as_str())
     .execute(&mut **tx)
     .await?;
     Ok(())
@@ -163,7 +166,7 @@ pub async fn insert_job(
         "INSERT INTO dialectic_generation_jobs
            (id, job_key, session_id, user_id, stage_slug, iteration_number, job_type, status, recipe_step_id, step_key,
             model_id, document_key, payload, parent_job_id, attempt_count, max_retries)
-         SELECT $1, $2, session_id, user_id, stage_slug, iteration_number, 'EXECUTE', 'pending', recipe_step_id, step_key,
+         SELECT $1, $2, session_id, user_id, stage_slug, iteration_number, $6, $7, recipe_step_id, step_key,
                 model_id, document_key, payload, parent_job_id, $3, $4
          FROM dialectic_generation_jobs WHERE id = $5",
     )
@@ -172,6 +175,8 @@ pub async fn insert_job(
     .bind(attempt_base)
     .bind(attempt_base + max_attempts)
     .bind(template)
+    .bind(JobType::Execute.as_str())
+    .bind(JobStatus::Pending.as_str())
     .execute(&mut **tx)
     .await?;
     Ok(())

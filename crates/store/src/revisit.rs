@@ -3,6 +3,7 @@
 
 use crate::records::{RESOURCE_COLUMNS, ResourceRow};
 use crate::{StoreError, Tx};
+use dialectic_core::job::JobStatus;
 use uuid::Uuid;
 
 /// The stages after `stage_slug` in the session's process, in order.
@@ -33,9 +34,10 @@ pub async fn stages_after(
 pub async fn unfinished_jobs(tx: &mut Tx<'_>, session_id: Uuid) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT count(*) FROM dialectic_generation_jobs
-         WHERE session_id = $1 AND status NOT IN ('completed', 'failed', 'retry_loop_failed', 'superseded')",
+         WHERE session_id = $1 AND status <> ALL($2)",
     )
     .bind(session_id)
+    .bind(&JobStatus::TERMINAL[..])
     .fetch_one(&mut **tx)
     .await?)
 }

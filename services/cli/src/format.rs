@@ -1,9 +1,10 @@
 //! Pure text formatting and the watch stop rule, kept apart for testing.
 
+use dialectic_core::session::SessionStatus;
 use dialectic_proto::v1::{Session, SessionEvent, StageDocument, Wallet};
 use tonic::{Code, Status};
 
-const REVIEW: &str = "iteration_complete_pending_review";
+const REVIEW: &str = SessionStatus::REVIEW;
 
 fn or_dash(value: &str) -> &str {
     if value.is_empty() { "-" } else { value }
@@ -201,10 +202,12 @@ impl Stop {
         match &self.until {
             Some(until) if until == status => Verdict::Reached,
             // Abandoned sessions never move again, so waiting on would only time out.
-            _ if status == "abandoned" => Verdict::Ended(status.to_string()),
+            _ if status == SessionStatus::ABANDONED => Verdict::Ended(status.to_string()),
             Some(_) => Verdict::Continue,
             None if status == REVIEW => Verdict::Reached,
-            None if status.starts_with("pending_") && status != initial => Verdict::Reached,
+            None if status.starts_with(SessionStatus::PENDING_PREFIX) && status != initial => {
+                Verdict::Reached
+            }
             None => Verdict::Continue,
         }
     }

@@ -252,7 +252,7 @@ enum Command {
         #[arg(long = "model")]
         models: Vec<String>,
         /// Stop when the session reaches this status.
-        #[arg(long, default_value = "iteration_complete_pending_review")]
+        #[arg(long, default_value = dialectic_core::session::SessionStatus::REVIEW)]
         until: String,
         /// Wait at each stage for `dialectic submit` instead of advancing by itself.
         #[arg(long)]

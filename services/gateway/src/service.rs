@@ -6,7 +6,9 @@ use dialectic_blob::BlobStore;
 use dialectic_cache::{Cache, ProgressEvent};
 use dialectic_core::apikey;
 use dialectic_core::ids::{ProjectId, ResourceId, SessionId};
+use dialectic_core::job::JobStatus;
 use dialectic_core::paths::{FileKind, PathContext};
+use dialectic_core::session::SessionStatus;
 use dialectic_core::slug::slugify;
 use dialectic_proto::v1::dialectic_service_server::DialecticService;
 use dialectic_proto::v1::planner::planner_service_client::PlannerServiceClient;
@@ -65,7 +67,7 @@ pub(crate) fn planner_request<T>(message: T) -> Request<T> {
 
 /// A watch ends once the session waits for the user's review or is over.
 fn ends_watch(status: &str) -> bool {
-    matches!(status, "iteration_complete_pending_review" | "abandoned")
+    matches!(status, SessionStatus::REVIEW | SessionStatus::ABANDONED)
 }
 
 /// Size of one streamed export message (well under gRPC's 4 MiB default limit).
@@ -280,7 +282,7 @@ impl Gateway {
             let rows = jobs::session_counts(self.store.pool(), row.id).await?;
             let paused: i64 = rows
                 .iter()
-                .filter(|(_, _, status, _)| status == "paused_nsf")
+                .filter(|(_, _, status, _)| status == JobStatus::PausedNsf.as_str())
                 .map(|r| r.3)
                 .sum();
             let notice = if paused > 0 {
