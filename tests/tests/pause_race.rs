@@ -108,9 +108,9 @@ async fn command(planner: &mut PlannerServiceClient<Channel>, pause: bool, sessi
         session_id: session.to_string(),
     };
     let result = if pause {
-        planner.pause_session(request).await
+        planner.pause(request).await
     } else {
-        planner.resume_session(request).await
+        planner.resume(request).await
     };
     let done = result.expect("the planner takes the command").into_inner();
     assert_eq!(done.session_id, session.to_string());

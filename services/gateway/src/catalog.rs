@@ -52,7 +52,7 @@ fn cursor(token: &str) -> Result<Option<listing::Cursor>, GatewayError> {
 impl Gateway {
     /// Abandons the session; claims refuse an abandoned session's jobs, so
     /// only what already runs finishes. Watchers hear it and their streams end.
-    pub(crate) async fn cancel_session(
+    pub(crate) async fn cancel(
         &self,
         user: Uuid,
         session_id: &str,

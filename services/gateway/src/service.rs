@@ -226,9 +226,9 @@ impl Gateway {
         });
         let mut planner = self.planner();
         match command {
-            Command::Pause => planner.pause_session(message).await?,
-            Command::Resume => planner.resume_session(message).await?,
-            Command::Cancel => planner.cancel_session(message).await?,
+            Command::Pause => planner.pause(message).await?,
+            Command::Resume => planner.resume(message).await?,
+            Command::Cancel => planner.cancel(message).await?,
         };
         let row = records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
         self.session_view(row, true).await
@@ -1137,7 +1137,7 @@ impl DialecticService for Gateway {
         let req = request.into_inner();
         let span = span!("cancel_session", user);
         span.record("session_id", req.session_id.as_str());
-        let session = Gateway::cancel_session(self, user, &req.session_id)
+        let session = Gateway::cancel(self, user, &req.session_id)
             .instrument(span)
             .await?;
         Ok(Response::new(session))

@@ -60,7 +60,7 @@ impl PlannerService for Api {
         }))
     }
 
-    async fn pause_session(
+    async fn pause(
         &self,
         request: Request<SessionCommand>,
     ) -> Result<Response<SessionCommandResult>, Status> {
@@ -71,7 +71,7 @@ impl PlannerService for Api {
         ))
     }
 
-    async fn resume_session(
+    async fn resume(
         &self,
         request: Request<SessionCommand>,
     ) -> Result<Response<SessionCommandResult>, Status> {
@@ -82,7 +82,7 @@ impl PlannerService for Api {
         ))
     }
 
-    async fn cancel_session(
+    async fn cancel(
         &self,
         request: Request<SessionCommand>,
     ) -> Result<Response<SessionCommandResult>, Status> {
