@@ -10,6 +10,8 @@ use dialectic_proto::v1::{
 };
 use std::collections::BTreeMap;
 
+const EDIT_RENDER_ATTEMPTS: u32 = 7;
+
 async fn start(env: &mut TestEnv) {
     let mut settings = env.settings.clone();
     settings.executor.simulated_record_requests = true;
@@ -213,6 +215,8 @@ async fn replies_that_never_parse_end_in_retry_loop_failed_with_nothing_rendered
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_user_edit_is_what_the_next_stage_reads() {
     let mut env = TestEnv::new().await;
+    // A budget no code path writes by accident: the edit's render job takes it.
+    env.settings.planner.max_attempts = EDIT_RENDER_ATTEMPTS;
     start(&mut env).await;
     let session_id = thesis(
         &env,
@@ -280,6 +284,16 @@ async fn a_user_edit_is_what_the_next_stage_reads() {
             ("user_edit".to_string(), true)
         ]
     );
+    // The planner queued the edit's render (it owns job state), with its configured budget.
+    let edit_renders: Vec<i32> = sqlx::query_scalar(
+        "SELECT max_retries FROM dialectic_generation_jobs
+         WHERE session_id = $1 AND job_type = 'RENDER' AND parent_job_id IS NULL",
+    )
+    .bind(uuid::Uuid::parse_str(&session_id).expect("uuid"))
+    .fetch_all(env.store.pool())
+    .await
+    .expect("edit renders");
+    assert_eq!(edit_renders, vec![EDIT_RENDER_ATTEMPTS as i32]);
 
     client
         .submit_stage_responses(SubmitStageResponsesRequest {
