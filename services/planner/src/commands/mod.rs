@@ -14,6 +14,7 @@ mod submit;
 pub(crate) use render_edit::render_edit;
 
 use crate::engine::{Engine, PlannerError, parse_id};
+use dialectic_core::session::SessionEvent;
 use dialectic_proto::v1::planner::planner_service_server::PlannerService;
 use dialectic_proto::v1::planner::{
     DeleteProjectCommand, DeleteProjectResult, RegenerateDocumentCommand, RegenerateDocumentResult,
@@ -64,33 +65,21 @@ impl PlannerService for Api {
         &self,
         request: Request<SessionCommand>,
     ) -> Result<Response<SessionCommandResult>, Status> {
-        let span = command_span("pause", &request, &request.get_ref().session_id);
-        let id = parse_id("session", &request.get_ref().session_id)?;
-        Ok(answer(
-            session::pause(&self.engine, id).instrument(span).await?,
-        ))
+        self.session_event(request, SessionEvent::Pause).await
     }
 
     async fn resume(
         &self,
         request: Request<SessionCommand>,
     ) -> Result<Response<SessionCommandResult>, Status> {
-        let span = command_span("resume", &request, &request.get_ref().session_id);
-        let id = parse_id("session", &request.get_ref().session_id)?;
-        Ok(answer(
-            session::resume(&self.engine, id).instrument(span).await?,
-        ))
+        self.session_event(request, SessionEvent::Resume).await
     }
 
     async fn cancel(
         &self,
         request: Request<SessionCommand>,
     ) -> Result<Response<SessionCommandResult>, Status> {
-        let span = command_span("cancel", &request, &request.get_ref().session_id);
-        let id = parse_id("session", &request.get_ref().session_id)?;
-        Ok(answer(
-            session::cancel(&self.engine, id).instrument(span).await?,
-        ))
+        self.session_event(request, SessionEvent::Cancel).await
     }
 
     async fn submit_stage_responses(
@@ -143,6 +132,22 @@ impl PlannerService for Api {
             .instrument(span)
             .await?;
         Ok(Response::new(result))
+    }
+}
+
+impl Api {
+    async fn session_event(
+        &self,
+        request: Request<SessionCommand>,
+        event: SessionEvent,
+    ) -> Result<Response<SessionCommandResult>, Status> {
+        let session_id = request.get_ref().session_id.clone();
+        let span = command_span(session::name(&event), &request, &session_id);
+        let id = parse_id("session", &session_id)?;
+        let session = session::apply(&self.engine, id, event)
+            .instrument(span)
+            .await?;
+        Ok(answer(session))
     }
 }
 

@@ -1,4 +1,7 @@
-//! PauseSession, ResumeSession and CancelSession: one session event each.
+//! Pause, Resume and Cancel: one session event each. A pause lets running
+//! jobs finish their attempt and claims nothing new until a resume; a resume
+//! returns where the session was and dispatches what waited; a cancel is for
+//! good (claims refuse an abandoned session's jobs).
 
 use super::lock_session;
 use crate::engine::{Engine, PlannerError, session_event};
@@ -6,48 +9,33 @@ use dialectic_core::session::SessionEvent;
 use dialectic_store::records::SessionRow;
 use uuid::Uuid;
 
-/// Running jobs finish their attempt; nothing new is claimed until a resume.
-pub(crate) async fn pause(engine: &Engine, id: Uuid) -> Result<SessionRow, PlannerError> {
-    apply(
-        engine,
-        id,
-        SessionEvent::Pause,
-        "session_paused",
-        "paused by the user",
-    )
-    .await
+/// The command's name in spans and logs.
+pub(crate) fn name(event: &SessionEvent) -> &'static str {
+    match event {
+        SessionEvent::Pause => "pause",
+        SessionEvent::Resume => "resume",
+        SessionEvent::Cancel => "cancel",
+        _ => "session_event",
+    }
 }
 
-/// Back where it was paused; the jobs that waited are dispatched again.
-pub(crate) async fn resume(engine: &Engine, id: Uuid) -> Result<SessionRow, PlannerError> {
-    apply(
-        engine,
-        id,
-        SessionEvent::Resume,
-        "session_resumed",
-        "resumed",
-    )
-    .await
+/// What watchers are told.
+fn progress(event: &SessionEvent) -> (&'static str, &'static str) {
+    match event {
+        SessionEvent::Pause => ("session_paused", "paused by the user"),
+        SessionEvent::Resume => ("session_resumed", "resumed"),
+        SessionEvent::Cancel => (
+            "session_cancelled",
+            "cancelled by the user; running jobs finish, nothing new starts",
+        ),
+        _ => ("session_status", ""),
+    }
 }
 
-/// For good: claims refuse an abandoned session's jobs, so nothing new starts.
-pub(crate) async fn cancel(engine: &Engine, id: Uuid) -> Result<SessionRow, PlannerError> {
-    apply(
-        engine,
-        id,
-        SessionEvent::Cancel,
-        "session_cancelled",
-        "cancelled by the user; running jobs finish, nothing new starts",
-    )
-    .await
-}
-
-async fn apply(
+pub(crate) async fn apply(
     engine: &Engine,
     id: Uuid,
     event: SessionEvent,
-    kind: &str,
-    message: &str,
 ) -> Result<SessionRow, PlannerError> {
     let mut unit = engine
         .begin(dialectic_telemetry::current_traceparent().as_deref())
@@ -56,9 +44,10 @@ async fn apply(
     let applied = engine
         .apply_session_event(&mut unit, &session, &event)
         .await??;
-    let mut progress = session_event(&applied, kind);
-    progress.message = message.to_string();
-    unit.events.push(progress);
+    let (kind, message) = progress(&event);
+    let mut update = session_event(&applied, kind);
+    update.message = message.to_string();
+    unit.events.push(update);
     engine.finish(unit).await?;
     tracing::info!(status = %applied.status, "{kind}");
     Ok(applied)
