@@ -117,6 +117,8 @@ pub struct ChaosReport {
     pub double_captures: i64,
     pub wallet_balance: i64,
     pub wallet_expected: i64,
+    /// Still reserved once every session finished: holds no attempt released.
+    pub held: i64,
     /// Jobs that ended failed: (stage, error details).
     pub failed_jobs: Vec<(String, String)>,
     pub stuck_messages: BTreeMap<String, u32>,
@@ -165,6 +167,12 @@ impl ChaosReport {
                 self.wallet_balance, self.wallet_expected
             ));
         }
+        if self.held != 0 {
+            out.push(format!(
+                "{} tokens still held after every session finished",
+                self.held
+            ));
+        }
         for (stage, error) in &self.failed_jobs {
             out.push(format!("a {stage} job failed: {error}"));
         }
@@ -186,7 +194,7 @@ impl ChaosReport {
         format!(
             "{} sessions, {} completed in {:.1} s; {kills} kills {:?}; {restarts} dependency restarts {:?}; \
              {} jobs, {} attempts ({} jobs retried), {} model calls; duplicates {}, unrendered {}, \
-             over-called jobs {}, double charges {}; wallet {} (expected {}); outbox {}, dead letters {}, stuck {:?}",
+             over-called jobs {}, double charges {}; wallet {} (expected {}), held {}; outbox {}, dead letters {}, stuck {:?}",
             self.sessions,
             self.sessions_completed,
             self.elapsed.as_secs_f64(),
@@ -202,6 +210,7 @@ impl ChaosReport {
             self.double_captures,
             self.wallet_balance,
             self.wallet_expected,
+            self.held,
             self.outbox_rows,
             self.dead_letters,
             self.stuck_messages,
@@ -477,20 +486,22 @@ async fn wait_for_sessions(env: &TestEnv, ids: &[uuid::Uuid], deadline: Instant)
     }
 }
 
-/// Waits until no job is outstanding and the outbox is empty (RENDER jobs
-/// may finish after their stage).
+/// Waits until no job is outstanding, the outbox is empty (RENDER jobs may
+/// finish after their stage) and no tokens are held (a killed attempt's hold
+/// is released once its job moves on, well before the hold's expiry).
 async fn wait_until_idle(env: &TestEnv, deadline: Instant) {
     let deadline = deadline.min(Instant::now() + Duration::from_secs(60));
     loop {
-        let busy: Option<(i64, i64)> = sqlx::query_as(
+        let busy: Option<(i64, i64, i64)> = sqlx::query_as(
             "SELECT (SELECT count(*) FROM dialectic_generation_jobs
                       WHERE status NOT IN ('completed', 'failed', 'retry_loop_failed', 'superseded')),
-                    (SELECT count(*) FROM outbox)",
+                    (SELECT count(*) FROM outbox),
+                    (SELECT coalesce(sum(held), 0)::bigint FROM token_wallets)",
         )
         .fetch_one(env.store.pool())
         .await
         .ok();
-        if busy == Some((0, 0)) || Instant::now() > deadline {
+        if busy == Some((0, 0, 0)) || Instant::now() > deadline {
             // Give the consumers a moment to ack what the relay sent last.
             tokio::time::sleep(Duration::from_secs(2)).await;
             return;
@@ -551,6 +562,7 @@ async fn check(env: &TestEnv, report: &mut ChaosReport) {
     )
     .await;
     report.wallet_expected = INITIAL_CREDIT - captured;
+    report.held = scalar("SELECT coalesce(sum(held), 0)::bigint FROM token_wallets").await;
     report.outbox_rows = scalar("SELECT count(*) FROM outbox").await;
     report.failed_jobs = sqlx::query_as(
         "SELECT stage_slug, coalesce(error_details::text, '') FROM dialectic_generation_jobs

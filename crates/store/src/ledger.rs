@@ -483,3 +483,43 @@ pub async fn stage_costs(
     .fetch_all(pool)
     .await?)
 }
+
+/// Releases open holds whose attempt is over: the job they were taken for is
+/// no longer processing that attempt (its lease expired and it was retried,
+/// or it ended, was superseded, or is gone). A worker captures or releases its
+/// hold before it reports the attempt's outcome, so a hold still open once the
+/// job has moved on belongs to a worker that died (DESIGN §3.11: released when
+/// the attempt is given up, not at its expiry). Returns how many.
+pub async fn release_abandoned(pool: &PgPool, limit: i64) -> Result<u32, LedgerError> {
+    let abandoned: Vec<(Uuid, Uuid)> = sqlx::query_as(
+        "SELECT h.wallet_id, h.id FROM token_wallet_transactions h
+         WHERE h.kind = 'hold' AND h.job_id IS NOT NULL AND h.attempt IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM token_wallet_transactions c
+                           WHERE c.hold_id = h.id AND c.kind IN ('capture', 'release'))
+           AND NOT EXISTS (SELECT 1 FROM dialectic_generation_jobs j
+                           WHERE j.id = h.job_id AND j.status = $2 AND j.attempt_count = h.attempt)
+         ORDER BY h.created_at LIMIT $1",
+    )
+    .bind(limit)
+    .bind(dialectic_core::job::JobStatus::Processing.as_str())
+    .fetch_all(pool)
+    .await?;
+    let mut released = 0;
+    for (wallet, hold_id) in abandoned {
+        match release(
+            pool,
+            wallet,
+            hold_id,
+            &format!("abandon:{hold_id}"),
+            "its attempt ended without a capture (the worker stopped)",
+        )
+        .await
+        {
+            Ok(_) => released += 1,
+            // Captured or released meanwhile (a late worker): nothing to do.
+            Err(LedgerError::HoldClosed(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(released)
+}

@@ -405,6 +405,14 @@ async fn start_wallet(
                 if let Ok(held) = dialectic_store::stats::wallet_held(store.pool()).await {
                     metrics::WALLET_HELD.set(&[], held as f64);
                 }
+                match ledger::release_abandoned(store.pool(), 500).await {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        metrics::WALLET_OPERATIONS.add(&["abandon", "ok"], n as f64);
+                        tracing::info!(released = n, "holds of ended attempts released")
+                    }
+                    Err(e) => tracing::warn!(error = %e, "abandoned-hold sweep failed"),
+                }
                 match ledger::release_expired(store.pool(), 500).await {
                     Ok(0) => {}
                     Ok(n) => {

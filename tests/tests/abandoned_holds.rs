@@ -1,0 +1,184 @@
+//! DESIGN §3.11: a hold whose attempt died is released when that attempt is
+//! given up, not at its 15-minute expiry. The hold of the attempt a job is
+//! processing stays; once the job moves on (retried after its lease expired,
+//! or ended) the wallet's sweep releases it, and the user's available balance
+//! is whole again.
+
+use dialectic_core::job::{JobStatus, JobType};
+use dialectic_core::payload::JobPayload;
+use dialectic_e2e::{TestEnv, eventually};
+use dialectic_store::ledger::{self, References};
+use dialectic_store::{jobs, records};
+use uuid::Uuid;
+
+const USER: &str = "00000000-0000-0000-0000-000000000001";
+const MODEL: &str = "50000000-0000-0000-0000-000000000001";
+const AMOUNT: i64 = 1_234;
+
+/// A PLAN job processing its first attempt, in a new session of a new project.
+async fn processing_job(env: &TestEnv) -> Uuid {
+    let user = Uuid::parse_str(USER).expect("user id");
+    let model = Uuid::parse_str(MODEL).expect("model id");
+    let (project, _) = records::insert_project(
+        env.store.pool(),
+        &records::NewProject {
+            id: Uuid::now_v7(),
+            user_id: user,
+            name: "Holds",
+            slug: "holds",
+            prompt: "Hold me.",
+            prompt_key: "",
+            client_request_id: None,
+        },
+    )
+    .await
+    .expect("project");
+    let mut tx = env.store.begin().await.expect("tx");
+    let (session, _) = records::insert_session(
+        &mut tx,
+        &records::NewSession {
+            id: Uuid::now_v7(),
+            project_id: project.id,
+            user_id: user,
+            model_ids: &[model],
+            description: None,
+            client_request_id: None,
+            auto_advance: false,
+        },
+    )
+    .await
+    .expect("session");
+    let job = jobs::insert(
+        &mut tx,
+        &jobs::NewJob {
+            id: Uuid::now_v7(),
+            job_key: format!("{}:thesis:1:{model}", session.id),
+            session_id: session.id,
+            user_id: user,
+            stage_slug: "thesis",
+            iteration: 1,
+            job_type: JobType::Plan,
+            status: JobStatus::Pending,
+            step_id: None,
+            step_key: None,
+            model_id: Some(model),
+            document_key: Some("header_context"),
+            payload: &JobPayload::default(),
+            parent_job_id: None,
+            prerequisite_job_id: None,
+            target_contribution_id: None,
+            max_attempts: 3,
+        },
+    )
+    .await
+    .expect("job")
+    .expect("new job");
+    tx.commit().await.expect("commit");
+    job
+}
+
+/// The worker's claim: processing, one more attempt. Returns that attempt.
+async fn claim(env: &TestEnv, job: Uuid) -> i32 {
+    let mut tx = env.store.begin().await.expect("tx");
+    let row = jobs::claim(&mut tx, job, &[JobType::Plan], "test-worker", 60)
+        .await
+        .expect("claim")
+        .expect("claimable");
+    tx.commit().await.expect("commit");
+    row.attempt_count
+}
+
+async fn set_status(env: &TestEnv, job: Uuid, status: JobStatus) {
+    let mut tx = env.store.begin().await.expect("tx");
+    jobs::set_status(&mut tx, job, status, None, None)
+        .await
+        .expect("status");
+    tx.commit().await.expect("commit");
+}
+
+async fn hold(env: &TestEnv, wallet: Uuid, job: Uuid, attempt: i32) -> Uuid {
+    let refs = References {
+        job_id: Some(job),
+        attempt: Some(attempt),
+        purpose: Some("model_call".into()),
+        ..Default::default()
+    };
+    ledger::hold(
+        env.store.pool(),
+        wallet,
+        AMOUNT,
+        &format!("hold:{job}:{attempt}"),
+        &refs,
+        900,
+    )
+    .await
+    .expect("hold")
+    .id
+}
+
+async fn held(env: &TestEnv, wallet: Uuid) -> i64 {
+    records::wallet_balance(env.store.pool(), Some(wallet), None)
+        .await
+        .expect("wallet")
+        .held
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dead_attempts_hold_is_released_when_its_job_moves_on() {
+    let mut env = TestEnv::new().await;
+    let pool = env.store.pool().clone();
+    let user = Uuid::parse_str(USER).expect("user id");
+    let wallet = records::wallet_balance(&pool, None, Some(user))
+        .await
+        .expect("wallet")
+        .id;
+    let before = held(&env, wallet).await;
+    let job = processing_job(&env).await;
+    let first = claim(&env, job).await;
+    let first_hold = hold(&env, wallet, job, first).await;
+
+    // The attempt is alive: its hold stays.
+    assert_eq!(
+        ledger::release_abandoned(&pool, 100).await.expect("sweep"),
+        0
+    );
+    assert_eq!(held(&env, wallet).await, before + AMOUNT);
+
+    // Its lease expired and the planner put the job back to retrying.
+    set_status(&env, job, JobStatus::Retrying).await;
+    assert_eq!(
+        ledger::release_abandoned(&pool, 100).await.expect("sweep"),
+        1
+    );
+    assert_eq!(held(&env, wallet).await, before, "held is whole again");
+    let reason: String = sqlx::query_scalar(
+        "SELECT reason FROM token_wallet_transactions WHERE hold_id = $1 AND kind = 'release'",
+    )
+    .bind(first_hold)
+    .fetch_one(&pool)
+    .await
+    .expect("the release row");
+    assert!(reason.contains("attempt ended"), "{reason}");
+    // A second sweep finds nothing more.
+    assert_eq!(
+        ledger::release_abandoned(&pool, 100).await.expect("sweep"),
+        0
+    );
+
+    // Through the wallet service's own sweeper: the retry's attempt takes a
+    // hold and its worker dies too; the job then fails for good.
+    env.start(&["wallet"]).await;
+    env.wait_serving("wallet").await;
+    let second = claim(&env, job).await;
+    assert_eq!(second, first + 1);
+    hold(&env, wallet, job, second).await;
+    assert_eq!(held(&env, wallet).await, before + AMOUNT);
+    set_status(&env, job, JobStatus::RetryLoopFailed).await;
+    eventually(
+        30,
+        "the wallet to release the dead attempt's hold",
+        || async { (held(&env, wallet).await == before).then_some(()) },
+    )
+    .await;
+    env.teardown().await;
+}
