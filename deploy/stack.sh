@@ -8,6 +8,8 @@
 #   deploy/stack.sh down   stop only what this script started itself
 #   deploy/stack.sh env    print `export KEY=value` lines for the app config
 #                          (and the local bootstrap API key, made once)
+#   deploy/stack.sh stop redis / start redis
+#                          take Redis down and bring it back (outage tests)
 #   deploy/stack.sh restart postgres|redis|rabbitmq|s3
 #                          stop one backing service and start it again (the
 #                          fault tests use it; clients see their connections drop)
@@ -416,6 +418,28 @@ cmd_down() {
     log "down done (services not started by stack.sh left running)"
 }
 
+# Outage tests: stop a backing service and start it again later. Redis only:
+# the others restart in place (`restart`), which the fault tests use.
+cmd_stop() {
+    take_lock
+    case "${1:-}" in
+    redis)
+        log "stopping redis"
+        redis-cli -h 127.0.0.1 -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1 || true
+        wait_for "redis to stop" 15 bash -c "! redis-cli -h 127.0.0.1 -p $REDIS_PORT ping >/dev/null 2>&1"
+        ;;
+    *) die "stop what? redis (the others: restart)" ;;
+    esac
+}
+
+cmd_start() {
+    take_lock
+    case "${1:-}" in
+    redis) ensure_redis ;;
+    *) die "start what? redis (the others: up)" ;;
+    esac
+}
+
 cmd_restart() {
     take_lock
     case "${1:-}" in
@@ -490,8 +514,10 @@ main() {
     down) cmd_down ;;
     env) cmd_env ;;
     restart) cmd_restart "${2:-}" ;;
+    stop) cmd_stop "${2:-}" ;;
+    start) cmd_start "${2:-}" ;;
     -h | --help | help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' ;;
-    *) die "unknown command '$1' (expected up, status, down, env or restart)" ;;
+    *) die "unknown command '$1' (expected up, status, down, env, restart, stop or start)" ;;
     esac
 }
 

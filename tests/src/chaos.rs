@@ -289,18 +289,24 @@ fn stack_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/stack.sh")
 }
 
-/// Restarts one backing service through the local stack script.
-fn restart_dependency(name: &str) {
+/// Runs the local stack script, e.g. `stack(&["restart", "redis"])`.
+pub fn stack(args: &[&str]) {
     let output = Command::new("bash")
         .arg(stack_script())
-        .args(["restart", name])
+        .args(args)
         .output()
         .expect("deploy/stack.sh runs");
     assert!(
         output.status.success(),
-        "restarting {name} failed: {}",
+        "deploy/stack.sh {} failed: {}",
+        args.join(" "),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// Restarts one backing service through the local stack script.
+fn restart_dependency(name: &str) {
+    stack(&["restart", name]);
 }
 
 /// Runs the whole experiment; panics only on harness failures (a service

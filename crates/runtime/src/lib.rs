@@ -437,6 +437,10 @@ pub struct Dependencies {
     pub blob: Option<BlobStore>,
     /// Filled by [`supervise`] once Redis answers; connecting happens in the background.
     pub cache: Option<Arc<std::sync::OnceLock<dialectic_cache::Cache>>>,
+    /// Redis is only a cache (and progress channel) for this service: while it
+    /// is down the service degrades and stays ready, rather than leaving its
+    /// Kubernetes Service without endpoints.
+    pub cache_degrades: bool,
     /// One flag per broker connection (consumers, relay), set while connected.
     pub broker: Vec<Arc<std::sync::atomic::AtomicBool>>,
 }
@@ -460,7 +464,7 @@ impl Dependencies {
         {
             return Err("rabbitmq: not connected".into());
         }
-        if let Some(cache) = &self.cache {
+        if let (Some(cache), false) = (&self.cache, self.cache_degrades) {
             match cache.get() {
                 Some(c) => c.ping().await.map_err(|e| format!("redis: {e}"))?,
                 None => return Err("redis: not connected".into()),

@@ -65,6 +65,9 @@ async fn start_gateway(
         store: Some(store),
         blob: Some(blob),
         cache: Some(cache),
+        // Read cache and progress stream: without Redis reads go to Postgres
+        // and WatchSession answers UNAVAILABLE; everything else works.
+        cache_degrades: true,
         ..Default::default()
     };
     Ok(supervise(

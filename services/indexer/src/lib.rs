@@ -343,6 +343,8 @@ async fn start_indexer(
     let dependencies = Dependencies {
         store: Some(store),
         cache: Some(cache_cell),
+        // Token counts are cached there; counting itself is local.
+        cache_degrades: true,
         ..Default::default()
     };
     Ok(supervise(

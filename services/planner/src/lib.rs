@@ -156,6 +156,8 @@ async fn start_planner(
     let mut dependencies = Dependencies {
         store: Some(store.clone()),
         cache: Some(cache),
+        // Progress events only: they are best-effort, job state is in Postgres.
+        cache_degrades: true,
         ..Default::default()
     };
     // Workers stop on `work_shutdown`, which follows the process shutdown only
