@@ -36,21 +36,34 @@ async fn balance(env: &TestEnv, wallet: Uuid) -> (i64, i64) {
         .expect("balance")
 }
 
+/// Holds racing for one wallet, each on its own connection (the pool has one
+/// per hold, all open before they start), released together by a barrier.
+const RACING_HOLDS: usize = 50;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
-async fn a_hundred_concurrent_holds_never_overdraw() {
+async fn fifty_concurrent_holds_never_overdraw() {
     let env = TestEnv::new().await;
     let (_, wallet) = empty_wallet(&env).await;
-    ledger::credit(env.store.pool(), wallet, 500, "seed-credit", "test")
+    ledger::credit(env.store.pool(), wallet, 250, "seed-credit", "test")
         .await
         .expect("credit");
-    let attempts = (0..100).map(|i| {
-        let pool = env.store.pool().clone();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(RACING_HOLDS as u32)
+        .min_connections(RACING_HOLDS as u32)
+        .connect(&env.settings.database.url)
+        .await
+        .expect("a connection per hold");
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(RACING_HOLDS));
+    let attempts = (0..RACING_HOLDS).map(|i| {
+        let pool = pool.clone();
+        let barrier = barrier.clone();
         tokio::spawn(async move {
             let refs = References {
                 job_id: Some(Uuid::now_v7()),
                 attempt: Some(1),
                 ..Default::default()
             };
+            barrier.wait().await;
             ledger::hold(&pool, wallet, 10, &format!("hold-{i}"), &refs, 60).await
         })
     });
@@ -71,10 +84,18 @@ async fn a_hundred_concurrent_holds_never_overdraw() {
             Err(e) => panic!("unexpected error: {e}"),
         }
     }
-    assert_eq!((holds.len(), refused), (50, 50));
+    let peak: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("connections");
+    assert!(peak >= RACING_HOLDS as i64, "{peak} connections were open");
+    pool.close().await;
+    assert_eq!((holds.len(), refused), (25, 25));
     assert_eq!(
         balance(&env, wallet).await,
-        (500, 500),
+        (250, 250),
         "all of it held, none overdrawn"
     );
     let min_available: i64 = sqlx::query_scalar(
@@ -101,7 +122,7 @@ async fn a_hundred_concurrent_holds_never_overdraw() {
         .expect("capture");
         captured += amount;
     }
-    assert_eq!(balance(&env, wallet).await, (500 - captured, 0));
+    assert_eq!(balance(&env, wallet).await, (250 - captured, 0));
     let total: i64 = sqlx::query_scalar(
         "SELECT sum(amount)::bigint FROM token_wallet_transactions WHERE wallet_id = $1 AND kind = 'capture'",
     )
