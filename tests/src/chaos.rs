@@ -110,6 +110,8 @@ pub struct ChaosReport {
     pub jobs: i64,
     pub attempts: i64,
     pub retried_jobs: i64,
+    /// Jobs the planner took back from a worker whose lease ran out.
+    pub lease_expiries: i64,
     pub model_calls: i64,
     pub duplicate_contributions: i64,
     pub unrendered_documents: i64,
@@ -135,6 +137,13 @@ impl ChaosReport {
             out.push(format!(
                 "{} of {} sessions finished",
                 self.sessions_completed, self.sessions
+            ));
+        }
+        // The run proves recovery only if a kill landed on a job mid-attempt.
+        if self.retried_jobs == 0 || self.lease_expiries == 0 {
+            out.push(format!(
+                "no kill landed on a running job ({} jobs retried, {} lease expiries)",
+                self.retried_jobs, self.lease_expiries
             ));
         }
         if self.duplicate_contributions != 0 {
@@ -193,7 +202,7 @@ impl ChaosReport {
         let restarts: usize = self.restarts.values().sum();
         format!(
             "{} sessions, {} completed in {:.1} s; {kills} kills {:?}; {restarts} dependency restarts {:?}; \
-             {} jobs, {} attempts ({} jobs retried), {} model calls; duplicates {}, unrendered {}, \
+             {} jobs, {} attempts ({} jobs retried, {} lease expiries), {} model calls; duplicates {}, unrendered {}, \
              over-called jobs {}, double charges {}; wallet {} (expected {}), held {}; outbox {}, dead letters {}, stuck {:?}",
             self.sessions,
             self.sessions_completed,
@@ -203,6 +212,7 @@ impl ChaosReport {
             self.jobs,
             self.attempts,
             self.retried_jobs,
+            self.lease_expiries,
             self.model_calls,
             self.duplicate_contributions,
             self.unrendered_documents,
@@ -412,6 +422,9 @@ pub async fn run(env: &TestEnv, binary: &Path, options: &ChaosOptions) -> ChaosR
                     .copied()
                     .find(|n| *n == fault)
                     .expect("a known service");
+                if let Some(job_types) = worker_job_types(name) {
+                    wait_for_running_attempt(env, job_types).await;
+                }
                 tracing::warn!(service = name, "chaos: SIGKILL");
                 processes.kill(name);
                 tokio::time::sleep(Duration::from_millis(options.down_ms)).await;
@@ -466,6 +479,37 @@ async fn start_session(gateway: &str, key: &str, index: usize, models: &[String]
         uuid::Uuid::parse_str(&session.id).ok()
     })
     .await
+}
+
+/// The job types a worker service runs, whose attempts a kill should interrupt.
+fn worker_job_types(service: &str) -> Option<&'static [&'static str]> {
+    match service {
+        "executor" => Some(&["PLAN", "EXECUTE"]),
+        "renderer" => Some(&["RENDER"]),
+        _ => None,
+    }
+}
+
+/// Waits (up to 30 s) until a worker holds the lease of a job of these types,
+/// so the kill that follows lands mid-attempt and its job must come back
+/// through lease expiry.
+async fn wait_for_running_attempt(env: &TestEnv, job_types: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        let running: Option<i64> = sqlx::query_scalar(
+            "SELECT count(*) FROM dialectic_generation_jobs
+              WHERE status = 'processing' AND lease_owner IS NOT NULL AND job_type = ANY($1)",
+        )
+        .bind(job_types)
+        .fetch_one(env.store.pool())
+        .await
+        .ok();
+        if running.unwrap_or(0) > 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tracing::warn!(?job_types, "chaos: no running attempt to interrupt");
 }
 
 /// How many sessions reached review before `deadline`, or before a job
@@ -530,6 +574,10 @@ async fn check(env: &TestEnv, report: &mut ChaosReport) {
             .await;
     report.retried_jobs =
         scalar("SELECT count(*) FROM dialectic_generation_jobs WHERE attempt_count > 1").await;
+    report.lease_expiries = scalar(
+        "SELECT count(*) FROM dialectic_generation_jobs WHERE error_details->>'code' = 'lease_expired'",
+    )
+    .await;
     report.model_calls =
         scalar("SELECT count(*) FROM token_wallet_transactions WHERE kind = 'hold'").await;
     report.duplicate_contributions = scalar(
