@@ -112,7 +112,12 @@ pub struct ChaosReport {
     pub retried_jobs: i64,
     /// Jobs the planner took back from a worker whose lease ran out.
     pub lease_expiries: i64,
+    /// Holds taken for model calls (one per call the executor began).
     pub model_calls: i64,
+    /// Calls that returned a reply, counted by the simulated provider itself.
+    pub provider_calls: i64,
+    /// Model calls charged (captures of `model_call` holds).
+    pub charged_calls: i64,
     pub duplicate_contributions: i64,
     pub unrendered_documents: i64,
     pub jobs_with_more_calls_than_attempts: i64,
@@ -164,6 +169,12 @@ impl ChaosReport {
                 self.jobs_with_more_calls_than_attempts
             ));
         }
+        if self.charged_calls > self.provider_calls {
+            out.push(format!(
+                "{} model calls charged but the provider answered only {}",
+                self.charged_calls, self.provider_calls
+            ));
+        }
         if self.double_captures != 0 {
             out.push(format!(
                 "{} attempts were charged more than once",
@@ -202,7 +213,7 @@ impl ChaosReport {
         let restarts: usize = self.restarts.values().sum();
         format!(
             "{} sessions, {} completed in {:.1} s; {kills} kills {:?}; {restarts} dependency restarts {:?}; \
-             {} jobs, {} attempts ({} jobs retried, {} lease expiries), {} model calls; duplicates {}, unrendered {}, \
+             {} jobs, {} attempts ({} jobs retried, {} lease expiries), {} model calls ({} answered by the provider, {} charged); duplicates {}, unrendered {}, \
              over-called jobs {}, double charges {}; wallet {} (expected {}), held {}; outbox {}, dead letters {}, stuck {:?}",
             self.sessions,
             self.sessions_completed,
@@ -214,6 +225,8 @@ impl ChaosReport {
             self.retried_jobs,
             self.lease_expiries,
             self.model_calls,
+            self.provider_calls,
+            self.charged_calls,
             self.duplicate_contributions,
             self.unrendered_documents,
             self.jobs_with_more_calls_than_attempts,
@@ -337,6 +350,14 @@ pub async fn run(env: &TestEnv, binary: &Path, options: &ChaosOptions) -> ChaosR
     settings.gateway.planner_url = format!("http://127.0.0.1:{}", ports["planner"]);
     settings.executor.indexer_url = format!("http://127.0.0.1:{}", ports["indexer"]);
     settings.executor.simulated_latency_ms = options.latency_ms;
+    let call_log = options.log_dir.join("provider-calls.log");
+    // A file left by an earlier run in the same directory would count its calls too.
+    if let Err(e) = std::fs::remove_file(&call_log)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        panic!("cannot clear {}: {e}", call_log.display());
+    }
+    settings.executor.simulated_call_log = call_log.display().to_string();
     // A killed worker's job comes back after its lease; keep that short, and
     // allow enough attempts that repeated kills never exhaust a job.
     settings.executor.worker.lease_secs = 3;
@@ -438,6 +459,9 @@ pub async fn run(env: &TestEnv, binary: &Path, options: &ChaosOptions) -> ChaosR
     report.sessions_completed = wait_for_sessions(env, &session_ids, deadline).await;
     wait_until_idle(env, deadline).await;
     check(env, &mut report).await;
+    report.provider_calls = std::fs::read_to_string(&call_log)
+        .map(|log| log.lines().count() as i64)
+        .unwrap_or(0);
     processes.stop_all();
     report.elapsed = started.elapsed();
     report
@@ -578,8 +602,14 @@ async fn check(env: &TestEnv, report: &mut ChaosReport) {
         "SELECT count(*) FROM dialectic_generation_jobs WHERE error_details->>'code' = 'lease_expired'",
     )
     .await;
-    report.model_calls =
-        scalar("SELECT count(*) FROM token_wallet_transactions WHERE kind = 'hold'").await;
+    report.model_calls = scalar(
+        "SELECT count(*) FROM token_wallet_transactions WHERE kind = 'hold' AND purpose = 'model_call'",
+    )
+    .await;
+    report.charged_calls = scalar(
+        "SELECT count(*) FROM token_wallet_transactions WHERE kind = 'capture' AND purpose = 'model_call'",
+    )
+    .await;
     report.duplicate_contributions = scalar(
         "SELECT count(*) FROM (SELECT job_id FROM dialectic_contributions
           WHERE job_id IS NOT NULL GROUP BY job_id HAVING count(*) > 1) d",

@@ -224,6 +224,10 @@ pub struct ExecutorConfig {
     pub max_continuations: u32,
     /// Simulated provider: keep every request in memory (for tests and debugging).
     pub simulated_record_requests: bool,
+    /// Simulated provider: append one line per call that returned a reply to
+    /// this file (empty: off), so a fault run can count the calls that really
+    /// happened across process restarts.
+    pub simulated_call_log: String,
     /// The wallet service every model call is held and captured against; empty turns billing off.
     pub wallet_url: String,
     /// `live` calls providers; `record` calls them and keeps every exchange in S3;
@@ -249,6 +253,7 @@ impl Default for ExecutorConfig {
             simulated_failure_rate: 0.0,
             max_continuations: 5,
             simulated_record_requests: false,
+            simulated_call_log: String::new(),
             wallet_url: "http://127.0.0.1:7056".into(),
             provider_mode: "live".into(),
             indexer_url: "http://127.0.0.1:7055".into(),

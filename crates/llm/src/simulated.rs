@@ -22,6 +22,9 @@ pub struct SimulatedSettings {
     /// Keep every request in a process-wide transcript ([`recorded_requests`]),
     /// so tests and debugging can see exactly what a model was sent.
     pub record_requests: bool,
+    /// Append a line per call that returned a reply to this file: the calls a
+    /// real provider would bill, counted where they happen.
+    pub call_log: Option<std::path::PathBuf>,
 }
 
 /// Seed prompt directive that makes every document reply malformed JSON, to
@@ -156,6 +159,29 @@ impl SimulatedProvider {
 #[async_trait]
 impl ModelProvider for SimulatedProvider {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let reply = self.reply(request).await?;
+        if let Some(path) = &self.settings.call_log {
+            log_call(path, &request.output_type)?;
+        }
+        Ok(reply)
+    }
+}
+
+/// One line per call, appended in one write, so processes sharing the file
+/// never interleave within a line.
+fn log_call(path: &std::path::Path, output_type: &str) -> Result<(), LlmError> {
+    use std::io::Write;
+    let line = format!("{output_type}\n");
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut file| file.write_all(line.as_bytes()))
+        .map_err(|e| LlmError::Transient(format!("simulated call log {}: {e}", path.display())))
+}
+
+impl SimulatedProvider {
+    async fn reply(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let call = self.calls.fetch_add(1, Ordering::Relaxed);
         if let (true, Ok(mut transcript)) = (self.settings.record_requests, TRANSCRIPT.lock()) {
             transcript.push(request.clone());

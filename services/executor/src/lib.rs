@@ -844,6 +844,9 @@ async fn start_executor(
                 latency_ms: settings.executor.simulated_latency_ms,
                 failure_rate: settings.executor.simulated_failure_rate,
                 record_requests: settings.executor.simulated_record_requests,
+                call_log: Some(settings.executor.simulated_call_log.trim())
+                    .filter(|p| !p.is_empty())
+                    .map(std::path::PathBuf::from),
                 paragraphs: 3,
             },
             max_continuations: settings.executor.max_continuations,
