@@ -486,7 +486,7 @@ pub async fn stage_costs(
 
 /// Releases open holds whose attempt is over: the job they were taken for is
 /// no longer processing that attempt (its lease expired and it was retried,
-/// or it ended, was superseded, or is gone). A worker captures or releases its
+/// or it ended or was superseded). Holds naming no job row are left to expire. A worker captures or releases its
 /// hold before it reports the attempt's outcome, so a hold still open once the
 /// job has moved on belongs to a worker that died (DESIGN §3.11: released when
 /// the attempt is given up, not at its expiry). Returns how many.
@@ -496,8 +496,8 @@ pub async fn release_abandoned(pool: &PgPool, limit: i64) -> Result<u32, LedgerE
          WHERE h.kind = 'hold' AND h.job_id IS NOT NULL AND h.attempt IS NOT NULL
            AND NOT EXISTS (SELECT 1 FROM token_wallet_transactions c
                            WHERE c.hold_id = h.id AND c.kind IN ('capture', 'release'))
-           AND NOT EXISTS (SELECT 1 FROM dialectic_generation_jobs j
-                           WHERE j.id = h.job_id AND j.status = $2 AND j.attempt_count = h.attempt)
+           AND EXISTS (SELECT 1 FROM dialectic_generation_jobs j
+                       WHERE j.id = h.job_id AND NOT (j.status = $2 AND j.attempt_count = h.attempt))
          ORDER BY h.created_at LIMIT $1",
     )
     .bind(limit)

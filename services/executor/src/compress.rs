@@ -111,24 +111,20 @@ fn counting(e: dialectic_tokenizer::TokenizerError) -> AttemptError {
     AttemptError::permanent("tokenizer", e)
 }
 
+fn too_long(message: String) -> AttemptError {
+    AttemptError::permanent(CONTEXT_WINDOW_ERROR, message)
+}
+
 /// Builds the request and makes it fit the model's window; `on_step` sees
 /// every compression as it happens (progress events, logs).
 pub async fn fit(
-    mut context: Context,
+    context: Context,
     limits: &Limits,
     payer: &Payer,
     services: &Services<'_>,
     on_step: &mut (dyn FnMut(&Step) + Send),
 ) -> Result<Fitted, AttemptError> {
-    let build = |c: &Context| {
-        c.build(
-            &limits.model,
-            limits.max_tokens,
-            &limits.output_type,
-            &limits.hints,
-        )
-    };
-    let mut request = build(&context);
+    let request = build(&context, limits);
     let initial = services
         .counter
         .count_request(limits.encoding, &request)
@@ -144,105 +140,153 @@ pub async fn fit(
         });
     }
     let Some(indexer) = services.indexer else {
-        return Err(AttemptError::permanent(
-            CONTEXT_WINDOW_ERROR,
-            format!(
-                "the prompt has {initial} tokens, over the model's input limit of {limit}, and no indexer is configured to compress it"
-            ),
-        ));
+        return Err(too_long(format!(
+            "the prompt has {initial} tokens, over the model's input limit of {limit}, and no indexer is configured to compress it"
+        )));
     };
-    // Scoring uses the local embedding: free, so choosing what to compress
-    // never calls (or pays) the indexer.
-    let query = context.original.current_user_prompt.clone();
-    let query_vector = hashed_ngram_embedding(&query, LOCAL_DIMS);
-    let mut candidates: Vec<Candidate> = context.candidates(&|doc| {
-        cosine(
-            &query_vector,
-            &hashed_ngram_embedding(&doc.content, LOCAL_DIMS),
-        )
-    });
+    let mut work = Compression {
+        query: context.original.current_user_prompt.clone(),
+        context,
+        limits,
+        payer,
+        services,
+        indexer,
+    };
+    let candidates = work.candidates();
     // Seed 001 3.b.ii.2 step 2: nothing that may be compressed, nothing to pay for.
     if candidates.is_empty() {
-        return Err(AttemptError::permanent(
-            CONTEXT_WINDOW_ERROR,
-            format!(
-                "the prompt has {initial} tokens, over the model's input limit of {limit}, and none of it may be compressed"
-            ),
-        ));
+        return Err(too_long(format!(
+            "the prompt has {initial} tokens, over the model's input limit of {limit}, and none of it may be compressed"
+        )));
     }
-    // The holistic pre-flight, once, before any compression work.
-    if let Some(wallet) = services.wallet {
-        let balance = wallet.balance(payer).await?;
-        if let Err(e) = preflight(initial, limit, limits.input_rate, balance) {
-            let code = match e {
-                PreflightError::Unaffordable { .. } => COMPRESSION_UNAFFORDABLE,
-                PreflightError::Irrational { .. } => COMPRESSION_IRRATIONAL,
-            };
-            return Err(AttemptError::permanent(code, e));
-        }
+    work.preflight(initial, limit).await?;
+    let (request, tokens, steps) = work.until_fits(candidates, initial, limit, on_step).await?;
+    Ok(Fitted {
+        request,
+        initial_tokens: initial,
+        final_tokens: tokens,
+        steps,
+    })
+}
+
+fn build(context: &Context, limits: &Limits) -> ChatRequest {
+    context.build(
+        &limits.model,
+        limits.max_tokens,
+        &limits.output_type,
+        &limits.hints,
+    )
+}
+
+/// The compression loop's state: the context it rewrites and what it runs against.
+struct Compression<'a> {
+    context: Context,
+    query: String,
+    limits: &'a Limits,
+    payer: &'a Payer,
+    services: &'a Services<'a>,
+    indexer: &'a dyn ContextIndexer,
+}
+
+impl Compression<'_> {
+    /// Lowest value first. Scoring uses the local embedding: free, so choosing
+    /// what to compress never calls (or pays) the indexer.
+    fn candidates(&self) -> Vec<Candidate> {
+        let query_vector = hashed_ngram_embedding(&self.query, LOCAL_DIMS);
+        self.context.candidates(&|doc| {
+            cosine(
+                &query_vector,
+                &hashed_ngram_embedding(&doc.content, LOCAL_DIMS),
+            )
+        })
     }
-    let mut tokens = initial;
-    let mut steps = Vec::new();
-    while tokens > limit {
-        if candidates.is_empty() {
-            return Err(AttemptError::permanent(
-                CONTEXT_WINDOW_ERROR,
-                format!(
+
+    /// The holistic pre-flight, once, before any compression work.
+    async fn preflight(&self, initial: u64, limit: u64) -> Result<(), AttemptError> {
+        let Some(wallet) = self.services.wallet else {
+            return Ok(());
+        };
+        let balance = wallet.balance(self.payer).await?;
+        preflight(initial, limit, self.limits.input_rate, balance)
+            .map(|_| ())
+            .map_err(|e| {
+                let code = match e {
+                    PreflightError::Unaffordable { .. } => COMPRESSION_UNAFFORDABLE,
+                    PreflightError::Irrational { .. } => COMPRESSION_IRRATIONAL,
+                };
+                AttemptError::permanent(code, e)
+            })
+    }
+
+    async fn until_fits(
+        &mut self,
+        mut candidates: Vec<Candidate>,
+        initial: u64,
+        limit: u64,
+        on_step: &mut (dyn FnMut(&Step) + Send),
+    ) -> Result<(ChatRequest, u64, Vec<Step>), AttemptError> {
+        let mut tokens = initial;
+        let mut steps = Vec::new();
+        while tokens > limit {
+            if candidates.is_empty() {
+                return Err(too_long(format!(
                     "the prompt still has {tokens} tokens after compressing every candidate, over the model's input limit of {limit}"
-                ),
-            ));
+                )));
+            }
+            let victim = candidates.remove(0);
+            let step = self.compress(&victim, tokens - limit, steps.len()).await?;
+            tokens = step.request_tokens_after;
+            on_step(&step);
+            steps.push(step);
         }
-        let victim = candidates.remove(0);
-        let text = context
+        // The last step counted exactly this request; the check is seed 000's
+        // step 12, the final sanity check before the model is called.
+        if tokens > limit {
+            return Err(too_long(format!(
+                "the assembled request has {tokens} tokens, over the limit of {limit}"
+            )));
+        }
+        Ok((build(&self.context, self.limits), tokens, steps))
+    }
+
+    /// One step: the candidate compressed through the indexer to what the
+    /// overshoot leaves it, its indexing tokens debited, the request recounted.
+    async fn compress(
+        &mut self,
+        victim: &Candidate,
+        overshoot: u64,
+        step_number: usize,
+    ) -> Result<Step, AttemptError> {
+        let (counter, encoding) = (self.services.counter, self.limits.encoding);
+        let text = self
+            .context
             .text_of(victim.target)
             .unwrap_or_default()
             .to_string();
-        let before = services
-            .counter
-            .count(limits.encoding, &text)
-            .await
-            .map_err(counting)?;
-        let budget = target_tokens(before, tokens - limit);
-        let compressed = indexer
+        let before = counter.count(encoding, &text).await.map_err(counting)?;
+        let compressed = self
+            .indexer
             .compress(
                 &text,
-                &query,
-                budget,
-                &limits.embedder,
-                limits.encoding.name(),
+                &self.query,
+                target_tokens(before, overshoot),
+                &self.limits.embedder,
+                encoding.name(),
             )
             .await?;
-        let charge = if compressed.tokens_spent == 0 {
-            0
-        } else {
-            cost(compressed.tokens_spent, 0, limits.input_rate, 0.0)
-        };
-        if let (Some(wallet), true) = (services.wallet, charge > 0) {
-            // One key per candidate and attempt: a redelivered attempt never pays
-            // twice. The step number keeps two inputs read from one source apart;
-            // it is stable across redeliveries because the order is deterministic.
-            let key = format!(
-                "{}:{}:{}:{}",
-                payer.job_id,
-                payer.attempt,
-                steps.len(),
-                victim.id
-            );
-            wallet.debit(payer, &key, charge).await?;
-        }
-        let after = services
-            .counter
-            .count(limits.encoding, &compressed.text)
+        let charge = self
+            .debit(victim, step_number, compressed.tokens_spent)
+            .await?;
+        let after = counter
+            .count(encoding, &compressed.text)
             .await
             .map_err(counting)?;
-        context.replace(victim.target, compressed.text);
-        request = build(&context);
-        tokens = services
-            .counter
-            .count_request(limits.encoding, &request)
+        self.context.replace(victim.target, compressed.text);
+        let request_tokens_after = counter
+            .count_request(encoding, &build(&self.context, self.limits))
             .await
             .map_err(counting)?;
-        let step = Step {
+        Ok(Step {
             kind: match victim.target {
                 Target::History(_) => "history",
                 Target::Resource(_) => "resource",
@@ -253,24 +297,34 @@ pub async fn fit(
             tokens_after: after,
             embedding_tokens: compressed.tokens_spent,
             cost: charge,
-            request_tokens_after: tokens,
+            request_tokens_after,
+        })
+    }
+
+    /// Pays the indexing tokens a step spent; returns the charge.
+    async fn debit(
+        &self,
+        victim: &Candidate,
+        step_number: usize,
+        tokens_spent: u64,
+    ) -> Result<i64, AttemptError> {
+        let charge = if tokens_spent == 0 {
+            0
+        } else {
+            cost(tokens_spent, 0, self.limits.input_rate, 0.0)
         };
-        on_step(&step);
-        steps.push(step);
+        if let (Some(wallet), true) = (self.services.wallet, charge > 0) {
+            // One key per candidate and attempt: a redelivered attempt never pays
+            // twice. The step number keeps two inputs read from one source apart;
+            // it is stable across redeliveries because the order is deterministic.
+            let key = format!(
+                "{}:{}:{}:{}",
+                self.payer.job_id, self.payer.attempt, step_number, victim.id
+            );
+            wallet.debit(self.payer, &key, charge).await?;
+        }
+        Ok(charge)
     }
-    // Final sanity check (seed 000 step 12) before the model is called.
-    if tokens > limit {
-        return Err(AttemptError::permanent(
-            CONTEXT_WINDOW_ERROR,
-            format!("the assembled request has {tokens} tokens, over the limit of {limit}"),
-        ));
-    }
-    Ok(Fitted {
-        request,
-        initial_tokens: initial,
-        final_tokens: tokens,
-        steps,
-    })
 }
 
 /// The indexer service over gRPC.

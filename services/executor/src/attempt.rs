@@ -1,0 +1,46 @@
+//! What one attempt works from: the job's payload and step and the rows it
+//! names (model, session, project, stage), read once at the start.
+
+use crate::{Executor, permanent};
+use dialectic_core::payload::JobPayload;
+use dialectic_core::recipe::RecipeStep;
+use dialectic_runtime::worker::AttemptError;
+use dialectic_store::jobs::JobRow;
+use dialectic_store::records::{self, ModelRow, ProjectRow, SessionRow, StageRow};
+
+pub(crate) struct Attempt<'a> {
+    pub job: &'a JobRow,
+    pub payload: JobPayload,
+    pub step: RecipeStep,
+    pub model: ModelRow,
+    pub session: SessionRow,
+    pub project: ProjectRow,
+    pub stage: StageRow,
+}
+
+impl Executor {
+    pub(crate) async fn load<'a>(&self, job: &'a JobRow) -> Result<Attempt<'a>, AttemptError> {
+        let payload = job.payload()?;
+        let step = payload
+            .step
+            .clone()
+            .ok_or_else(|| permanent("bad_payload", "job has no recipe step"))?;
+        let model_id = job
+            .model_id
+            .ok_or_else(|| permanent("bad_payload", "job has no model"))?;
+        let pool = self.store.pool();
+        let model = records::model(pool, model_id).await?;
+        let session = records::session_for_user(pool, job.user_id, job.session_id).await?;
+        let project = records::project_for_user(pool, job.user_id, session.project_id).await?;
+        let stage = records::stage_in_process(pool, session.id, &job.stage_slug).await?;
+        Ok(Attempt {
+            job,
+            payload,
+            step,
+            model,
+            session,
+            project,
+            stage,
+        })
+    }
+}

@@ -1,0 +1,83 @@
+//! Stage 3 of an attempt: the model call, paid from the wallet. The most it
+//! can cost is held before the call; the actual usage is captured after it;
+//! a call that fails releases its hold (no call, no charge).
+
+use crate::billing::{self, Hold};
+use crate::provider::Provider;
+use crate::{Executor, permanent, retryable};
+use dialectic_core::prompt::ChatRequest;
+use dialectic_core::tokens::cost;
+use dialectic_llm::{ChatResponse, LlmError};
+use dialectic_runtime::worker::AttemptError;
+use dialectic_store::jobs::JobRow;
+use dialectic_store::records::ModelRow;
+use dialectic_telemetry::metrics;
+use std::time::Instant;
+
+pub(crate) struct Reply {
+    pub response: ChatResponse,
+    pub processing_ms: i64,
+}
+
+impl Executor {
+    pub(crate) async fn call(
+        &self,
+        job: &JobRow,
+        model: &ModelRow,
+        provider: &Provider,
+        request: &ChatRequest,
+    ) -> Result<Reply, AttemptError> {
+        // No call the wallet cannot pay for: hold the most it can cost first.
+        let hold = match &self.billing {
+            Some(billing) => Some(billing.hold(job, billing::estimate(request, model)).await?),
+            None => None,
+        };
+        let started = Instant::now();
+        let response = match provider.chat(request).await {
+            Ok(response) => response,
+            Err(e) => return Err(self.call_failed(job, model, hold.as_ref(), e).await),
+        };
+        let processing_ms = started.elapsed().as_millis() as i64;
+        let actual = cost(
+            response.input_tokens,
+            response.output_tokens,
+            model.input_token_cost_rate,
+            model.output_token_cost_rate,
+        );
+        count_call(model, &response, actual);
+        if let (Some(billing), Some(hold)) = (&self.billing, &hold) {
+            billing.capture(job, hold, actual).await?;
+        }
+        Ok(Reply {
+            response,
+            processing_ms,
+        })
+    }
+
+    async fn call_failed(
+        &self,
+        job: &JobRow,
+        model: &ModelRow,
+        hold: Option<&Hold>,
+        error: LlmError,
+    ) -> AttemptError {
+        let transient = matches!(error, LlmError::Transient(_));
+        let result = if transient { "transient" } else { "failed" };
+        metrics::MODEL_CALLS.inc(&[&model.api_identifier, result]);
+        if let (Some(billing), Some(hold)) = (&self.billing, hold) {
+            billing.release(job, hold, "the model call failed").await;
+        }
+        match error {
+            LlmError::Transient(m) => retryable("model_transient", m),
+            other => permanent("model_failed", other),
+        }
+    }
+}
+
+fn count_call(model: &ModelRow, response: &ChatResponse, actual: i64) {
+    let label = model.api_identifier.as_str();
+    metrics::MODEL_CALLS.inc(&[label, "ok"]);
+    metrics::MODEL_TOKENS.add(&[label, "input"], response.input_tokens as f64);
+    metrics::MODEL_TOKENS.add(&[label, "output"], response.output_tokens as f64);
+    metrics::MODEL_COST.add(&[label], actual as f64);
+}

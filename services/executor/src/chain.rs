@@ -1,0 +1,99 @@
+//! A continued document's chain: the chunks written so far, in order, read
+//! back from S3 to become the next turn's history (seed 001 Phase 4).
+
+use crate::{Executor, permanent, retryable};
+use dialectic_core::paths::{DocumentName, FileKind, PathContext};
+use dialectic_runtime::worker::AttemptError;
+use dialectic_store::jobs::JobRow;
+use dialectic_store::records::{self, USER_EDIT};
+use uuid::Uuid;
+
+/// One earlier chunk of a document chain, as the model wrote it.
+pub(crate) struct Chunk {
+    pub id: Uuid,
+    pub raw: String,
+}
+
+pub(crate) struct Chain {
+    /// The document identity: the chain's root contribution.
+    pub identity: Uuid,
+    pub root_name: DocumentName,
+    pub chunks: Vec<Chunk>,
+}
+
+/// The text a chunk contributes to its document.
+pub(crate) fn chunk_content(raw: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(v) => match v.get("content") {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => String::new(),
+        },
+        Err(_) => String::new(),
+    }
+}
+
+impl Executor {
+    /// The chunks written so far for the document `target` belongs to, in order.
+    pub(crate) async fn chain_of(&self, job: &JobRow, target: Uuid) -> Result<Chain, AttemptError> {
+        let pool = self.store.pool();
+        let target_row = records::contribution(pool, target).await?;
+        let identity = target_row
+            .document_relationships
+            .as_ref()
+            .and_then(|r| r.0.get(&job.stage_slug))
+            .and_then(|v| v.as_str())
+            .and_then(|v| Uuid::parse_str(v).ok())
+            .unwrap_or(target);
+        let rows = records::document_chain(pool, job.session_id, &job.stage_slug, identity)
+            .await?
+            .into_iter()
+            .filter(|c| c.contribution_type != USER_EDIT)
+            .collect::<Vec<_>>();
+        let root = rows.first().ok_or_else(|| {
+            permanent(
+                "missing_chunks",
+                format!("no chunks for document {identity}"),
+            )
+        })?;
+        let root_name = match PathContext::deconstruct(&root.raw_response_storage_path)
+            .map(|c| c.file)
+            .map_err(|e| permanent("bad_path", e))?
+        {
+            FileKind::RawChunk { name, .. } => name,
+            _ => {
+                return Err(permanent(
+                    "bad_path",
+                    "the chain's first chunk is not a raw chunk",
+                ));
+            }
+        };
+        let mut chunks = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let raw = self
+                .blob
+                .get_string(&row.raw_response_storage_path)
+                .await
+                .map_err(|e| retryable("storage", e))?;
+            chunks.push(Chunk { id: row.id, raw });
+        }
+        Ok(Chain {
+            identity,
+            root_name,
+            chunks,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_content_reads_the_content_field() {
+        assert_eq!(chunk_content(r#"{"content": "abc"}"#), "abc");
+        assert_eq!(chunk_content(r#"{"content": ["a"]}"#), r#"["a"]"#);
+        assert_eq!(chunk_content(r#"{"other": 1}"#), "");
+        assert_eq!(chunk_content("not json"), "");
+    }
+}

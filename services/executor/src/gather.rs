@@ -1,0 +1,258 @@
+//! gatherInputsForStage (DESIGN §8) for one job: every input rule of its
+//! step, restricted to the job's own sources where the planner fanned it
+//! out, read from S3 into the prompt's resource documents.
+
+use crate::{Executor, permanent, retryable};
+use dialectic_core::fanout::SourceDoc;
+use dialectic_core::payload::JobPayload;
+use dialectic_core::prompt::ResourceDocument;
+use dialectic_core::recipe::{InputRule, RecipeStep};
+use dialectic_runtime::worker::AttemptError;
+use dialectic_store::StoreError;
+use dialectic_store::inputs::{self, InputDoc};
+use dialectic_store::jobs::JobRow;
+use sqlx::PgConnection;
+
+/// How much a rule's documents matter to the prompt (`inputs_relevance`; 1 when unnamed).
+pub(crate) fn relevance_of(step: &RecipeStep, rule: &InputRule) -> f64 {
+    step.inputs_relevance
+        .as_array()
+        .and_then(|all| {
+            all.iter().find(|r| {
+                r.get("document_key").and_then(|k| k.as_str()) == rule.document_key.as_deref()
+                    && r.get("type")
+                        .and_then(|t| t.as_str())
+                        .is_none_or(|t| t == rule.kind)
+            })
+        })
+        .and_then(|r| r.get("relevance"))
+        .and_then(|r| r.as_f64())
+        .unwrap_or(1.0)
+}
+
+fn describe(rule: &InputRule, index: usize) -> String {
+    format!(
+        "input rule {index} ({} {}/{})",
+        rule.kind,
+        rule.stage_slug.as_deref().unwrap_or("this stage"),
+        rule.document_key.as_deref().unwrap_or("*")
+    )
+}
+
+/// One rule of one job: which rule, and where it looks.
+struct Lookup<'a> {
+    job: &'a JobRow,
+    rule: &'a InputRule,
+    index: usize,
+    stage: &'a str,
+    key: &'a str,
+}
+
+impl Executor {
+    pub(crate) async fn gather_inputs(
+        &self,
+        job: &JobRow,
+        payload: &JobPayload,
+        step: &RecipeStep,
+        seed_prompt: &str,
+    ) -> Result<Vec<ResourceDocument>, AttemptError> {
+        let mut conn = self
+            .store
+            .pool()
+            .acquire()
+            .await
+            .map_err(StoreError::from)?;
+        let mut resources = Vec::new();
+        for (index, rule) in step.inputs_required.iter().enumerate() {
+            let relevance = relevance_of(step, rule);
+            if rule.kind == "seed_prompt" {
+                resources.push(seed(job, rule, seed_prompt, relevance));
+                continue;
+            }
+            let lookup = Lookup {
+                job,
+                rule,
+                index,
+                stage: rule.stage_slug.as_deref().unwrap_or(&job.stage_slug),
+                key: rule.document_key.as_deref().unwrap_or("*"),
+            };
+            let Some(found) = matching(&mut conn, &lookup).await? else {
+                continue;
+            };
+            let found = restricted(found, payload.restriction(index));
+            if found.is_empty() {
+                if rule.required {
+                    return Err(permanent(
+                        "missing_input",
+                        format!("{} matched nothing", describe(rule, index)),
+                    ));
+                }
+                continue;
+            }
+            for doc in found {
+                resources.push(self.read(&lookup, doc, relevance).await?);
+            }
+        }
+        Ok(resources)
+    }
+
+    async fn read(
+        &self,
+        lookup: &Lookup<'_>,
+        doc: InputDoc,
+        relevance: f64,
+    ) -> Result<ResourceDocument, AttemptError> {
+        let content = self
+            .blob
+            .get_string(&doc.storage_key)
+            .await
+            .map_err(|e| retryable("storage", e))?;
+        let source = SourceDoc::from_key(doc.id.to_string(), &doc.storage_key, &doc.document_key);
+        Ok(ResourceDocument {
+            id: doc.id.to_string(),
+            kind: lookup.rule.kind.clone(),
+            stage_slug: lookup.stage.to_string(),
+            document_key: doc.document_key,
+            model: (!source.author.is_empty()).then_some(source.author),
+            content,
+            section_header: lookup.rule.section_header.clone(),
+            relevance,
+        })
+    }
+}
+
+fn seed(job: &JobRow, rule: &InputRule, seed_prompt: &str, relevance: f64) -> ResourceDocument {
+    ResourceDocument {
+        id: job.session_id.to_string(),
+        kind: "seed_prompt".into(),
+        stage_slug: job.stage_slug.clone(),
+        document_key: "seed_prompt".into(),
+        model: None,
+        content: seed_prompt.to_string(),
+        section_header: rule.section_header.clone(),
+        relevance,
+    }
+}
+
+/// Only the documents the planner gave this job, where it fanned the step out.
+fn restricted(found: Vec<InputDoc>, keys: Option<&[String]>) -> Vec<InputDoc> {
+    match keys {
+        Some(keys) => found
+            .into_iter()
+            .filter(|d| keys.contains(&d.storage_key))
+            .collect(),
+        None => found,
+    }
+}
+
+/// The documents a rule matches; None for an optional rule of a kind this
+/// executor does not know (skipped), an error for a required one.
+async fn matching(
+    conn: &mut PgConnection,
+    lookup: &Lookup<'_>,
+) -> Result<Option<Vec<InputDoc>>, AttemptError> {
+    let job = lookup.job;
+    let own_model = || {
+        job.model_id
+            .ok_or_else(|| permanent("bad_payload", "job has no model"))
+    };
+    let found = match lookup.rule.kind.as_str() {
+        "header_context" => {
+            let mut all = own_artifacts(conn, lookup, own_model()?).await?;
+            // The most recent header context of this root is the one in force.
+            all.truncate(1);
+            all
+        }
+        "document" => match (lookup.stage == job.stage_slug, job.model_id) {
+            (true, Some(model)) => own_artifacts(conn, lookup, model).await?,
+            _ => {
+                inputs::earlier_stage_documents(
+                    conn,
+                    job.session_id,
+                    lookup.stage,
+                    job.iteration_number,
+                    lookup.key,
+                )
+                .await?
+            }
+        },
+        "feedback" => {
+            inputs::feedback(conn, job.session_id, lookup.stage, job.iteration_number).await?
+        }
+        other if lookup.rule.required => {
+            return Err(permanent(
+                "unsupported_input",
+                format!(
+                    "{}: unknown input type {other:?}",
+                    describe(lookup.rule, lookup.index)
+                ),
+            ));
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(found))
+}
+
+async fn own_artifacts(
+    conn: &mut PgConnection,
+    lookup: &Lookup<'_>,
+    model: uuid::Uuid,
+) -> Result<Vec<InputDoc>, AttemptError> {
+    let job = lookup.job;
+    Ok(inputs::own_stage_artifacts(
+        conn,
+        job.session_id,
+        lookup.stage,
+        job.iteration_number,
+        lookup.key,
+        model,
+    )
+    .await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uuid::Uuid;
+
+    fn doc(key: &str) -> InputDoc {
+        InputDoc {
+            id: Uuid::now_v7(),
+            storage_key: key.into(),
+            document_key: "d".into(),
+            model_id: None,
+            from_resource: true,
+        }
+    }
+
+    #[test]
+    fn a_fanned_out_job_reads_only_its_sources() {
+        let found = vec![doc("a"), doc("b"), doc("c")];
+        let keys = ["b".to_string()];
+        let kept: Vec<String> = restricted(found.clone(), Some(&keys))
+            .into_iter()
+            .map(|d| d.storage_key)
+            .collect();
+        assert_eq!(kept, vec!["b"]);
+        assert_eq!(restricted(found, None).len(), 3);
+    }
+
+    #[test]
+    fn relevance_comes_from_the_matching_entry() {
+        let step: RecipeStep = serde_json::from_value(serde_json::json!({
+            "id": Uuid::nil(), "step_key": "s", "step_name": "s", "job_type": "EXECUTE",
+            "prompt_type": "Turn", "prompt_template": null, "output_type": "o",
+            "granularity": "all_to_one", "inputs_required": [],
+            "inputs_relevance": [{"document_key": "business_case", "type": "document", "relevance": 0.4}],
+            "outputs_required": [], "order": 1, "is_skipped": false
+        }))
+        .expect("step");
+        let rule = |kind: &str, key: &str| -> InputRule {
+            serde_json::from_value(serde_json::json!({"type": kind, "document_key": key}))
+                .expect("rule")
+        };
+        assert_eq!(relevance_of(&step, &rule("document", "business_case")), 0.4);
+        assert_eq!(relevance_of(&step, &rule("feedback", "business_case")), 1.0);
+        assert_eq!(relevance_of(&step, &rule("document", "other")), 1.0);
+    }
+}

@@ -1,0 +1,461 @@
+//! Stage 4 of an attempt: keep the reply. Its JSON becomes one raw chunk in
+//! S3 (under `_work/` while a document is still being continued), the last
+//! chunk of a continued document also assembles the whole at its root path,
+//! and the contribution row, the lease release and the outcome commit
+//! together. An attempt that lost its job meanwhile removes what it wrote.
+
+use crate::attempt::Attempt;
+use crate::call::Reply;
+use crate::chain::{Chain, chunk_content};
+use crate::{Executor, compress, permanent, retryable};
+use dialectic_core::ids::{ProjectId, SessionId};
+use dialectic_core::job::{JobStatus, JobType};
+use dialectic_core::paths::{DocumentName, FileKind, Lineage, PathContext};
+use dialectic_core::recipe::RecipeStep;
+use dialectic_core::sanitize::parse_model_json;
+use dialectic_llm::{ChatResponse, FinishReason};
+use dialectic_proto::v1::queue::JobSucceeded;
+use dialectic_runtime::worker::{self, AttemptError};
+use dialectic_store::StoreError;
+use dialectic_store::records::{self, NewContribution};
+use serde_json::Value;
+use uuid::Uuid;
+
+/// Where this reply stands in its document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Turn {
+    /// 0 for a document's first chunk.
+    pub number: u32,
+    /// Capped by `max_continuations`: assembled from what exists and marked so.
+    pub incomplete: bool,
+    /// Another turn follows.
+    pub continuation_needed: bool,
+}
+
+impl Turn {
+    pub(crate) fn of(
+        step: &RecipeStep,
+        response: &ChatResponse,
+        value: &Value,
+        earlier_chunks: usize,
+        max_continuations: u32,
+    ) -> Self {
+        let number = earlier_chunks as u32;
+        let unfinished = step.job_type == JobType::Execute && needs_more(response, value, step);
+        // Seed 001: a capped document is assembled from what exists and marked incomplete.
+        let incomplete = unfinished && number >= max_continuations;
+        Turn {
+            number,
+            incomplete,
+            continuation_needed: unfinished && !incomplete,
+        }
+    }
+
+    /// A chunk of a multi-turn document lives under `_work/`; a whole one at the root path.
+    fn in_work(self) -> bool {
+        self.number > 0 || self.continuation_needed
+    }
+}
+
+/// A turn that stopped on length, says it needs more, or lacks a key its step
+/// requires is not a finished document (seed 001 "Limits and honest failure").
+pub(crate) fn needs_more(response: &ChatResponse, value: &Value, step: &RecipeStep) -> bool {
+    let flagged = value
+        .get("continuation_needed")
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false);
+    let missing_key = step
+        .outputs_required
+        .iter()
+        .filter(|o| o.document_key == step.output_type)
+        .flat_map(|o| o.required_keys.iter())
+        .any(|k| value.get(k).is_none());
+    response.finish_reason == FinishReason::Length || flagged || missing_key
+}
+
+fn encode(value: &impl serde::Serialize) -> Result<Vec<u8>, AttemptError> {
+    serde_json::to_vec_pretty(value).map_err(|e| permanent("encode", e))
+}
+
+/// Seed 001 Phase 4: the whole document from every chunk's content, this one last.
+pub(crate) fn assembled(
+    chain: &Chain,
+    last: &Value,
+    incomplete: bool,
+) -> Result<Vec<u8>, AttemptError> {
+    let last = serde_json::to_string(last).map_err(|e| permanent("encode", e))?;
+    let mut merged: String = chain.chunks.iter().map(|c| chunk_content(&c.raw)).collect();
+    merged.push_str(&chunk_content(&last));
+    encode(&serde_json::json!({
+        "content": merged,
+        "chunks": chain.chunks.len() + 1,
+        "incomplete": incomplete,
+    }))
+}
+
+/// The chain a contribution belongs to (its document identity) and, for a
+/// continuation, its turn.
+pub(crate) fn relationships(stage: &str, chain: Option<&Chain>, own_id: Uuid, turn: u32) -> Value {
+    let mut map = serde_json::Map::new();
+    let identity = chain.map_or(own_id, |c| c.identity);
+    map.insert(stage.to_string(), Value::String(identity.to_string()));
+    if chain.is_some() {
+        map.insert("turn".into(), Value::from(turn));
+    }
+    Value::Object(map)
+}
+
+/// What the attempt wrote to S3, to remove if it lost its job.
+struct Written {
+    chunk: String,
+    assembled: Option<String>,
+}
+
+impl Executor {
+    pub(crate) async fn persist(
+        &self,
+        attempt: &Attempt<'_>,
+        worker: &str,
+        chain: Option<&Chain>,
+        reply: Reply,
+        compressed: Vec<compress::Step>,
+    ) -> Result<(), AttemptError> {
+        let (value, sanitized) =
+            parse_model_json(&reply.response.text).map_err(|e| retryable("malformed_json", e))?;
+        if sanitized.was_sanitized {
+            tracing::info!(
+                structurally_fixed = sanitized.was_structurally_fixed,
+                "model JSON needed sanitising"
+            );
+        }
+        let earlier = chain.map_or(0, |c| c.chunks.len());
+        let turn = Turn::of(
+            &attempt.step,
+            &reply.response,
+            &value,
+            earlier,
+            self.max_continuations,
+        );
+        let (written, size) = self.write_chunks(attempt, chain, &value, turn).await?;
+        let saved = Saved {
+            chain,
+            reply: &reply,
+            compressed: &compressed,
+            turn,
+            size,
+            key: &written.chunk,
+        };
+        match self.record(attempt, worker, &saved).await? {
+            Some(id) => {
+                tracing::info!(contribution_id = %id, key = %written.chunk, turn = turn.number,
+                    continuation_needed = turn.continuation_needed, incomplete = turn.incomplete, "chunk saved");
+                Ok(())
+            }
+            None => {
+                self.discard(attempt, written).await;
+                Err(AttemptError::Lost)
+            }
+        }
+    }
+
+    fn key(
+        attempt: &Attempt<'_>,
+        name: &DocumentName,
+        continuation: Option<u32>,
+    ) -> Result<String, AttemptError> {
+        PathContext {
+            project_id: ProjectId(attempt.project.id),
+            session_short: SessionId(attempt.session.id).short(),
+            iteration: attempt.job.iteration_number.max(1) as u32,
+            stage_number: attempt.payload.stage_number,
+            stage_slug: attempt.job.stage_slug.clone(),
+            file: FileKind::RawChunk {
+                name: name.clone(),
+                continuation,
+            },
+        }
+        .construct()
+        .map_err(|e| permanent("bad_path", e))
+    }
+
+    /// Stores the chunk and, after a continued document's last turn, the whole.
+    async fn write_chunks(
+        &self,
+        attempt: &Attempt<'_>,
+        chain: Option<&Chain>,
+        value: &Value,
+        turn: Turn,
+    ) -> Result<(Written, i64), AttemptError> {
+        let own_name = DocumentName {
+            model_slug: attempt.payload.model_slug.clone(),
+            attempt: (attempt.job.attempt_count - 1).max(0) as u32,
+            document_key: attempt.step.output_type.clone(),
+            lineage: attempt.payload.lineage.clone().unwrap_or(Lineage::Plain),
+        };
+        let name = chain.map_or(own_name, |c| c.root_name.clone());
+        let key = Self::key(attempt, &name, turn.in_work().then_some(turn.number))?;
+        let body = encode(value)?;
+        let size = body.len() as i64;
+        self.put(&key, body).await?;
+        let mut written = Written {
+            chunk: key,
+            assembled: None,
+        };
+        if let (Some(chain), false) = (chain, turn.continuation_needed) {
+            let root_key = Self::key(attempt, &name, None)?;
+            self.put(&root_key, assembled(chain, value, turn.incomplete)?)
+                .await?;
+            written.assembled = Some(root_key);
+        }
+        Ok((written, size))
+    }
+
+    async fn put(&self, key: &str, body: Vec<u8>) -> Result<(), AttemptError> {
+        self.blob
+            .put(key, body, "application/json")
+            .await
+            .map_err(|e| retryable("storage", e))
+    }
+
+    /// The contribution, its provenance and the outcome in one transaction;
+    /// None when the attempt no longer owns its job (nothing committed).
+    async fn record(
+        &self,
+        attempt: &Attempt<'_>,
+        worker: &str,
+        saved: &Saved<'_>,
+    ) -> Result<Option<Uuid>, AttemptError> {
+        let job = attempt.job;
+        let mut tx = self.store.begin().await?;
+        let stored_id =
+            records::insert_contribution(&mut tx, &self.contribution(attempt, saved)).await?;
+        if !saved.compressed.is_empty() {
+            let provenance =
+                serde_json::to_value(saved.compressed).map_err(|e| permanent("encode", e))?;
+            records::set_compressed_inputs(&mut tx, stored_id, &provenance).await?;
+        }
+        if let Some(previous) = job.target_contribution_id {
+            // Seed 000 function 5: the newest chunk is the chain's latest.
+            records::supersede(&mut tx, previous).await?;
+        }
+        let outcome = JobSucceeded {
+            contribution_id: stored_id.to_string(),
+            resource_id: String::new(),
+            finish_reason: saved.reply.response.finish_reason.as_str().to_string(),
+            continuation_needed: saved.turn.continuation_needed,
+        };
+        if !worker::record_success(&mut tx, job, worker, outcome).await? {
+            return Ok(None);
+        }
+        tx.commit().await.map_err(StoreError::from)?;
+        Ok(Some(stored_id))
+    }
+
+    fn contribution<'a>(
+        &'a self,
+        attempt: &'a Attempt<'_>,
+        saved: &'a Saved<'_>,
+    ) -> NewContribution<'a> {
+        let job = attempt.job;
+        let id = Uuid::now_v7();
+        let (dir, file_name) = saved.key.rsplit_once('/').unwrap_or(("", saved.key));
+        let response = &saved.reply.response;
+        NewContribution {
+            id,
+            session_id: attempt.session.id,
+            job_id: Some(job.id),
+            attempt: job.attempt_count,
+            edit_version: 1,
+            user_id: job.user_id,
+            model_id: attempt.model.id,
+            model_name: &attempt.model.api_identifier,
+            stage_slug: &job.stage_slug,
+            iteration: job.iteration_number,
+            document_key: &attempt.step.output_type,
+            contribution_type: &attempt.step.output_type,
+            bucket: self.blob.bucket(),
+            storage_path: dir,
+            file_name,
+            size_bytes: saved.size,
+            tokens_in: response.input_tokens as i64,
+            tokens_out: response.output_tokens as i64,
+            processing_ms: saved.reply.processing_ms,
+            finish_reason: response.finish_reason.as_str(),
+            target_contribution_id: job.target_contribution_id,
+            document_relationships: relationships(
+                &job.stage_slug,
+                saved.chain,
+                id,
+                saved.turn.number,
+            ),
+            is_intermediate: !attempt.step.renders_markdown(),
+            is_incomplete: saved.turn.incomplete,
+        }
+    }
+
+    /// Superseded by a regeneration, or taken away after a lease expiry: the
+    /// outcome is discarded and the chunk must not outlive it.
+    async fn discard(&self, attempt: &Attempt<'_>, written: Written) {
+        tracing::info!(key = %written.chunk, "the attempt no longer owns its job; discarding its chunk");
+        if let Err(e) = self.blob.delete(&written.chunk).await {
+            tracing::warn!(error = %e, key = %written.chunk, "could not remove the orphaned chunk");
+        }
+        // A superseded job's last turn assembled a document of a regenerated
+        // chain that nothing writes again, so it goes too; after a lease
+        // expiry the retry writes the same file, so it stays.
+        let Some(root_key) = written.assembled else {
+            return;
+        };
+        let superseded = dialectic_store::jobs::get(self.store.pool(), attempt.job.id)
+            .await
+            .is_ok_and(|j| j.status == JobStatus::Superseded.as_str());
+        if superseded && let Err(e) = self.blob.delete(&root_key).await {
+            tracing::warn!(error = %e, %root_key, "could not remove a superseded document's assembly");
+        }
+    }
+}
+
+/// What `record` stores about a reply.
+struct Saved<'a> {
+    chain: Option<&'a Chain>,
+    reply: &'a Reply,
+    compressed: &'a [compress::Step],
+    turn: Turn,
+    size: i64,
+    key: &'a str,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chain::Chunk;
+    use dialectic_core::recipe::OutputRule;
+
+    fn step(job_type: &str, required: &[&str]) -> RecipeStep {
+        let mut step: RecipeStep = serde_json::from_value(serde_json::json!({
+            "id": Uuid::nil(), "step_key": "s", "step_name": "s", "job_type": job_type,
+            "prompt_type": "Turn", "prompt_template": null, "output_type": "risk_register",
+            "granularity": "all_to_one", "inputs_required": [], "inputs_relevance": [],
+            "outputs_required": [], "order": 1, "is_skipped": false
+        }))
+        .expect("step");
+        step.outputs_required = vec![OutputRule {
+            document_key: "risk_register".into(),
+            file_type: Some("json".into()),
+            template_filename: None,
+            required_keys: required.iter().map(|k| k.to_string()).collect(),
+        }];
+        step
+    }
+
+    fn reply(finish_reason: FinishReason) -> ChatResponse {
+        ChatResponse {
+            text: String::new(),
+            finish_reason,
+            input_tokens: 0,
+            output_tokens: 0,
+            usage_estimated: true,
+            raw: Value::Null,
+        }
+    }
+
+    fn chain(contents: &[&str]) -> Chain {
+        Chain {
+            identity: Uuid::from_u128(7),
+            root_name: DocumentName {
+                model_slug: "m".into(),
+                attempt: 0,
+                document_key: "risk_register".into(),
+                lineage: Lineage::Plain,
+            },
+            chunks: contents
+                .iter()
+                .map(|c| Chunk {
+                    id: Uuid::now_v7(),
+                    raw: serde_json::json!({ "content": c }).to_string(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_turn_is_unfinished_when_cut_flagged_or_missing_a_required_key() {
+        let execute = |r: &[&str]| step("EXECUTE", r);
+        let done = serde_json::json!({"content": "x", "risks": []});
+        assert!(!needs_more(
+            &reply(FinishReason::Stop),
+            &done,
+            &execute(&["content", "risks"])
+        ));
+        assert!(needs_more(
+            &reply(FinishReason::Length),
+            &done,
+            &execute(&["content"])
+        ));
+        let flagged = serde_json::json!({"content": "x", "continuation_needed": true});
+        assert!(needs_more(
+            &reply(FinishReason::Stop),
+            &flagged,
+            &execute(&["content"])
+        ));
+        let missing = serde_json::json!({"content": "x"});
+        assert!(needs_more(
+            &reply(FinishReason::Stop),
+            &missing,
+            &execute(&["content", "risks"])
+        ));
+    }
+
+    #[test]
+    fn turns_continue_until_the_cap_then_end_incomplete() {
+        let cut = reply(FinishReason::Length);
+        let value = serde_json::json!({"content": "x"});
+        let execute = step("EXECUTE", &[]);
+        let first = Turn::of(&execute, &cut, &value, 0, 2);
+        assert_eq!(
+            (first.number, first.continuation_needed, first.incomplete),
+            (0, true, false)
+        );
+        assert!(
+            first.in_work(),
+            "a first chunk that continues goes under _work/"
+        );
+        let capped = Turn::of(&execute, &cut, &value, 2, 2);
+        assert_eq!(
+            (capped.continuation_needed, capped.incomplete),
+            (false, true)
+        );
+        let whole = Turn::of(&execute, &reply(FinishReason::Stop), &value, 0, 2);
+        assert!(
+            !whole.in_work(),
+            "a document done in one turn lives at its root path"
+        );
+        // A PLAN step's header context is never continued.
+        let plan = Turn::of(&step("PLAN", &[]), &cut, &value, 0, 2);
+        assert!(!plan.continuation_needed && !plan.incomplete);
+    }
+
+    #[test]
+    fn the_last_turn_assembles_every_chunk_in_order() {
+        let last = serde_json::json!({"content": "C"});
+        let body = assembled(&chain(&["A", "B"]), &last, false).expect("assembles");
+        let whole: Value = serde_json::from_slice(&body).expect("json");
+        assert_eq!(whole["content"], "ABC");
+        assert_eq!(whole["chunks"], 3);
+        assert_eq!(whole["incomplete"], false);
+    }
+
+    #[test]
+    fn relationships_name_the_document_identity() {
+        let own = Uuid::from_u128(1);
+        assert_eq!(
+            relationships("thesis", None, own, 0),
+            serde_json::json!({"thesis": own.to_string()})
+        );
+        let continued = chain(&["A"]);
+        assert_eq!(
+            relationships("thesis", Some(&continued), own, 1),
+            serde_json::json!({"thesis": continued.identity.to_string(), "turn": 1})
+        );
+    }
+}

@@ -1,0 +1,254 @@
+//! Stage 2 of an attempt: the request a job sends. Its step's inputs become a
+//! prompt (seed 001 Phase 2), earlier chunks of a continued document become
+//! the history, and compression makes it fit the model's window (Phase 3).
+
+use crate::attempt::Attempt;
+use crate::chain::Chain;
+use crate::{CONTINUE_INSTRUCTION, Executor, compress, now_ms, permanent};
+use dialectic_cache::{Cache, ProgressEvent};
+use dialectic_core::context::Context;
+use dialectic_core::prompt::{ChatRequest, Message, PromptConstructionPayload};
+use dialectic_core::recipe::RecipeStep;
+use dialectic_runtime::worker::AttemptError;
+use dialectic_store::jobs::JobRow;
+use dialectic_tokenizer::Encoding;
+
+pub(crate) struct Prepared {
+    pub request: ChatRequest,
+    /// The compression steps that made it fit, recorded on the contribution.
+    pub compressed: Vec<compress::Step>,
+}
+
+impl Executor {
+    pub(crate) async fn request(
+        &self,
+        attempt: &Attempt<'_>,
+        chain: Option<&Chain>,
+    ) -> Result<Prepared, AttemptError> {
+        let context = self.context(attempt, chain).await?;
+        let services = compress::Services {
+            counter: &self.counter,
+            indexer: self
+                .indexer
+                .as_ref()
+                .map(|i| i as &dyn compress::ContextIndexer),
+            wallet: self
+                .billing
+                .as_ref()
+                .map(|b| b as &dyn compress::ContextWallet),
+        };
+        let mut report = reporter(self.cache.get().cloned(), attempt);
+        let fitted = compress::fit(
+            context,
+            &self.limits(attempt)?,
+            &payer(attempt.job),
+            &services,
+            &mut report,
+        )
+        .await?;
+        if !fitted.steps.is_empty() {
+            tracing::info!(
+                initial_tokens = fitted.initial_tokens,
+                final_tokens = fitted.final_tokens,
+                steps = fitted.steps.len(),
+                "prompt compressed to fit the context window"
+            );
+        }
+        let mut request = fitted.request;
+        request.required_keys = required_keys(&attempt.step);
+        Ok(Prepared {
+            request,
+            compressed: fitted.steps,
+        })
+    }
+
+    async fn context(
+        &self,
+        attempt: &Attempt<'_>,
+        chain: Option<&Chain>,
+    ) -> Result<Context, AttemptError> {
+        let step = &attempt.step;
+        let resources = self
+            .gather_inputs(
+                attempt.job,
+                &attempt.payload,
+                step,
+                &attempt.project.initial_user_prompt,
+            )
+            .await?;
+        let original = PromptConstructionPayload {
+            system_instruction: attempt.stage.system_prompt.clone(),
+            conversation_history: Vec::new(),
+            resource_documents: resources,
+            current_user_prompt: step
+                .prompt_template
+                .clone()
+                .unwrap_or_else(|| format!("Write the {} document as JSON.", step.output_type)),
+        };
+        // Seed 001: the original request, then one assistant message per chunk.
+        let chunks = chain.map_or_else(Vec::new, |c| {
+            c.chunks
+                .iter()
+                .map(|c| Message::assistant(c.raw.clone(), Some(c.id.to_string())))
+                .collect()
+        });
+        Ok(Context {
+            original,
+            chunks,
+            continue_instruction: CONTINUE_INSTRUCTION.into(),
+        })
+    }
+
+    fn limits(&self, attempt: &Attempt<'_>) -> Result<compress::Limits, AttemptError> {
+        let model = &attempt.model;
+        let encoding = Encoding::from_name(&model.tokenizer)
+            .map_err(|e| permanent("unsupported_tokenizer", e))?;
+        Ok(compress::Limits {
+            model: model.api_identifier.clone(),
+            max_tokens: model.max_output_tokens.max(1) as u32,
+            output_type: attempt.step.output_type.clone(),
+            hints: hints(&attempt.payload.planned_documents, &attempt.step),
+            encoding,
+            context_window: model.context_window_tokens.max(1) as u64,
+            input_rate: model.input_token_cost_rate,
+            embedder: model
+                .config
+                .0
+                .get("embedder")
+                .and_then(|v| v.as_str())
+                .unwrap_or(&self.embedder)
+                .to_string(),
+        })
+    }
+}
+
+/// The documents the reply should cover: what a PLAN step plans, or the step's own output.
+fn hints(planned_documents: &[String], step: &RecipeStep) -> Vec<String> {
+    if planned_documents.is_empty() {
+        vec![step.output_type.clone()]
+    } else {
+        planned_documents.to_vec()
+    }
+}
+
+/// The keys the step's own output must carry.
+fn required_keys(step: &RecipeStep) -> Vec<String> {
+    step.outputs_required
+        .iter()
+        .filter(|o| o.document_key == step.output_type)
+        .flat_map(|o| o.required_keys.iter().cloned())
+        .collect()
+}
+
+fn payer(job: &JobRow) -> compress::Payer {
+    compress::Payer {
+        user_id: job.user_id,
+        session_id: job.session_id,
+        job_id: job.id,
+        attempt: job.attempt_count,
+    }
+}
+
+/// Logs, counts and announces every compression step as it happens.
+fn reporter<'a>(
+    cache: Option<Cache>,
+    attempt: &'a Attempt<'_>,
+) -> impl FnMut(&compress::Step) + Send + 'a {
+    let job = attempt.job;
+    let job_type = format!("{:?}", attempt.step.job_type).to_uppercase();
+    move |step: &compress::Step| {
+        tracing::info!(
+            candidate = %step.id,
+            kind = step.kind,
+            tokens_before = step.tokens_before,
+            tokens_after = step.tokens_after,
+            embedding_tokens = step.embedding_tokens,
+            cost = step.cost,
+            request_tokens = step.request_tokens_after,
+            "compressed a context candidate"
+        );
+        dialectic_telemetry::metrics::COMPRESSION_STEPS.inc(&[step.kind]);
+        let Some(cache) = cache.clone() else {
+            return;
+        };
+        let event = ProgressEvent {
+            session_id: job.session_id.to_string(),
+            kind: "context_compressed".into(),
+            stage_slug: job.stage_slug.clone(),
+            job_id: job.id.to_string(),
+            job_type: job_type.clone(),
+            document_key: attempt.step.output_type.clone(),
+            model: attempt.model.api_identifier.clone(),
+            message: format!(
+                "compressed {} {}: {} -> {} tokens, {} embedding tokens, cost {}",
+                step.kind,
+                step.id,
+                step.tokens_before,
+                step.tokens_after,
+                step.embedding_tokens,
+                step.cost
+            ),
+            at_ms: now_ms(),
+            ..Default::default()
+        };
+        // Progress is best effort: a missed event never fails the job.
+        tokio::spawn(async move {
+            if let Err(e) = cache.notify(&event).await {
+                tracing::debug!(error = %e, "progress event not published");
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dialectic_core::job::JobType;
+    use dialectic_core::recipe::{Granularity, OutputRule};
+
+    fn step(outputs: Vec<OutputRule>) -> RecipeStep {
+        RecipeStep {
+            id: dialectic_core::ids::StepId::new(),
+            step_key: "s".into(),
+            step_name: "s".into(),
+            job_type: JobType::Execute,
+            prompt_type: "Turn".into(),
+            prompt_template: None,
+            output_type: "business_case".into(),
+            granularity: Granularity::PerModel,
+            inputs_required: vec![],
+            inputs_relevance: serde_json::Value::Array(vec![]),
+            outputs_required: outputs,
+            order: 1,
+            is_skipped: false,
+        }
+    }
+
+    #[test]
+    fn only_the_steps_own_output_names_required_keys() {
+        let own = OutputRule {
+            document_key: "business_case".into(),
+            required_keys: vec!["content".into(), "risks".into()],
+            file_type: None,
+            template_filename: None,
+        };
+        let other = OutputRule {
+            document_key: "header_context".into(),
+            required_keys: vec!["plan".into()],
+            file_type: None,
+            template_filename: None,
+        };
+        assert_eq!(
+            required_keys(&step(vec![own, other])),
+            vec!["content", "risks"]
+        );
+        assert!(required_keys(&step(vec![])).is_empty());
+    }
+
+    #[test]
+    fn hints_are_the_planned_documents_or_the_steps_output() {
+        assert_eq!(hints(&[], &step(vec![])), vec!["business_case"]);
+        let planned = vec!["a".to_string(), "b".to_string()];
+        assert_eq!(hints(&planned, &step(vec![])), planned);
+    }
+}
