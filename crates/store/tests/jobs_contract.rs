@@ -1,0 +1,176 @@
+//! The job table's contract with the workers and the planner: the claim is a
+//! compare-and-set, a lease is extended and released only by the attempt that
+//! holds it, and the sweeper sees exactly the leases that ran out.
+
+mod common;
+
+use common::TestDb;
+use dialectic_core::job::{JobStatus, JobType};
+use dialectic_store::jobs;
+use uuid::Uuid;
+
+async fn claim(db: &TestDb, job: Uuid, worker: &str) -> Option<jobs::JobRow> {
+    let mut tx = db.store.begin().await.expect("tx");
+    let claimed = jobs::claim(&mut tx, job, &[JobType::Plan], worker, 60)
+        .await
+        .expect("claim query");
+    tx.commit().await.expect("commit");
+    claimed
+}
+
+async fn expire_lease(db: &TestDb, job: Uuid) {
+    sqlx::query(
+        "UPDATE dialectic_generation_jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
+    )
+    .bind(job)
+    .execute(db.store.pool())
+    .await
+    .expect("expire");
+}
+
+async fn expired(db: &TestDb) -> Vec<Uuid> {
+    let mut tx = db.store.begin().await.expect("tx");
+    let ids = jobs::expired_leases(&mut tx, 100).await.expect("sweep");
+    tx.rollback().await.expect("rollback");
+    ids
+}
+
+async fn set_status(db: &TestDb, job: Uuid, status: JobStatus) {
+    let mut tx = db.store.begin().await.expect("tx");
+    jobs::set_status(&mut tx, job, status, None, None)
+        .await
+        .expect("status");
+    tx.commit().await.expect("commit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_workers_racing_for_a_job_one_wins_the_first_attempt() {
+    let db = TestDb::new(8).await;
+    let session = db.session().await;
+    let job = db.pending_job(session).await;
+    let racers = ["worker-a", "worker-b"].map(|worker| {
+        let store = db.store.clone();
+        tokio::spawn(async move {
+            let mut tx = store.begin().await.expect("tx");
+            let claimed = jobs::claim(&mut tx, job, &[JobType::Plan], worker, 60)
+                .await
+                .expect("claim query");
+            tx.commit().await.expect("commit");
+            claimed.map(|row| (worker, row.attempt_count))
+        })
+    });
+    let mut winners = Vec::new();
+    for racer in racers {
+        winners.extend(racer.await.expect("task"));
+    }
+    assert_eq!(winners.len(), 1, "exactly one claim wins: {winners:?}");
+    let (winner, attempt) = winners[0];
+    assert_eq!(attempt, 1);
+    let row = db.job(job).await;
+    assert_eq!(row.status, "processing");
+    assert_eq!(row.lease_owner.as_deref(), Some(winner));
+    // A duplicate dispatch of the running job claims nothing.
+    assert!(claim(&db, job, "worker-c").await.is_none());
+    db.drop_database().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_owning_attempt_extends_its_lease() {
+    let db = TestDb::new(4).await;
+    let job = db.pending_job(db.session().await).await;
+    let claimed = claim(&db, job, "worker-a").await.expect("claimed");
+    let before = claimed.lease_expires_at.expect("a lease");
+    let pool = db.store.pool();
+    assert!(
+        !jobs::heartbeat(pool, job, 1, "worker-b", 600)
+            .await
+            .expect("hb")
+    );
+    assert!(
+        !jobs::heartbeat(pool, job, 2, "worker-a", 600)
+            .await
+            .expect("hb")
+    );
+    assert_eq!(
+        db.job(job).await.lease_expires_at,
+        Some(before),
+        "refused heartbeats change nothing"
+    );
+    assert!(
+        jobs::heartbeat(pool, job, 1, "worker-a", 600)
+            .await
+            .expect("hb")
+    );
+    let after = db.job(job).await.lease_expires_at.expect("a lease");
+    assert!(after > before, "the owner's heartbeat extends the lease");
+    db.drop_database().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweeper_sees_exactly_the_leases_that_ran_out() {
+    let db = TestDb::new(4).await;
+    let session = db.session().await;
+    let (stale, alive) = (db.pending_job(session).await, db.pending_job(session).await);
+    claim(&db, stale, "worker-a").await.expect("claimed");
+    claim(&db, alive, "worker-b").await.expect("claimed");
+    expire_lease(&db, stale).await;
+    expire_lease(&db, alive).await;
+    // The second worker is alive after all: its heartbeat renews the lease.
+    assert!(
+        jobs::heartbeat(db.store.pool(), alive, 1, "worker-b", 60)
+            .await
+            .expect("hb")
+    );
+    assert_eq!(expired(&db).await, vec![stale]);
+    db.drop_database().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_attempt_cannot_release_the_retry_s_lease() {
+    let db = TestDb::new(4).await;
+    let job = db.pending_job(db.session().await).await;
+    claim(&db, job, "worker-a").await.expect("attempt 1");
+    // Its lease ran out; the planner put the job back and another worker took it.
+    set_status(&db, job, JobStatus::Retrying).await;
+    let retry = claim(&db, job, "worker-b").await.expect("attempt 2");
+    assert_eq!(retry.attempt_count, 2);
+    let mut tx = db.store.begin().await.expect("tx");
+    let released = jobs::release_lease(&mut tx, job, 1, "worker-a")
+        .await
+        .expect("release");
+    tx.commit().await.expect("commit");
+    assert!(!released, "the late first attempt owns nothing");
+    assert_eq!(db.job(job).await.lease_owner.as_deref(), Some("worker-b"));
+    let mut tx = db.store.begin().await.expect("tx");
+    assert!(
+        jobs::release_lease(&mut tx, job, 2, "worker-b")
+            .await
+            .expect("release")
+    );
+    tx.commit().await.expect("commit");
+    assert_eq!(db.job(job).await.lease_owner, None);
+    db.drop_database().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_or_abandoned_session_s_jobs_are_not_claimed() {
+    let db = TestDb::new(4).await;
+    for status in ["paused", "abandoned"] {
+        let session = db.session().await;
+        let job = db.pending_job(session).await;
+        sqlx::query("UPDATE dialectic_sessions SET status = $2 WHERE id = $1")
+            .bind(session)
+            .bind(status)
+            .execute(db.store.pool())
+            .await
+            .expect("status");
+        assert!(claim(&db, job, "worker-a").await.is_none(), "{status}");
+        let row = db.job(job).await;
+        assert_eq!(
+            (row.status.as_str(), row.attempt_count),
+            ("pending", 0),
+            "{status}"
+        );
+    }
+    db.drop_database().await;
+}

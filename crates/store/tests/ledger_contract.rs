@@ -1,0 +1,183 @@
+//! The ledger's contract with the wallet service: a hold reserves exactly its
+//! amount, a capture debits the actual usage and gives the rest back, every
+//! write is idempotent by key, nothing is written for a refused request,
+//! expiry releases exactly the expired holds, and racing holds never overdraw.
+
+mod common;
+
+use common::TestDb;
+use dialectic_store::ledger::{self, LedgerError, References};
+use std::sync::Arc;
+use uuid::Uuid;
+
+fn refs() -> References {
+    References {
+        job_id: Some(Uuid::now_v7()),
+        attempt: Some(1),
+        purpose: Some("model_call".into()),
+        ..Default::default()
+    }
+}
+
+async fn hold(db: &TestDb, wallet: Uuid, amount: i64, key: &str) -> Result<Uuid, LedgerError> {
+    ledger::hold(db.store.pool(), wallet, amount, key, &refs(), 900)
+        .await
+        .map(|t| t.id)
+}
+
+async fn entries(db: &TestDb, wallet: Uuid) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM token_wallet_transactions WHERE wallet_id = $1")
+        .bind(wallet)
+        .fetch_one(db.store.pool())
+        .await
+        .expect("count")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capture_debits_the_usage_and_gives_the_rest_back_once() {
+    let db = TestDb::new(4).await;
+    let wallet = db.wallet(1_000).await;
+    let held = hold(&db, wallet, 300, "hold-1").await.expect("hold");
+    assert_eq!(db.balance(wallet).await, (1_000, 300), "held exactly");
+    let pool = db.store.pool();
+    let first = ledger::capture(pool, wallet, held, 120, "capture-1")
+        .await
+        .expect("capture");
+    assert_eq!(
+        db.balance(wallet).await,
+        (880, 0),
+        "debited 120, released 180"
+    );
+    // The same request again (a redelivery) is answered from the first.
+    let again = ledger::capture(pool, wallet, held, 120, "capture-1")
+        .await
+        .expect("replay");
+    assert_eq!(again.id, first.id);
+    assert_eq!(db.balance(wallet).await, (880, 0));
+    // The key with other arguments is refused, and so is a second capture.
+    assert!(matches!(
+        ledger::capture(pool, wallet, held, 130, "capture-1").await,
+        Err(LedgerError::KeyReuse(_))
+    ));
+    assert!(matches!(
+        ledger::capture(pool, wallet, held, 10, "capture-2").await,
+        Err(LedgerError::HoldClosed(_))
+    ));
+    assert_eq!(db.balance(wallet).await, (880, 0));
+    db.drop_database().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_gives_the_whole_hold_back() {
+    let db = TestDb::new(4).await;
+    let wallet = db.wallet(500).await;
+    let held = hold(&db, wallet, 200, "hold-1").await.expect("hold");
+    let pool = db.store.pool();
+    ledger::release(pool, wallet, held, "release-1", "no call")
+        .await
+        .expect("release");
+    assert_eq!(db.balance(wallet).await, (500, 0));
+    assert!(matches!(
+        ledger::release(pool, wallet, held, "release-2", "again").await,
+        Err(LedgerError::HoldClosed(_))
+    ));
+    assert!(matches!(
+        ledger::capture(pool, wallet, held, 1, "capture-1").await,
+        Err(LedgerError::HoldClosed(_))
+    ));
+    db.drop_database().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_the_wallet_cannot_afford_writes_nothing() {
+    let db = TestDb::new(4).await;
+    let wallet = db.wallet(100).await;
+    hold(&db, wallet, 60, "hold-1").await.expect("hold");
+    let before = entries(&db, wallet).await;
+    match hold(&db, wallet, 50, "hold-2").await {
+        Err(LedgerError::InsufficientFunds {
+            requested,
+            available,
+        }) => assert_eq!((requested, available), (50, 40)),
+        other => panic!("expected insufficient funds, got {other:?}"),
+    }
+    assert_eq!(
+        entries(&db, wallet).await,
+        before,
+        "no row for a refused hold"
+    );
+    assert_eq!(db.balance(wallet).await, (100, 60));
+    db.drop_database().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expiry_releases_exactly_the_expired_holds() {
+    let db = TestDb::new(4).await;
+    let wallet = db.wallet(1_000).await;
+    let old = hold(&db, wallet, 100, "hold-old").await.expect("hold");
+    hold(&db, wallet, 200, "hold-fresh").await.expect("hold");
+    let captured = hold(&db, wallet, 300, "hold-captured").await.expect("hold");
+    let pool = db.store.pool();
+    ledger::capture(pool, wallet, captured, 300, "capture")
+        .await
+        .expect("capture");
+    sqlx::query(
+        "UPDATE token_wallet_transactions SET expires_at = now() - interval '1 second' WHERE id = ANY($1)",
+    )
+    .bind([old, captured])
+    .execute(pool)
+    .await
+    .expect("expire");
+    assert_eq!(ledger::release_expired(pool, 100).await.expect("sweep"), 1);
+    assert_eq!(
+        db.balance(wallet).await,
+        (700, 200),
+        "only the old hold went back"
+    );
+    let released: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT hold_id FROM token_wallet_transactions WHERE wallet_id = $1 AND kind = 'release'",
+    )
+    .bind(wallet)
+    .fetch_all(pool)
+    .await
+    .expect("releases");
+    assert_eq!(released, vec![old]);
+    assert_eq!(ledger::release_expired(pool, 100).await.expect("sweep"), 0);
+    db.drop_database().await;
+}
+
+/// Holds racing for one wallet, each on its own open connection.
+const RACERS: usize = 20;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_holds_never_overdraw() {
+    let db = TestDb::new(RACERS as u32).await;
+    let wallet = db.wallet(100).await;
+    // Open every connection before the race, so the holds really overlap.
+    let mut warm = Vec::new();
+    for _ in 0..RACERS {
+        warm.push(db.store.pool().acquire().await.expect("connection"));
+    }
+    drop(warm);
+    let barrier = Arc::new(tokio::sync::Barrier::new(RACERS));
+    let racers: Vec<_> = (0..RACERS)
+        .map(|i| {
+            let (pool, barrier) = (db.store.pool().clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                ledger::hold(&pool, wallet, 10, &format!("hold-{i}"), &refs(), 900).await
+            })
+        })
+        .collect();
+    let mut granted = 0;
+    for racer in racers {
+        match racer.await.expect("task") {
+            Ok(_) => granted += 1,
+            Err(LedgerError::InsufficientFunds { .. }) => {}
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+    assert_eq!(granted, 10, "exactly what the balance covers");
+    assert_eq!(db.balance(wallet).await, (100, 100));
+    db.drop_database().await;
+}
