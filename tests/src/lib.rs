@@ -251,7 +251,8 @@ impl TestEnv {
     pub async fn new_user(&self, name: &str) -> (uuid::Uuid, String) {
         let user = dialectic_store::auth::create_user(self.store.pool(), name, false)
             .await
-            .expect("user");
+            .expect("user")
+            .as_uuid();
         (user, self.key_for(user).await)
     }
 
@@ -260,7 +261,7 @@ impl TestEnv {
         let key = dialectic_core::apikey::generate();
         dialectic_store::auth::insert_key(
             self.store.pool(),
-            user,
+            dialectic_core::ids::UserId(user),
             "test",
             &dialectic_core::apikey::hash(&key),
             &dialectic_core::apikey::shown_part(&key),

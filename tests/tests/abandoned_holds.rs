@@ -4,6 +4,7 @@
 //! or ended) the wallet's sweep releases it, and the user's available balance
 //! is whole again.
 
+use dialectic_core::ids::{JobId, ModelId, ProjectId, SessionId, UserId};
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::payload::JobPayload;
 use dialectic_e2e::{TestEnv, eventually};
@@ -11,18 +12,17 @@ use dialectic_store::ledger::{self, References};
 use dialectic_store::{jobs, records};
 use uuid::Uuid;
 
-const USER: &str = "00000000-0000-0000-0000-000000000001";
-const MODEL: &str = "50000000-0000-0000-0000-000000000001";
+const USER: UserId = UserId(Uuid::from_u128(1));
+const MODEL: ModelId = ModelId(Uuid::from_u128(0x5000_0000_0000_0000_0000_0000_0000_0001));
 const AMOUNT: i64 = 1_234;
 
 /// A PLAN job processing its first attempt, in a new session of a new project.
-async fn processing_job(env: &TestEnv) -> Uuid {
-    let user = Uuid::parse_str(USER).expect("user id");
-    let model = Uuid::parse_str(MODEL).expect("model id");
+async fn processing_job(env: &TestEnv) -> JobId {
+    let (user, model) = (USER, MODEL);
     let (project, _) = records::insert_project(
         env.store.pool(),
         &records::NewProject {
-            id: Uuid::now_v7(),
+            id: ProjectId::new(),
             user_id: user,
             name: "Holds",
             slug: "holds",
@@ -37,7 +37,7 @@ async fn processing_job(env: &TestEnv) -> Uuid {
     let (session, _) = records::insert_session(
         &mut tx,
         &records::NewSession {
-            id: Uuid::now_v7(),
+            id: SessionId::new(),
             project_id: project.id,
             user_id: user,
             model_ids: &[model],
@@ -51,7 +51,7 @@ async fn processing_job(env: &TestEnv) -> Uuid {
     let job = jobs::insert(
         &mut tx,
         &jobs::NewJob {
-            id: Uuid::now_v7(),
+            id: JobId::new(),
             job_key: format!("{}:thesis:1:{model}", session.id),
             session_id: session.id,
             user_id: user,
@@ -78,7 +78,7 @@ async fn processing_job(env: &TestEnv) -> Uuid {
 }
 
 /// The worker's claim: processing, one more attempt. Returns that attempt.
-async fn claim(env: &TestEnv, job: Uuid) -> i32 {
+async fn claim(env: &TestEnv, job: JobId) -> i32 {
     let mut tx = env.store.begin().await.expect("tx");
     let row = jobs::claim(&mut tx, job, &[JobType::Plan], "test-worker", 60)
         .await
@@ -88,7 +88,7 @@ async fn claim(env: &TestEnv, job: Uuid) -> i32 {
     row.attempt_count
 }
 
-async fn set_status(env: &TestEnv, job: Uuid, status: JobStatus) {
+async fn set_status(env: &TestEnv, job: JobId, status: JobStatus) {
     let mut tx = env.store.begin().await.expect("tx");
     jobs::set_status(&mut tx, job, status, None, None)
         .await
@@ -96,7 +96,7 @@ async fn set_status(env: &TestEnv, job: Uuid, status: JobStatus) {
     tx.commit().await.expect("commit");
 }
 
-async fn hold(env: &TestEnv, wallet: Uuid, job: Uuid, attempt: i32) -> Uuid {
+async fn hold(env: &TestEnv, wallet: Uuid, job: JobId, attempt: i32) -> Uuid {
     let refs = References {
         job_id: Some(job),
         attempt: Some(attempt),
@@ -127,8 +127,7 @@ async fn held(env: &TestEnv, wallet: Uuid) -> i64 {
 async fn a_dead_attempts_hold_is_released_when_its_job_moves_on() {
     let mut env = TestEnv::new().await;
     let pool = env.store.pool().clone();
-    let user = Uuid::parse_str(USER).expect("user id");
-    let wallet = records::wallet_balance(&pool, None, Some(user))
+    let wallet = records::wallet_balance(&pool, None, Some(USER))
         .await
         .expect("wallet")
         .id;

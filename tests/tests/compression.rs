@@ -168,9 +168,9 @@ async fn rig() -> Rig {
 
 fn payer(job: Uuid, attempt: i32) -> Payer {
     Payer {
-        user_id: Uuid::parse_str(LOCAL_USER).expect("uuid"),
-        session_id: Uuid::now_v7(),
-        job_id: job,
+        user_id: dialectic_core::ids::UserId::parse(LOCAL_USER).expect("uuid"),
+        session_id: dialectic_core::ids::SessionId::new(),
+        job_id: dialectic_core::ids::JobId(job),
         attempt,
     }
 }

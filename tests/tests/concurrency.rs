@@ -4,6 +4,7 @@
 //! planner engine directly against a real Postgres database.
 
 use dialectic_core::ids::StepId;
+use dialectic_core::ids::{JobId, ModelId, ProjectId, SessionId, UserId};
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::payload::JobPayload;
 use dialectic_core::recipe::{Granularity, Recipe, RecipeStep};
@@ -17,8 +18,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use uuid::Uuid;
 
-const USER: &str = "00000000-0000-0000-0000-000000000001";
-const MODEL: &str = "50000000-0000-0000-0000-000000000001";
+const USER: UserId = UserId(Uuid::from_u128(1));
+const MODEL: ModelId = ModelId(Uuid::from_u128(0x5000_0000_0000_0000_0000_0000_0000_0001));
 const CHILDREN: usize = 16;
 
 fn step(key: &str, job_type: JobType, order: i32) -> RecipeStep {
@@ -62,19 +63,18 @@ fn fan_in_recipe() -> Recipe {
 }
 
 struct Fixture {
-    root: Uuid,
-    children: Vec<Uuid>,
+    root: JobId,
+    children: Vec<JobId>,
     last_step: StepId,
 }
 
 async fn set_up(env: &TestEnv, recipe: &Recipe) -> Fixture {
     let pool = env.store.pool();
-    let user = Uuid::parse_str(USER).expect("user id");
-    let model = Uuid::parse_str(MODEL).expect("model id");
+    let (user, model) = (USER, MODEL);
     let (project, _) = records::insert_project(
         pool,
         &records::NewProject {
-            id: Uuid::now_v7(),
+            id: ProjectId::new(),
             user_id: user,
             name: "Fan-in",
             slug: "fan-in",
@@ -89,7 +89,7 @@ async fn set_up(env: &TestEnv, recipe: &Recipe) -> Fixture {
     let (session, _) = records::insert_session(
         &mut tx,
         &records::NewSession {
-            id: Uuid::now_v7(),
+            id: SessionId::new(),
             project_id: project.id,
             user_id: user,
             model_ids: &[model],
@@ -110,7 +110,7 @@ async fn set_up(env: &TestEnv, recipe: &Recipe) -> Fixture {
         recipe: Some(recipe.clone()),
         ..Default::default()
     };
-    let root = Uuid::now_v7();
+    let root = JobId::new();
     jobs::insert(
         &mut tx,
         &jobs::NewJob {
@@ -146,7 +146,7 @@ async fn set_up(env: &TestEnv, recipe: &Recipe) -> Fixture {
             stage_number: 1,
             ..Default::default()
         };
-        let id = Uuid::now_v7();
+        let id = JobId::new();
         jobs::insert(
             &mut tx,
             &jobs::NewJob {
@@ -211,7 +211,7 @@ async fn set_up(env: &TestEnv, recipe: &Recipe) -> Fixture {
 
 /// Delivers one success outcome, redelivering on a transient error (a lost
 /// serialisation race or deadlock) as the queue would.
-async fn deliver(engine: &Engine, job_id: Uuid) {
+async fn deliver(engine: &Engine, job_id: JobId) {
     let outcome = JobOutcome {
         job_id: job_id.to_string(),
         attempt: 1,
@@ -273,7 +273,7 @@ async fn sixteen_children_finishing_at_once_wake_the_parent_exactly_once() {
         "every child completed: {statuses:?}"
     );
 
-    let log: Vec<(Uuid, String, String)> =
+    let log: Vec<(JobId, String, String)> =
         sqlx::query_as("SELECT job_id, old_status, new_status FROM root_status_log ORDER BY id")
             .fetch_all(pool)
             .await
@@ -291,7 +291,7 @@ async fn sixteen_children_finishing_at_once_wake_the_parent_exactly_once() {
         "the root waits for the fan-in step: {log:?}"
     );
 
-    let fan_in_jobs: Vec<Uuid> = sqlx::query_scalar(
+    let fan_in_jobs: Vec<JobId> = sqlx::query_scalar(
         "SELECT id FROM dialectic_generation_jobs WHERE parent_job_id = $1 AND recipe_step_id = $2",
     )
     .bind(fixture.root)

@@ -101,7 +101,7 @@ async fn poison_messages_go_to_the_dead_letter_queue() {
             .1
             .as_deref()
             .unwrap_or_default()
-            .contains("not a UUID"),
+            .contains("is not a valid UUID"),
         "{all:?}"
     );
     let _ = connection.close(200, "done".into()).await;

@@ -4,6 +4,7 @@
 //! the pause to a running planner service over its gRPC API while a second
 //! planner engine (another replica, in effect) applies the outcome.
 
+use dialectic_core::ids::{JobId, ModelId, ProjectId, SessionId, UserId};
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::payload::JobPayload;
 use dialectic_e2e::{TestEnv, eventually};
@@ -17,20 +18,19 @@ use std::time::Duration;
 use tonic::transport::Channel;
 use uuid::Uuid;
 
-const USER: &str = "00000000-0000-0000-0000-000000000001";
-const MODEL: &str = "50000000-0000-0000-0000-000000000001";
+const USER: UserId = UserId(Uuid::from_u128(1));
+const MODEL: ModelId = ModelId(Uuid::from_u128(0x5000_0000_0000_0000_0000_0000_0000_0001));
 const ROUNDS: usize = 12;
 
 /// A session running thesis (auto-advance on) whose only root PLAN job is
 /// processing its first attempt; returns (session, root job).
-async fn running_thesis(env: &TestEnv, project: Uuid) -> (Uuid, Uuid) {
-    let user = Uuid::parse_str(USER).expect("user id");
-    let model = Uuid::parse_str(MODEL).expect("model id");
+async fn running_thesis(env: &TestEnv, project: ProjectId) -> (SessionId, JobId) {
+    let (user, model) = (USER, MODEL);
     let mut tx = env.store.begin().await.expect("tx");
     let (session, _) = records::insert_session(
         &mut tx,
         &records::NewSession {
-            id: Uuid::now_v7(),
+            id: SessionId::new(),
             project_id: project,
             user_id: user,
             model_ids: &[model],
@@ -41,7 +41,7 @@ async fn running_thesis(env: &TestEnv, project: Uuid) -> (Uuid, Uuid) {
     )
     .await
     .expect("session");
-    let root = Uuid::now_v7();
+    let root = JobId::new();
     jobs::insert(
         &mut tx,
         &jobs::NewJob {
@@ -83,7 +83,7 @@ async fn running_thesis(env: &TestEnv, project: Uuid) -> (Uuid, Uuid) {
 }
 
 /// The last thesis job's success, redelivered on a transient error as the queue would.
-async fn complete(engine: &Engine, job: Uuid) {
+async fn complete(engine: &Engine, job: JobId) {
     let outcome = JobOutcome {
         job_id: job.to_string(),
         attempt: 1,
@@ -103,7 +103,7 @@ async fn complete(engine: &Engine, job: Uuid) {
     }
 }
 
-async fn command(planner: &mut PlannerServiceClient<Channel>, pause: bool, session: Uuid) {
+async fn command(planner: &mut PlannerServiceClient<Channel>, pause: bool, session: SessionId) {
     let request = SessionCommand {
         session_id: session.to_string(),
     };
@@ -116,7 +116,7 @@ async fn command(planner: &mut PlannerServiceClient<Channel>, pause: bool, sessi
     assert_eq!(done.session_id, session.to_string());
 }
 
-async fn state(env: &TestEnv, session: Uuid) -> (String, Option<String>) {
+async fn state(env: &TestEnv, session: SessionId) -> (String, Option<String>) {
     sqlx::query_as("SELECT status, paused_from FROM dialectic_sessions WHERE id = $1")
         .bind(session)
         .fetch_one(env.store.pool())
@@ -124,11 +124,11 @@ async fn state(env: &TestEnv, session: Uuid) -> (String, Option<String>) {
         .expect("session state")
 }
 
-async fn antithesis_roots(env: &TestEnv, session: Uuid) -> i64 {
+async fn antithesis_roots(env: &TestEnv, session: SessionId) -> i64 {
     env.count(
         "SELECT count(*) FROM dialectic_generation_jobs
          WHERE session_id = $1 AND stage_slug = 'antithesis' AND parent_job_id IS NULL",
-        session,
+        session.as_uuid(),
     )
     .await
 }
@@ -150,8 +150,8 @@ async fn a_pause_racing_a_stage_completion_loses_neither() {
     let (project, _) = records::insert_project(
         env.store.pool(),
         &records::NewProject {
-            id: Uuid::now_v7(),
-            user_id: Uuid::parse_str(USER).expect("user id"),
+            id: ProjectId::new(),
+            user_id: USER,
             name: "Race",
             slug: "race",
             prompt: "Pause me while I finish.",

@@ -616,7 +616,7 @@ async fn skipped_step_is_honoured_by_the_planner_end_to_end() {
     assert_eq!(documents, 3, "the other documents were written");
     // The root job planned from the instance snapshot: its header skips success_metrics too.
     let root: dialectic_store::jobs::JobRow = {
-        let id: uuid::Uuid = sqlx::query_scalar(
+        let id: dialectic_core::ids::JobId = sqlx::query_scalar(
             "SELECT id FROM dialectic_generation_jobs WHERE session_id = $1 AND parent_job_id IS NULL",
         )
         .bind(session_id)

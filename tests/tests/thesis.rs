@@ -230,13 +230,13 @@ async fn thesis_runs_end_to_end_through_every_service() {
 
 /// Starts a one-model session with no executor running, so its root PLAN
 /// job's dispatch waits in the queue; returns (session id, root job id).
-async fn session_without_executor(env: &mut TestEnv) -> (String, uuid::Uuid) {
+async fn session_without_executor(env: &mut TestEnv) -> (String, dialectic_core::ids::JobId) {
     env.start(&["planner", "gateway", "renderer"]).await;
     env.wait_serving("gateway").await;
     env.wait_serving("planner").await;
     let (_, session_id) = start_session(env, &["simulated"]).await;
     let session = uuid::Uuid::parse_str(&session_id).expect("uuid");
-    let root: uuid::Uuid = eventually(30, "root PLAN job", || async {
+    let root: dialectic_core::ids::JobId = eventually(30, "root PLAN job", || async {
         sqlx::query_scalar(
             "SELECT id FROM dialectic_generation_jobs WHERE session_id = $1 AND parent_job_id IS NULL",
         )

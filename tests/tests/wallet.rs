@@ -59,7 +59,7 @@ async fn fifty_concurrent_holds_never_overdraw() {
         let barrier = barrier.clone();
         tokio::spawn(async move {
             let refs = References {
-                job_id: Some(Uuid::now_v7()),
+                job_id: Some(dialectic_core::ids::JobId::new()),
                 attempt: Some(1),
                 ..Default::default()
             };
@@ -310,7 +310,7 @@ async fn statuses(env: &TestEnv, session: Uuid) -> Vec<(String, String, i64)> {
 }
 
 async fn session_captures(env: &TestEnv, session: Uuid) -> i64 {
-    ledger::session_cost(env.store.pool(), session)
+    ledger::session_cost(env.store.pool(), dialectic_core::ids::SessionId(session))
         .await
         .expect("session cost")
 }

@@ -17,10 +17,14 @@ macro_rules! typed_id {
     ($($name:ident => $kind:literal),* $(,)?) => {$(
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         #[serde(transparent)]
+        #[cfg_attr(feature = "sqlx", derive(sqlx::Type), sqlx(transparent))]
         pub struct $name(pub Uuid);
 
         impl $name {
             /// A new time-ordered id (UUIDv7), which keeps B-tree inserts local.
+            // No `Default`: `unwrap_or_default()` on an optional id would
+            // silently mint a fresh one where a real id was missing.
+            #[allow(clippy::new_without_default)]
             pub fn new() -> Self {
                 Self(Uuid::now_v7())
             }
@@ -33,12 +37,6 @@ macro_rules! typed_id {
             }
             pub fn parse(value: &str) -> Result<Self, InvalidId> {
                 value.parse()
-            }
-        }
-
-        impl Default for $name {
-            fn default() -> Self {
-                Self::new()
             }
         }
 

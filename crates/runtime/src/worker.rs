@@ -3,6 +3,7 @@
 //! record the outcome only while it still owns the attempt.
 
 use crate::CancellationToken;
+use dialectic_core::ids::JobId;
 use dialectic_core::job::JobType;
 use dialectic_proto::ENVELOPE_VERSION;
 use dialectic_proto::v1::queue::{
@@ -13,7 +14,6 @@ use dialectic_store::jobs::{self, JobRow};
 use dialectic_store::{Store, StoreError, Tx, outbox};
 use std::time::Duration;
 use tokio::task::JoinHandle;
-use uuid::Uuid;
 
 fn outcome(job: &JobRow, result: job_outcome::Result) -> Vec<u8> {
     dialectic_queue::encode(&Envelope {
@@ -30,7 +30,7 @@ fn outcome(job: &JobRow, result: job_outcome::Result) -> Vec<u8> {
 /// claimable any more (a duplicate or stale dispatch).
 pub async fn claim(
     store: &Store,
-    job_id: Uuid,
+    job_id: JobId,
     job_types: &[JobType],
     worker: &str,
     lease_secs: u64,
@@ -136,12 +136,10 @@ pub async fn record_failure(
 }
 
 /// Reads the job id out of a dispatch message; Err is a reason to dead-letter.
-pub fn dispatched_job(data: &[u8]) -> Result<Uuid, String> {
+pub fn dispatched_job(data: &[u8]) -> Result<JobId, String> {
     let envelope = dialectic_queue::decode(data).map_err(|e| e.to_string())?;
     match envelope.body {
-        Some(Body::JobDispatch(d)) => {
-            Uuid::parse_str(&d.job_id).map_err(|_| format!("job id {:?} is not a UUID", d.job_id))
-        }
+        Some(Body::JobDispatch(d)) => JobId::parse(&d.job_id).map_err(|e| e.to_string()),
         _ => Err("expected a job dispatch".into()),
     }
 }
@@ -220,7 +218,7 @@ impl<W: JobWork> crate::Handler for JobWorker<W> {
 impl<W: JobWork> JobWorker<W> {
     async fn handle_job(
         &self,
-        job_id: Uuid,
+        job_id: JobId,
         delivery: &dialectic_queue::Delivery,
     ) -> crate::Disposition {
         use std::sync::atomic::Ordering;

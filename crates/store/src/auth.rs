@@ -1,13 +1,14 @@
 //! Users and their API keys (stored as SHA-256 hashes only).
 
 use crate::StoreError;
+use dialectic_core::ids::UserId;
 use sqlx::PgPool;
 use uuid::Uuid;
 
 /// Who a key belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
 pub struct KeyOwner {
-    pub user_id: Uuid,
+    pub user_id: UserId,
     pub is_admin: bool,
 }
 
@@ -23,7 +24,7 @@ pub async fn owner_of_key(pool: &PgPool, key_hash: &str) -> Result<Option<KeyOwn
 }
 
 /// Whether `user_id` is an administrator (false for an unknown user).
-pub async fn is_admin(pool: &PgPool, user_id: Uuid) -> Result<bool, StoreError> {
+pub async fn is_admin(pool: &PgPool, user_id: UserId) -> Result<bool, StoreError> {
     Ok(
         sqlx::query_scalar::<_, bool>("SELECT is_admin FROM users WHERE id = $1")
             .bind(user_id)
@@ -39,8 +40,8 @@ pub async fn create_user(
     pool: &PgPool,
     display_name: &str,
     is_admin: bool,
-) -> Result<Uuid, StoreError> {
-    let id = Uuid::now_v7();
+) -> Result<UserId, StoreError> {
+    let id = UserId::new();
     let mut tx = pool.begin().await?;
     sqlx::query("INSERT INTO users (id, display_name, is_admin) VALUES ($1, $2, $3)")
         .bind(id)
@@ -60,12 +61,12 @@ pub async fn create_user(
 /// Stores a key's hash for `user_id`; returns the key row's id.
 pub async fn insert_key(
     pool: &PgPool,
-    user_id: Uuid,
+    user_id: UserId,
     name: &str,
     key_hash: &str,
     shown_part: &str,
-) -> Result<Uuid, StoreError> {
-    let id = Uuid::now_v7();
+) -> Result<UserId, StoreError> {
+    let id = UserId::new();
     let inserted = sqlx::query(
         "INSERT INTO api_keys (id, user_id, name, key_hash, shown_part)
          SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM users WHERE id = $2)",

@@ -5,6 +5,7 @@
 //! feedback from `dialectic_feedback`.
 
 use crate::{StoreError, Tx};
+use dialectic_core::ids::{ModelId, ProjectId, SessionId, UserId};
 use uuid::Uuid;
 
 /// A matched document and where its bytes are.
@@ -13,7 +14,7 @@ pub struct InputDoc {
     pub id: Uuid,
     pub storage_key: String,
     pub document_key: String,
-    pub model_id: Option<Uuid>,
+    pub model_id: Option<ModelId>,
     pub from_resource: bool,
 }
 
@@ -22,7 +23,7 @@ pub struct InputDoc {
 /// contributions (JSON outputs such as `comparison_vector` are never rendered).
 pub async fn earlier_stage_documents(
     executor: &mut sqlx::PgConnection,
-    session_id: Uuid,
+    session_id: SessionId,
     stage_slug: &str,
     iteration: i32,
     document_key: &str,
@@ -63,11 +64,11 @@ pub async fn earlier_stage_documents(
 /// pairwise and reduced JSON, earlier documents of a sequential recipe).
 pub async fn own_stage_artifacts(
     executor: &mut sqlx::PgConnection,
-    session_id: Uuid,
+    session_id: SessionId,
     stage_slug: &str,
     iteration: i32,
     document_key: &str,
-    model_id: Uuid,
+    model_id: ModelId,
 ) -> Result<Vec<InputDoc>, StoreError> {
     Ok(sqlx::query_as(
         "SELECT id, raw_response_storage_path AS storage_key, document_key, model_id, false AS from_resource
@@ -88,7 +89,7 @@ pub async fn own_stage_artifacts(
 /// Feedback on a stage: this iteration's first, then earlier iterations'.
 pub async fn feedback(
     executor: &mut sqlx::PgConnection,
-    session_id: Uuid,
+    session_id: SessionId,
     stage_slug: &str,
     iteration: i32,
 ) -> Result<Vec<InputDoc>, StoreError> {
@@ -108,9 +109,9 @@ pub async fn feedback(
 
 pub struct NewFeedback<'a> {
     pub id: Uuid,
-    pub project_id: Uuid,
-    pub session_id: Uuid,
-    pub user_id: Uuid,
+    pub project_id: ProjectId,
+    pub session_id: SessionId,
+    pub user_id: UserId,
     pub stage_slug: &'a str,
     pub iteration: i32,
     pub document_key: Option<&'a str>,

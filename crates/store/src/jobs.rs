@@ -3,6 +3,7 @@
 
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
+use dialectic_core::ids::{ContributionId, JobId, ModelId, SessionId, UserId};
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::payload::JobPayload;
 use dialectic_core::session::{RootJob, SessionStatus};
@@ -15,22 +16,22 @@ const PAUSED_NSF: &str = JobStatus::PausedNsf.as_str();
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct JobRow {
-    pub id: Uuid,
+    pub id: JobId,
     pub job_key: String,
-    pub session_id: Uuid,
-    pub user_id: Uuid,
+    pub session_id: SessionId,
+    pub user_id: UserId,
     pub stage_slug: String,
     pub iteration_number: i32,
     pub job_type: String,
     pub status: String,
     pub recipe_step_id: Option<Uuid>,
     pub step_key: Option<String>,
-    pub model_id: Option<Uuid>,
+    pub model_id: Option<ModelId>,
     pub document_key: Option<String>,
     pub payload: Json<serde_json::Value>,
-    pub parent_job_id: Option<Uuid>,
-    pub prerequisite_job_id: Option<Uuid>,
-    pub target_contribution_id: Option<Uuid>,
+    pub parent_job_id: Option<JobId>,
+    pub prerequisite_job_id: Option<JobId>,
+    pub target_contribution_id: Option<ContributionId>,
     pub attempt_count: i32,
     pub max_retries: i32,
     pub lease_owner: Option<String>,
@@ -60,27 +61,27 @@ pub(crate) const JOB_COLUMNS: &str = "id, job_key, session_id, user_id, stage_sl
     max_retries, lease_owner, lease_expires_at, error_details";
 
 pub struct NewJob<'a> {
-    pub id: Uuid,
+    pub id: JobId,
     pub job_key: String,
-    pub session_id: Uuid,
-    pub user_id: Uuid,
+    pub session_id: SessionId,
+    pub user_id: UserId,
     pub stage_slug: &'a str,
     pub iteration: i32,
     pub job_type: JobType,
     pub status: JobStatus,
     pub step_id: Option<Uuid>,
     pub step_key: Option<&'a str>,
-    pub model_id: Option<Uuid>,
+    pub model_id: Option<ModelId>,
     pub document_key: Option<&'a str>,
     pub payload: &'a JobPayload,
-    pub parent_job_id: Option<Uuid>,
-    pub prerequisite_job_id: Option<Uuid>,
-    pub target_contribution_id: Option<Uuid>,
+    pub parent_job_id: Option<JobId>,
+    pub prerequisite_job_id: Option<JobId>,
+    pub target_contribution_id: Option<ContributionId>,
     pub max_attempts: i32,
 }
 
 /// Inserts unless a job with the same natural key exists; returns the new id, or None.
-pub async fn insert(tx: &mut Tx<'_>, j: &NewJob<'_>) -> Result<Option<Uuid>, StoreError> {
+pub async fn insert(tx: &mut Tx<'_>, j: &NewJob<'_>) -> Result<Option<JobId>, StoreError> {
     let payload =
         serde_json::to_value(j.payload).map_err(|e| StoreError::Invalid(e.to_string()))?;
     Ok(sqlx::query_scalar(
@@ -112,7 +113,7 @@ pub async fn insert(tx: &mut Tx<'_>, j: &NewJob<'_>) -> Result<Option<Uuid>, Sto
     .await?)
 }
 
-pub async fn get(executor: impl sqlx::PgExecutor<'_>, id: Uuid) -> Result<JobRow, StoreError> {
+pub async fn get(executor: impl sqlx::PgExecutor<'_>, id: JobId) -> Result<JobRow, StoreError> {
     sqlx::query_as::<_, JobRow>(&format!(
         "SELECT {JOB_COLUMNS} FROM dialectic_generation_jobs WHERE id = $1"
     ))
@@ -122,7 +123,7 @@ pub async fn get(executor: impl sqlx::PgExecutor<'_>, id: Uuid) -> Result<JobRow
     .ok_or_else(|| StoreError::NotFound(format!("job {id}")))
 }
 
-pub async fn lock(tx: &mut Tx<'_>, id: Uuid) -> Result<JobRow, StoreError> {
+pub async fn lock(tx: &mut Tx<'_>, id: JobId) -> Result<JobRow, StoreError> {
     sqlx::query_as::<_, JobRow>(&format!(
         "SELECT {JOB_COLUMNS} FROM dialectic_generation_jobs WHERE id = $1 FOR UPDATE"
     ))
@@ -135,7 +136,7 @@ pub async fn lock(tx: &mut Tx<'_>, id: Uuid) -> Result<JobRow, StoreError> {
 /// Writes a status the planner decided; `error` and `results` are kept when None.
 pub async fn set_status(
     tx: &mut Tx<'_>,
-    id: Uuid,
+    id: JobId,
     status: JobStatus,
     error: Option<&serde_json::Value>,
     results: Option<&serde_json::Value>,
@@ -162,7 +163,7 @@ pub async fn set_status(
     Ok(())
 }
 
-pub async fn schedule_retry(tx: &mut Tx<'_>, id: Uuid, delay_ms: u64) -> Result<(), StoreError> {
+pub async fn schedule_retry(tx: &mut Tx<'_>, id: JobId, delay_ms: u64) -> Result<(), StoreError> {
     sqlx::query(
         "UPDATE dialectic_generation_jobs
          SET next_attempt_at = now() + make_interval(secs => $2::double precision / 1000.0), updated_at = now()
@@ -181,7 +182,7 @@ pub async fn schedule_retry(tx: &mut Tx<'_>, id: Uuid, delay_ms: u64) -> Result<
 /// abandoned one (its project was deleted: nothing may run for it again).
 pub async fn claim(
     tx: &mut Tx<'_>,
-    id: Uuid,
+    id: JobId,
     job_types: &[JobType],
     worker: &str,
     lease_secs: u64,
@@ -212,7 +213,7 @@ pub async fn claim(
 /// Extends a lease while the worker still owns this attempt; false means it lost the job.
 pub async fn heartbeat(
     pool: &PgPool,
-    id: Uuid,
+    id: JobId,
     attempt: i32,
     worker: &str,
     lease_secs: u64,
@@ -237,7 +238,7 @@ pub async fn heartbeat(
 /// COMMITTED this statement sees every sibling committed before that lock was won.
 pub async fn children(
     tx: &mut Tx<'_>,
-    parent: Uuid,
+    parent: JobId,
 ) -> Result<Vec<(JobType, JobStatus, Option<Uuid>)>, StoreError> {
     let rows: Vec<(String, String, Option<Uuid>)> = sqlx::query_as(
         "SELECT job_type, status, recipe_step_id FROM dialectic_generation_jobs WHERE parent_job_id = $1 ORDER BY id",
@@ -262,7 +263,7 @@ pub async fn children(
 /// Callers hold the session's row lock, the serialisation point of stage checks.
 pub async fn root_jobs(
     tx: &mut Tx<'_>,
-    session_id: Uuid,
+    session_id: SessionId,
     stage_slug: &str,
     iteration: i32,
 ) -> Result<Vec<RootJob>, StoreError> {
@@ -290,7 +291,7 @@ pub async fn root_jobs(
 }
 
 /// Jobs whose worker stopped heartbeating.
-pub async fn expired_leases(tx: &mut Tx<'_>, limit: i64) -> Result<Vec<Uuid>, StoreError> {
+pub async fn expired_leases(tx: &mut Tx<'_>, limit: i64) -> Result<Vec<JobId>, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT id FROM dialectic_generation_jobs
          WHERE status = $2 AND lease_expires_at < now()
@@ -303,7 +304,7 @@ pub async fn expired_leases(tx: &mut Tx<'_>, limit: i64) -> Result<Vec<Uuid>, St
 }
 
 /// `retrying` jobs whose back-off has passed.
-pub async fn due_retries(tx: &mut Tx<'_>, limit: i64) -> Result<Vec<Uuid>, StoreError> {
+pub async fn due_retries(tx: &mut Tx<'_>, limit: i64) -> Result<Vec<JobId>, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT id FROM dialectic_generation_jobs
          WHERE status = $2 AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
@@ -315,7 +316,7 @@ pub async fn due_retries(tx: &mut Tx<'_>, limit: i64) -> Result<Vec<Uuid>, Store
     .await?)
 }
 
-pub async fn clear_next_attempt(tx: &mut Tx<'_>, id: Uuid) -> Result<(), StoreError> {
+pub async fn clear_next_attempt(tx: &mut Tx<'_>, id: JobId) -> Result<(), StoreError> {
     sqlx::query("UPDATE dialectic_generation_jobs SET next_attempt_at = NULL WHERE id = $1")
         .bind(id)
         .execute(&mut **tx)
@@ -329,9 +330,9 @@ pub async fn clear_next_attempt(tx: &mut Tx<'_>, id: Uuid) -> Result<(), StoreEr
 /// a regeneration still writing its document. The stage's root jobs wait for these.
 pub async fn outstanding_input_work(
     tx: &mut Tx<'_>,
-    session_id: Uuid,
+    session_id: SessionId,
     stage_slug: &str,
-) -> Result<Option<Uuid>, StoreError> {
+) -> Result<Option<JobId>, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT id FROM dialectic_generation_jobs
           WHERE session_id = $1
@@ -349,8 +350,8 @@ pub async fn outstanding_input_work(
 /// Makes a waiting job wait for another prerequisite instead.
 pub async fn set_prerequisite(
     tx: &mut Tx<'_>,
-    id: Uuid,
-    prerequisite: Uuid,
+    id: JobId,
+    prerequisite: JobId,
 ) -> Result<(), StoreError> {
     sqlx::query(
         "UPDATE dialectic_generation_jobs SET prerequisite_job_id = $2, updated_at = now() WHERE id = $1",
@@ -362,7 +363,7 @@ pub async fn set_prerequisite(
     Ok(())
 }
 
-pub async fn waiting_on(tx: &mut Tx<'_>, prerequisite: Uuid) -> Result<Vec<Uuid>, StoreError> {
+pub async fn waiting_on(tx: &mut Tx<'_>, prerequisite: JobId) -> Result<Vec<JobId>, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT id FROM dialectic_generation_jobs WHERE prerequisite_job_id = $1 AND status = $2 FOR UPDATE",
     )
@@ -375,7 +376,7 @@ pub async fn waiting_on(tx: &mut Tx<'_>, prerequisite: Uuid) -> Result<Vec<Uuid>
 /// (stage, job type, status, count) for a session, stages in the order they started.
 pub async fn session_counts(
     pool: &PgPool,
-    session_id: Uuid,
+    session_id: SessionId,
 ) -> Result<Vec<(String, String, String, i64)>, StoreError> {
     Ok(sqlx::query_as(
         // Stages in the order they ran, so callers can print them as a timeline.
@@ -391,7 +392,7 @@ pub async fn session_counts(
 /// Share (0..=100) of a stage's non-RENDER jobs that reached a terminal status.
 pub async fn stage_percent(
     tx: &mut Tx<'_>,
-    session_id: Uuid,
+    session_id: SessionId,
     stage_slug: &str,
     iteration: i32,
 ) -> Result<u32, StoreError> {
@@ -418,7 +419,7 @@ pub async fn stage_percent(
 /// the job was taken away (lease expired, retried) and the outcome must be discarded.
 pub async fn release_lease(
     tx: &mut Tx<'_>,
-    id: Uuid,
+    id: JobId,
     attempt: i32,
     worker: &str,
 ) -> Result<bool, StoreError> {
@@ -437,7 +438,7 @@ pub async fn release_lease(
 }
 
 /// How many jobs of a session wait for funds.
-pub async fn paused_in_session(tx: &mut Tx<'_>, session_id: Uuid) -> Result<i64, StoreError> {
+pub async fn paused_in_session(tx: &mut Tx<'_>, session_id: SessionId) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT count(*) FROM dialectic_generation_jobs WHERE session_id = $1 AND status = $2",
     )
@@ -448,7 +449,7 @@ pub async fn paused_in_session(tx: &mut Tx<'_>, session_id: Uuid) -> Result<i64,
 }
 
 /// Paused jobs whose owner's wallet was credited after they paused.
-pub async fn resumable_after_credit(tx: &mut Tx<'_>, limit: i64) -> Result<Vec<Uuid>, StoreError> {
+pub async fn resumable_after_credit(tx: &mut Tx<'_>, limit: i64) -> Result<Vec<JobId>, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT j.id FROM dialectic_generation_jobs j
          WHERE j.status = $2 AND EXISTS (
@@ -465,9 +466,9 @@ pub async fn resumable_after_credit(tx: &mut Tx<'_>, limit: i64) -> Result<Vec<U
 /// Jobs of a session that wait for a dispatch (after a pause): (id, type).
 pub async fn awaiting_dispatch(
     tx: &mut Tx<'_>,
-    session_id: Uuid,
-) -> Result<Vec<(Uuid, JobType)>, StoreError> {
-    let rows: Vec<(Uuid, String)> = sqlx::query_as(
+    session_id: SessionId,
+) -> Result<Vec<(JobId, JobType)>, StoreError> {
+    let rows: Vec<(JobId, String)> = sqlx::query_as(
         "SELECT id, job_type FROM dialectic_generation_jobs
          WHERE session_id = $1
            AND (status IN ($2, $3) OR (status = $4 AND next_attempt_at IS NULL))

@@ -6,6 +6,7 @@
 
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
+use dialectic_core::ids::{JobId, SessionId, UserId};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -48,8 +49,8 @@ pub struct Transaction {
     pub idempotency_key: String,
     pub reason: Option<String>,
     pub hold_id: Option<Uuid>,
-    pub session_id: Option<Uuid>,
-    pub job_id: Option<Uuid>,
+    pub session_id: Option<SessionId>,
+    pub job_id: Option<JobId>,
     pub attempt: Option<i32>,
     pub purpose: Option<String>,
     pub expires_at: Option<DateTime<Utc>>,
@@ -63,8 +64,8 @@ const TX_COLUMNS: &str =
 /// What a hold is for; part of its identity for idempotency.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct References {
-    pub session_id: Option<Uuid>,
-    pub job_id: Option<Uuid>,
+    pub session_id: Option<SessionId>,
+    pub job_id: Option<JobId>,
     pub attempt: Option<i32>,
     pub purpose: Option<String>,
 }
@@ -236,8 +237,8 @@ pub async fn hold(
 #[derive(sqlx::FromRow)]
 struct OpenHold {
     amount: i64,
-    session_id: Option<Uuid>,
-    job_id: Option<Uuid>,
+    session_id: Option<SessionId>,
+    job_id: Option<JobId>,
     attempt: Option<i32>,
     purpose: Option<String>,
 }
@@ -450,7 +451,7 @@ pub async fn transactions(
 }
 
 /// Sum of a session's captures (what its model calls cost), per stage-agnostic total.
-pub async fn session_cost(pool: &PgPool, session_id: Uuid) -> Result<i64, LedgerError> {
+pub async fn session_cost(pool: &PgPool, session_id: SessionId) -> Result<i64, LedgerError> {
     Ok(sqlx::query_scalar(
         "SELECT COALESCE(sum(amount), 0)::bigint FROM token_wallet_transactions WHERE session_id = $1 AND kind = 'capture'",
     )
@@ -459,7 +460,7 @@ pub async fn session_cost(pool: &PgPool, session_id: Uuid) -> Result<i64, Ledger
     .await?)
 }
 
-pub async fn is_admin(pool: &PgPool, user_id: Uuid) -> Result<bool, LedgerError> {
+pub async fn is_admin(pool: &PgPool, user_id: UserId) -> Result<bool, LedgerError> {
     Ok(
         sqlx::query_scalar("SELECT is_admin FROM users WHERE id = $1")
             .bind(user_id)
@@ -472,7 +473,7 @@ pub async fn is_admin(pool: &PgPool, user_id: Uuid) -> Result<bool, LedgerError>
 /// Captured cost per stage of a session: (stage_slug, sum).
 pub async fn stage_costs(
     pool: &PgPool,
-    session_id: Uuid,
+    session_id: SessionId,
 ) -> Result<Vec<(String, i64)>, LedgerError> {
     Ok(sqlx::query_as(
         "SELECT j.stage_slug, COALESCE(sum(t.amount), 0)::bigint

@@ -5,6 +5,7 @@
 use crate::records::{PROJECT_COLUMNS, ProjectRow, SESSION_COLUMNS, SessionRow};
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
+use dialectic_core::ids::{ProjectId, UserId};
 use dialectic_core::job::JobStatus;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -14,7 +15,7 @@ pub type Cursor = (DateTime<Utc>, Uuid);
 
 pub async fn projects(
     pool: &PgPool,
-    user_id: Uuid,
+    user_id: UserId,
     limit: i64,
     after: Option<Cursor>,
 ) -> Result<Vec<ProjectRow>, StoreError> {
@@ -35,8 +36,8 @@ pub async fn projects(
 
 pub async fn sessions(
     pool: &PgPool,
-    user_id: Uuid,
-    project_id: Uuid,
+    user_id: UserId,
+    project_id: ProjectId,
     limit: i64,
     after: Option<Cursor>,
 ) -> Result<Vec<SessionRow>, StoreError> {
@@ -79,8 +80,8 @@ impl From<sqlx::Error> for DeleteError {
 /// job is running (its worker would write objects after they were removed).
 pub async fn delete_project(
     tx: &mut Tx<'_>,
-    user_id: Uuid,
-    project_id: Uuid,
+    user_id: UserId,
+    project_id: ProjectId,
 ) -> Result<Vec<SessionRow>, DeleteError> {
     sqlx::query_scalar::<_, Uuid>(
         "SELECT id FROM dialectic_projects

@@ -4,6 +4,9 @@
 
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
+use dialectic_core::ids::{
+    ContributionId, JobId, ModelId, ProjectId, ResourceId, SessionId, UserId,
+};
 use dialectic_core::job::JobStatus;
 use dialectic_core::session::{SessionState, SessionStatus};
 use sqlx::PgPool;
@@ -12,8 +15,8 @@ use uuid::Uuid;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ProjectRow {
-    pub id: Uuid,
-    pub user_id: Uuid,
+    pub id: ProjectId,
+    pub user_id: UserId,
     pub project_name: String,
     pub slug: String,
     pub initial_user_prompt: String,
@@ -24,13 +27,13 @@ pub struct ProjectRow {
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct SessionRow {
-    pub id: Uuid,
-    pub project_id: Uuid,
-    pub user_id: Uuid,
+    pub id: SessionId,
+    pub project_id: ProjectId,
+    pub user_id: UserId,
     pub status: String,
     pub iteration_count: i32,
     pub current_stage_id: Option<Uuid>,
-    pub selected_model_ids: Vec<Uuid>,
+    pub selected_model_ids: Vec<ModelId>,
     pub auto_advance: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -42,7 +45,7 @@ pub struct SessionRow {
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ModelRow {
-    pub id: Uuid,
+    pub id: ModelId,
     pub api_identifier: String,
     pub name: String,
     pub provider: String,
@@ -69,11 +72,11 @@ pub struct StageRow {
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ContributionRow {
-    pub id: Uuid,
-    pub session_id: Uuid,
-    pub job_id: Option<Uuid>,
+    pub id: ContributionId,
+    pub session_id: SessionId,
+    pub job_id: Option<JobId>,
     pub attempt: Option<i32>,
-    pub model_id: Option<Uuid>,
+    pub model_id: Option<ModelId>,
     pub model_name: Option<String>,
     pub stage_slug: String,
     pub iteration_number: i32,
@@ -82,7 +85,7 @@ pub struct ContributionRow {
     pub file_name: String,
     pub raw_response_storage_path: String,
     pub finish_reason: Option<String>,
-    pub target_contribution_id: Option<Uuid>,
+    pub target_contribution_id: Option<ContributionId>,
     pub document_relationships: Option<Json<serde_json::Value>>,
     pub edit_version: i32,
     pub is_latest_edit: bool,
@@ -93,20 +96,20 @@ pub struct ContributionRow {
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ResourceRow {
-    pub id: Uuid,
-    pub project_id: Uuid,
-    pub session_id: Option<Uuid>,
+    pub id: ResourceId,
+    pub project_id: ProjectId,
+    pub session_id: Option<SessionId>,
     pub stage_slug: Option<String>,
     pub iteration_number: Option<i32>,
     pub resource_type: String,
     pub document_key: Option<String>,
-    pub model_id: Option<Uuid>,
+    pub model_id: Option<ModelId>,
     pub file_name: String,
     pub storage_bucket: String,
     pub storage_path: String,
     pub mime_type: String,
     pub size_bytes: i64,
-    pub source_contribution_id: Option<Uuid>,
+    pub source_contribution_id: Option<ContributionId>,
     pub is_incomplete: bool,
     pub updated_at: DateTime<Utc>,
 }
@@ -136,8 +139,8 @@ impl ResourceRow {
 }
 
 pub struct NewProject<'a> {
-    pub id: Uuid,
-    pub user_id: Uuid,
+    pub id: ProjectId,
+    pub user_id: UserId,
     pub name: &'a str,
     pub slug: &'a str,
     pub prompt: &'a str,
@@ -186,8 +189,8 @@ pub async fn insert_project(
 
 pub async fn project_for_user(
     pool: &PgPool,
-    user_id: Uuid,
-    id: Uuid,
+    user_id: UserId,
+    id: ProjectId,
 ) -> Result<ProjectRow, StoreError> {
     sqlx::query_as::<_, ProjectRow>(&format!(
         "SELECT {PROJECT_COLUMNS} FROM dialectic_projects WHERE id = $1 AND user_id = $2 AND deleted_at IS NULL"
@@ -199,7 +202,7 @@ pub async fn project_for_user(
     .ok_or_else(|| StoreError::NotFound(format!("project {id}")))
 }
 
-pub async fn project(tx: &mut Tx<'_>, id: Uuid) -> Result<ProjectRow, StoreError> {
+pub async fn project(tx: &mut Tx<'_>, id: ProjectId) -> Result<ProjectRow, StoreError> {
     sqlx::query_as::<_, ProjectRow>(&format!(
         "SELECT {PROJECT_COLUMNS} FROM dialectic_projects WHERE id = $1"
     ))
@@ -223,7 +226,7 @@ pub async fn active_models(pool: &PgPool) -> Result<Vec<ModelRow>, StoreError> {
 
 pub async fn models_by_id(
     executor: impl sqlx::PgExecutor<'_>,
-    ids: &[Uuid],
+    ids: &[ModelId],
 ) -> Result<Vec<ModelRow>, StoreError> {
     Ok(sqlx::query_as::<_, ModelRow>(&format!(
         "SELECT {MODEL_COLUMNS} FROM ai_providers WHERE id = ANY($1)"
@@ -246,7 +249,10 @@ pub async fn model_by_identifier(
     .ok_or_else(|| StoreError::NotFound(format!("model {api_identifier}")))
 }
 
-pub async fn model(executor: impl sqlx::PgExecutor<'_>, id: Uuid) -> Result<ModelRow, StoreError> {
+pub async fn model(
+    executor: impl sqlx::PgExecutor<'_>,
+    id: ModelId,
+) -> Result<ModelRow, StoreError> {
     models_by_id(executor, &[id])
         .await?
         .pop()
@@ -256,10 +262,10 @@ pub async fn model(executor: impl sqlx::PgExecutor<'_>, id: Uuid) -> Result<Mode
 pub(crate) const SESSION_COLUMNS: &str = "id, project_id, user_id, status, iteration_count, current_stage_id, selected_model_ids, auto_advance, created_at, updated_at, revision, paused_from";
 
 pub struct NewSession<'a> {
-    pub id: Uuid,
-    pub project_id: Uuid,
-    pub user_id: Uuid,
-    pub model_ids: &'a [Uuid],
+    pub id: SessionId,
+    pub project_id: ProjectId,
+    pub user_id: UserId,
+    pub model_ids: &'a [ModelId],
     pub description: Option<&'a str>,
     pub client_request_id: Option<&'a str>,
     pub auto_advance: bool,
@@ -311,8 +317,8 @@ pub async fn insert_session(
 
 pub async fn session_for_user(
     executor: impl sqlx::PgExecutor<'_>,
-    user_id: Uuid,
-    id: Uuid,
+    user_id: UserId,
+    id: SessionId,
 ) -> Result<SessionRow, StoreError> {
     sqlx::query_as::<_, SessionRow>(&format!(
         "SELECT {SESSION_COLUMNS} FROM dialectic_sessions s WHERE id = $1 AND user_id = $2
@@ -325,7 +331,7 @@ pub async fn session_for_user(
     .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
 }
 
-pub async fn lock_session(tx: &mut Tx<'_>, id: Uuid) -> Result<SessionRow, StoreError> {
+pub async fn lock_session(tx: &mut Tx<'_>, id: SessionId) -> Result<SessionRow, StoreError> {
     sqlx::query_as::<_, SessionRow>(&format!(
         "SELECT {SESSION_COLUMNS} FROM dialectic_sessions WHERE id = $1 FOR UPDATE"
     ))
@@ -336,7 +342,7 @@ pub async fn lock_session(tx: &mut Tx<'_>, id: Uuid) -> Result<SessionRow, Store
 }
 
 /// The first stage of the session's process (a new iteration starts there).
-pub async fn first_stage(tx: &mut Tx<'_>, session_id: Uuid) -> Result<String, StoreError> {
+pub async fn first_stage(tx: &mut Tx<'_>, session_id: SessionId) -> Result<String, StoreError> {
     sqlx::query_scalar(
         "SELECT st.slug FROM dialectic_sessions s
          JOIN dialectic_projects p ON p.id = s.project_id
@@ -354,7 +360,7 @@ pub async fn first_stage(tx: &mut Tx<'_>, session_id: Uuid) -> Result<String, St
 /// only caller). The current stage follows the status a resume would return to.
 pub async fn write_session_state(
     tx: &mut Tx<'_>,
-    id: Uuid,
+    id: SessionId,
     state: &SessionState,
 ) -> Result<SessionRow, StoreError> {
     sqlx::query_as::<_, SessionRow>(&format!(
@@ -375,7 +381,7 @@ pub async fn write_session_state(
 }
 
 /// Moves the session's iteration counter on by one.
-pub async fn begin_iteration(tx: &mut Tx<'_>, id: Uuid) -> Result<(), StoreError> {
+pub async fn begin_iteration(tx: &mut Tx<'_>, id: SessionId) -> Result<(), StoreError> {
     sqlx::query(
         "UPDATE dialectic_sessions SET iteration_count = iteration_count + 1 WHERE id = $1",
     )
@@ -386,7 +392,7 @@ pub async fn begin_iteration(tx: &mut Tx<'_>, id: Uuid) -> Result<(), StoreError
 }
 
 /// Moves the session's revision counter on by one (a re-run stage gets new root jobs).
-pub async fn begin_revision(tx: &mut Tx<'_>, id: Uuid) -> Result<(), StoreError> {
+pub async fn begin_revision(tx: &mut Tx<'_>, id: SessionId) -> Result<(), StoreError> {
     sqlx::query("UPDATE dialectic_sessions SET revision = revision + 1 WHERE id = $1")
         .bind(id)
         .execute(&mut **tx)
@@ -395,7 +401,10 @@ pub async fn begin_revision(tx: &mut Tx<'_>, id: Uuid) -> Result<(), StoreError>
 }
 
 /// The project a session belongs to.
-pub async fn project_of_session(tx: &mut Tx<'_>, session_id: Uuid) -> Result<Uuid, StoreError> {
+pub async fn project_of_session(
+    tx: &mut Tx<'_>,
+    session_id: SessionId,
+) -> Result<ProjectId, StoreError> {
     sqlx::query_scalar("SELECT project_id FROM dialectic_sessions WHERE id = $1")
         .bind(session_id)
         .fetch_optional(&mut **tx)
@@ -432,7 +441,7 @@ pub async fn lock_idle_sessions(
 /// A stage within the session's process template, with its successor (seed 000 §3).
 pub async fn stage_in_process(
     executor: impl sqlx::PgExecutor<'_>,
-    session_id: Uuid,
+    session_id: SessionId,
     stage_slug: &str,
 ) -> Result<StageRow, StoreError> {
     sqlx::query_as::<_, StageRow>(
@@ -456,14 +465,14 @@ pub async fn stage_in_process(
 }
 
 pub struct NewContribution<'a> {
-    pub id: Uuid,
-    pub session_id: Uuid,
+    pub id: ContributionId,
+    pub session_id: SessionId,
     /// None for a user's edit, which no job produced.
-    pub job_id: Option<Uuid>,
+    pub job_id: Option<JobId>,
     pub attempt: i32,
     pub edit_version: i32,
-    pub user_id: Uuid,
-    pub model_id: Uuid,
+    pub user_id: UserId,
+    pub model_id: ModelId,
     pub model_name: &'a str,
     pub stage_slug: &'a str,
     pub iteration: i32,
@@ -477,7 +486,7 @@ pub struct NewContribution<'a> {
     pub tokens_out: i64,
     pub processing_ms: i64,
     pub finish_reason: &'a str,
-    pub target_contribution_id: Option<Uuid>,
+    pub target_contribution_id: Option<ContributionId>,
     pub document_relationships: serde_json::Value,
     pub is_intermediate: bool,
     pub is_incomplete: bool,
@@ -489,7 +498,7 @@ pub const USER_EDIT: &str = "user_edit";
 /// Row lock on one contribution: the serialisation point for work on its document.
 /// Locks a contribution (the first chunk of a document chain); tells whether
 /// it was archived (its document regenerated or revisited).
-pub async fn lock_contribution(tx: &mut Tx<'_>, id: Uuid) -> Result<bool, StoreError> {
+pub async fn lock_contribution(tx: &mut Tx<'_>, id: ContributionId) -> Result<bool, StoreError> {
     sqlx::query_scalar("SELECT is_archived FROM dialectic_contributions WHERE id = $1 FOR UPDATE")
         .bind(id)
         .fetch_optional(&mut **tx)
@@ -500,10 +509,10 @@ pub async fn lock_contribution(tx: &mut Tx<'_>, id: Uuid) -> Result<bool, StoreE
 /// A user's edit becomes the only latest version of its document chain.
 pub async fn supersede_chain(
     tx: &mut Tx<'_>,
-    session_id: Uuid,
+    session_id: SessionId,
     stage_slug: &str,
-    identity: Uuid,
-    except: Uuid,
+    identity: ContributionId,
+    except: ContributionId,
 ) -> Result<(), StoreError> {
     let filter = serde_json::json!({ stage_slug: identity.to_string() });
     sqlx::query(
@@ -519,7 +528,7 @@ pub async fn supersede_chain(
 }
 
 /// Seed 000 function 5: a newer chunk or edit replaces `id` as the latest of its chain.
-pub async fn supersede(tx: &mut Tx<'_>, id: Uuid) -> Result<(), StoreError> {
+pub async fn supersede(tx: &mut Tx<'_>, id: ContributionId) -> Result<(), StoreError> {
     sqlx::query("UPDATE dialectic_contributions SET is_latest_edit = false, updated_at = now() WHERE id = $1")
         .bind(id)
         .execute(&mut **tx)
@@ -531,9 +540,9 @@ pub async fn supersede(tx: &mut Tx<'_>, id: Uuid) -> Result<(), StoreError> {
 pub async fn insert_contribution(
     tx: &mut Tx<'_>,
     c: &NewContribution<'_>,
-) -> Result<Uuid, StoreError> {
+) -> Result<ContributionId, StoreError> {
     let raw_path = format!("{}/{}", c.storage_path, c.file_name);
-    let inserted: Option<Uuid> = sqlx::query_scalar(
+    let inserted: Option<ContributionId> = sqlx::query_scalar(
         "INSERT INTO dialectic_contributions
            (id, session_id, job_id, attempt, user_id, model_id, model_name, stage_slug, iteration_number, document_key,
             contribution_type, storage_bucket, storage_path, file_name, raw_response_storage_path, size_bytes,
@@ -589,7 +598,7 @@ const CONTRIBUTION_COLUMNS: &str = "id, session_id, job_id, attempt, model_id, m
 
 pub async fn contribution(
     executor: impl sqlx::PgExecutor<'_>,
-    id: Uuid,
+    id: ContributionId,
 ) -> Result<ContributionRow, StoreError> {
     sqlx::query_as::<_, ContributionRow>(&format!(
         "SELECT {CONTRIBUTION_COLUMNS} FROM dialectic_contributions WHERE id = $1"
@@ -603,7 +612,7 @@ pub async fn contribution(
 /// The contribution a completed job produced (its last successful attempt).
 pub async fn contribution_of_job(
     executor: impl sqlx::PgExecutor<'_>,
-    job_id: Uuid,
+    job_id: JobId,
 ) -> Result<Option<ContributionRow>, StoreError> {
     Ok(sqlx::query_as::<_, ContributionRow>(&format!(
         "SELECT {CONTRIBUTION_COLUMNS} FROM dialectic_contributions WHERE job_id = $1 ORDER BY attempt DESC LIMIT 1"
@@ -616,9 +625,9 @@ pub async fn contribution_of_job(
 /// Seed 000 function 3: every chunk of one document chain, in edit order.
 pub async fn document_chain(
     executor: impl sqlx::PgExecutor<'_>,
-    session_id: Uuid,
+    session_id: SessionId,
     stage_slug: &str,
-    document_identity: Uuid,
+    document_identity: ContributionId,
 ) -> Result<Vec<ContributionRow>, StoreError> {
     let filter = serde_json::json!({ stage_slug: document_identity.to_string() });
     Ok(sqlx::query_as::<_, ContributionRow>(&format!(
@@ -633,26 +642,29 @@ pub async fn document_chain(
 }
 
 pub struct NewResource<'a> {
-    pub id: Uuid,
-    pub project_id: Uuid,
-    pub user_id: Uuid,
-    pub session_id: Uuid,
+    pub id: ResourceId,
+    pub project_id: ProjectId,
+    pub user_id: UserId,
+    pub session_id: SessionId,
     pub stage_slug: &'a str,
     pub iteration: i32,
     pub resource_type: &'a str,
     pub document_key: &'a str,
-    pub model_id: Option<Uuid>,
+    pub model_id: Option<ModelId>,
     pub bucket: &'a str,
     pub storage_path: &'a str,
     pub file_name: &'a str,
     pub mime_type: &'a str,
     pub size_bytes: i64,
-    pub source_contribution_id: Uuid,
+    pub source_contribution_id: ContributionId,
     pub is_incomplete: bool,
 }
 
 /// Upsert by storage location: one canonical row per rendered document.
-pub async fn upsert_resource(tx: &mut Tx<'_>, r: &NewResource<'_>) -> Result<Uuid, StoreError> {
+pub async fn upsert_resource(
+    tx: &mut Tx<'_>,
+    r: &NewResource<'_>,
+) -> Result<ResourceId, StoreError> {
     Ok(sqlx::query_scalar(
         "INSERT INTO dialectic_project_resources
            (id, project_id, user_id, session_id, stage_slug, iteration_number, resource_type, document_key, model_id,
@@ -689,8 +701,8 @@ pub(crate) const RESOURCE_COLUMNS: &str = "id, project_id, session_id, stage_slu
 
 pub async fn session_documents(
     pool: &PgPool,
-    user_id: Uuid,
-    session_id: Uuid,
+    user_id: UserId,
+    session_id: SessionId,
     stage_slug: Option<&str>,
     iteration: Option<i32>,
 ) -> Result<Vec<ResourceRow>, StoreError> {
@@ -710,8 +722,8 @@ pub async fn session_documents(
 
 pub async fn resource_for_user(
     pool: &PgPool,
-    user_id: Uuid,
-    id: Uuid,
+    user_id: UserId,
+    id: ResourceId,
 ) -> Result<ResourceRow, StoreError> {
     sqlx::query_as::<_, ResourceRow>(&format!(
         "SELECT {RESOURCE_COLUMNS} FROM dialectic_project_resources r WHERE id = $1 AND user_id = $2
@@ -759,7 +771,7 @@ pub struct WalletBalance {
 pub async fn wallet_balance(
     pool: &PgPool,
     wallet_id: Option<Uuid>,
-    user_id: Option<Uuid>,
+    user_id: Option<UserId>,
 ) -> Result<WalletBalance, StoreError> {
     sqlx::query_as::<_, WalletBalance>(
         "SELECT id, balance, held FROM token_wallets
@@ -776,7 +788,7 @@ pub async fn wallet_balance(
 /// compressed, with their token counts before and after (seed 001 Phase 3).
 pub async fn set_compressed_inputs(
     tx: &mut Tx<'_>,
-    contribution_id: Uuid,
+    contribution_id: ContributionId,
     compressed: &serde_json::Value,
 ) -> Result<(), StoreError> {
     sqlx::query("UPDATE dialectic_contributions SET compressed_inputs = $2 WHERE id = $1")

@@ -5,6 +5,7 @@
 use crate::jobs::{JOB_COLUMNS, JobRow};
 use crate::records::{RESOURCE_COLUMNS, ResourceRow};
 use crate::{StoreError, Tx};
+use dialectic_core::ids::{ContributionId, JobId, ModelId, ResourceId, SessionId, UserId};
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::revisit::archived_name;
 use sqlx::types::Json;
@@ -13,14 +14,14 @@ use uuid::Uuid;
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct RegenerationRow {
     pub id: Uuid,
-    pub session_id: Uuid,
+    pub session_id: SessionId,
     pub client_request_id: Option<String>,
     pub stage_slug: String,
-    pub model_id: Option<Uuid>,
+    pub model_id: Option<ModelId>,
     pub document_key: String,
-    pub resource_id: Option<Uuid>,
-    pub new_job_id: Uuid,
-    pub superseded_job_ids: Vec<Uuid>,
+    pub resource_id: Option<ResourceId>,
+    pub new_job_id: JobId,
+    pub superseded_job_ids: Vec<JobId>,
 }
 
 const REGENERATION_COLUMNS: &str =
@@ -30,7 +31,7 @@ const REGENERATION_COLUMNS: &str =
 /// The user's earlier regeneration under this client request id.
 pub async fn by_request(
     executor: impl sqlx::PgExecutor<'_>,
-    user_id: Uuid,
+    user_id: UserId,
     client_request_id: &str,
 ) -> Result<Option<RegenerationRow>, StoreError> {
     Ok(sqlx::query_as::<_, RegenerationRow>(&format!(
@@ -45,10 +46,10 @@ pub async fn by_request(
 /// The current rendered documents of one model and document key in a stage iteration.
 pub async fn current_documents(
     executor: impl sqlx::PgExecutor<'_>,
-    session_id: Uuid,
+    session_id: SessionId,
     stage_slug: &str,
     iteration: i32,
-    model_id: Uuid,
+    model_id: ModelId,
     document_key: &str,
 ) -> Result<Vec<ResourceRow>, StoreError> {
     Ok(sqlx::query_as::<_, ResourceRow>(&format!(
@@ -75,8 +76,8 @@ pub async fn current_documents(
 /// continuation the planner committed meanwhile is not missed.
 pub async fn lock_slot(
     tx: &mut Tx<'_>,
-    template: Uuid,
-    identity: Uuid,
+    template: JobId,
+    identity: ContributionId,
 ) -> Result<Vec<JobRow>, StoreError> {
     let query = format!(
         "WITH slot AS (
@@ -114,7 +115,10 @@ pub async fn lock_slot(
 
 /// Non-terminal root jobs of the session: a stage has been started (its roots
 /// may be waiting for renders), so a regeneration would race it.
-pub async fn live_root_jobs(tx: &mut Tx<'_>, session_id: Uuid) -> Result<Vec<String>, StoreError> {
+pub async fn live_root_jobs(
+    tx: &mut Tx<'_>,
+    session_id: SessionId,
+) -> Result<Vec<String>, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT DISTINCT stage_slug FROM dialectic_generation_jobs
          WHERE session_id = $1 AND parent_job_id IS NULL AND job_type <> 'RENDER'
@@ -129,7 +133,7 @@ pub async fn live_root_jobs(tx: &mut Tx<'_>, session_id: Uuid) -> Result<Vec<Str
 /// Marks jobs superseded by `regeneration`; the caller checked each transition.
 pub async fn supersede(
     tx: &mut Tx<'_>,
-    ids: &[Uuid],
+    ids: &[JobId],
     regeneration: Uuid,
 ) -> Result<(), StoreError> {
     let details = serde_json::json!({
@@ -156,8 +160,8 @@ pub async fn supersede(
 /// files (named by attempt) never share a path with an earlier job's.
 pub async fn insert_job(
     tx: &mut Tx<'_>,
-    template: Uuid,
-    id: Uuid,
+    template: JobId,
+    id: JobId,
     job_key: &str,
     attempt_base: i32,
     max_attempts: i32,
@@ -184,16 +188,16 @@ pub async fn insert_job(
 
 pub struct NewRegeneration<'a> {
     pub id: Uuid,
-    pub session_id: Uuid,
-    pub user_id: Uuid,
+    pub session_id: SessionId,
+    pub user_id: UserId,
     pub client_request_id: Option<&'a str>,
     pub stage_slug: &'a str,
     pub iteration: i32,
-    pub model_id: Uuid,
+    pub model_id: ModelId,
     pub document_key: &'a str,
-    pub resource_id: Uuid,
-    pub new_job_id: Uuid,
-    pub superseded: &'a [Uuid],
+    pub resource_id: ResourceId,
+    pub new_job_id: JobId,
+    pub superseded: &'a [JobId],
 }
 
 /// False when the user already used this client request id (nothing written).
@@ -225,8 +229,8 @@ pub async fn insert(tx: &mut Tx<'_>, r: &NewRegeneration<'_>) -> Result<bool, St
 /// `job_id` is no regeneration's.
 pub async fn superseded_by(
     executor: impl sqlx::PgExecutor<'_>,
-    job_id: Uuid,
-) -> Result<Option<Vec<Uuid>>, StoreError> {
+    job_id: JobId,
+) -> Result<Option<Vec<JobId>>, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT superseded_job_ids FROM dialectic_regenerations WHERE new_job_id = $1",
     )
@@ -238,8 +242,8 @@ pub async fn superseded_by(
 /// The current rendered documents the `jobs` wrote (by their first chunk), locked.
 pub async fn documents_of_jobs(
     tx: &mut Tx<'_>,
-    session_id: Uuid,
-    jobs: &[Uuid],
+    session_id: SessionId,
+    jobs: &[JobId],
 ) -> Result<Vec<ResourceRow>, StoreError> {
     Ok(sqlx::query_as::<_, ResourceRow>(&format!(
         "SELECT {RESOURCE_COLUMNS} FROM dialectic_project_resources
@@ -281,8 +285,8 @@ pub async fn free_archived_name(tx: &mut Tx<'_>, doc: &ResourceRow) -> Result<St
 /// chunk or edit of the archived documents' chains, out of every later input.
 pub async fn archive(
     tx: &mut Tx<'_>,
-    session_id: Uuid,
-    jobs: &[Uuid],
+    session_id: SessionId,
+    jobs: &[JobId],
     renamed: &[(ResourceRow, String)],
 ) -> Result<(), StoreError> {
     for (doc, file_name) in renamed {

@@ -3,13 +3,14 @@
 
 use crate::records::{RESOURCE_COLUMNS, ResourceRow};
 use crate::{StoreError, Tx};
+use dialectic_core::ids::{ResourceId, SessionId};
 use dialectic_core::job::JobStatus;
 use uuid::Uuid;
 
 /// The stages after `stage_slug` in the session's process, in order.
 pub async fn stages_after(
     tx: &mut Tx<'_>,
-    session_id: Uuid,
+    session_id: SessionId,
     stage_slug: &str,
 ) -> Result<Vec<String>, StoreError> {
     Ok(sqlx::query_scalar(
@@ -31,7 +32,7 @@ pub async fn stages_after(
 }
 
 /// Jobs of the session that are not over (a revisit waits for them).
-pub async fn unfinished_jobs(tx: &mut Tx<'_>, session_id: Uuid) -> Result<i64, StoreError> {
+pub async fn unfinished_jobs(tx: &mut Tx<'_>, session_id: SessionId) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT count(*) FROM dialectic_generation_jobs
          WHERE session_id = $1 AND status <> ALL($2)",
@@ -45,7 +46,7 @@ pub async fn unfinished_jobs(tx: &mut Tx<'_>, session_id: Uuid) -> Result<i64, S
 /// The current rendered documents of `stages` in one iteration.
 pub async fn documents(
     tx: &mut Tx<'_>,
-    session_id: Uuid,
+    session_id: SessionId,
     iteration: i32,
     stages: &[String],
 ) -> Result<Vec<ResourceRow>, StoreError> {
@@ -66,10 +67,10 @@ pub async fn documents(
 /// copied) and takes the stages' contributions out of every later input.
 pub async fn archive(
     tx: &mut Tx<'_>,
-    session_id: Uuid,
+    session_id: SessionId,
     iteration: i32,
     stages: &[String],
-    renamed: &[(Uuid, String)],
+    renamed: &[(ResourceId, String)],
 ) -> Result<(), StoreError> {
     for (id, file_name) in renamed {
         sqlx::query(
@@ -95,7 +96,7 @@ pub async fn archive(
 }
 
 pub struct NewRevision<'a> {
-    pub session_id: Uuid,
+    pub session_id: SessionId,
     pub revision: i32,
     pub stage_slug: &'a str,
     pub iteration: i32,

@@ -1,13 +1,13 @@
 //! The trace a session belongs to (see migration 20261123000801).
 
 use crate::StoreError;
+use dialectic_core::ids::SessionId;
 use sqlx::PgPool;
-use uuid::Uuid;
 
 /// Records the session's trace once; later calls keep the first.
 pub async fn remember_session_trace(
     pool: &PgPool,
-    session_id: Uuid,
+    session_id: SessionId,
     traceparent: &str,
 ) -> Result<(), StoreError> {
     sqlx::query(
@@ -20,7 +20,10 @@ pub async fn remember_session_trace(
     Ok(())
 }
 
-pub async fn session_trace(pool: &PgPool, session_id: Uuid) -> Result<Option<String>, StoreError> {
+pub async fn session_trace(
+    pool: &PgPool,
+    session_id: SessionId,
+) -> Result<Option<String>, StoreError> {
     Ok(
         sqlx::query_scalar("SELECT traceparent FROM dialectic_sessions WHERE id = $1")
             .bind(session_id)

@@ -5,11 +5,11 @@
 mod common;
 
 use common::TestDb;
+use dialectic_core::ids::JobId;
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_store::jobs;
-use uuid::Uuid;
 
-async fn claim(db: &TestDb, job: Uuid, worker: &str) -> Option<jobs::JobRow> {
+async fn claim(db: &TestDb, job: JobId, worker: &str) -> Option<jobs::JobRow> {
     let mut tx = db.store.begin().await.expect("tx");
     let claimed = jobs::claim(&mut tx, job, &[JobType::Plan], worker, 60)
         .await
@@ -18,7 +18,7 @@ async fn claim(db: &TestDb, job: Uuid, worker: &str) -> Option<jobs::JobRow> {
     claimed
 }
 
-async fn expire_lease(db: &TestDb, job: Uuid) {
+async fn expire_lease(db: &TestDb, job: JobId) {
     sqlx::query(
         "UPDATE dialectic_generation_jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
     )
@@ -28,14 +28,14 @@ async fn expire_lease(db: &TestDb, job: Uuid) {
     .expect("expire");
 }
 
-async fn expired(db: &TestDb) -> Vec<Uuid> {
+async fn expired(db: &TestDb) -> Vec<JobId> {
     let mut tx = db.store.begin().await.expect("tx");
     let ids = jobs::expired_leases(&mut tx, 100).await.expect("sweep");
     tx.rollback().await.expect("rollback");
     ids
 }
 
-async fn set_status(db: &TestDb, job: Uuid, status: JobStatus) {
+async fn set_status(db: &TestDb, job: JobId, status: JobStatus) {
     let mut tx = db.store.begin().await.expect("tx");
     jobs::set_status(&mut tx, job, status, None, None)
         .await

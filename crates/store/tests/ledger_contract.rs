@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 fn refs() -> References {
     References {
-        job_id: Some(Uuid::now_v7()),
+        job_id: Some(dialectic_core::ids::JobId::new()),
         attempt: Some(1),
         purpose: Some("model_call".into()),
         ..Default::default()

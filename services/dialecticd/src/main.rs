@@ -81,10 +81,12 @@ async fn admin(settings: &Settings, command: AdminCommand) -> anyhow::Result<()>
                 (_, Some(display_name)) => {
                     dialectic_store::auth::create_user(pool, &display_name, admin).await?
                 }
-                (Some(user), None) => uuid::Uuid::parse_str(user.trim())
+                (Some(user), None) => dialectic_core::ids::UserId::parse(user.trim())
                     .with_context(|| format!("--user {user:?} is not a UUID"))?,
-                (None, None) => uuid::Uuid::parse_str(settings.gateway.default_user_id.trim())
-                    .context("gateway.default_user_id is not a UUID")?,
+                (None, None) => {
+                    dialectic_core::ids::UserId::parse(settings.gateway.default_user_id.trim())
+                        .context("gateway.default_user_id is not a UUID")?
+                }
             };
             let key = dialectic_core::apikey::generate();
             dialectic_store::auth::insert_key(

@@ -3,6 +3,7 @@
 //! Keys carry the job id and attempt, so a redelivered message never charges
 //! twice and a retried attempt (a new call) is charged once for itself.
 
+use dialectic_core::ids::UserId;
 use dialectic_core::job::INSUFFICIENT_BALANCE;
 use dialectic_core::prompt::ChatRequest;
 use dialectic_core::tokens::{cost, estimate_tokens};
@@ -16,7 +17,6 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use tonic::transport::Endpoint;
 use tonic::{Code, Status};
-use uuid::Uuid;
 
 /// Unused holds give themselves back after this long (a worker that died mid-call).
 const HOLD_SECS: u32 = 15 * 60;
@@ -24,7 +24,7 @@ const HOLD_SECS: u32 = 15 * 60;
 pub struct Billing {
     // Traced: the wallet's spans join the job's trace.
     client: WalletServiceClient<TracedChannel>,
-    wallets: Mutex<HashMap<Uuid, String>>,
+    wallets: Mutex<HashMap<UserId, String>>,
 }
 
 pub struct Hold {
@@ -81,7 +81,7 @@ impl Billing {
         })
     }
 
-    async fn wallet_of(&self, user: Uuid) -> Result<String, AttemptError> {
+    async fn wallet_of(&self, user: UserId) -> Result<String, AttemptError> {
         if let Some(id) = self.wallets.lock().ok().and_then(|w| w.get(&user).cloned()) {
             return Ok(id);
         }

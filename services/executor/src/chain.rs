@@ -2,21 +2,21 @@
 //! back from S3 to become the next turn's history (seed 001 Phase 4).
 
 use crate::{Executor, permanent, retryable};
+use dialectic_core::ids::ContributionId;
 use dialectic_core::paths::{DocumentName, FileKind, PathContext};
 use dialectic_runtime::worker::AttemptError;
 use dialectic_store::jobs::JobRow;
 use dialectic_store::records::{self, USER_EDIT};
-use uuid::Uuid;
 
 /// One earlier chunk of a document chain, as the model wrote it.
 pub(crate) struct Chunk {
-    pub id: Uuid,
+    pub id: ContributionId,
     pub raw: String,
 }
 
 pub(crate) struct Chain {
     /// The document identity: the chain's root contribution.
-    pub identity: Uuid,
+    pub identity: ContributionId,
     pub root_name: DocumentName,
     pub chunks: Vec<Chunk>,
 }
@@ -35,7 +35,11 @@ pub(crate) fn chunk_content(raw: &str) -> String {
 
 impl Executor {
     /// The chunks written so far for the document `target` belongs to, in order.
-    pub(crate) async fn chain_of(&self, job: &JobRow, target: Uuid) -> Result<Chain, AttemptError> {
+    pub(crate) async fn chain_of(
+        &self,
+        job: &JobRow,
+        target: ContributionId,
+    ) -> Result<Chain, AttemptError> {
         let pool = self.store.pool();
         let target_row = records::contribution(pool, target).await?;
         let identity = target_row
@@ -43,7 +47,7 @@ impl Executor {
             .as_ref()
             .and_then(|r| r.0.get(&job.stage_slug))
             .and_then(|v| v.as_str())
-            .and_then(|v| Uuid::parse_str(v).ok())
+            .and_then(|v| ContributionId::parse(v).ok())
             .unwrap_or(target);
         let rows = records::document_chain(pool, job.session_id, &job.stage_slug, identity)
             .await?

@@ -11,6 +11,7 @@ use dialectic_core::context::{
     Candidate, Context, LOCAL_DIMS, PreflightError, Target, cosine, hashed_ngram_embedding,
     input_limit, preflight, target_tokens,
 };
+use dialectic_core::ids::{JobId, SessionId, UserId};
 use dialectic_core::prompt::ChatRequest;
 use dialectic_core::tokens::cost;
 use dialectic_proto::v1::indexer::RetrieveRequest;
@@ -20,7 +21,6 @@ use dialectic_tokenizer::{Encoding, TokenCounter};
 use serde::Serialize;
 use tonic::Code;
 use tonic::transport::{Channel, Endpoint};
-use uuid::Uuid;
 
 /// Failure code of a prompt that cannot be made to fit (seed 001 `ContextWindowError`).
 pub const CONTEXT_WINDOW_ERROR: &str = "context_window";
@@ -51,9 +51,9 @@ pub trait ContextIndexer: Send + Sync {
 /// Who pays, and the attempt a debit belongs to (part of its idempotency key).
 #[derive(Debug, Clone)]
 pub struct Payer {
-    pub user_id: Uuid,
-    pub session_id: Uuid,
-    pub job_id: Uuid,
+    pub user_id: UserId,
+    pub session_id: SessionId,
+    pub job_id: JobId,
     pub attempt: i32,
 }
 

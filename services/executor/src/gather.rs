@@ -4,6 +4,7 @@
 
 use crate::{Executor, permanent, retryable};
 use dialectic_core::fanout::SourceDoc;
+use dialectic_core::ids::ModelId;
 use dialectic_core::payload::JobPayload;
 use dialectic_core::prompt::ResourceDocument;
 use dialectic_core::recipe::{InputRule, RecipeStep};
@@ -196,7 +197,7 @@ async fn matching(
 async fn own_artifacts(
     conn: &mut PgConnection,
     lookup: &Lookup<'_>,
-    model: uuid::Uuid,
+    model: ModelId,
 ) -> Result<Vec<InputDoc>, AttemptError> {
     let job = lookup.job;
     Ok(inputs::own_stage_artifacts(

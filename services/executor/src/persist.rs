@@ -8,7 +8,7 @@ use crate::attempt::Attempt;
 use crate::call::Reply;
 use crate::chain::{Chain, chunk_content};
 use crate::{Executor, compress, permanent, retryable};
-use dialectic_core::ids::{ProjectId, SessionId};
+use dialectic_core::ids::ContributionId;
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::paths::{DocumentName, FileKind, Lineage, PathContext};
 use dialectic_core::recipe::RecipeStep;
@@ -19,7 +19,6 @@ use dialectic_runtime::worker::{self, AttemptError};
 use dialectic_store::StoreError;
 use dialectic_store::records::{self, NewContribution};
 use serde_json::Value;
-use uuid::Uuid;
 
 /// Where this reply stands in its document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,7 +94,12 @@ pub(crate) fn assembled(
 
 /// The chain a contribution belongs to (its document identity) and, for a
 /// continuation, its turn.
-pub(crate) fn relationships(stage: &str, chain: Option<&Chain>, own_id: Uuid, turn: u32) -> Value {
+pub(crate) fn relationships(
+    stage: &str,
+    chain: Option<&Chain>,
+    own_id: ContributionId,
+    turn: u32,
+) -> Value {
     let mut map = serde_json::Map::new();
     let identity = chain.map_or(own_id, |c| c.identity);
     map.insert(stage.to_string(), Value::String(identity.to_string()));
@@ -164,8 +168,8 @@ impl Executor {
         continuation: Option<u32>,
     ) -> Result<String, AttemptError> {
         PathContext {
-            project_id: ProjectId(attempt.project.id),
-            session_short: SessionId(attempt.session.id).short(),
+            project_id: attempt.project.id,
+            session_short: attempt.session.id.short(),
             iteration: attempt.job.iteration_number.max(1) as u32,
             stage_number: attempt.payload.stage_number,
             stage_slug: attempt.job.stage_slug.clone(),
@@ -224,7 +228,7 @@ impl Executor {
         attempt: &Attempt<'_>,
         worker: &str,
         saved: &Saved<'_>,
-    ) -> Result<Option<Uuid>, AttemptError> {
+    ) -> Result<Option<ContributionId>, AttemptError> {
         let job = attempt.job;
         let mut tx = self.store.begin().await?;
         let stored_id =
@@ -257,7 +261,7 @@ impl Executor {
         saved: &'a Saved<'_>,
     ) -> NewContribution<'a> {
         let job = attempt.job;
-        let id = Uuid::now_v7();
+        let id = ContributionId::new();
         let (dir, file_name) = saved.key.rsplit_once('/').unwrap_or(("", saved.key));
         let response = &saved.reply.response;
         NewContribution {
@@ -330,6 +334,7 @@ mod tests {
     use super::*;
     use crate::chain::Chunk;
     use dialectic_core::recipe::OutputRule;
+    use uuid::Uuid;
 
     fn step(job_type: &str, required: &[&str]) -> RecipeStep {
         let mut step: RecipeStep = serde_json::from_value(serde_json::json!({
@@ -361,7 +366,7 @@ mod tests {
 
     fn chain(contents: &[&str]) -> Chain {
         Chain {
-            identity: Uuid::from_u128(7),
+            identity: ContributionId(Uuid::from_u128(7)),
             root_name: DocumentName {
                 model_slug: "m".into(),
                 attempt: 0,
@@ -371,7 +376,7 @@ mod tests {
             chunks: contents
                 .iter()
                 .map(|c| Chunk {
-                    id: Uuid::now_v7(),
+                    id: ContributionId::new(),
                     raw: serde_json::json!({ "content": c }).to_string(),
                 })
                 .collect(),
@@ -447,7 +452,7 @@ mod tests {
 
     #[test]
     fn relationships_name_the_document_identity() {
-        let own = Uuid::from_u128(1);
+        let own = ContributionId(Uuid::from_u128(1));
         assert_eq!(
             relationships("thesis", None, own, 0),
             serde_json::json!({"thesis": own.to_string()})

@@ -3,7 +3,7 @@
 use crate::convert;
 use crate::error::GatewayError;
 use crate::service::{Command, Gateway, planner_request};
-use dialectic_core::ids::{ProjectId, ResourceId};
+use dialectic_core::ids::{ModelId, ProjectId, ResourceId, UserId};
 use dialectic_proto::v1::planner::DeleteProjectCommand;
 use dialectic_proto::v1::{
     DeleteProjectResponse, DocumentChunk, DocumentChunks, EditStageRecipeRequest, ExportUrl,
@@ -16,13 +16,12 @@ use dialectic_store::recipe_edit::{self, RecipeEditError};
 use dialectic_store::records::{self, ProjectRow};
 use dialectic_store::{StoreError, ledger, recipes};
 use std::time::Duration;
-use uuid::Uuid;
 
 /// How long a presigned export URL works.
 const EXPORT_URL_TTL: Duration = Duration::from_secs(3600);
 
 /// Where a project's objects live in S3.
-pub fn project_prefix(project_id: Uuid) -> String {
+pub fn project_prefix(project_id: ProjectId) -> String {
     format!("projects/{project_id}/")
 }
 
@@ -54,7 +53,7 @@ impl Gateway {
     /// only what already runs finishes. Watchers hear it and their streams end.
     pub(crate) async fn cancel(
         &self,
-        user: Uuid,
+        user: UserId,
         session_id: &str,
     ) -> Result<Session, GatewayError> {
         self.session_command(user, session_id, Command::Cancel)
@@ -64,11 +63,11 @@ impl Gateway {
     /// The chunks a rendered document was merged from, in merge order.
     pub(crate) async fn document_chunks(
         &self,
-        user: Uuid,
+        user: UserId,
         resource_id: &str,
     ) -> Result<DocumentChunks, GatewayError> {
         let id = ResourceId::parse(resource_id)?;
-        let resource = records::resource_for_user(self.store.pool(), user, id.as_uuid()).await?;
+        let resource = records::resource_for_user(self.store.pool(), user, id).await?;
         let identity = resource.source_contribution_id.ok_or_else(|| {
             GatewayError::InvalidArgument("this resource is not a rendered document".into())
         })?;
@@ -93,7 +92,7 @@ impl Gateway {
                 raw,
             });
         }
-        let mut ids: Vec<Uuid> = resource.model_id.into_iter().collect();
+        let mut ids: Vec<ModelId> = resource.model_id.into_iter().collect();
         ids.dedup();
         let names = self.model_names(&ids).await?;
         Ok(DocumentChunks {
@@ -104,13 +103,13 @@ impl Gateway {
 
     pub(crate) async fn list_projects(
         &self,
-        user: Uuid,
+        user: UserId,
         req: ListProjectsRequest,
     ) -> Result<ListProjectsResponse, GatewayError> {
         let limit = convert::page_size(req.page_size);
         let rows =
             listing::projects(self.store.pool(), user, limit, cursor(&req.page_token)?).await?;
-        let next_page_token = convert::next_token(&rows, limit, |r| (r.created_at, r.id));
+        let next_page_token = convert::next_token(&rows, limit, |r| (r.created_at, r.id.as_uuid()));
         Ok(ListProjectsResponse {
             projects: rows.into_iter().map(convert::project).collect(),
             next_page_token,
@@ -119,21 +118,21 @@ impl Gateway {
 
     pub(crate) async fn list_sessions(
         &self,
-        user: Uuid,
+        user: UserId,
         req: ListSessionsRequest,
     ) -> Result<ListSessionsResponse, GatewayError> {
         let project_id = ProjectId::parse(&req.project_id)?;
-        records::project_for_user(self.store.pool(), user, project_id.as_uuid()).await?;
+        records::project_for_user(self.store.pool(), user, project_id).await?;
         let limit = convert::page_size(req.page_size);
         let rows = listing::sessions(
             self.store.pool(),
             user,
-            project_id.as_uuid(),
+            project_id,
             limit,
             cursor(&req.page_token)?,
         )
         .await?;
-        let next_page_token = convert::next_token(&rows, limit, |r| (r.created_at, r.id));
+        let next_page_token = convert::next_token(&rows, limit, |r| (r.created_at, r.id.as_uuid()));
         let mut sessions = Vec::with_capacity(rows.len());
         for row in rows {
             sessions.push(self.session_view(row, false).await?);
@@ -146,11 +145,11 @@ impl Gateway {
 
     pub(crate) async fn delete_project(
         &self,
-        user: Uuid,
+        user: UserId,
         project_id: &str,
     ) -> Result<DeleteProjectResponse, GatewayError> {
         let id = ProjectId::parse(project_id)?;
-        let project = records::project_for_user(self.store.pool(), user, id.as_uuid()).await?;
+        let project = records::project_for_user(self.store.pool(), user, id).await?;
         self.planner()
             .delete_project(planner_request(DeleteProjectCommand {
                 project_id: project.id.to_string(),
@@ -173,7 +172,7 @@ impl Gateway {
 
     pub(crate) async fn list_wallet_transactions(
         &self,
-        user: Uuid,
+        user: UserId,
         req: ListWalletTransactionsRequest,
     ) -> Result<ListWalletTransactionsResponse, GatewayError> {
         let limit = convert::page_size(req.page_size);
@@ -211,7 +210,7 @@ impl Gateway {
 
     pub(crate) async fn edit_stage_recipe(
         &self,
-        user: Uuid,
+        user: UserId,
         req: EditStageRecipeRequest,
     ) -> Result<StageRecipe, GatewayError> {
         if !dialectic_store::auth::is_admin(self.store.pool(), user).await? {
@@ -298,11 +297,11 @@ impl Gateway {
     /// the project's prefix, in key order, below a `{project_slug}/` folder.
     pub(crate) async fn export_zip(
         &self,
-        user: Uuid,
+        user: UserId,
         project_id: &str,
     ) -> Result<(ProjectRow, Vec<u8>), GatewayError> {
         let id = ProjectId::parse(project_id)?;
-        let project = records::project_for_user(self.store.pool(), user, id.as_uuid()).await?;
+        let project = records::project_for_user(self.store.pool(), user, id).await?;
         let prefix = project_prefix(project.id);
         let mut keys = self.blob.list(&prefix).await?;
         keys.sort();
@@ -321,7 +320,7 @@ impl Gateway {
 
     pub(crate) async fn export_url(
         &self,
-        user: Uuid,
+        user: UserId,
         project_id: &str,
     ) -> Result<ExportUrl, GatewayError> {
         let (project, zip) = self.export_zip(user, project_id).await?;

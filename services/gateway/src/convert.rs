@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use dialectic_cache::ProgressEvent;
+use dialectic_core::ids::ModelId;
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::session::SessionStatus;
 use dialectic_proto::v1::{Model, Project, SessionEvent, StageDocument, StageJobCounts};
@@ -55,8 +56,8 @@ pub const MAX_MODELS_PER_SESSION: usize = 16;
 
 pub fn resolve_models(
     requested: &[String],
-    active: &[(Uuid, String)],
-) -> Result<Vec<Uuid>, String> {
+    active: &[(ModelId, String)],
+) -> Result<Vec<ModelId>, String> {
     let defaults: Vec<String>;
     let requested: &[String] = if requested.iter().all(|m| m.trim().is_empty()) {
         defaults = DEFAULT_MODELS.iter().map(|m| m.to_string()).collect();
@@ -68,7 +69,7 @@ pub fn resolve_models(
     for name in requested.iter().map(|m| m.trim()).filter(|m| !m.is_empty()) {
         let found = active
             .iter()
-            .find(|(id, api)| api == name || Uuid::parse_str(name).is_ok_and(|u| u == *id))
+            .find(|(id, api)| api == name || ModelId::parse(name).is_ok_and(|u| u == *id))
             .map(|(id, _)| *id)
             .ok_or_else(|| name.to_string())?;
         if !ids.contains(&found) {
@@ -134,7 +135,7 @@ pub fn model(row: &ModelRow) -> Model {
 }
 
 /// `names` maps model ids to api identifiers; an unknown id is shown as the id.
-pub fn document(row: &ResourceRow, names: &HashMap<Uuid, String>) -> StageDocument {
+pub fn document(row: &ResourceRow, names: &HashMap<ModelId, String>) -> StageDocument {
     StageDocument {
         resource_id: row.id.to_string(),
         stage_slug: row.stage_slug.clone().unwrap_or_default(),
@@ -190,8 +191,8 @@ mod tests {
 
     #[test]
     fn models_resolve_by_name_or_id_without_duplicates() {
-        let a = Uuid::now_v7();
-        let b = Uuid::now_v7();
+        let a = ModelId::new();
+        let b = ModelId::new();
         let active = vec![(a, "simulated".to_string()), (b, "simulated-b".to_string())];
         assert_eq!(resolve_models(&[], &active), Ok(vec![a]));
         assert_eq!(resolve_models(&[" ".into()], &active), Ok(vec![a]));

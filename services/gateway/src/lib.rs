@@ -14,12 +14,12 @@ pub use error::GatewayError;
 pub use service::{AUTHORIZATION, BootstrapKey, Gateway};
 
 use dialectic_config::Settings;
+use dialectic_core::ids::UserId;
 use dialectic_proto::v1::dialectic_service_server::DialecticServiceServer;
 use dialectic_proto::v1::planner::planner_service_client::PlannerServiceClient;
 use dialectic_runtime::{CancellationToken, Dependencies, Running, RuntimeError, supervise};
 use futures::future::BoxFuture;
 use std::sync::{Arc, OnceLock};
-use uuid::Uuid;
 
 pub const SERVICE_NAME: &str = "dialectic.v1.DialecticService";
 
@@ -87,7 +87,7 @@ fn bootstrap_key(settings: &Settings) -> Option<BootstrapKey> {
     if key.is_empty() {
         return None;
     }
-    match Uuid::parse_str(settings.gateway.default_user_id.trim()) {
+    match UserId::parse(settings.gateway.default_user_id.trim()) {
         Ok(user_id) => Some(BootstrapKey {
             key_hash: dialectic_core::apikey::hash(key),
             user_id,

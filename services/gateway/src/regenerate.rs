@@ -6,7 +6,7 @@
 
 use crate::error::GatewayError;
 use crate::service::{Gateway, planner_request};
-use dialectic_core::ids::{ResourceId, SessionId};
+use dialectic_core::ids::{ModelId, ResourceId, SessionId, UserId};
 use dialectic_core::job::JobType;
 use dialectic_core::session::{SessionStatus, waits_right_after};
 use dialectic_proto::v1::planner::RegenerateDocumentCommand;
@@ -14,7 +14,6 @@ use dialectic_proto::v1::{RegenerateDocumentRequest, RegenerateDocumentResponse}
 use dialectic_store::records::SessionRow;
 use dialectic_store::regenerate::{self, RegenerationRow};
 use dialectic_store::{jobs, records};
-use uuid::Uuid;
 
 /// Longest client request id accepted (it is stored and compared, never parsed).
 const MAX_REQUEST_ID: usize = 200;
@@ -52,16 +51,16 @@ fn waits_after(
 
 /// The document a call names, to compare with an earlier call's.
 struct Asked<'a> {
-    session_id: Uuid,
+    session_id: SessionId,
     stage: &'a str,
-    model_id: Uuid,
+    model_id: ModelId,
     document_key: &'a str,
 }
 
 impl Gateway {
     pub(crate) async fn regenerate_document(
         &self,
-        user: Uuid,
+        user: UserId,
         req: RegenerateDocumentRequest,
     ) -> Result<RegenerateDocumentResponse, GatewayError> {
         let session_id = SessionId::parse(&req.session_id)?;
@@ -76,10 +75,10 @@ impl Gateway {
         }
         let resource = match req.resource_id.trim() {
             "" => None,
-            id => Some(ResourceId::parse(id)?.as_uuid()),
+            id => Some(ResourceId::parse(id)?),
         };
         let pool = self.store.pool();
-        let session = records::session_for_user(pool, user, session_id.as_uuid()).await?;
+        let session = records::session_for_user(pool, user, session_id).await?;
         let names = self.model_names(&session.selected_model_ids).await?;
         let model_id = session
             .selected_model_ids
@@ -183,7 +182,7 @@ impl Gateway {
     /// must have asked for the same document.
     async fn earlier_answer(
         &self,
-        user: Uuid,
+        user: UserId,
         earlier: RegenerationRow,
         asked: &Asked<'_>,
     ) -> Result<RegenerateDocumentResponse, GatewayError> {
@@ -205,7 +204,7 @@ impl Gateway {
             superseded_job_ids: earlier
                 .superseded_job_ids
                 .iter()
-                .map(Uuid::to_string)
+                .map(ToString::to_string)
                 .collect(),
             session: Some(self.session_view(row, false).await?),
             created: false,

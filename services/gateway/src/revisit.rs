@@ -2,17 +2,16 @@
 
 use crate::error::GatewayError;
 use crate::service::{Gateway, planner_request};
-use dialectic_core::ids::SessionId;
+use dialectic_core::ids::{SessionId, UserId};
 use dialectic_core::revisit::Impact;
 use dialectic_proto::v1::planner::RevisitStageCommand;
 use dialectic_proto::v1::{RevisitStageRequest, RevisitStageResponse};
 use dialectic_store::records;
-use uuid::Uuid;
 
 impl Gateway {
     pub(crate) async fn revisit_stage(
         &self,
-        user: Uuid,
+        user: UserId,
         req: RevisitStageRequest,
     ) -> Result<RevisitStageResponse, GatewayError> {
         let session_id = SessionId::parse(&req.session_id)?;
@@ -24,8 +23,7 @@ impl Gateway {
                 "stage_slug names the earlier stage that changed".into(),
             ));
         }
-        let session =
-            records::session_for_user(self.store.pool(), user, session_id.as_uuid()).await?;
+        let session = records::session_for_user(self.store.pool(), user, session_id).await?;
         let done = self
             .planner()
             .revisit_stage(planner_request(RevisitStageCommand {

@@ -5,7 +5,7 @@ use crate::error::GatewayError;
 use dialectic_blob::BlobStore;
 use dialectic_cache::{Cache, ProgressEvent};
 use dialectic_core::apikey;
-use dialectic_core::ids::{ProjectId, ResourceId, SessionId};
+use dialectic_core::ids::{ContributionId, ModelId, ProjectId, ResourceId, SessionId, UserId};
 use dialectic_core::job::JobStatus;
 use dialectic_core::paths::{FileKind, PathContext};
 use dialectic_core::session::SessionStatus;
@@ -87,7 +87,7 @@ pub const AUTHORIZATION: &str = "authorization";
 #[derive(Debug, Clone)]
 pub struct BootstrapKey {
     pub key_hash: String,
-    pub user_id: Uuid,
+    pub user_id: UserId,
 }
 
 /// Key of a project's initial prompt: `projects/{id}/initial-prompt.md`. A dash,
@@ -188,7 +188,7 @@ impl Gateway {
     }
 
     /// The user whose API key the call carries; UNAUTHENTICATED without a valid one.
-    async fn caller(&self, metadata: &MetadataMap) -> Result<Uuid, GatewayError> {
+    async fn caller(&self, metadata: &MetadataMap) -> Result<UserId, GatewayError> {
         let header = match metadata.get(AUTHORIZATION) {
             Some(v) => Some(v.to_str().map_err(|_| {
                 GatewayError::Unauthenticated("authorization metadata is not valid text".into())
@@ -215,12 +215,12 @@ impl Gateway {
     /// known to own the session (another user's session is NOT_FOUND).
     pub(crate) async fn session_command(
         &self,
-        user: Uuid,
+        user: UserId,
         session_id: &str,
         command: Command,
     ) -> Result<Session, GatewayError> {
         let id = SessionId::parse(session_id)?;
-        records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
+        records::session_for_user(self.store.pool(), user, id).await?;
         let message = planner_request(SessionCommand {
             session_id: id.to_string(),
         });
@@ -230,7 +230,7 @@ impl Gateway {
             Command::Resume => planner.resume(message).await?,
             Command::Cancel => planner.cancel(message).await?,
         };
-        let row = records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
+        let row = records::session_for_user(self.store.pool(), user, id).await?;
         self.session_view(row, true).await
     }
 
@@ -248,8 +248,8 @@ impl Gateway {
 
     pub(crate) async fn model_names(
         &self,
-        ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, String>, GatewayError> {
+        ids: &[ModelId],
+    ) -> Result<HashMap<ModelId, String>, GatewayError> {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
@@ -325,11 +325,8 @@ impl Gateway {
     async fn remember_trace(&self, session_id: &str, span: &tracing::Span) {
         let traceparent = span.in_scope(dialectic_telemetry::current_traceparent);
         if let (Ok(id), Some(tp)) = (SessionId::parse(session_id), traceparent) {
-            let stored = dialectic_store::traces::remember_session_trace(
-                self.store.pool(),
-                id.as_uuid(),
-                &tp,
-            );
+            let stored =
+                dialectic_store::traces::remember_session_trace(self.store.pool(), id, &tp);
             if let Err(e) = stored.await {
                 tracing::debug!(error = %e, "could not remember the session's trace");
             }
@@ -342,7 +339,7 @@ impl Gateway {
         let Ok(id) = SessionId::parse(session_id) else {
             return;
         };
-        match dialectic_store::traces::session_trace(self.store.pool(), id.as_uuid()).await {
+        match dialectic_store::traces::session_trace(self.store.pool(), id).await {
             Ok(Some(tp)) => dialectic_telemetry::adopt_traceparent(span, Some(&tp)),
             Ok(None) => {}
             Err(e) => tracing::debug!(error = %e, "could not read the session's trace"),
@@ -353,7 +350,7 @@ impl Gateway {
     /// what comes next: the next stage, or after the last a new iteration.
     async fn submit_stage_responses(
         &self,
-        user: Uuid,
+        user: UserId,
         req: SubmitStageResponsesRequest,
     ) -> Result<Session, GatewayError> {
         let session_id = SessionId::parse(&req.session_id)?;
@@ -363,7 +360,7 @@ impl Gateway {
                 "stage_slug names the stage whose documents were reviewed".into(),
             ));
         }
-        let row = records::session_for_user(self.store.pool(), user, session_id.as_uuid()).await?;
+        let row = records::session_for_user(self.store.pool(), user, session_id).await?;
         let feedback = self.feedback_text(user, &row, &req).await?;
         let command = SubmitStageResponsesCommand {
             session_id: row.id.to_string(),
@@ -382,7 +379,7 @@ impl Gateway {
     /// document it is about (which must be this session's).
     async fn feedback_text(
         &self,
-        user: Uuid,
+        user: UserId,
         session: &SessionRow,
         req: &SubmitStageResponsesRequest,
     ) -> Result<String, GatewayError> {
@@ -396,8 +393,7 @@ impl Gateway {
                 response.document_key.trim().to_string()
             } else if !response.resource_id.trim().is_empty() {
                 let id = ResourceId::parse(&response.resource_id)?;
-                let resource =
-                    records::resource_for_user(self.store.pool(), user, id.as_uuid()).await?;
+                let resource = records::resource_for_user(self.store.pool(), user, id).await?;
                 if resource.session_id != Some(session.id) {
                     return Err(GatewayError::NotFound(format!(
                         "document {}",
@@ -415,7 +411,7 @@ impl Gateway {
 
     async fn create_project(
         &self,
-        user: Uuid,
+        user: UserId,
         req: CreateProjectRequest,
     ) -> Result<Project, GatewayError> {
         let uploaded = match &req.prompt_file {
@@ -474,7 +470,7 @@ impl Gateway {
         let inserted = records::insert_project(
             self.store.pool(),
             &NewProject {
-                id: id.as_uuid(),
+                id,
                 user_id: user,
                 name,
                 slug: &slug,
@@ -485,7 +481,7 @@ impl Gateway {
         )
         .await;
         match inserted {
-            Ok((row, _created)) if row.id == id.as_uuid() => Ok(convert::project(row)),
+            Ok((row, _created)) if row.id == id => Ok(convert::project(row)),
             Ok((row, _)) => {
                 // A retried request: the first project keeps its own prompt object.
                 tracing::info!(existing = %row.id, "client request id repeated; returning the first project");
@@ -508,12 +504,12 @@ impl Gateway {
 
     async fn start_session(
         &self,
-        user: Uuid,
+        user: UserId,
         req: StartSessionRequest,
     ) -> Result<Session, GatewayError> {
         let project_id = ProjectId::parse(&req.project_id)?;
-        records::project_for_user(self.store.pool(), user, project_id.as_uuid()).await?;
-        let active: Vec<(Uuid, String)> = records::active_models(self.store.pool())
+        records::project_for_user(self.store.pool(), user, project_id).await?;
+        let active: Vec<(ModelId, String)> = records::active_models(self.store.pool())
             .await?
             .into_iter()
             .map(|m| (m.id, m.api_identifier))
@@ -535,8 +531,8 @@ impl Gateway {
         let (row, created) = records::insert_session(
             &mut tx,
             &NewSession {
-                id: session_id.as_uuid(),
-                project_id: project_id.as_uuid(),
+                id: session_id,
+                project_id,
                 user_id: user,
                 model_ids: &model_ids,
                 description: optional(&req.description),
@@ -567,12 +563,11 @@ impl Gateway {
 
     async fn list_documents(
         &self,
-        user: Uuid,
+        user: UserId,
         req: ListStageDocumentsRequest,
     ) -> Result<ListStageDocumentsResponse, GatewayError> {
         let session_id = SessionId::parse(&req.session_id)?;
-        let session =
-            records::session_for_user(self.store.pool(), user, session_id.as_uuid()).await?;
+        let session = records::session_for_user(self.store.pool(), user, session_id).await?;
         let iteration = match req.iteration {
             0 => None,
             n => Some(i32::try_from(n).map_err(|_| {
@@ -595,7 +590,7 @@ impl Gateway {
                 iteration,
             )
             .await?;
-            let mut ids: Vec<Uuid> = rows.iter().filter_map(|r| r.model_id).collect();
+            let mut ids: Vec<ModelId> = rows.iter().filter_map(|r| r.model_id).collect();
             ids.sort_unstable();
             ids.dedup();
             let names = self.model_names(&ids).await?;
@@ -611,7 +606,7 @@ impl Gateway {
     /// costs the cache, never the read.
     async fn read_through<M, F, Fut>(
         &self,
-        project: Uuid,
+        project: ProjectId,
         name: &str,
         load: F,
     ) -> Result<M, GatewayError>
@@ -655,7 +650,7 @@ impl Gateway {
     }
 
     /// Drops a project's cached reads after a change the planner will not report.
-    pub(crate) async fn invalidate(&self, project: Uuid) {
+    pub(crate) async fn invalidate(&self, project: ProjectId) {
         if let Some(cache) = self.cache.get()
             && let Err(e) = cache.invalidate_project(&project.to_string()).await
         {
@@ -665,11 +660,11 @@ impl Gateway {
 
     async fn document_content(
         &self,
-        user: Uuid,
+        user: UserId,
         req: GetDocumentContentRequest,
     ) -> Result<DocumentContent, GatewayError> {
         let id = ResourceId::parse(&req.resource_id)?;
-        let row = records::resource_for_user(self.store.pool(), user, id.as_uuid()).await?;
+        let row = records::resource_for_user(self.store.pool(), user, id).await?;
         let name = format!("doc:{}", row.id);
         let project = row.project_id;
         self.read_through(project, &name, || async {
@@ -688,7 +683,7 @@ impl Gateway {
     /// chain (latest from now on) and gets re-rendered; later stages read it.
     async fn save_document_edit(
         &self,
-        user: Uuid,
+        user: UserId,
         req: SaveDocumentEditRequest,
     ) -> Result<StageDocument, GatewayError> {
         let id = ResourceId::parse(&req.resource_id)?;
@@ -700,7 +695,7 @@ impl Gateway {
                 "an edited document may hold at most {MAX_EDIT_BYTES} bytes"
             )));
         }
-        let resource = records::resource_for_user(self.store.pool(), user, id.as_uuid()).await?;
+        let resource = records::resource_for_user(self.store.pool(), user, id).await?;
         let identity = resource.source_contribution_id.ok_or_else(|| {
             GatewayError::InvalidArgument("this resource is not a rendered document".into())
         })?;
@@ -732,9 +727,10 @@ impl Gateway {
         let size = body.len() as i64;
         self.blob.put(&key, body, "application/json").await?;
         let (dir, file_name) = key.rsplit_once('/').unwrap_or(("", key.as_str()));
-        let edit_id = Uuid::now_v7();
+        let edit_id = ContributionId::new();
         let mut tx = self.store.begin().await?;
-        let model = root.model_id.unwrap_or_default();
+        // An edit of a document no model wrote (none today) names the nil model.
+        let model = root.model_id.unwrap_or(ModelId(Uuid::nil()));
         records::insert_contribution(
             &mut tx,
             &NewContribution {
@@ -789,16 +785,16 @@ impl Gateway {
 
     async fn watch(
         &self,
-        user: Uuid,
+        user: UserId,
         req: WatchSessionRequest,
     ) -> Result<ReceiverStream<Result<SessionEvent, Status>>, GatewayError> {
         let session_id = SessionId::parse(&req.session_id)?;
-        records::session_for_user(self.store.pool(), user, session_id.as_uuid()).await?;
+        records::session_for_user(self.store.pool(), user, session_id).await?;
         let cache = self.cache()?;
         let sid = session_id.to_string();
         // Subscribing before reading the snapshot means no event falls between them.
         let events = cache.subscribe(&sid).await?;
-        let row = records::session_for_user(self.store.pool(), user, session_id.as_uuid()).await?;
+        let row = records::session_for_user(self.store.pool(), user, session_id).await?;
         let stage_slug = convert::stage_of_status(&row.status).unwrap_or_default();
         // The latest event only adds progress detail to a snapshot of the same status.
         let latest = cache.latest(&sid).await.ok().flatten().filter(|e| {
@@ -887,7 +883,7 @@ impl DialecticService for Gateway {
         span.record("project_id", req.project_id.as_str());
         async {
             let id = ProjectId::parse(&req.project_id)?;
-            let row = records::project_for_user(self.store.pool(), user, id.as_uuid()).await?;
+            let row = records::project_for_user(self.store.pool(), user, id).await?;
             Ok::<_, GatewayError>(Response::new(convert::project(row)))
         }
         .instrument(span)
@@ -966,7 +962,7 @@ impl DialecticService for Gateway {
         span.record("session_id", req.session_id.as_str());
         async {
             let id = SessionId::parse(&req.session_id)?;
-            let row = records::session_for_user(self.store.pool(), user, id.as_uuid()).await?;
+            let row = records::session_for_user(self.store.pool(), user, id).await?;
             tracing::Span::current().record("project_id", tracing::field::display(row.project_id));
             self.session_view(row, true).await
         }

@@ -6,7 +6,7 @@
 use dialectic_cache::{Cache, ProgressEvent};
 use dialectic_config::PlannerConfig;
 use dialectic_core::fanout::{Anchor, FanOutJob, SourceDoc, fan_out};
-use dialectic_core::ids::StepId;
+use dialectic_core::ids::{ContributionId, InvalidId, JobId, ProjectId, SessionId, StepId};
 use dialectic_core::job::{
     ChildrenState, INSUFFICIENT_BALANCE, JobEffect, JobEvent, JobStatus, JobType,
     REGENERATION_KEY_MARK, children_state, retry_backoff_ms, transition,
@@ -25,7 +25,6 @@ use dialectic_store::{Store, StoreError, Tx, inputs, outbox, recipes, records};
 use serde_json::json;
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, OnceLock};
-use uuid::Uuid;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlannerError {
@@ -76,24 +75,24 @@ impl From<PlannerError> for tonic::Status {
 /// Follow-up work inside one transaction, processed in order.
 enum Work {
     Apply {
-        job: Uuid,
+        job: JobId,
         event: JobEvent,
         error: Option<serde_json::Value>,
         results: Option<serde_json::Value>,
     },
-    CheckParent(Uuid),
+    CheckParent(JobId),
     CheckStage {
-        session: Uuid,
+        session: SessionId,
         stage: String,
         iteration: i32,
     },
-    PlanNext(Uuid),
+    PlanNext(JobId),
     Release {
-        prerequisite: Uuid,
+        prerequisite: JobId,
         succeeded: bool,
         /// Set when the prerequisite is a RENDER job or a regeneration of this
         /// session, which a later stage's root jobs may wait for.
-        render_of: Option<Uuid>,
+        render_of: Option<SessionId>,
     },
 }
 
@@ -101,7 +100,7 @@ pub(crate) struct Unit {
     pub(crate) tx: Tx<'static>,
     pub(crate) events: Vec<ProgressEvent>,
     /// Projects whose cached reads this unit makes stale (dropped after commit).
-    pub(crate) stale_projects: Vec<Uuid>,
+    pub(crate) stale_projects: Vec<ProjectId>,
     work: VecDeque<Work>,
     traceparent: Option<String>,
 }
@@ -127,7 +126,7 @@ pub struct Engine {
 /// command for a deleted session has nothing left to do.
 pub(crate) async fn lock_known_session(
     unit: &mut Unit,
-    session_id: Uuid,
+    session_id: SessionId,
 ) -> Result<Option<records::SessionRow>, PlannerError> {
     match records::lock_session(&mut unit.tx, session_id).await {
         Ok(s) => Ok(Some(s)),
@@ -164,9 +163,13 @@ pub(crate) fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-pub(crate) fn parse_id(kind: &str, value: &str) -> Result<Uuid, PlannerError> {
-    Uuid::parse_str(value)
-        .map_err(|_| PlannerError::BadMessage(format!("{kind} {value:?} is not a UUID")))
+pub(crate) fn parse_id<T>(value: &str) -> Result<T, PlannerError>
+where
+    T: std::str::FromStr<Err = InvalidId>,
+{
+    value
+        .parse()
+        .map_err(|e: InvalidId| PlannerError::BadMessage(e.to_string()))
 }
 
 impl Engine {
@@ -222,7 +225,7 @@ impl Engine {
         command: &StartStage,
         traceparent: Option<&str>,
     ) -> Result<(), PlannerError> {
-        let session_id = parse_id("session", &command.session_id)?;
+        let session_id = parse_id::<SessionId>(&command.session_id)?;
         let stage = command.stage_slug.as_str();
         let iteration = command.iteration.max(1) as i32;
         let mut unit = self.begin(traceparent).await?;
@@ -282,7 +285,7 @@ impl Engine {
                 sources: Vec::new(),
                 lineage: None,
             };
-            let job_id = Uuid::now_v7();
+            let job_id = JobId::new();
             let inserted = jobs::insert(
                 &mut unit.tx,
                 &NewJob {
@@ -333,7 +336,7 @@ impl Engine {
         command: &ResumeSession,
         traceparent: Option<&str>,
     ) -> Result<(), PlannerError> {
-        let session_id = parse_id("session", &command.session_id)?;
+        let session_id = parse_id::<SessionId>(&command.session_id)?;
         let mut unit = self.begin(traceparent).await?;
         let Some(session) = lock_known_session(&mut unit, session_id).await? else {
             return Ok(());
@@ -396,7 +399,7 @@ impl Engine {
         outcome: &JobOutcome,
         traceparent: Option<&str>,
     ) -> Result<(), PlannerError> {
-        let job_id = parse_id("job", &outcome.job_id)?;
+        let job_id = parse_id::<JobId>(&outcome.job_id)?;
         let Some(result) = &outcome.result else {
             return Err(PlannerError::BadMessage(
                 "job outcome without a result".into(),
@@ -453,7 +456,7 @@ impl Engine {
                                 .is_some_and(RecipeStep::renders_markdown)
                             && !done.contribution_id.is_empty()
                         {
-                            let contribution = parse_id("contribution", &done.contribution_id)?;
+                            let contribution = parse_id::<ContributionId>(&done.contribution_id)?;
                             self.spawn_render(&mut unit, &job, &payload, contribution)
                                 .await?;
                         }
@@ -468,7 +471,7 @@ impl Engine {
                             unit.stale_projects.push(project);
                         }
                         if job_type == JobType::Execute && done.continuation_needed {
-                            let contribution = parse_id("contribution", &done.contribution_id)?;
+                            let contribution = parse_id::<ContributionId>(&done.contribution_id)?;
                             self.spawn_continuation(&mut unit, &job, &payload, contribution)
                                 .await?;
                         }
@@ -668,7 +671,7 @@ impl Engine {
     async fn apply(
         &self,
         unit: &mut Unit,
-        job_id: Uuid,
+        job_id: JobId,
         event: JobEvent,
         error: Option<serde_json::Value>,
         results: Option<serde_json::Value>,
@@ -758,8 +761,8 @@ impl Engine {
     async fn release_render_waiters(
         &self,
         unit: &mut Unit,
-        render: Uuid,
-        session_id: Uuid,
+        render: JobId,
+        session_id: SessionId,
     ) -> Result<(), PlannerError> {
         records::lock_session(&mut unit.tx, session_id).await?;
         let waiting = jobs::waiting_on(&mut unit.tx, render).await?;
@@ -787,7 +790,7 @@ impl Engine {
         Ok(())
     }
 
-    async fn check_parent(&self, unit: &mut Unit, parent_id: Uuid) -> Result<(), PlannerError> {
+    async fn check_parent(&self, unit: &mut Unit, parent_id: JobId) -> Result<(), PlannerError> {
         let parent = jobs::lock(&mut unit.tx, parent_id).await?;
         if parent.status()? != JobStatus::WaitingForChildren {
             return Ok(());
@@ -814,7 +817,7 @@ impl Engine {
 
     /// Seed 002 "Worker Orchestration": spawn the recipe steps whose
     /// predecessors are done, or complete the root job when none are left.
-    async fn plan_next(&self, unit: &mut Unit, job_id: Uuid) -> Result<(), PlannerError> {
+    async fn plan_next(&self, unit: &mut Unit, job_id: JobId) -> Result<(), PlannerError> {
         let job = jobs::lock(&mut unit.tx, job_id).await?;
         if !matches!(
             job.status()?,
@@ -987,7 +990,7 @@ impl Engine {
         let inserted = jobs::insert(
             &mut unit.tx,
             &NewJob {
-                id: Uuid::now_v7(),
+                id: JobId::new(),
                 job_key,
                 session_id: parent.session_id,
                 user_id: parent.user_id,
@@ -1020,7 +1023,7 @@ impl Engine {
         unit: &mut Unit,
         job: &JobRow,
         payload: &JobPayload,
-        contribution_id: Uuid,
+        contribution_id: ContributionId,
     ) -> Result<(), PlannerError> {
         // Lock the parent before adding a child to it: the insert's foreign-key
         // share lock, upgraded later by CheckParent, would deadlock with a
@@ -1031,7 +1034,7 @@ impl Engine {
         let inserted = jobs::insert(
             &mut unit.tx,
             &NewJob {
-                id: Uuid::now_v7(),
+                id: JobId::new(),
                 job_key: format!("{contribution_id}:continue"),
                 session_id: job.session_id,
                 user_id: job.user_id,
@@ -1067,7 +1070,7 @@ impl Engine {
         unit: &mut Unit,
         job: &JobRow,
         payload: &JobPayload,
-        contribution_id: Uuid,
+        contribution_id: ContributionId,
     ) -> Result<(), PlannerError> {
         let contribution = records::contribution(&mut *unit.tx, contribution_id).await?;
         let identity = contribution
@@ -1095,7 +1098,7 @@ impl Engine {
         let inserted = jobs::insert(
             &mut unit.tx,
             &NewJob {
-                id: Uuid::now_v7(),
+                id: JobId::new(),
                 job_key: format!("{contribution_id}:render"),
                 session_id: job.session_id,
                 user_id: job.user_id,
@@ -1126,7 +1129,7 @@ impl Engine {
     async fn check_stage(
         &self,
         unit: &mut Unit,
-        session_id: Uuid,
+        session_id: SessionId,
         stage: &str,
         iteration: i32,
     ) -> Result<(), PlannerError> {
@@ -1176,7 +1179,7 @@ impl Engine {
     async fn command_start_stage(
         &self,
         unit: &mut Unit,
-        session_id: Uuid,
+        session_id: SessionId,
         stage: &str,
         iteration: i32,
     ) -> Result<(), PlannerError> {
@@ -1197,7 +1200,7 @@ impl Engine {
     pub(crate) async fn dispatch(
         &self,
         unit: &mut Unit,
-        job_id: Uuid,
+        job_id: JobId,
         job_type: JobType,
     ) -> Result<(), PlannerError> {
         outbox::enqueue(

@@ -5,6 +5,7 @@
 
 use dialectic_blob::BlobStore;
 use dialectic_config::Settings;
+use dialectic_core::ids::{ContributionId, JobId, ResourceId, SessionId};
 use dialectic_core::job::JobType;
 use dialectic_core::paths::{FileKind, PathContext};
 use dialectic_core::prompt::{fill_template, title_from_key};
@@ -66,7 +67,7 @@ impl Renderer {
     async fn render(
         &self,
         conn: &mut Conn,
-        identity: Uuid,
+        identity: ContributionId,
     ) -> Result<(Rendered, ContributionRow), AttemptError> {
         let root = records::contribution(&mut *conn, identity).await?;
         let chain =
@@ -157,8 +158,8 @@ impl Renderer {
     async fn archive_replaced(
         &self,
         tx: &mut dialectic_store::Tx<'_>,
-        session_id: Uuid,
-        root_job: Uuid,
+        session_id: SessionId,
+        root_job: JobId,
         current_key: &str,
     ) -> Result<Vec<String>, AttemptError> {
         let Some(superseded) = regenerate::superseded_by(&mut **tx, root_job).await? else {
@@ -203,9 +204,9 @@ impl JobWork for Renderer {
         let render = payload.render.ok_or_else(|| {
             AttemptError::permanent("bad_payload", "RENDER job without a render payload")
         })?;
-        let identity = Uuid::parse_str(&render.document_identity)
+        let identity = ContributionId::parse(&render.document_identity)
             .map_err(|e| AttemptError::permanent("bad_payload", e))?;
-        let source = Uuid::parse_str(&render.source_contribution_id)
+        let source = ContributionId::parse(&render.source_contribution_id)
             .map_err(|e| AttemptError::permanent("bad_payload", e))?;
         // Renders of one document run one at a time, each reading the chain under
         // the lock: a render queued by an early chunk can never overwrite a later one.
@@ -238,7 +239,7 @@ impl JobWork for Renderer {
         let resource_id = records::upsert_resource(
             &mut tx,
             &NewResource {
-                id: Uuid::now_v7(),
+                id: ResourceId::new(),
                 project_id: session.project_id,
                 user_id: job.user_id,
                 session_id: job.session_id,
@@ -305,7 +306,7 @@ impl RendererService for Api {
         request: tonic::Request<RenderPreviewRequest>,
     ) -> Result<tonic::Response<RenderPreviewResponse>, tonic::Status> {
         let request = request.into_inner();
-        let identity = Uuid::parse_str(&request.document_identity).map_err(|_| {
+        let identity = ContributionId::parse(&request.document_identity).map_err(|_| {
             tonic::Status::invalid_argument("document_identity must be a contribution UUID")
         })?;
         let mut conn = self

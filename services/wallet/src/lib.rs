@@ -2,6 +2,7 @@
 //! for now it answers balance queries.
 
 use dialectic_config::Settings;
+use dialectic_core::ids::UserId;
 use dialectic_proto::v1::wallet::wallet_service_server::{WalletService, WalletServiceServer};
 use dialectic_proto::v1::wallet::{
     Balance, CaptureRequest, CreditRequest, GetBalanceRequest, HoldRequest, LedgerEntry,
@@ -77,7 +78,7 @@ pub fn wallet_selector(
     wallet_id: &str,
     user_id: &str,
     default_user: &str,
-) -> Result<(Option<Uuid>, Option<Uuid>), WalletError> {
+) -> Result<(Option<Uuid>, Option<UserId>), WalletError> {
     let parse = |field: &str, value: &str| {
         Uuid::parse_str(value.trim()).map_err(|_| {
             WalletError::InvalidArgument(format!(
@@ -92,14 +93,14 @@ pub fn wallet_selector(
         return Ok((Some(parse("wallet_id", wallet_id)?), None));
     }
     if !user_id.is_empty() {
-        return Ok((None, Some(parse("user_id", user_id)?)));
+        return Ok((None, Some(UserId(parse("user_id", user_id)?))));
     }
     let default = Uuid::parse_str(default_user.trim()).map_err(|_| {
         WalletError::Internal(
             "no wallet_id or user_id given and gateway.default_user_id is not a valid UUID".into(),
         )
     })?;
-    Ok((None, Some(default)))
+    Ok((None, Some(UserId(default))))
 }
 
 pub struct Wallet {
@@ -132,12 +133,13 @@ impl Wallet {
 const DEFAULT_HOLD_SECS: i64 = 15 * 60;
 const MAX_PAGE: u32 = 200;
 
-fn uuid(field: &str, value: &str) -> Result<Uuid, WalletError> {
+fn uuid<T: From<Uuid>>(field: &str, value: &str) -> Result<T, WalletError> {
     Uuid::parse_str(value.trim())
+        .map(T::from)
         .map_err(|_| WalletError::InvalidArgument(format!("{field} {value:?} is not a valid UUID")))
 }
 
-fn optional_uuid(field: &str, value: &str) -> Result<Option<Uuid>, WalletError> {
+fn optional_uuid<T: From<Uuid>>(field: &str, value: &str) -> Result<Option<T>, WalletError> {
     if value.trim().is_empty() {
         Ok(None)
     } else {
@@ -191,7 +193,7 @@ fn parse_page_token(
 
 impl Wallet {
     /// The caller named by `x-dialectic-user`, else the configured default user.
-    fn caller(&self, metadata: &tonic::metadata::MetadataMap) -> Result<Uuid, WalletError> {
+    fn caller(&self, metadata: &tonic::metadata::MetadataMap) -> Result<UserId, WalletError> {
         match metadata
             .get("x-dialectic-user")
             .and_then(|v| v.to_str().ok())
@@ -453,11 +455,11 @@ mod tests {
         );
         assert_eq!(
             wallet_selector("", &u.to_string(), d).ok(),
-            Some((None, Some(u)))
+            Some((None, Some(UserId(u))))
         );
         assert_eq!(
             wallet_selector(" ", "", d).ok(),
-            Some((None, Uuid::parse_str(d).ok()))
+            Some((None, UserId::parse(d).ok()))
         );
         assert!(matches!(
             wallet_selector("nope", "", d),

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each test binary uses its own part of this module
 
+use dialectic_core::ids::{JobId, ModelId, ProjectId, SessionId, UserId};
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::payload::JobPayload;
 use dialectic_store::{Store, jobs, records};
@@ -11,8 +12,8 @@ use std::time::Duration;
 use uuid::Uuid;
 
 /// The administrator and the simulated model the migrations seed.
-pub const USER: Uuid = Uuid::from_u128(1);
-pub const MODEL: Uuid = Uuid::from_u128(0x5000_0000_0000_0000_0000_0000_0000_0001);
+pub const USER: UserId = UserId(Uuid::from_u128(1));
+pub const MODEL: ModelId = ModelId(Uuid::from_u128(0x5000_0000_0000_0000_0000_0000_0000_0001));
 
 pub struct TestDb {
     pub store: Store,
@@ -80,11 +81,11 @@ impl TestDb {
     }
 
     /// A project and a session of the seeded user; returns the session.
-    pub async fn session(&self) -> Uuid {
+    pub async fn session(&self) -> SessionId {
         let (project, _) = records::insert_project(
             self.store.pool(),
             &records::NewProject {
-                id: Uuid::now_v7(),
+                id: ProjectId::new(),
                 user_id: USER,
                 name: "Contract",
                 slug: "contract",
@@ -99,7 +100,7 @@ impl TestDb {
         let (session, _) = records::insert_session(
             &mut tx,
             &records::NewSession {
-                id: Uuid::now_v7(),
+                id: SessionId::new(),
                 project_id: project.id,
                 user_id: USER,
                 model_ids: &[MODEL],
@@ -115,9 +116,9 @@ impl TestDb {
     }
 
     /// A pending PLAN job in `session`.
-    pub async fn pending_job(&self, session: Uuid) -> Uuid {
+    pub async fn pending_job(&self, session: SessionId) -> JobId {
         let mut tx = self.store.begin().await.expect("tx");
-        let id = Uuid::now_v7();
+        let id = JobId::new();
         jobs::insert(
             &mut tx,
             &jobs::NewJob {
@@ -147,7 +148,7 @@ impl TestDb {
         id
     }
 
-    pub async fn job(&self, id: Uuid) -> jobs::JobRow {
+    pub async fn job(&self, id: JobId) -> jobs::JobRow {
         jobs::get(self.store.pool(), id).await.expect("job")
     }
 

@@ -3,6 +3,7 @@
 //! The gateway removes the project's objects after this commits.
 
 use crate::engine::{Engine, PlannerError, parse_id, session_event};
+use dialectic_core::ids::{ProjectId, UserId};
 use dialectic_core::session::SessionEvent;
 use dialectic_proto::v1::planner::{DeleteProjectCommand, DeleteProjectResult};
 use dialectic_store::listing::{self, DeleteError};
@@ -11,8 +12,8 @@ pub(crate) async fn delete(
     engine: &Engine,
     command: DeleteProjectCommand,
 ) -> Result<DeleteProjectResult, PlannerError> {
-    let project_id = parse_id("project", &command.project_id)?;
-    let user_id = parse_id("user", &command.user_id)?;
+    let project_id = parse_id::<ProjectId>(&command.project_id)?;
+    let user_id = parse_id::<UserId>(&command.user_id)?;
     let mut unit = engine
         .begin(dialectic_telemetry::current_traceparent().as_deref())
         .await?;

@@ -14,6 +14,7 @@ mod submit;
 pub(crate) use render_edit::render_edit;
 
 use crate::engine::{Engine, PlannerError, parse_id};
+use dialectic_core::ids::SessionId;
 use dialectic_core::session::SessionEvent;
 use dialectic_proto::v1::planner::planner_service_server::PlannerService;
 use dialectic_proto::v1::planner::{
@@ -143,7 +144,7 @@ impl Api {
     ) -> Result<Response<SessionCommandResult>, Status> {
         let session_id = request.get_ref().session_id.clone();
         let span = command_span(session::name(&event), &request, &session_id);
-        let id = parse_id("session", &session_id)?;
+        let id = parse_id::<SessionId>(&session_id)?;
         let session = session::apply(&self.engine, id, event)
             .instrument(span)
             .await?;
@@ -154,7 +155,7 @@ impl Api {
 /// A command's session, locked; NOT_FOUND when it does not exist.
 pub(crate) async fn lock_session(
     unit: &mut crate::engine::Unit,
-    id: uuid::Uuid,
+    id: SessionId,
 ) -> Result<SessionRow, PlannerError> {
     Ok(dialectic_store::records::lock_session(&mut unit.tx, id).await?)
 }

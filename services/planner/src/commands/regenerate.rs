@@ -8,6 +8,7 @@
 use super::lock_session;
 use crate::engine::{Engine, PlannerError, Unit, now_ms, parse_id};
 use dialectic_cache::ProgressEvent;
+use dialectic_core::ids::{ContributionId, JobId, ModelId, ResourceId, SessionId, UserId};
 use dialectic_core::job::{JobEvent, JobStatus, JobType, REGENERATION_KEY_MARK, transition};
 use dialectic_core::session::SessionEvent;
 use dialectic_proto::v1::planner::{RegenerateDocumentCommand, RegenerateDocumentResult};
@@ -21,23 +22,23 @@ use uuid::Uuid;
 const DEFAULT_ATTEMPTS: i32 = 3;
 
 struct Asked {
-    session_id: Uuid,
-    user_id: Uuid,
-    model_id: Uuid,
-    resource_id: Uuid,
-    identity: Uuid,
-    template: Uuid,
+    session_id: SessionId,
+    user_id: UserId,
+    model_id: ModelId,
+    resource_id: ResourceId,
+    identity: ContributionId,
+    template: JobId,
     request_id: Option<String>,
 }
 
 fn asked(command: &RegenerateDocumentCommand) -> Result<Asked, PlannerError> {
     Ok(Asked {
-        session_id: parse_id("session", &command.session_id)?,
-        user_id: parse_id("user", &command.user_id)?,
-        model_id: parse_id("model", &command.model_id)?,
-        resource_id: parse_id("resource", &command.resource_id)?,
-        identity: parse_id("contribution", &command.document_identity)?,
-        template: parse_id("job", &command.template_job_id)?,
+        session_id: parse_id::<SessionId>(&command.session_id)?,
+        user_id: parse_id::<UserId>(&command.user_id)?,
+        model_id: parse_id::<ModelId>(&command.model_id)?,
+        resource_id: parse_id::<ResourceId>(&command.resource_id)?,
+        identity: parse_id::<ContributionId>(&command.document_identity)?,
+        template: parse_id::<JobId>(&command.template_job_id)?,
         request_id: Some(command.client_request_id.trim().to_string()).filter(|r| !r.is_empty()),
     })
 }
@@ -71,7 +72,7 @@ pub(crate) async fn regenerate(
     }
     let plan = plan(&slot, asked.template)?;
     let regeneration_id = Uuid::now_v7();
-    let job_id = Uuid::now_v7();
+    let job_id = JobId::new();
     regenerate::insert_job(
         &mut unit.tx,
         asked.template,
@@ -117,7 +118,7 @@ pub(crate) async fn regenerate(
         created: true,
         regeneration_id: regeneration_id.to_string(),
         job_id: job_id.to_string(),
-        superseded_job_ids: plan.superseded.iter().map(Uuid::to_string).collect(),
+        superseded_job_ids: plan.superseded.iter().map(ToString::to_string).collect(),
     })
 }
 
@@ -173,11 +174,11 @@ async fn still_open(
 
 struct Plan {
     /// Jobs to supersede now.
-    superseding: Vec<Uuid>,
+    superseding: Vec<JobId>,
     /// Every job of the document that is (or is about to be) superseded: an
     /// earlier regeneration may have superseded the writer of the document
     /// still current, which this one replaces too.
-    superseded: Vec<Uuid>,
+    superseded: Vec<JobId>,
     /// Files are named by attempt: the new job's attempts continue after every
     /// earlier writer's, so it never writes (or, losing, deletes) their paths.
     attempt_base: i32,
@@ -185,7 +186,7 @@ struct Plan {
     budget: i32,
 }
 
-fn plan(slot: &[JobRow], template: Uuid) -> Result<Plan, PlannerError> {
+fn plan(slot: &[JobRow], template: JobId) -> Result<Plan, PlannerError> {
     let mut superseding = Vec::new();
     let mut superseded = Vec::new();
     for job in slot {
@@ -225,7 +226,7 @@ fn plan(slot: &[JobRow], template: Uuid) -> Result<Plan, PlannerError> {
 fn started_event(
     session: &SessionRow,
     command: &RegenerateDocumentCommand,
-    job_id: Uuid,
+    job_id: JobId,
     superseding: usize,
 ) -> ProgressEvent {
     ProgressEvent {

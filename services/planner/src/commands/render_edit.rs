@@ -3,19 +3,19 @@
 //! this in the same transaction, so an edit is never left unrendered.
 
 use crate::engine::{Engine, PlannerError, parse_id};
+use dialectic_core::ids::{ContributionId, JobId};
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::payload::{JobPayload, RenderPayload};
 use dialectic_proto::v1::queue::RenderEdit;
 use dialectic_store::jobs::{self, NewJob};
 use dialectic_store::{StoreError, records};
-use uuid::Uuid;
 
 pub(crate) async fn render_edit(
     engine: &Engine,
     command: &RenderEdit,
     traceparent: Option<&str>,
 ) -> Result<(), PlannerError> {
-    let edit_id = parse_id("contribution", &command.edit_contribution_id)?;
+    let edit_id = parse_id::<ContributionId>(&command.edit_contribution_id)?;
     let mut unit = engine.begin(traceparent).await?;
     let edit = match records::contribution(&mut *unit.tx, edit_id).await {
         Ok(edit) => edit,
@@ -42,7 +42,7 @@ pub(crate) async fn render_edit(
     let inserted = jobs::insert(
         &mut unit.tx,
         &NewJob {
-            id: Uuid::now_v7(),
+            id: JobId::new(),
             job_key: format!("{edit_id}:render"),
             session_id: edit.session_id,
             user_id: session.user_id,

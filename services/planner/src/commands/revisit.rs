@@ -5,6 +5,7 @@
 
 use super::lock_session;
 use crate::engine::{Engine, PlannerError, Unit, parse_id};
+use dialectic_core::ids::SessionId;
 use dialectic_core::revisit::{Impact, archived_name};
 use dialectic_core::session::{SessionEvent, SessionStatus};
 use dialectic_proto::v1::planner::{RevisitStageCommand, RevisitStageResult};
@@ -15,7 +16,7 @@ pub(crate) async fn revisit(
     engine: &Engine,
     command: RevisitStageCommand,
 ) -> Result<RevisitStageResult, PlannerError> {
-    let session_id = parse_id("session", &command.session_id)?;
+    let session_id = parse_id::<SessionId>(&command.session_id)?;
     let impact =
         Impact::parse(&command.impact).map_err(|e| PlannerError::BadMessage(e.to_string()))?;
     let stage = command.stage_slug.trim();

@@ -5,9 +5,9 @@
 
 use super::lock_session;
 use crate::engine::{Engine, PlannerError, session_event};
+use dialectic_core::ids::SessionId;
 use dialectic_core::session::SessionEvent;
 use dialectic_store::records::SessionRow;
-use uuid::Uuid;
 
 /// The command's name in spans and logs.
 pub(crate) fn name(event: &SessionEvent) -> &'static str {
@@ -34,7 +34,7 @@ fn progress(event: &SessionEvent) -> (&'static str, &'static str) {
 
 pub(crate) async fn apply(
     engine: &Engine,
-    id: Uuid,
+    id: SessionId,
     event: SessionEvent,
 ) -> Result<SessionRow, PlannerError> {
     let mut unit = engine

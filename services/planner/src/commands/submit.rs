@@ -3,7 +3,8 @@
 
 use super::lock_session;
 use crate::engine::{Engine, PlannerError, parse_id};
-use dialectic_core::ids::{ProjectId, SessionId};
+use dialectic_core::ids::SessionId;
+use dialectic_core::ids::UserId;
 use dialectic_core::paths::{FileKind, PathContext};
 use dialectic_core::session::SessionEvent;
 use dialectic_proto::v1::planner::SubmitStageResponsesCommand;
@@ -15,8 +16,8 @@ pub(crate) async fn submit(
     engine: &Engine,
     command: SubmitStageResponsesCommand,
 ) -> Result<SessionRow, PlannerError> {
-    let session_id = parse_id("session", &command.session_id)?;
-    let user_id = parse_id("user", &command.user_id)?;
+    let session_id = parse_id::<SessionId>(&command.session_id)?;
+    let user_id = parse_id::<UserId>(&command.user_id)?;
     let mut unit = engine
         .begin(dialectic_telemetry::current_traceparent().as_deref())
         .await?;
@@ -45,7 +46,7 @@ pub(crate) async fn submit(
 
 struct Feedback<'a> {
     session: &'a SessionRow,
-    user_id: Uuid,
+    user_id: UserId,
     stage: &'a StageRow,
     text: &'a str,
 }
@@ -60,8 +61,8 @@ async fn store_feedback(
 ) -> Result<(), PlannerError> {
     let session = feedback.session;
     let key = PathContext {
-        project_id: ProjectId(session.project_id),
-        session_short: SessionId(session.id).short(),
+        project_id: session.project_id,
+        session_short: session.id.short(),
         iteration: session.iteration_count.max(1) as u32,
         stage_number: feedback.stage.stage_number.max(0) as u32,
         stage_slug: feedback.stage.slug.clone(),
