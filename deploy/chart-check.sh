@@ -26,7 +26,7 @@ out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 "$venv/bin/python" deploy/chart_check.py "$out"
 
-for values in default production every-option; do
+for values in default production every-option eks; do
   extra=()
   if [ "$values" = default ]; then
     # The defaults cannot know the digest of the image an operator builds, so

@@ -10,10 +10,12 @@
 """
 
 import copy
+import json
 import pathlib
 import sys
 
 import helm_python as helm
+import jsonschema
 import kubernetes_validate
 import yaml
 
@@ -22,12 +24,18 @@ CHART = ROOT / "helm" / "dialectic"
 OUT = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/dialectic-chart")
 KUBE_VERSIONS = ["1.29.0", "1.37.0"]
 SERVICES = ["gateway", "planner", "executor", "renderer", "indexer", "wallet"]
-# Custom resources: not in the Kubernetes schemas; checked for shape below.
-CRD_KINDS = {
-    ("keda.sh/v1alpha1", "ScaledObject"),
-    ("keda.sh/v1alpha1", "TriggerAuthentication"),
-    ("monitoring.coreos.com/v1", "ServiceMonitor"),
-    ("gateway.networking.k8s.io/v1", "GRPCRoute"),
+# Custom resources: not in the Kubernetes schemas; validated against the
+# schemas in deploy/crd-schemas (see its README).
+CRD_SCHEMAS = {
+    ("keda.sh/v1alpha1", "ScaledObject"): "scaledobject.json",
+    ("keda.sh/v1alpha1", "TriggerAuthentication"): "triggerauthentication.json",
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): "servicemonitor.json",
+    ("monitoring.coreos.com/v1", "PrometheusRule"): "prometheusrule.json",
+    ("gateway.networking.k8s.io/v1", "GRPCRoute"): "grpcroute.json",
+}
+CRD_VALIDATORS = {
+    key: jsonschema.Draft7Validator(json.loads((ROOT / "deploy" / "crd-schemas" / name).read_text()))
+    for key, name in CRD_SCHEMAS.items()
 }
 
 failures = []
@@ -58,8 +66,35 @@ def every_option(prod):
         "s3AccessKey": "AKIA",
         "s3SecretKey": "secret",
     }
-    v["modelKeys"] = {"existingSecret": "", "values": {"OPENAI_API_KEY": "sk-test"}}
+    v["modelKeys"] = {"existingSecret": "", "values": {"OPENAI_API_KEY": "sk-test"},
+                      "services": ["executor", "indexer"]}
+    v["topologySpread"] = {"zone": True, "hostname": False, "maxSkew": 2}
+    v["services"]["executor"].update({
+        "terminationGracePeriodSeconds": 700,
+        "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/r"}},
+        "podAnnotations": {"example.com/team": "ml"},
+        "podLabels": {"example.com/tier": "workers"},
+        "nodeSelector": {"example.com/pool": "workers"},
+        "tolerations": [{"key": "workers", "operator": "Exists", "effect": "NoSchedule"}],
+        "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 1, "preference": {"matchExpressions": [
+                {"key": "example.com/spot", "operator": "NotIn", "values": ["true"]}]}}]}},
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                       "whenUnsatisfiable": "DoNotSchedule",
+                                       "labelSelector": {"matchLabels": {"app.kubernetes.io/component": "executor"}}}],
+        "extraEnvFrom": [{"secretRef": {"name": "extra-provider-keys"}}],
+        "extraVolumes": [{"name": "ca", "configMap": {"name": "corporate-ca"}}],
+        "extraVolumeMounts": [{"name": "ca", "mountPath": "/etc/ssl/corporate", "readOnly": True}],
+    })
     return v
+
+
+def helm_merge(base, over):
+    """Values files given in order (-f a -f b): later maps merge into earlier ones."""
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = helm_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 def render(chart, values, label):
@@ -90,9 +125,9 @@ def validate(docs, label):
         kind, api = doc.get("kind"), doc.get("apiVersion")
         name = doc.get("metadata", {}).get("name", "?")
         kinds[kind] = kinds.get(kind, 0) + 1
-        if (api, kind) in CRD_KINDS:
-            if not name or not isinstance(doc.get("spec"), dict):
-                fail(f"{label}: {kind}/{name}: needs metadata.name and spec")
+        if (api, kind) in CRD_VALIDATORS:
+            for e in CRD_VALIDATORS[(api, kind)].iter_errors(doc):
+                fail(f"{label}: {kind}/{name}: {e.message} at {list(e.path)}")
             continue
         for version in KUBE_VERSIONS:
             try:
@@ -127,12 +162,49 @@ def check_shape(docs, label, values):
             fail(f"{label}: {svc}: args {c['args']}")
         if c["livenessProbe"]["grpc"].get("service") != "dialectic.liveness" or "grpc" not in c["readinessProbe"]:
             fail(f"{label}: {svc}: probes are not gRPC health checks")
+        check_shutdown(pod, c, svc, label, values)
+        if not pod.get("topologySpreadConstraints"):
+            fail(f"{label}: {svc}: no topology spread")
     if ("Job", "dialectic-migrate") not in by:
         fail(f"{label}: missing migrate Job")
     else:
         hook = by[("Job", "dialectic-migrate")]["metadata"]["annotations"]["helm.sh/hook"]
         if hook != "pre-install,pre-upgrade":
             fail(f"{label}: migrate Job hook is {hook}")
+
+
+def check_shutdown(pod, container, svc, label, values):
+    """The preStop hook stops new work first; the grace covers the drain and the hand-back."""
+    cfg = values["services"][svc]
+    command = container.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
+    if command[:2] != ["/usr/local/bin/dialecticd", "drain"]:
+        fail(f"{label}: {svc}: preStop hook is {command}, not `dialecticd drain`")
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    if env.get("DIALECTIC_SHUTDOWN_GRACE_SECS") != str(cfg["shutdownGraceSeconds"]):
+        fail(f"{label}: {svc}: DIALECTIC_SHUTDOWN_GRACE_SECS is {env.get('DIALECTIC_SHUTDOWN_GRACE_SECS')}")
+    least = values["preStopDelaySeconds"] + cfg["shutdownGraceSeconds"]
+    if pod["terminationGracePeriodSeconds"] <= least:
+        fail(f"{label}: {svc}: termination grace {pod['terminationGracePeriodSeconds']} s leaves no time after "
+             f"the preStop delay and shutdownGraceSeconds ({least} s)")
+
+
+def expect_crd_schemas_reject():
+    """Each custom resource schema must fail a broken object, or it checks nothing."""
+    broken = {
+        "ScaledObject": {"spec": {"scaleTargetRef": {"name": "x"},
+                                  "triggers": [{"type": "rabbitmq", "metadata": {"value": 8}}]}},
+        "TriggerAuthentication": {"spec": {"secretTargetRef": [{"parameter": "host", "name": "s"}]}},
+        "ServiceMonitor": {"spec": {"selector": {}, "endpoints": [{"port": "metrics", "interval": "30 seconds"}]}},
+        "PrometheusRule": {"spec": {"groups": [{"name": "g", "rules": [{"alert": "A", "expr": "up", "for": "5 min"}]}]}},
+        "GRPCRoute": {"spec": {"rules": [{"backendRefs": [{"name": "gw", "port": 70000}]}]}},
+    }
+    for (api, kind), validator in CRD_VALIDATORS.items():
+        doc = {"apiVersion": api, "kind": kind, "metadata": {"name": "x"}, **broken[kind]}
+        errors = list(validator.iter_errors(doc))
+        if errors:
+            print(f"ok   {kind} schema rejects a broken object: {errors[0].message}")
+        else:
+            fail(f"the {kind} schema accepted a broken object")
 
 
 def expect_rejected(chart, values, why):
@@ -157,6 +229,7 @@ def main():
     defaults = load_values("values.yaml")
     prod = load_values("values-production.yaml")
     merged_prod = chart.merge_values(prod)
+    eks = helm_merge(prod, load_values("values-eks.yaml"))
 
     for label, values in [("default", None), ("production", prod)]:
         report = helm.lint(str(CHART), values, strict=True, namespace="dialectic")
@@ -173,6 +246,7 @@ def main():
         ("default", None, defaults),
         ("production", prod, merged_prod),
         ("every-option", every_option(prod), chart.merge_values(every_option(prod))),
+        ("eks", eks, chart.merge_values(eks)),
     ]:
         docs = render(chart, values, label)
         kinds = validate(docs, label)
@@ -189,6 +263,10 @@ def main():
     expect_rejected(chart, {"servcies": {}}, "an unknown top-level key (typo)")
     expect_rejected(chart, {"secrets": {"databaseUrl": ""}}, "no database URL and no existing Secret")
     expect_rejected(chart, {"image": {"digest": "latest"}}, "a digest that is not sha256")
+    expect_rejected(chart, {"services": {"executor": {"shutdownGraceSeconds": "long"}}},
+                    "a string for services.executor.shutdownGraceSeconds")
+    expect_rejected(chart, {"modelKeys": {"services": ["scheduler"]}}, "modelKeys for an unknown service")
+    expect_crd_schemas_reject()
 
     if failures:
         print(f"{len(failures)} chart check(s) failed")

@@ -1,7 +1,9 @@
 //! S3 adapter. Keys come from `dialectic_core::paths`; this crate only moves bytes.
 
+use aws_config::default_provider::credentials::DefaultCredentialsChain;
+use aws_credential_types::provider::{ProvideCredentials, future};
 use aws_sdk_s3::Client;
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
 use aws_sdk_s3::primitives::ByteStream;
 
 #[derive(Debug, thiserror::Error)]
@@ -43,19 +45,59 @@ fn s3_err<'a, E: std::fmt::Display>(
     }
 }
 
-impl BlobStore {
-    pub fn new(settings: &BlobSettings) -> Self {
-        let credentials = Credentials::new(
+/// The AWS SDK's default credential chain (environment, web identity token as
+/// IRSA mounts it, ECS, instance metadata), built on first use because
+/// building it reads profile files asynchronously.
+#[derive(Debug)]
+struct DefaultChain {
+    region: Region,
+    chain: tokio::sync::OnceCell<DefaultCredentialsChain>,
+}
+
+impl ProvideCredentials for DefaultChain {
+    fn provide_credentials<'a>(&'a self) -> future::ProvideCredentials<'a>
+    where
+        Self: 'a,
+    {
+        future::ProvideCredentials::new(async move {
+            let chain = self
+                .chain
+                .get_or_init(|| {
+                    DefaultCredentialsChain::builder()
+                        .region(self.region.clone())
+                        .build()
+                })
+                .await;
+            chain.provide_credentials().await
+        })
+    }
+}
+
+/// Static keys when configured; otherwise the pod's or machine's identity.
+fn credentials(settings: &BlobSettings, region: &Region) -> SharedCredentialsProvider {
+    if settings.access_key.is_empty() {
+        SharedCredentialsProvider::new(DefaultChain {
+            region: region.clone(),
+            chain: tokio::sync::OnceCell::new(),
+        })
+    } else {
+        SharedCredentialsProvider::new(Credentials::new(
             &settings.access_key,
             &settings.secret_key,
             None,
             None,
             "dialectic-config",
-        );
+        ))
+    }
+}
+
+impl BlobStore {
+    pub fn new(settings: &BlobSettings) -> Self {
+        let region = Region::new(settings.region.clone());
         let mut builder = aws_sdk_s3::Config::builder()
             .behavior_version(BehaviorVersion::latest())
-            .region(Region::new(settings.region.clone()))
-            .credentials_provider(credentials)
+            .credentials_provider(credentials(settings, &region))
+            .region(region)
             .force_path_style(settings.force_path_style);
         if !settings.endpoint.is_empty() {
             builder = builder.endpoint_url(&settings.endpoint);

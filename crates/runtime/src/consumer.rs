@@ -58,6 +58,9 @@ pub struct ConsumerOptions {
     pub tag: String,
     /// How long in-flight deliveries may run after shutdown is requested.
     pub grace: Duration,
+    /// Cancelled when the grace is over: handlers that can hand their work back
+    /// (release its lease and hold) do so now, within [`HAND_BACK_WINDOW`].
+    pub hand_back: CancellationToken,
     /// Pause before a requeue, so a message failing on a down dependency does not spin.
     pub requeue_delay: Duration,
     /// A delivery waiting this long for a free slot is published again and acked.
@@ -75,21 +78,27 @@ impl ConsumerOptions {
             prefetch: prefetch.max(1),
             tag: format!("{tag}-{routing_key}-{}", std::process::id()),
             grace: Duration::from_secs(settings.shutdown_grace_secs),
+            hand_back: CancellationToken::new(),
             requeue_delay: Duration::from_millis(500),
             recycle_after: Duration::from_millis(settings.amqp.recycle_after_ms.max(10)),
         }
     }
 }
 
-/// Consumes until shutdown. `connected` mirrors whether the broker is reachable,
-/// for readiness. Handlers keep running across reconnects: a lost channel only
-/// returns the deliveries that were not yet settled.
+/// How long handlers get to hand their work back once the grace is over; the
+/// chart's termination grace leaves room for it.
+pub const HAND_BACK_WINDOW: Duration = Duration::from_secs(10);
+
+/// Consumes until shutdown or a drain request. `connected` mirrors whether the
+/// broker is reachable, for readiness. Handlers keep running across reconnects:
+/// a lost channel only returns the deliveries that were not yet settled.
 pub async fn run_consumer(
     options: ConsumerOptions,
     handler: Arc<dyn Handler>,
     connected: Arc<AtomicBool>,
     shutdown: CancellationToken,
 ) {
+    let shutdown = crate::stop_taking_work(&shutdown);
     let queue = options.topology.queue(options.routing_key);
     let slots = Arc::new(Semaphore::new(usize::from(options.prefetch.max(1))));
     let mut in_flight = JoinSet::new();
@@ -192,25 +201,34 @@ pub async fn run_consumer(
             let _ = dialectic_queue::requeue(&delivery).await;
         }
         if shutdown.is_cancelled() {
-            drain(&mut in_flight, options.grace, &queue).await;
+            drain(&mut in_flight, &options, &queue).await;
         }
         let _ = connection.close(200, "consumer stopping".into()).await;
     }
-    drain(&mut in_flight, options.grace, &queue).await;
+    drain(&mut in_flight, &options, &queue).await;
     connected.store(false, Ordering::Relaxed);
 }
 
-/// Lets running handlers finish within `grace`; unsettled deliveries of the
-/// ones still running return to their queue when the channel closes.
-async fn drain(in_flight: &mut JoinSet<()>, grace: Duration, queue: &str) {
-    let drained = tokio::time::timeout(grace, async {
-        while in_flight.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
-        tracing::warn!(%queue, "grace period over; abandoning in-flight work to its lease");
+/// Lets running handlers finish within the grace, then asks the rest to hand
+/// their work back; what still runs after that is abandoned to its lease.
+async fn drain(in_flight: &mut JoinSet<()>, options: &ConsumerOptions, queue: &str) {
+    if finish_within(in_flight, options.grace).await {
+        return;
+    }
+    tracing::warn!(%queue, running = in_flight.len(), "grace period over; handing in-flight work back");
+    options.hand_back.cancel();
+    if !finish_within(in_flight, HAND_BACK_WINDOW).await {
+        tracing::warn!(%queue, "abandoning in-flight work to its lease");
         in_flight.abort_all();
     }
+}
+
+async fn finish_within(in_flight: &mut JoinSet<()>, limit: Duration) -> bool {
+    tokio::time::timeout(limit, async {
+        while in_flight.join_next().await.is_some() {}
+    })
+    .await
+    .is_ok()
 }
 
 /// Publishes a copy of a delivery that waited too long for a slot, then acks

@@ -42,11 +42,36 @@ pub enum RuntimeError {
     Store(#[from] dialectic_store::StoreError),
 }
 
+static DRAIN: std::sync::LazyLock<CancellationToken> =
+    std::sync::LazyLock::new(CancellationToken::new);
+
+/// Cancelled when this process is asked to take no new work (SIGUSR1, sent by
+/// `dialecticd drain` from a Kubernetes preStop hook) before it is stopped.
+/// Work in flight goes on; the process keeps running until SIGTERM.
+pub fn drain_requested() -> CancellationToken {
+    DRAIN.clone()
+}
+
+/// A token cancelled by `shutdown` or by a drain request: when to stop taking work.
+pub fn stop_taking_work(shutdown: &CancellationToken) -> CancellationToken {
+    let stop = shutdown.child_token();
+    let (drain, trigger) = (drain_requested(), stop.clone());
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = drain.cancelled() => trigger.cancel(),
+            _ = trigger.cancelled() => {}
+        }
+    });
+    stop
+}
+
 /// Cancels the returned token on the first SIGTERM or SIGINT; a second signal
 /// exits at once, for an operator who does not want to wait for the drain.
+/// SIGUSR1 only stops new work ([`drain_requested`]).
 pub fn shutdown_on_signals() -> CancellationToken {
     let token = CancellationToken::new();
     let trigger = token.clone();
+    spawn_drain_on_sigusr1();
     tokio::spawn(async move {
         wait_for_signal().await;
         tracing::info!("shutdown requested; finishing in-flight work");
@@ -56,6 +81,26 @@ pub fn shutdown_on_signals() -> CancellationToken {
         std::process::exit(130);
     });
     token
+}
+
+fn spawn_drain_on_sigusr1() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::user_defined1()) {
+            Ok(mut usr1) => {
+                tokio::spawn(async move {
+                    if usr1.recv().await.is_some() {
+                        tracing::info!("drain requested; taking no new work");
+                        DRAIN.cancel();
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGUSR1; drain requests are ignored")
+            }
+        }
+    }
 }
 
 async fn wait_for_signal() {
@@ -261,10 +306,15 @@ pub fn spawn_readiness(
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut last: Option<bool> = None;
+        let draining = drain_requested();
         loop {
-            let result = tokio::time::timeout(interval.max(Duration::from_secs(2)), check())
-                .await
-                .unwrap_or_else(|_| Err("readiness check timed out".into()));
+            let result = if draining.is_cancelled() {
+                Err("draining: taking no new work".to_string())
+            } else {
+                tokio::time::timeout(interval.max(Duration::from_secs(2)), check())
+                    .await
+                    .unwrap_or_else(|_| Err("readiness check timed out".into()))
+            };
             let ready = result.is_ok();
             if last != Some(ready) {
                 match &result {
@@ -284,15 +334,16 @@ pub fn spawn_readiness(
     })
 }
 
-/// Ready when Postgres answers and its schema is the one this build expects.
+/// Ready when Postgres answers and its schema is the one this build expects,
+/// or a newer one that only expanded it (a rolling upgrade in progress).
 pub async fn check_store(store: &Store) -> Result<(), String> {
     match store.schema_status().await {
-        Ok(SchemaStatus::UpToDate) => Ok(()),
+        Ok(SchemaStatus::UpToDate | SchemaStatus::Compatible { .. }) => Ok(()),
         Ok(SchemaStatus::Behind { database, code }) => Err(format!(
             "database schema is at {database}, this build needs {code}: run `dialecticd migrate`"
         )),
         Ok(SchemaStatus::Ahead { database, code }) => Err(format!(
-            "database schema {database} is newer than this build ({code}); refusing to run against it"
+            "database schema {database} dropped what this build ({code}) needs (schema_compatibility); refusing to run against it"
         )),
         Err(e) => Err(format!("postgres: {e}")),
     }

@@ -71,7 +71,14 @@ pub enum SchemaStatus {
         database: i64,
         code: i64,
     },
-    /// The database is newer than this build: refuse to run.
+    /// The database is newer, but only expanded since this build's schema
+    /// (`schema_compatibility`): this build runs on it, as the previous
+    /// release does during a rolling upgrade.
+    Compatible {
+        database: i64,
+        code: i64,
+    },
+    /// The database was contracted past what this build knows: refuse to run.
     Ahead {
         database: i64,
         code: i64,
@@ -152,7 +159,19 @@ impl Store {
         Ok(match database.cmp(&code) {
             std::cmp::Ordering::Equal => SchemaStatus::UpToDate,
             std::cmp::Ordering::Less => SchemaStatus::Behind { database, code },
+            std::cmp::Ordering::Greater if code >= self.oldest_compatible().await? => {
+                SchemaStatus::Compatible { database, code }
+            }
             std::cmp::Ordering::Greater => SchemaStatus::Ahead { database, code },
         })
+    }
+
+    /// The schema version of the oldest build the database still works with.
+    async fn oldest_compatible(&self) -> Result<i64, StoreError> {
+        let oldest: Option<i64> =
+            sqlx::query_scalar("SELECT oldest_compatible FROM schema_compatibility")
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(oldest.unwrap_or(i64::MAX))
     }
 }

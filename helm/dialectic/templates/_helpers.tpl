@@ -45,3 +45,21 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "dialectic.hasModelSecret" -}}
 {{- if or .Values.modelKeys.existingSecret .Values.modelKeys.values -}}true{{- end -}}
 {{- end -}}
+
+{{/* A service's topology spread: its own list when set ([] for none), else by
+zone and hostname per the topologySpread defaults, ScheduleAnyway. */}}
+{{- define "dialectic.topologySpread" -}}
+{{- if kindIs "slice" .svc.topologySpreadConstraints -}}
+{{- toYaml .svc.topologySpreadConstraints -}}
+{{- else -}}
+{{- $spread := .root.Values.topologySpread -}}
+{{- $keys := list -}}
+{{- if $spread.zone }}{{ $keys = append $keys "topology.kubernetes.io/zone" }}{{ end -}}
+{{- if $spread.hostname }}{{ $keys = append $keys "kubernetes.io/hostname" }}{{ end -}}
+{{- $out := list -}}
+{{- range $keys -}}
+{{- $out = append $out (dict "maxSkew" (int $spread.maxSkew) "topologyKey" . "whenUnsatisfiable" "ScheduleAnyway" "labelSelector" (dict "matchLabels" (dict "app.kubernetes.io/name" (include "dialectic.name" $.root) "app.kubernetes.io/instance" $.root.Release.Name "app.kubernetes.io/component" $.name))) -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+{{- end -}}

@@ -40,6 +40,31 @@ enum Command {
     /// Administration that talks to the database directly.
     #[command(subcommand)]
     Admin(AdminCommand),
+    /// Ask a running dialecticd to take no new work (SIGUSR1), then wait: the
+    /// Kubernetes preStop hook, so endpoints and queue consumers are gone
+    /// before SIGTERM. In-flight work goes on.
+    Drain {
+        /// The dialecticd process (1 in its container).
+        #[arg(long, default_value_t = 1)]
+        pid: i32,
+        /// Seconds to wait after the request, for endpoints to update.
+        #[arg(long, default_value_t = 5)]
+        wait_secs: u64,
+    },
+}
+
+/// Sends SIGUSR1 to `pid` and waits: the server stops consuming and reports
+/// NOT_SERVING at once, and Kubernetes removes it from its Services meanwhile.
+fn drain(pid: i32, wait: Duration) -> anyhow::Result<()> {
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours.
+    if unsafe { libc::kill(pid, libc::SIGUSR1) } != 0 {
+        bail!(
+            "cannot signal process {pid}: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    std::thread::sleep(wait);
+    Ok(())
 }
 
 #[derive(Subcommand)]
@@ -174,6 +199,9 @@ async fn run(settings: Settings, names: &[String]) -> anyhow::Result<()> {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Some(Command::Drain { pid, wait_secs }) = cli.command {
+        return drain(pid, Duration::from_secs(wait_secs));
+    }
     let settings = cli.config.load()?;
     if cli.config.dump_config {
         print!("{}", settings.dump()?);
@@ -193,7 +221,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Migrate => "migrate".to_string(),
         Command::Admin(_) => "admin".to_string(),
-        Command::Run { .. } => "dialecticd".to_string(),
+        Command::Run { .. } | Command::Drain { .. } => "dialecticd".to_string(),
     };
     runtime.block_on(async move {
         let _telemetry = dialectic_runtime::init_telemetry(&trace_name, &settings)?;
@@ -201,6 +229,7 @@ fn main() -> anyhow::Result<()> {
             Command::Migrate => migrate(&settings).await,
             Command::Run { services } => run(settings, &services).await,
             Command::Admin(command) => admin(&settings, command).await,
+            Command::Drain { .. } => Ok(()),
         }
     })
 }

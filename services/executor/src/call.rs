@@ -14,6 +14,9 @@ use dialectic_store::records::ModelRow;
 use dialectic_telemetry::metrics;
 use std::time::Instant;
 
+/// The error code of an attempt given back at shutdown.
+pub const HANDED_BACK: &str = "handed_back";
+
 pub(crate) struct Reply {
     pub response: ChatResponse,
     pub processing_ms: i64,
@@ -33,7 +36,11 @@ impl Executor {
             None => None,
         };
         let started = Instant::now();
-        let response = match provider.chat(request).await {
+        let outcome = tokio::select! {
+            outcome = provider.chat(request) => outcome,
+            _ = self.hand_back.cancelled() => return Err(self.hand_back(job, hold.as_ref()).await),
+        };
+        let response = match outcome {
             Ok(response) => response,
             Err(e) => return Err(self.call_failed(job, model, hold.as_ref(), e).await),
         };
@@ -52,6 +59,19 @@ impl Executor {
             response,
             processing_ms,
         })
+    }
+
+    /// Shutdown outlasted the call: drop it (no reply, so no charge) and let
+    /// the planner retry the job on another executor.
+    async fn hand_back(&self, job: &JobRow, hold: Option<&Hold>) -> AttemptError {
+        tracing::warn!("shutdown grace over; handing the model call back");
+        if let (Some(billing), Some(hold)) = (&self.billing, hold) {
+            billing.release(job, hold, "handed back at shutdown").await;
+        }
+        retryable(
+            HANDED_BACK,
+            "the executor shut down before the model replied",
+        )
     }
 
     async fn call_failed(

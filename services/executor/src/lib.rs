@@ -6,6 +6,7 @@
 mod attempt;
 pub mod billing;
 mod call;
+pub use call::HANDED_BACK;
 mod chain;
 pub mod compress;
 mod gather;
@@ -58,6 +59,9 @@ struct Executor {
     indexer: Option<compress::GrpcIndexer>,
     /// Default embedder when a model row names none.
     embedder: String,
+    /// Cancelled when the shutdown grace is over: a model call still running
+    /// is abandoned and its hold released, so its job reruns elsewhere unpaid.
+    hand_back: CancellationToken,
 }
 
 fn now_ms() -> i64 {
@@ -191,6 +195,7 @@ async fn start_executor(
             }
         }
     };
+    let hand_back = CancellationToken::new();
     let handler: Arc<dyn Handler> = Arc::new(JobWorker {
         store: store.clone(),
         worker: format!("executor-{}", Uuid::now_v7().simple()),
@@ -216,6 +221,7 @@ async fn start_executor(
             counter: TokenCounter::new(cache.clone()),
             indexer,
             embedder: settings.executor.embedder.trim().to_string(),
+            hand_back: hand_back.clone(),
         },
         stats,
     });
@@ -229,7 +235,10 @@ async fn start_executor(
     let mut tasks = Vec::new();
     for key in [keys::JOB_PLAN, keys::JOB_EXECUTE] {
         tasks.push(tokio::spawn(run_consumer(
-            ConsumerOptions::new(&settings, key, slots, "executor"),
+            ConsumerOptions {
+                hand_back: hand_back.clone(),
+                ..ConsumerOptions::new(&settings, key, slots, "executor")
+            },
             handler.clone(),
             dependencies.broker_flag(),
             work_shutdown.clone(),
