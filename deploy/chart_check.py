@@ -163,6 +163,9 @@ def check_shape(docs, label, values):
         if c["livenessProbe"]["grpc"].get("service") != "dialectic.liveness" or "grpc" not in c["readinessProbe"]:
             fail(f"{label}: {svc}: probes are not gRPC health checks")
         check_shutdown(pod, c, svc, label, values)
+        secrets = [e.get("secretRef", {}).get("name") for e in c.get("envFrom", [])]
+        if "dialectic-internal" not in secrets:
+            fail(f"{label}: {svc}: no service identity secret in envFrom: {secrets}")
         if not pod.get("topologySpreadConstraints"):
             fail(f"{label}: {svc}: no topology spread")
     if ("Job", "dialectic-migrate") not in by:

@@ -476,21 +476,34 @@ cmd_restart() {
 # sent by the CLI (DIALECTIC_API_KEY). Local use only; production keys come
 # from `dialecticd admin create-key`.
 bootstrap_key() {
-    local file="$STATE_DIR/bootstrap-key" tmp
+    state_secret bootstrap-key dlk_local_
+}
+
+# The secret local services sign their calls to each other with
+# (internal.token_secret), so services run as separate processes agree.
+internal_secret() {
+    state_secret internal-token-secret ""
+}
+
+# A random secret made once per machine and kept in the state dir: $1 names
+# the file, $2 prefixes the value.
+state_secret() {
+    local file="$STATE_DIR/$1" tmp
     if [ ! -s "$file" ]; then
         mkdir -p "$STATE_DIR"
-        tmp="$(mktemp "$STATE_DIR/bootstrap-key.XXXXXX")"
-        printf 'dlk_local_%s\n' "$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')" >"$tmp"
+        tmp="$(mktemp "$STATE_DIR/$1.XXXXXX")"
+        printf '%s%s\n' "$2" "$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')" >"$tmp"
         chmod 600 "$tmp"
-        # A concurrent first call may have won: keep whichever key landed first.
+        # A concurrent first call may have won: keep whichever value landed first.
         if [ -s "$file" ]; then rm -f "$tmp"; else mv -f "$tmp" "$file"; fi
     fi
     cat "$file"
 }
 
 cmd_env() {
-    local k v key
+    local k v key internal
     key="$(bootstrap_key)"
+    internal="$(internal_secret)"
     while IFS='=' read -r k v; do
         printf 'export %s=%q\n' "$k" "$v"
     done <<EOF
@@ -504,6 +517,7 @@ DIALECTIC_S3__SECRET_KEY=$S3_SECRET_KEY
 DIALECTIC_S3__REGION=$S3_REGION
 DIALECTIC_GATEWAY__BOOTSTRAP_KEY=$key
 DIALECTIC_API_KEY=$key
+DIALECTIC_INTERNAL__TOKEN_SECRET=$internal
 EOF
 }
 

@@ -225,6 +225,23 @@ impl TestEnv {
         }
     }
 
+    /// A channel to an internal service at `url`, signed as `me` with this
+    /// env's `internal.token_secret`, as that service would call it.
+    pub fn internal_channel(
+        &self,
+        url: &str,
+        me: dialectic_core::service_auth::ServiceName,
+    ) -> dialectic_runtime::service_auth::InternalChannel {
+        let channel = tonic::transport::Endpoint::from_shared(url.to_string())
+            .expect("service url")
+            .connect_lazy();
+        dialectic_runtime::service_auth::internal_channel(
+            channel,
+            me,
+            dialectic_runtime::service_auth::ServiceKey::from_settings(&self.settings),
+        )
+    }
+
     pub async fn wait_serving(&self, name: &str) {
         let status = wait_for_status(self.addr(name), "", ServingStatus::Serving).await;
         assert_eq!(status, ServingStatus::Serving, "{name} never became ready");

@@ -146,11 +146,19 @@ async fn rig() -> Rig {
     env.wait_serving("wallet").await;
     env.wait_serving("indexer").await;
     let indexer = CountingIndexer {
-        inner: GrpcIndexer::new(&env.settings.executor.indexer_url).expect("indexer url"),
+        inner: GrpcIndexer::new(
+            &env.settings.executor.indexer_url,
+            dialectic_runtime::service_auth::ServiceKey::from_settings(&env.settings),
+        )
+        .expect("indexer url"),
         calls: AtomicUsize::new(0),
     };
     let wallet = CountingWallet {
-        inner: Billing::new(&env.settings.executor.wallet_url).expect("wallet url"),
+        inner: Billing::new(
+            &env.settings.executor.wallet_url,
+            dialectic_runtime::service_auth::ServiceKey::from_settings(&env.settings),
+        )
+        .expect("wallet url"),
         balances: AtomicUsize::new(0),
         debits: AtomicUsize::new(0),
     };
@@ -203,9 +211,10 @@ async fn run(
 
 /// Wallet entries about indexing: (kind, amount, idempotency key).
 async fn indexing_entries(rig: &Rig) -> Vec<(String, i64, String)> {
-    let mut client = WalletServiceClient::connect(rig.env.settings.executor.wallet_url.clone())
-        .await
-        .expect("wallet");
+    let mut client = WalletServiceClient::new(rig.env.internal_channel(
+        &rig.env.settings.executor.wallet_url,
+        dialectic_core::service_auth::ServiceName::Gateway,
+    ));
     let entries = client
         .list_transactions(ListTransactionsRequest {
             wallet_id: LOCAL_WALLET.into(),
@@ -392,9 +401,10 @@ async fn indexing_is_idempotent_by_content_hash() {
     use dialectic_proto::v1::indexer::indexer_service_client::IndexerServiceClient;
     use dialectic_proto::v1::indexer::{CountTokensRequest, IndexRequest};
     let rig = rig().await;
-    let mut client = IndexerServiceClient::connect(rig.env.settings.executor.indexer_url.clone())
-        .await
-        .expect("indexer");
+    let mut client = IndexerServiceClient::new(rig.env.internal_channel(
+        &rig.env.settings.executor.indexer_url,
+        dialectic_core::service_auth::ServiceName::Executor,
+    ));
     let text = paragraph("idempotency", 50);
     let first = client
         .index(IndexRequest {

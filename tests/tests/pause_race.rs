@@ -7,15 +7,16 @@
 use dialectic_core::ids::{JobId, ModelId, ProjectId, SessionId, UserId};
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::payload::JobPayload;
+use dialectic_core::service_auth::ServiceName;
 use dialectic_e2e::{TestEnv, eventually};
 use dialectic_planner::engine::Engine;
 use dialectic_proto::v1::planner::SessionCommand;
 use dialectic_proto::v1::planner::planner_service_client::PlannerServiceClient;
 use dialectic_proto::v1::queue::{JobOutcome, JobSucceeded, job_outcome};
+use dialectic_runtime::service_auth::InternalChannel;
 use dialectic_store::{jobs, records};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-use tonic::transport::Channel;
 use uuid::Uuid;
 
 const USER: UserId = UserId(Uuid::from_u128(1));
@@ -103,7 +104,11 @@ async fn complete(engine: &Engine, job: JobId) {
     }
 }
 
-async fn command(planner: &mut PlannerServiceClient<Channel>, pause: bool, session: SessionId) {
+async fn command(
+    planner: &mut PlannerServiceClient<InternalChannel>,
+    pause: bool,
+    session: SessionId,
+) {
     let request = SessionCommand {
         session_id: session.to_string(),
     };
@@ -138,9 +143,10 @@ async fn a_pause_racing_a_stage_completion_loses_neither() {
     let mut env = TestEnv::new().await;
     env.start(&["planner"]).await;
     env.wait_serving("planner").await;
-    let mut planner = PlannerServiceClient::connect(format!("http://{}", env.addr("planner")))
-        .await
-        .expect("planner connects");
+    let mut planner = PlannerServiceClient::new(env.internal_channel(
+        &format!("http://{}", env.addr("planner")),
+        ServiceName::Gateway,
+    ));
     let replica = Arc::new(Engine::new(
         env.store.clone(),
         env.blob.clone(),

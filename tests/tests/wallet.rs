@@ -1,6 +1,7 @@
 //! The token ledger against the real Postgres: concurrency, idempotency,
 //! errors through the gRPC API, expiry of unused holds, paging.
 
+use dialectic_core::service_auth::ServiceName;
 use dialectic_e2e::{TestEnv, eventually};
 use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
 use dialectic_proto::v1::wallet::{
@@ -141,9 +142,9 @@ async fn repeated_calls_change_nothing_and_bad_calls_write_nothing() {
     settings.wallet.hold_sweep_interval_ms = 100;
     let addr = env.start_with("wallet", settings).await;
     env.wait_serving("wallet").await;
-    let mut client = WalletServiceClient::connect(format!("http://{addr}"))
-        .await
-        .expect("connect");
+    let url = format!("http://{addr}");
+    let mut client = WalletServiceClient::new(env.internal_channel(&url, ServiceName::Executor));
+    let mut gateway = WalletServiceClient::new(env.internal_channel(&url, ServiceName::Gateway));
     let (user, wallet) = empty_wallet(&env).await;
     let w = wallet.to_string();
 
@@ -158,19 +159,24 @@ async fn repeated_calls_change_nothing_and_bad_calls_write_nothing() {
         "x-dialectic-user",
         user.to_string().parse().expect("header"),
     );
-    let denied = client.credit(as_user).await.expect_err("not an admin");
+    let denied = gateway.credit(as_user).await.expect_err("not an admin");
     assert_eq!(denied.code(), Code::PermissionDenied);
     for _ in 0..2 {
-        let credit = client
-            .credit(CreditRequest {
-                wallet_id: w.clone(),
-                amount: 100,
-                idempotency_key: "c1".into(),
-                reason: "top up".into(),
-            })
-            .await
-            .expect("credit")
-            .into_inner();
+        let mut as_admin = tonic::Request::new(CreditRequest {
+            wallet_id: w.clone(),
+            amount: 100,
+            idempotency_key: "c1".into(),
+            reason: "top up".into(),
+        });
+        as_admin.metadata_mut().insert(
+            "x-dialectic-user",
+            env.settings
+                .gateway
+                .default_user_id
+                .parse()
+                .expect("header"),
+        );
+        let credit = gateway.credit(as_admin).await.expect("credit").into_inner();
         assert_eq!(credit.balance_after, 100);
     }
 
@@ -279,7 +285,7 @@ async fn repeated_calls_change_nothing_and_bad_calls_write_nothing() {
     let mut seen = Vec::new();
     let mut token = String::new();
     loop {
-        let page = client
+        let page = gateway
             .list_transactions(ListTransactionsRequest {
                 wallet_id: w.clone(),
                 page_size: 2,
@@ -497,5 +503,95 @@ async fn a_session_pauses_when_the_wallet_runs_dry_and_resumes_after_a_credit() 
         .into_inner();
     assert_eq!(mine.available, INITIAL + 100_000 - spent);
     assert_eq!(mine.history.len(), 5);
+    env.teardown().await;
+}
+
+/// Any pod that reaches the wallet is not enough: internal calls need a token
+/// signed with the deployment's secret, and the identity in it limits what the
+/// caller may do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_wallet_admits_only_the_services_allowed_each_call() {
+    let mut env = TestEnv::new().await;
+    let addr = env.start_with("wallet", env.settings.clone()).await;
+    env.wait_serving("wallet").await;
+    let url = format!("http://{addr}");
+    let (_, wallet) = empty_wallet(&env).await;
+    let hold = || HoldRequest {
+        wallet_id: wallet.to_string(),
+        amount: 1,
+        idempotency_key: "h".into(),
+        ..Default::default()
+    };
+    let credit = || {
+        let mut request = tonic::Request::new(CreditRequest {
+            wallet_id: wallet.to_string(),
+            amount: 1_000_000,
+            idempotency_key: "c".into(),
+            reason: "free money".into(),
+        });
+        request.metadata_mut().insert(
+            "x-dialectic-user",
+            env.settings
+                .gateway
+                .default_user_id
+                .parse()
+                .expect("header"),
+        );
+        request
+    };
+
+    let mut anonymous = WalletServiceClient::connect(url.clone())
+        .await
+        .expect("connect");
+    let refused = anonymous.credit(credit()).await.expect_err("no identity");
+    assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
+    assert_eq!(
+        anonymous
+            .hold(hold())
+            .await
+            .expect_err("no identity")
+            .code(),
+        Code::Unauthenticated
+    );
+
+    let mut forged_settings = env.settings.clone();
+    forged_settings.internal.token_secret = "guessed".into();
+    let forged = dialectic_runtime::service_auth::internal_channel(
+        tonic::transport::Endpoint::from_shared(url.clone())
+            .expect("url")
+            .connect_lazy(),
+        ServiceName::Gateway,
+        dialectic_runtime::service_auth::ServiceKey::from_settings(&forged_settings),
+    );
+    let refused = WalletServiceClient::new(forged)
+        .credit(credit())
+        .await
+        .expect_err("wrong secret");
+    assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
+
+    let mut executor = WalletServiceClient::new(env.internal_channel(&url, ServiceName::Executor));
+    let refused = executor
+        .credit(credit())
+        .await
+        .expect_err("executors do not credit");
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    let mut gateway = WalletServiceClient::new(env.internal_channel(&url, ServiceName::Gateway));
+    let refused = gateway
+        .hold(hold())
+        .await
+        .expect_err("the gateway does not hold");
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+
+    assert_eq!(
+        balance(&env, wallet).await,
+        (0, 0),
+        "no refused call moved money"
+    );
+    gateway
+        .credit(credit())
+        .await
+        .expect("the gateway's admin path credits");
+    executor.hold(hold()).await.expect("executors hold");
+    assert_eq!(balance(&env, wallet).await, (1_000_000, 1));
     env.teardown().await;
 }

@@ -81,6 +81,16 @@ impl Default for RedisConfig {
     }
 }
 
+/// How the services of one deployment know each other.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct InternalConfig {
+    /// Signs the tokens services present to each other; the same on every
+    /// service of a deployment (the chart generates one). Empty: a random one
+    /// for this process, enough when every service runs in it (`dialecticd run`).
+    pub token_secret: String,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct S3Config {
@@ -333,6 +343,7 @@ impl Default for IndexerConfig {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct Settings {
+    pub internal: InternalConfig,
     pub database: DatabaseConfig,
     pub amqp: AmqpConfig,
     pub redis: RedisConfig,
@@ -351,6 +362,7 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Self {
+            internal: InternalConfig::default(),
             database: DatabaseConfig::default(),
             amqp: AmqpConfig::default(),
             redis: RedisConfig::default(),
@@ -399,7 +411,14 @@ impl ConfigArgs {
                 .unwrap_or_else(|| toml::Value::String(value.to_string()));
             figment = figment.merge(Serialized::global(key.trim(), parsed));
         }
-        let settings: Settings = figment.extract()?;
+        let mut settings: Settings = figment.extract()?;
+        if settings.internal.token_secret.is_empty() {
+            settings.internal.token_secret = format!(
+                "{}{}",
+                uuid::Uuid::new_v4().simple(),
+                uuid::Uuid::new_v4().simple()
+            );
+        }
         settings.validate()?;
         Ok(settings)
     }
@@ -435,6 +454,7 @@ impl Settings {
     pub fn dump(&self) -> Result<String, ConfigError> {
         let mut masked = self.clone();
         masked.s3.secret_key = "***".into();
+        masked.internal.token_secret = "***".into();
         if !masked.gateway.bootstrap_key.is_empty() {
             masked.gateway.bootstrap_key = "***".into();
         }

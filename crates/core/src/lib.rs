@@ -12,6 +12,7 @@ pub mod prompt;
 pub mod recipe;
 pub mod revisit;
 pub mod sanitize;
+pub mod service_auth;
 pub mod session;
 pub mod slug;
 pub mod tokens;

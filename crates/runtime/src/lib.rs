@@ -4,6 +4,7 @@
 
 mod consumer;
 pub mod observe;
+pub mod service_auth;
 pub mod worker;
 
 pub use consumer::{ConsumerOptions, Disposition, Handler, channel_losses, run_consumer};
@@ -192,11 +193,13 @@ pub struct GrpcServer {
 }
 
 /// Binds `listen` and serves `routes` plus health and reflection until
-/// `shutdown`. Readiness starts NOT_SERVING; liveness is SERVING at once.
+/// `shutdown`; internal methods admit only callers with a service token
+/// signed by `key`. Readiness starts NOT_SERVING; liveness is SERVING at once.
 pub async fn start_grpc(
     service: &str,
     listen: &str,
     routes: tonic::service::Routes,
+    key: service_auth::ServiceKey,
     shutdown: CancellationToken,
 ) -> Result<GrpcServer, RuntimeError> {
     let (listener, addr) = bind(listen).await?;
@@ -227,6 +230,7 @@ pub async fn start_grpc(
         tracing::info!(service = %name, %addr, "gRPC listening");
         tonic::transport::Server::builder()
             .layer(observe::GrpcObserveLayer::new(&name))
+            .layer(service_auth::ServiceAuthLayer::new(key))
             .layer(tower::util::MapResponseLayer::new(
                 oversized_request_is_resource_exhausted,
             ))

@@ -63,3 +63,7 @@ zone and hostname per the topologySpread defaults, ScheduleAnyway. */}}
 {{- toYaml $out -}}
 {{- end -}}
 {{- end -}}
+
+{{- define "dialectic.internalSecretName" -}}
+{{- default (printf "%s-internal" (include "dialectic.fullname" .)) .Values.internal.existingSecret -}}
+{{- end -}}

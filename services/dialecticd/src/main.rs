@@ -90,6 +90,21 @@ enum AdminCommand {
         /// The key itself.
         key: String,
     },
+    /// Credit a user's wallet (the wallet service admits credits from the
+    /// gateway only; this is the operator's way in). Paused sessions resume.
+    Credit {
+        /// The user (UUID) whose wallet receives the tokens.
+        #[arg(long)]
+        user: String,
+        /// Tokens to add.
+        #[arg(long)]
+        amount: i64,
+        /// Makes a repeated command credit once (e.g. an invoice number).
+        #[arg(long)]
+        idempotency_key: String,
+        #[arg(long, default_value = "operator credit")]
+        reason: String,
+    },
 }
 
 async fn admin(settings: &Settings, command: AdminCommand) -> anyhow::Result<()> {
@@ -126,6 +141,21 @@ async fn admin(settings: &Settings, command: AdminCommand) -> anyhow::Result<()>
                 "API key for user {user_id} (shown once; send it as `authorization: Bearer <key>`):"
             );
             println!("{key}");
+        }
+        AdminCommand::Credit {
+            user,
+            amount,
+            idempotency_key,
+            reason,
+        } => {
+            let user_id = dialectic_core::ids::UserId::parse(user.trim())
+                .with_context(|| format!("--user {user:?} is not a UUID"))?;
+            let wallet =
+                dialectic_store::records::wallet_balance(pool, None, Some(user_id)).await?;
+            let entry =
+                dialectic_store::ledger::credit(pool, wallet.id, amount, &idempotency_key, &reason)
+                    .await?;
+            println!("wallet {} balance {}", wallet.id, entry.balance_after);
         }
         AdminCommand::RevokeKey { key } => {
             let hash = dialectic_core::apikey::hash(key.trim());

@@ -6,10 +6,11 @@
 use dialectic_core::ids::UserId;
 use dialectic_core::job::INSUFFICIENT_BALANCE;
 use dialectic_core::prompt::ChatRequest;
+use dialectic_core::service_auth::ServiceName;
 use dialectic_core::tokens::{cost, estimate_tokens};
 use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
 use dialectic_proto::v1::wallet::{CaptureRequest, GetBalanceRequest, HoldRequest, ReleaseRequest};
-use dialectic_runtime::observe::{TracedChannel, traced};
+use dialectic_runtime::service_auth::{InternalChannel, ServiceKey, internal_channel};
 use dialectic_runtime::worker::AttemptError;
 use dialectic_store::jobs::JobRow;
 use dialectic_store::records::ModelRow;
@@ -23,7 +24,7 @@ const HOLD_SECS: u32 = 15 * 60;
 
 pub struct Billing {
     // Traced: the wallet's spans join the job's trace.
-    client: WalletServiceClient<TracedChannel>,
+    client: WalletServiceClient<InternalChannel>,
     wallets: Mutex<HashMap<UserId, String>>,
 }
 
@@ -72,11 +73,15 @@ pub fn estimate(request: &ChatRequest, model: &ModelRow) -> i64 {
 }
 
 impl Billing {
-    pub fn new(url: &str) -> Result<Self, String> {
+    pub fn new(url: &str, key: ServiceKey) -> Result<Self, String> {
         let endpoint = Endpoint::from_shared(url.to_string())
             .map_err(|e| format!("wallet url {url:?}: {e}"))?;
         Ok(Self {
-            client: WalletServiceClient::new(traced(endpoint.connect_lazy())),
+            client: WalletServiceClient::new(internal_channel(
+                endpoint.connect_lazy(),
+                ServiceName::Executor,
+                key,
+            )),
             wallets: Mutex::new(HashMap::new()),
         })
     }

@@ -13,14 +13,16 @@ use dialectic_core::context::{
 };
 use dialectic_core::ids::{JobId, SessionId, UserId};
 use dialectic_core::prompt::ChatRequest;
+use dialectic_core::service_auth::ServiceName;
 use dialectic_core::tokens::cost;
 use dialectic_proto::v1::indexer::RetrieveRequest;
 use dialectic_proto::v1::indexer::indexer_service_client::IndexerServiceClient;
+use dialectic_runtime::service_auth::{InternalChannel, ServiceKey, internal_channel};
 use dialectic_runtime::worker::AttemptError;
 use dialectic_tokenizer::{Encoding, TokenCounter};
 use serde::Serialize;
 use tonic::Code;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Endpoint;
 
 /// Failure code of a prompt that cannot be made to fit (seed 001 `ContextWindowError`).
 pub const CONTEXT_WINDOW_ERROR: &str = "context_window";
@@ -330,15 +332,19 @@ impl Compression<'_> {
 /// The indexer service over gRPC.
 #[derive(Clone)]
 pub struct GrpcIndexer {
-    client: IndexerServiceClient<Channel>,
+    client: IndexerServiceClient<InternalChannel>,
 }
 
 impl GrpcIndexer {
-    pub fn new(url: &str) -> Result<Self, String> {
+    pub fn new(url: &str, key: ServiceKey) -> Result<Self, String> {
         let endpoint = Endpoint::from_shared(url.to_string())
             .map_err(|e| format!("indexer url {url:?}: {e}"))?;
         Ok(Self {
-            client: IndexerServiceClient::new(endpoint.connect_lazy()),
+            client: IndexerServiceClient::new(internal_channel(
+                endpoint.connect_lazy(),
+                ServiceName::Executor,
+                key,
+            )),
         })
     }
 }

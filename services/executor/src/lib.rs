@@ -26,6 +26,7 @@ use dialectic_proto::v1::executor::executor_service_server::{
 };
 use dialectic_proto::v1::executor::{StatusRequest, StatusResponse};
 use dialectic_queue::keys;
+use dialectic_runtime::service_auth::ServiceKey;
 use dialectic_runtime::worker::{AttemptError, JobWork, JobWorker, WorkerStats};
 use dialectic_runtime::{
     CancellationToken, ConsumerOptions, Dependencies, Handler, Running, RuntimeError, run_consumer,
@@ -165,6 +166,7 @@ async fn start_executor(
             slots: u32::from(slots),
             stats: stats.clone(),
         })),
+        dialectic_runtime::service_auth::ServiceKey::from_settings(&settings),
         shutdown.clone(),
     )
     .await?;
@@ -173,7 +175,10 @@ async fn start_executor(
         tracing::warn!("executor.wallet_url is empty: model calls are not billed");
         None
     } else {
-        match Billing::new(settings.executor.wallet_url.trim()) {
+        match Billing::new(
+            settings.executor.wallet_url.trim(),
+            ServiceKey::from_settings(&settings),
+        ) {
             Ok(b) => Some(b),
             Err(e) => {
                 tracing::error!(error = %e, "billing disabled");
@@ -187,7 +192,10 @@ async fn start_executor(
         );
         None
     } else {
-        match compress::GrpcIndexer::new(settings.executor.indexer_url.trim()) {
+        match compress::GrpcIndexer::new(
+            settings.executor.indexer_url.trim(),
+            ServiceKey::from_settings(&settings),
+        ) {
             Ok(i) => Some(i),
             Err(e) => {
                 tracing::error!(error = %e, "compression disabled");

@@ -15,8 +15,10 @@ pub use service::{AUTHORIZATION, BootstrapKey, Gateway};
 
 use dialectic_config::Settings;
 use dialectic_core::ids::UserId;
+use dialectic_core::service_auth::ServiceName;
 use dialectic_proto::v1::dialectic_service_server::DialecticServiceServer;
 use dialectic_proto::v1::planner::planner_service_client::PlannerServiceClient;
+use dialectic_runtime::service_auth::{ServiceKey, internal_channel};
 use dialectic_runtime::{CancellationToken, Dependencies, Running, RuntimeError, supervise};
 use futures::future::BoxFuture;
 use std::sync::{Arc, OnceLock};
@@ -45,7 +47,11 @@ async fn start_gateway(
         store.clone(),
         blob.clone(),
         cache.clone(),
-        PlannerServiceClient::new(planner),
+        PlannerServiceClient::new(internal_channel(
+            planner,
+            ServiceName::Gateway,
+            ServiceKey::from_settings(&settings),
+        )),
         bootstrap,
         settings.gateway.max_prompt_bytes,
         shutdown.clone(),
@@ -57,6 +63,7 @@ async fn start_gateway(
             DialecticServiceServer::new(gateway)
                 .max_decoding_message_size(settings.gateway.max_message_bytes),
         ),
+        dialectic_runtime::service_auth::ServiceKey::from_settings(&settings),
         shutdown.clone(),
     )
     .await?;

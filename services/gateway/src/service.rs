@@ -29,6 +29,7 @@ use dialectic_proto::v1::{
     StartSessionRequest, SubmitStageResponsesRequest, Wallet, WatchSessionRequest,
 };
 use dialectic_runtime::CancellationToken;
+use dialectic_runtime::service_auth::InternalChannel;
 use dialectic_store::ledger;
 use dialectic_store::records::{
     self, NewContribution, NewProject, NewSession, SessionRow, USER_EDIT,
@@ -40,7 +41,6 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::MetadataMap;
-use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 use uuid::Uuid;
@@ -160,7 +160,7 @@ pub struct Gateway {
     pub(crate) store: Store,
     pub(crate) blob: BlobStore,
     pub(crate) cache: Arc<OnceLock<Cache>>,
-    planner: PlannerServiceClient<Channel>,
+    planner: PlannerServiceClient<InternalChannel>,
     bootstrap: Option<BootstrapKey>,
     max_prompt_bytes: usize,
     shutdown: CancellationToken,
@@ -171,7 +171,7 @@ impl Gateway {
         store: Store,
         blob: BlobStore,
         cache: Arc<OnceLock<Cache>>,
-        planner: PlannerServiceClient<Channel>,
+        planner: PlannerServiceClient<InternalChannel>,
         bootstrap: Option<BootstrapKey>,
         max_prompt_bytes: usize,
         shutdown: CancellationToken,
@@ -236,7 +236,7 @@ impl Gateway {
 
     /// A client for the planner's commands. Call after checking that the
     /// caller owns what the command names: the planner trusts the gateway.
-    pub(crate) fn planner(&self) -> PlannerServiceClient<Channel> {
+    pub(crate) fn planner(&self) -> PlannerServiceClient<InternalChannel> {
         self.planner.clone()
     }
 

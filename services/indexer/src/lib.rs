@@ -337,6 +337,7 @@ async fn start_indexer(
         SERVICE_NAME,
         &settings.indexer.listen,
         tonic::service::Routes::new(IndexerServiceServer::new(indexer)),
+        dialectic_runtime::service_auth::ServiceKey::from_settings(&settings),
         shutdown.clone(),
     )
     .await?;

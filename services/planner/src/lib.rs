@@ -149,6 +149,7 @@ async fn start_planner(
         tonic::service::Routes::new(PlannerServiceServer::new(commands::Api {
             engine: engine.clone(),
         })),
+        dialectic_runtime::service_auth::ServiceKey::from_settings(&settings),
         shutdown.clone(),
     )
     .await?;

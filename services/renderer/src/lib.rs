@@ -361,6 +361,7 @@ async fn start_renderer(
         tonic::service::Routes::new(RendererServiceServer::new(Api {
             renderer: renderer.clone(),
         })),
+        dialectic_runtime::service_auth::ServiceKey::from_settings(&settings),
         shutdown.clone(),
     )
     .await?;

@@ -3,6 +3,7 @@
 
 use dialectic_config::Settings;
 use dialectic_core::ids::UserId;
+use dialectic_core::service_auth::ServiceName;
 use dialectic_proto::v1::wallet::wallet_service_server::{WalletService, WalletServiceServer};
 use dialectic_proto::v1::wallet::{
     Balance, CaptureRequest, CreditRequest, GetBalanceRequest, HoldRequest, LedgerEntry,
@@ -192,15 +193,20 @@ fn parse_page_token(
 }
 
 impl Wallet {
-    /// The caller named by `x-dialectic-user`, else the configured default user.
-    fn caller(&self, metadata: &tonic::metadata::MetadataMap) -> Result<UserId, WalletError> {
-        match metadata
+    /// The user the gateway acts for: it names the one it authenticated in
+    /// `x-dialectic-user`. No other service acts for a user.
+    fn caller<T>(&self, request: &Request<T>) -> Result<UserId, WalletError> {
+        if dialectic_runtime::service_auth::caller(request) != Some(ServiceName::Gateway) {
+            return Err(WalletError::PermissionDenied(
+                "only the gateway acts for a user".into(),
+            ));
+        }
+        let user = request
+            .metadata()
             .get("x-dialectic-user")
             .and_then(|v| v.to_str().ok())
-        {
-            Some(user) => uuid("x-dialectic-user", user),
-            None => uuid("gateway.default_user_id", &self.default_user),
-        }
+            .ok_or_else(|| WalletError::InvalidArgument("x-dialectic-user is required".into()))?;
+        uuid("x-dialectic-user", user)
     }
 }
 
@@ -308,7 +314,7 @@ impl WalletService for Wallet {
         &self,
         request: Request<CreditRequest>,
     ) -> Result<Response<LedgerEntry>, Status> {
-        let caller = self.caller(request.metadata())?;
+        let caller = self.caller(&request)?;
         let r = request.into_inner();
         let t = async {
             if !ledger::is_admin(self.store.pool(), caller).await? {
@@ -394,6 +400,7 @@ async fn start_wallet(
             store.clone(),
             settings.gateway.default_user_id.clone(),
         ))),
+        dialectic_runtime::service_auth::ServiceKey::from_settings(&settings),
         shutdown.clone(),
     )
     .await?;

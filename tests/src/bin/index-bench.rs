@@ -91,11 +91,12 @@ async fn main() {
 
     env.start(&["indexer"]).await;
     env.wait_serving("indexer").await;
-    let mut client = IndexerServiceClient::connect(env.settings.executor.indexer_url.clone())
-        .await
-        .expect("indexer")
-        .max_decoding_message_size(64 << 20)
-        .max_encoding_message_size(64 << 20);
+    let mut client = IndexerServiceClient::new(env.internal_channel(
+        &env.settings.executor.indexer_url,
+        dialectic_core::service_auth::ServiceName::Executor,
+    ))
+    .max_decoding_message_size(64 << 20)
+    .max_encoding_message_size(64 << 20);
     let request = IndexRequest {
         text: text.clone(),
         embedder: "local".into(),
