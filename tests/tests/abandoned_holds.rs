@@ -138,16 +138,19 @@ async fn a_dead_attempts_hold_is_released_when_its_job_moves_on() {
 
     // The attempt is alive: its hold stays.
     assert_eq!(
-        ledger::release_abandoned(&pool, 100).await.expect("sweep"),
-        0
+        ledger::settle_abandoned(&pool, 100).await.expect("sweep"),
+        ledger::Settled::default()
     );
     assert_eq!(held(&env, wallet).await, before + AMOUNT);
 
     // Its lease expired and the planner put the job back to retrying.
     set_status(&env, job, JobStatus::Retrying).await;
     assert_eq!(
-        ledger::release_abandoned(&pool, 100).await.expect("sweep"),
-        1
+        ledger::settle_abandoned(&pool, 100).await.expect("sweep"),
+        ledger::Settled {
+            captured: 0,
+            released: 1
+        }
     );
     assert_eq!(held(&env, wallet).await, before, "held is whole again");
     let reason: String = sqlx::query_scalar(
@@ -160,8 +163,8 @@ async fn a_dead_attempts_hold_is_released_when_its_job_moves_on() {
     assert!(reason.contains("attempt ended"), "{reason}");
     // A second sweep finds nothing more.
     assert_eq!(
-        ledger::release_abandoned(&pool, 100).await.expect("sweep"),
-        0
+        ledger::settle_abandoned(&pool, 100).await.expect("sweep"),
+        ledger::Settled::default()
     );
 
     // Through the wallet service's own sweeper: the retry's attempt takes a
@@ -179,5 +182,55 @@ async fn a_dead_attempts_hold_is_released_when_its_job_moves_on() {
         || async { (held(&env, wallet).await == before).then_some(()) },
     )
     .await;
+    env.teardown().await;
+}
+
+/// The window between the model's reply and the capture: the executor wrote
+/// down what the call cost, then died (or could not reach the wallet). The
+/// call happened, so once its attempt is over the sweep captures that amount,
+/// under the executor's own capture key, instead of releasing the hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dead_attempts_recorded_call_is_captured_not_released() {
+    let env = TestEnv::new().await;
+    let pool = env.store.pool().clone();
+    let wallet = records::wallet_balance(&pool, None, Some(USER))
+        .await
+        .expect("wallet");
+    let job = processing_job(&env).await;
+    let attempt = claim(&env, job).await;
+    let hold_id = hold(&env, wallet.id, job, attempt).await;
+    ledger::record_usage(&pool, hold_id, 700)
+        .await
+        .expect("usage");
+    assert_eq!(
+        ledger::settle_abandoned(&pool, 100).await.expect("sweep"),
+        ledger::Settled::default(),
+        "the attempt is alive: its own capture may still come"
+    );
+
+    set_status(&env, job, JobStatus::Retrying).await;
+    assert_eq!(
+        ledger::settle_abandoned(&pool, 100).await.expect("sweep"),
+        ledger::Settled {
+            captured: 1,
+            released: 0
+        }
+    );
+    let after = records::wallet_balance(&pool, Some(wallet.id), None)
+        .await
+        .expect("wallet");
+    assert_eq!(
+        (after.balance, after.held),
+        (wallet.balance - 700, wallet.held),
+        "charged what the call cost, nothing left held"
+    );
+    let key: String = sqlx::query_scalar(
+        "SELECT idempotency_key FROM token_wallet_transactions WHERE hold_id = $1 AND kind = 'capture'",
+    )
+    .bind(hold_id)
+    .fetch_one(&pool)
+    .await
+    .expect("the capture row");
+    assert_eq!(key, ledger::capture_key(job, attempt));
     env.teardown().await;
 }

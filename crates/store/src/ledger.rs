@@ -485,15 +485,49 @@ pub async fn stage_costs(
     .await?)
 }
 
-/// Releases open holds whose attempt is over: the job they were taken for is
+/// Records what a held model call cost, before its capture: the sweep below
+/// captures it if the capture itself never arrives. Idempotent per hold.
+pub async fn record_usage(pool: &PgPool, hold_id: Uuid, amount: i64) -> Result<(), LedgerError> {
+    if amount < 0 {
+        return Err(LedgerError::NonPositiveAmount(amount));
+    }
+    sqlx::query(
+        "INSERT INTO model_call_usage (hold_id, amount) VALUES ($1, $2)
+         ON CONFLICT (hold_id) DO NOTHING",
+    )
+    .bind(hold_id)
+    .bind(amount)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// The key a held model call is captured under, by its executor or by the sweep.
+pub fn capture_key(job_id: impl std::fmt::Display, attempt: i32) -> String {
+    format!("capture:{job_id}:{attempt}")
+}
+
+/// How many abandoned holds a sweep captured and released.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Settled {
+    pub captured: u32,
+    pub released: u32,
+}
+
+/// Settles open holds whose attempt is over: the job they were taken for is
 /// no longer processing that attempt (its lease expired and it was retried,
-/// or it ended or was superseded). Holds naming no job row are left to expire. A worker captures or releases its
-/// hold before it reports the attempt's outcome, so a hold still open once the
-/// job has moved on belongs to a worker that died (DESIGN §3.11: released when
-/// the attempt is given up, not at its expiry). Returns how many.
-pub async fn release_abandoned(pool: &PgPool, limit: i64) -> Result<u32, LedgerError> {
-    let abandoned: Vec<(Uuid, Uuid)> = sqlx::query_as(
-        "SELECT h.wallet_id, h.id FROM token_wallet_transactions h
+/// or it ended or was superseded). Holds naming no job row are left to expire.
+/// A worker captures or releases its hold before it reports the attempt's
+/// outcome, so a hold still open once the job has moved on belongs to a worker
+/// that died or could not reach the wallet. When its call's usage was recorded
+/// the call happened and is captured (under the executor's own key, so a late
+/// capture changes nothing); otherwise no call was made and the hold is
+/// released (DESIGN §3.11: when the attempt is given up, not at its expiry).
+pub async fn settle_abandoned(pool: &PgPool, limit: i64) -> Result<Settled, LedgerError> {
+    let abandoned: Vec<(Uuid, Uuid, Uuid, i32, Option<i64>)> = sqlx::query_as(
+        "SELECT h.wallet_id, h.id, h.job_id, h.attempt, u.amount
+           FROM token_wallet_transactions h
+           LEFT JOIN model_call_usage u ON u.hold_id = h.id
          WHERE h.kind = 'hold' AND h.job_id IS NOT NULL AND h.attempt IS NOT NULL
            AND NOT EXISTS (SELECT 1 FROM token_wallet_transactions c
                            WHERE c.hold_id = h.id AND c.kind IN ('capture', 'release'))
@@ -505,22 +539,28 @@ pub async fn release_abandoned(pool: &PgPool, limit: i64) -> Result<u32, LedgerE
     .bind(dialectic_core::job::JobStatus::Processing.as_str())
     .fetch_all(pool)
     .await?;
-    let mut released = 0;
-    for (wallet, hold_id) in abandoned {
-        match release(
-            pool,
-            wallet,
-            hold_id,
-            &format!("abandon:{hold_id}"),
-            "its attempt ended without a capture (the worker stopped)",
-        )
-        .await
-        {
-            Ok(_) => released += 1,
+    let mut settled = Settled::default();
+    for (wallet, hold_id, job_id, attempt, usage) in abandoned {
+        let result = match usage {
+            Some(amount) => capture(pool, wallet, hold_id, amount, &capture_key(job_id, attempt))
+                .await
+                .map(|_| settled.captured += 1),
+            None => release(
+                pool,
+                wallet,
+                hold_id,
+                &format!("abandon:{hold_id}"),
+                "its attempt ended without a capture (the worker stopped)",
+            )
+            .await
+            .map(|_| settled.released += 1),
+        };
+        match result {
+            Ok(()) => {}
             // Captured or released meanwhile (a late worker): nothing to do.
             Err(LedgerError::HoldClosed(_)) => {}
             Err(e) => return Err(e),
         }
     }
-    Ok(released)
+    Ok(settled)
 }

@@ -13,6 +13,7 @@ use dialectic_proto::v1::wallet::{CaptureRequest, GetBalanceRequest, HoldRequest
 use dialectic_runtime::service_auth::{InternalChannel, ServiceKey, internal_channel};
 use dialectic_runtime::worker::AttemptError;
 use dialectic_store::jobs::JobRow;
+use dialectic_store::ledger;
 use dialectic_store::records::ModelRow;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -30,7 +31,7 @@ pub struct Billing {
 
 pub struct Hold {
     wallet_id: String,
-    hold_id: String,
+    pub(crate) hold_id: String,
     amount: i64,
 }
 
@@ -70,6 +71,11 @@ pub fn estimate(request: &ChatRequest, model: &ModelRow) -> i64 {
         model.output_token_cost_rate,
     )
     .max(1)
+}
+
+/// What a call is charged: its cost, never more than was held.
+pub fn charged(hold: &Hold, actual: i64) -> i64 {
+    actual.clamp(0, hold.amount)
 }
 
 impl Billing {
@@ -143,8 +149,8 @@ impl Billing {
             .capture(CaptureRequest {
                 wallet_id: hold.wallet_id.clone(),
                 hold_id: hold.hold_id.clone(),
-                amount: actual.clamp(0, hold.amount),
-                idempotency_key: format!("capture:{}:{}", job.id, job.attempt_count),
+                amount: charged(hold, actual),
+                idempotency_key: ledger::capture_key(job.id, job.attempt_count),
             })
             .await
             .map_err(|s| wallet_error("capture", s))?;

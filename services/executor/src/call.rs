@@ -2,7 +2,7 @@
 //! can cost is held before the call; the actual usage is captured after it;
 //! a call that fails releases its hold (no call, no charge).
 
-use crate::billing::{self, Hold};
+use crate::billing::{self, Billing, Hold};
 use crate::provider::Provider;
 use crate::{Executor, permanent, retryable};
 use dialectic_core::prompt::ChatRequest;
@@ -10,9 +10,11 @@ use dialectic_core::tokens::cost;
 use dialectic_llm::{ChatResponse, LlmError};
 use dialectic_runtime::worker::AttemptError;
 use dialectic_store::jobs::JobRow;
+use dialectic_store::ledger;
 use dialectic_store::records::ModelRow;
 use dialectic_telemetry::metrics;
 use std::time::Instant;
+use uuid::Uuid;
 
 /// The error code of an attempt given back at shutdown.
 pub const HANDED_BACK: &str = "handed_back";
@@ -53,12 +55,50 @@ impl Executor {
         );
         count_call(model, &response, actual);
         if let (Some(billing), Some(hold)) = (&self.billing, &hold) {
-            billing.capture(job, hold, actual).await?;
+            self.charge(job, billing, hold, actual).await?;
         }
         Ok(Reply {
             response,
             processing_ms,
         })
+    }
+
+    /// The call happened: write down what it cost, then capture. When the
+    /// capture cannot reach the wallet (or this process dies first), the
+    /// wallet's sweep captures the recorded cost once the attempt is over, so
+    /// the reply is kept and the call is charged exactly once.
+    async fn charge(
+        &self,
+        job: &JobRow,
+        billing: &Billing,
+        hold: &Hold,
+        actual: i64,
+    ) -> Result<(), AttemptError> {
+        let recorded = self
+            .record_usage(hold, billing::charged(hold, actual))
+            .await;
+        match billing.capture(job, hold, actual).await {
+            Ok(()) => Ok(()),
+            Err(e) if recorded => {
+                tracing::warn!(error = %e, "capture failed; the wallet's sweep captures the recorded usage");
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn record_usage(&self, hold: &Hold, amount: i64) -> bool {
+        let Ok(hold_id) = Uuid::parse_str(&hold.hold_id) else {
+            tracing::warn!(hold_id = %hold.hold_id, "the wallet's hold id is not a UUID");
+            return false;
+        };
+        match ledger::record_usage(self.store.pool(), hold_id, amount).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not record the call's usage");
+                false
+            }
+        }
     }
 
     /// Shutdown outlasted the call: drop it (no reply, so no charge) and let

@@ -414,11 +414,15 @@ async fn start_wallet(
                 if let Ok(held) = dialectic_store::stats::wallet_held(store.pool()).await {
                     metrics::WALLET_HELD.set(&[], held as f64);
                 }
-                match ledger::release_abandoned(store.pool(), 500).await {
-                    Ok(0) => {}
-                    Ok(n) => {
-                        metrics::WALLET_OPERATIONS.add(&["abandon", "ok"], n as f64);
-                        tracing::info!(released = n, "holds of ended attempts released")
+                match ledger::settle_abandoned(store.pool(), 500).await {
+                    Ok(ledger::Settled {
+                        captured: 0,
+                        released: 0,
+                    }) => {}
+                    Ok(ledger::Settled { captured, released }) => {
+                        metrics::WALLET_OPERATIONS.add(&["abandon", "ok"], released as f64);
+                        metrics::WALLET_OPERATIONS.add(&["late_capture", "ok"], captured as f64);
+                        tracing::info!(captured, released, "holds of ended attempts settled")
                     }
                     Err(e) => tracing::warn!(error = %e, "abandoned-hold sweep failed"),
                 }
