@@ -11,6 +11,7 @@
 #   deploy/stack.sh stop redis / start redis
 #                          take Redis down and bring it back (outage tests)
 #   deploy/stack.sh restart postgres|redis|rabbitmq|s3
+#   deploy/stack.sh kill postgres|rabbitmq      SIGKILL and start again (crash recovery)
 #                          stop one backing service and start it again (the
 #                          fault tests use it; clients see their connections drop)
 #
@@ -440,6 +441,39 @@ cmd_start() {
     esac
 }
 
+# SIGKILL, then start again: no shutdown of any kind, so the server recovers
+# from its own logs (Postgres replays its WAL, RabbitMQ its quorum queues').
+cmd_kill() {
+    take_lock
+    case "${1:-}" in
+    postgres)
+        local datadir pid
+        datadir="$(pg_lsclusters -h | awk -v v="$(pg_version)" '$1 == v && $2 == "main" {print $6}')"
+        pid="$(head -n1 "$datadir/postmaster.pid" 2>/dev/null)" || die "no postmaster.pid under $datadir"
+        log "SIGKILL postgres (postmaster $pid)"
+        kill -9 "$pid"
+        wait_for "the postmaster to die" 30 bash -c "! kill -0 $pid 2>/dev/null"
+        # Backends notice their postmaster died and exit; the shared memory
+        # they hold must be gone before a new postmaster can start.
+        wait_for "postgres backends to exit" 30 bash -c "! pgrep -u postgres -f '^postgres: $(pg_version)/main' >/dev/null"
+        pg_ctlcluster --skip-systemctl-redirect "$(pg_version)" main start 9>&- >&2
+        wait_for postgresql 60 pg_up
+        ;;
+    rabbitmq)
+        local pid
+        pid="$(rabbitmqctl -q eval 'os:getpid().' 2>/dev/null | tr -dc '0-9')"
+        [[ -n $pid ]] || die "cannot find the rabbitmq node's pid"
+        log "SIGKILL rabbitmq (beam $pid)"
+        kill -9 "$pid"
+        wait_for "rabbitmq to die" 30 bash -c "! kill -0 $pid 2>/dev/null"
+        rabbitmq-server -detached 9>&- >&2
+        wait_for "rabbitmq node" 90 rabbit_ping
+        wait_for "rabbitmq amqp listener" 60 amqp_up
+        ;;
+    *) die "kill what? postgres or rabbitmq (the others: restart)" ;;
+    esac
+}
+
 cmd_restart() {
     take_lock
     case "${1:-}" in
@@ -528,10 +562,11 @@ main() {
     down) cmd_down ;;
     env) cmd_env ;;
     restart) cmd_restart "${2:-}" ;;
+    kill) cmd_kill "${2:-}" ;;
     stop) cmd_stop "${2:-}" ;;
     start) cmd_start "${2:-}" ;;
     -h | --help | help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' ;;
-    *) die "unknown command '$1' (expected up, status, down, env, restart, stop or start)" ;;
+    *) die "unknown command '$1' (expected up, status, down, env, restart, kill, stop or start)" ;;
     esac
 }
 

@@ -1,7 +1,9 @@
 //! The fault harness: M sessions run across six separately started service
 //! processes while, at random moments, one service at a time is SIGKILLed and
-//! started again, and Postgres, RabbitMQ, Redis and the S3 server are each
-//! restarted. Afterwards it checks what must hold whatever was killed:
+//! started again; Postgres, RabbitMQ, Redis and the S3 server are each
+//! restarted; Postgres and RabbitMQ are SIGKILLed and recover from their logs;
+//! the executor is frozen (SIGSTOP) past its lease and thawed; and a service
+//! is killed while a dependency restarts. Afterwards it checks what must hold whatever was killed:
 //! every session finished; no job has more than one contribution and every
 //! finished document was rendered; no job made more model calls than it had
 //! attempts (each call holds its cost first, under a key per attempt); the
@@ -23,6 +25,8 @@ pub const KILL_ORDER: [&str; 6] = [
     "executor", "planner", "renderer", "gateway", "wallet", "indexer",
 ];
 pub const DEPENDENCIES: [&str; 4] = ["redis", "rabbitmq", "postgres", "s3"];
+/// Dependencies that can be SIGKILLed (`deploy/stack.sh kill`).
+pub const HARD_KILLABLE: [&str; 2] = ["postgres", "rabbitmq"];
 
 const PROMPT: &str = "# Chaos\n\nA plan that must survive its workers being killed: \
 what to build first, what to measure, and what to leave out.";
@@ -41,6 +45,12 @@ pub struct ChaosOptions {
     pub down_ms: u64,
     /// Dependencies to restart, once each per round, between service kills.
     pub dependencies: Vec<String>,
+    /// Dependencies to SIGKILL and start again, once each per round.
+    pub hard_kills: Vec<String>,
+    /// Freeze the executor past its lease once per round (SIGSTOP, SIGCONT).
+    pub freeze: bool,
+    /// Once per round, kill the executor while the first dependency restarts.
+    pub double_fault: bool,
     /// Rounds of service kills (each round kills all six, in [`KILL_ORDER`]).
     pub rounds: usize,
     pub seed: u64,
@@ -60,6 +70,9 @@ impl ChaosOptions {
             fault_gap_ms: (1_000, 2_500),
             down_ms: 500,
             dependencies: dependencies_from_env(),
+            hard_kills: hard_kills_from_env(),
+            freeze: true,
+            double_fault: true,
             rounds: 1,
             seed: 7,
             deadline: Duration::from_secs(300),
@@ -87,17 +100,32 @@ pub fn service_command(binary: &Path, config: &Path, service: &str, log_filter: 
     command
 }
 
+fn list(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 /// Every dependency, unless `DIALECTIC_CHAOS_DEPENDENCIES` narrows the list
 /// (e.g. to "" when other work shares the local stack).
 fn dependencies_from_env() -> Vec<String> {
     match std::env::var("DIALECTIC_CHAOS_DEPENDENCIES") {
-        Ok(list) => list
-            .split(',')
-            .map(str::trim)
-            .filter(|d| !d.is_empty())
-            .map(str::to_string)
-            .collect(),
+        Ok(names) => list(&names),
         Err(_) => DEPENDENCIES.iter().map(|d| d.to_string()).collect(),
+    }
+}
+
+/// `DIALECTIC_CHAOS_HARD_KILLS`, else the restartable dependencies that can be
+/// killed hard (none when other work shares the local stack).
+fn hard_kills_from_env() -> Vec<String> {
+    match std::env::var("DIALECTIC_CHAOS_HARD_KILLS") {
+        Ok(names) => list(&names),
+        Err(_) => dependencies_from_env()
+            .into_iter()
+            .filter(|d| HARD_KILLABLE.contains(&d.as_str()))
+            .collect(),
     }
 }
 
@@ -105,6 +133,12 @@ fn dependencies_from_env() -> Vec<String> {
 pub struct ChaosReport {
     pub kills: BTreeMap<String, usize>,
     pub restarts: BTreeMap<String, usize>,
+    pub hard_kills: BTreeMap<String, usize>,
+    pub double_faults: usize,
+    /// Jobs a frozen executor was running when it was stopped.
+    pub frozen_jobs: Vec<uuid::Uuid>,
+    /// Of those, jobs not taken over by a later attempt once the lease ran out.
+    pub frozen_jobs_not_retried: i64,
     pub sessions: usize,
     pub sessions_completed: usize,
     pub jobs: i64,
@@ -132,6 +166,7 @@ pub struct ChaosReport {
     pub outbox_rows: i64,
     pub dead_letters: u32,
     pub elapsed: Duration,
+    freezes_expected: bool,
 }
 
 impl ChaosReport {
@@ -149,6 +184,15 @@ impl ChaosReport {
             out.push(format!(
                 "no kill landed on a running job ({} jobs retried, {} lease expiries)",
                 self.retried_jobs, self.lease_expiries
+            ));
+        }
+        if self.freezes_expected && self.frozen_jobs.is_empty() {
+            out.push("no freeze landed on a running job".to_string());
+        }
+        if self.frozen_jobs_not_retried != 0 {
+            out.push(format!(
+                "{} jobs of a frozen executor were not taken over after its lease ran out",
+                self.frozen_jobs_not_retried
             ));
         }
         if self.duplicate_contributions != 0 {
@@ -213,6 +257,7 @@ impl ChaosReport {
         let restarts: usize = self.restarts.values().sum();
         format!(
             "{} sessions, {} completed in {:.1} s; {kills} kills {:?}; {restarts} dependency restarts {:?}; \
+             hard kills {:?}; {} double faults; {} jobs frozen past their lease ({} not taken over); \
              {} jobs, {} attempts ({} jobs retried, {} lease expiries), {} model calls ({} answered by the provider, {} charged); duplicates {}, unrendered {}, \
              over-called jobs {}, double charges {}; wallet {} (expected {}), held {}; outbox {}, dead letters {}, stuck {:?}",
             self.sessions,
@@ -220,6 +265,10 @@ impl ChaosReport {
             self.elapsed.as_secs_f64(),
             self.kills,
             self.restarts,
+            self.hard_kills,
+            self.double_faults,
+            self.frozen_jobs.len(),
+            self.frozen_jobs_not_retried,
             self.jobs,
             self.attempts,
             self.retried_jobs,
@@ -294,6 +343,14 @@ impl Processes {
         }
     }
 
+    fn signal(&mut self, name: &'static str, signal: libc::c_int) {
+        if let Some(child) = self.children.get(name) {
+            // SAFETY: kill(2) on a child process this harness started.
+            let sent = unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+            assert_eq!(sent, 0, "signal {signal} to {name}");
+        }
+    }
+
     fn stop_all(&mut self) {
         let names: Vec<&'static str> = self.children.keys().copied().collect();
         for name in names {
@@ -325,11 +382,6 @@ pub fn stack(args: &[&str]) {
         args.join(" "),
         String::from_utf8_lossy(&output.stderr)
     );
-}
-
-/// Restarts one backing service through the local stack script.
-fn restart_dependency(name: &str) {
-    stack(&["restart", name]);
 }
 
 /// Runs the whole experiment; panics only on harness failures (a service
@@ -412,47 +464,13 @@ pub async fn run(env: &TestEnv, binary: &Path, options: &ChaosOptions) -> ChaosR
 
     let mut report = ChaosReport {
         sessions: options.sessions,
+        freezes_expected: options.freeze,
         ..Default::default()
     };
     let mut rng = Rng(options.seed.max(1));
-    // Each round kills every service once, with the dependency restarts spread between the kills.
-    let mut faults: Vec<String> = Vec::new();
-    for _ in 0..options.rounds {
-        let mut round: Vec<String> = KILL_ORDER.iter().map(|s| s.to_string()).collect();
-        for (i, dependency) in options.dependencies.iter().enumerate() {
-            let at = (i + 1) * round.len() / (options.dependencies.len() + 1);
-            round.insert(at.min(round.len()), format!("dependency:{dependency}"));
-        }
-        faults.extend(round);
-    }
-    for fault in faults {
+    for fault in schedule(options) {
         tokio::time::sleep(Duration::from_millis(rng.between(options.fault_gap_ms))).await;
-        match fault.strip_prefix("dependency:") {
-            Some(dependency) => {
-                tracing::warn!(dependency, "chaos: restarting");
-                let dependency = dependency.to_string();
-                let name = dependency.clone();
-                tokio::task::spawn_blocking(move || restart_dependency(&name))
-                    .await
-                    .expect("restart task");
-                *report.restarts.entry(dependency).or_default() += 1;
-            }
-            None => {
-                let name = KILL_ORDER
-                    .iter()
-                    .copied()
-                    .find(|n| *n == fault)
-                    .expect("a known service");
-                if let Some(job_types) = worker_job_types(name) {
-                    wait_for_running_attempt(env, job_types).await;
-                }
-                tracing::warn!(service = name, "chaos: SIGKILL");
-                processes.kill(name);
-                tokio::time::sleep(Duration::from_millis(options.down_ms)).await;
-                processes.start(name);
-                *report.kills.entry(name.to_string()).or_default() += 1;
-            }
-        }
+        inject(env, &mut processes, options, &settings, fault, &mut report).await;
     }
 
     let deadline = started + options.deadline;
@@ -465,6 +483,127 @@ pub async fn run(env: &TestEnv, binary: &Path, options: &ChaosOptions) -> ChaosR
     processes.stop_all();
     report.elapsed = started.elapsed();
     report
+}
+
+/// One fault of a run.
+#[derive(Debug, Clone)]
+enum Fault {
+    /// SIGKILL a service and start it again.
+    Kill(&'static str),
+    /// Restart a dependency gracefully.
+    Restart(String),
+    /// SIGKILL a dependency and start it again.
+    HardKill(String),
+    /// SIGSTOP the executor mid-attempt past its lease, then SIGCONT.
+    Freeze,
+    /// Kill the executor while a dependency restarts.
+    Double(String),
+}
+
+/// Each round: a freeze, every service killed once with the dependency
+/// restarts and hard kills spread between the kills, and a double fault.
+fn schedule(options: &ChaosOptions) -> Vec<Fault> {
+    let mut faults = Vec::new();
+    for _ in 0..options.rounds {
+        let mut round: Vec<Fault> = KILL_ORDER.iter().map(|s| Fault::Kill(s)).collect();
+        let dependency_faults: Vec<Fault> =
+            (options.dependencies.iter().cloned().map(Fault::Restart))
+                .chain(options.hard_kills.iter().cloned().map(Fault::HardKill))
+                .collect();
+        let slots = dependency_faults.len() + 1;
+        for (i, fault) in dependency_faults.into_iter().enumerate() {
+            let at = (i + 1) * round.len() / slots;
+            round.insert(at.min(round.len()), fault);
+        }
+        if options.freeze {
+            round.insert(0, Fault::Freeze);
+        }
+        if let (true, Some(dependency)) = (options.double_fault, options.dependencies.first()) {
+            round.push(Fault::Double(dependency.clone()));
+        }
+        faults.extend(round);
+    }
+    faults
+}
+
+async fn inject(
+    env: &TestEnv,
+    processes: &mut Processes,
+    options: &ChaosOptions,
+    settings: &Settings,
+    fault: Fault,
+    report: &mut ChaosReport,
+) {
+    tracing::warn!(?fault, "chaos");
+    match fault {
+        Fault::Kill(name) => {
+            kill_and_restart(env, processes, name, options.down_ms).await;
+            *report.kills.entry(name.to_string()).or_default() += 1;
+        }
+        Fault::Restart(dependency) => {
+            run_stack(&["restart", &dependency]).await;
+            *report.restarts.entry(dependency).or_default() += 1;
+        }
+        Fault::HardKill(dependency) => {
+            run_stack(&["kill", &dependency]).await;
+            *report.hard_kills.entry(dependency).or_default() += 1;
+        }
+        Fault::Freeze => {
+            let frozen = running_jobs(env, &["PLAN", "EXECUTE"]).await;
+            processes.signal("executor", libc::SIGSTOP);
+            let lease = Duration::from_secs(settings.executor.worker.lease_secs);
+            tokio::time::sleep(lease * 2 + Duration::from_secs(2)).await;
+            processes.signal("executor", libc::SIGCONT);
+            report.frozen_jobs.extend(frozen);
+        }
+        Fault::Double(dependency) => {
+            let restart = tokio::spawn(async move {
+                run_stack(&["restart", &dependency]).await;
+                dependency
+            });
+            kill_and_restart(env, processes, "executor", options.down_ms).await;
+            let dependency = restart.await.expect("restart task");
+            *report.kills.entry("executor".into()).or_default() += 1;
+            *report.restarts.entry(dependency).or_default() += 1;
+            report.double_faults += 1;
+        }
+    }
+}
+
+async fn kill_and_restart(
+    env: &TestEnv,
+    processes: &mut Processes,
+    name: &'static str,
+    down_ms: u64,
+) {
+    if let Some(job_types) = worker_job_types(name) {
+        wait_for_running_attempt(env, job_types).await;
+    }
+    processes.kill(name);
+    tokio::time::sleep(Duration::from_millis(down_ms)).await;
+    processes.start(name);
+}
+
+async fn run_stack(args: &[&str]) {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        stack(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    })
+    .await
+    .expect("stack task");
+}
+
+/// Jobs of these types a worker holds the lease of, once one does (up to 30 s).
+async fn running_jobs(env: &TestEnv, job_types: &[&str]) -> Vec<uuid::Uuid> {
+    wait_for_running_attempt(env, job_types).await;
+    sqlx::query_scalar(
+        "SELECT id FROM dialectic_generation_jobs
+          WHERE status = 'processing' AND lease_owner IS NOT NULL AND job_type = ANY($1)",
+    )
+    .bind(job_types)
+    .fetch_all(env.store.pool())
+    .await
+    .unwrap_or_default()
 }
 
 /// Creates a project and starts an auto-advancing session, retrying while
@@ -610,6 +749,13 @@ async fn check(env: &TestEnv, report: &mut ChaosReport) {
         "SELECT count(*) FROM token_wallet_transactions WHERE kind = 'capture' AND purpose = 'model_call'",
     )
     .await;
+    report.frozen_jobs_not_retried = sqlx::query_scalar(
+        "SELECT count(*) FROM dialectic_generation_jobs WHERE id = ANY($1) AND attempt_count < 2",
+    )
+    .bind(&report.frozen_jobs)
+    .fetch_one(pool)
+    .await
+    .expect("frozen jobs");
     report.duplicate_contributions = scalar(
         "SELECT count(*) FROM (SELECT job_id FROM dialectic_contributions
           WHERE job_id IS NOT NULL GROUP BY job_id HAVING count(*) > 1) d",

@@ -1,7 +1,10 @@
 //! The quick fault run: a few sessions across six service processes while
-//! each service is SIGKILLed once and each backing service restarted once.
+//! each service is SIGKILLed once, each backing service restarted once,
+//! Postgres and RabbitMQ SIGKILLed once, the executor frozen past its lease,
+//! and the executor killed while a dependency restarts.
 //! `DIALECTIC_CHAOS_DEPENDENCIES` narrows the restarts (e.g. to "" when other
-//! work shares the local stack), here and in the long run (`--bin chaos`).
+//! work shares the local stack), `DIALECTIC_CHAOS_HARD_KILLS` the hard kills,
+//! here and in the long run (`--bin chaos`).
 
 use dialectic_e2e::TestEnv;
 use dialectic_e2e::chaos::{self, ChaosOptions, KILL_ORDER};
@@ -33,12 +36,24 @@ async fn sessions_survive_killed_services_and_restarted_dependencies() {
             report.kills
         );
     }
-    for dependency in &options.dependencies {
+    for (i, dependency) in options.dependencies.iter().enumerate() {
+        // The double fault restarts the first dependency once more per round.
+        let doubled = usize::from(i == 0 && options.double_fault);
         assert_eq!(
             report.restarts.get(dependency),
-            Some(&options.rounds),
+            Some(&(options.rounds * (1 + doubled))),
             "{dependency}"
         );
+    }
+    for dependency in &options.hard_kills {
+        assert_eq!(
+            report.hard_kills.get(dependency),
+            Some(&options.rounds),
+            "{dependency} was not killed hard"
+        );
+    }
+    if !options.dependencies.is_empty() {
+        assert_eq!(report.double_faults, options.rounds, "{}", report.summary());
     }
     assert!(
         report.model_calls >= report.jobs / 2,

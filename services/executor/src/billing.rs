@@ -29,6 +29,7 @@ pub struct Billing {
     wallets: Mutex<HashMap<UserId, String>>,
 }
 
+#[derive(Clone)]
 pub struct Hold {
     wallet_id: String,
     pub(crate) hold_id: String,

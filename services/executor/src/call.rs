@@ -9,12 +9,17 @@ use dialectic_core::prompt::ChatRequest;
 use dialectic_core::tokens::cost;
 use dialectic_llm::{ChatResponse, LlmError};
 use dialectic_runtime::worker::AttemptError;
+use dialectic_store::Store;
 use dialectic_store::jobs::JobRow;
 use dialectic_store::ledger;
 use dialectic_store::records::ModelRow;
 use dialectic_telemetry::metrics;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use uuid::Uuid;
+
+/// How long a reply waits for its cost to be written somewhere durable.
+const CHARGE_PATIENCE: Duration = Duration::from_secs(15);
 
 /// The error code of an attempt given back at shutdown.
 pub const HANDED_BACK: &str = "handed_back";
@@ -54,51 +59,24 @@ impl Executor {
             model.output_token_cost_rate,
         );
         count_call(model, &response, actual);
-        if let (Some(billing), Some(hold)) = (&self.billing, &hold) {
-            self.charge(job, billing, hold, actual).await?;
+        if let (Some(billing), Some(hold)) = (&self.billing, hold) {
+            // Spawned, so that an attempt abandoned from here on (its lease
+            // lost, shutdown) still pays for the call that happened.
+            let charging = tokio::spawn(charge(
+                self.store.clone(),
+                billing.clone(),
+                job.clone(),
+                hold,
+                actual,
+            ));
+            charging
+                .await
+                .map_err(|e| retryable("charge", format!("charging the call stopped: {e}")))??;
         }
         Ok(Reply {
             response,
             processing_ms,
         })
-    }
-
-    /// The call happened: write down what it cost, then capture. When the
-    /// capture cannot reach the wallet (or this process dies first), the
-    /// wallet's sweep captures the recorded cost once the attempt is over, so
-    /// the reply is kept and the call is charged exactly once.
-    async fn charge(
-        &self,
-        job: &JobRow,
-        billing: &Billing,
-        hold: &Hold,
-        actual: i64,
-    ) -> Result<(), AttemptError> {
-        let recorded = self
-            .record_usage(hold, billing::charged(hold, actual))
-            .await;
-        match billing.capture(job, hold, actual).await {
-            Ok(()) => Ok(()),
-            Err(e) if recorded => {
-                tracing::warn!(error = %e, "capture failed; the wallet's sweep captures the recorded usage");
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    async fn record_usage(&self, hold: &Hold, amount: i64) -> bool {
-        let Ok(hold_id) = Uuid::parse_str(&hold.hold_id) else {
-            tracing::warn!(hold_id = %hold.hold_id, "the wallet's hold id is not a UUID");
-            return false;
-        };
-        match ledger::record_usage(self.store.pool(), hold_id, amount).await {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::warn!(error = %e, "could not record the call's usage");
-                false
-            }
-        }
     }
 
     /// Shutdown outlasted the call: drop it (no reply, so no charge) and let
@@ -140,4 +118,50 @@ fn count_call(model: &ModelRow, response: &ChatResponse, actual: i64) {
     metrics::MODEL_TOKENS.add(&[label, "input"], response.input_tokens as f64);
     metrics::MODEL_TOKENS.add(&[label, "output"], response.output_tokens as f64);
     metrics::MODEL_COST.add(&[label], actual as f64);
+}
+
+/// The call happened: write down what it cost, then capture. When the
+/// capture cannot reach the wallet (or this process dies first), the
+/// wallet's sweep captures the recorded cost once the attempt is over, so
+/// the reply is kept and the call is charged exactly once. While neither
+/// can be written (Postgres restarting), both are retried for a while.
+async fn charge(
+    store: Store,
+    billing: Arc<Billing>,
+    job: JobRow,
+    hold: Hold,
+    actual: i64,
+) -> Result<(), AttemptError> {
+    let give_up = Instant::now() + CHARGE_PATIENCE;
+    let mut delay = Duration::from_millis(200);
+    loop {
+        let recorded = record_usage(&store, &hold, billing::charged(&hold, actual)).await;
+        match billing.capture(&job, &hold, actual).await {
+            Ok(()) => return Ok(()),
+            Err(e) if recorded => {
+                tracing::warn!(error = %e, "capture failed; the wallet's sweep captures the recorded usage");
+                return Ok(());
+            }
+            Err(e) if Instant::now() >= give_up => return Err(e),
+            Err(e) => {
+                tracing::warn!(error = %e, "neither the usage nor the capture was written; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+}
+
+async fn record_usage(store: &Store, hold: &Hold, amount: i64) -> bool {
+    let Ok(hold_id) = Uuid::parse_str(&hold.hold_id) else {
+        tracing::warn!(hold_id = %hold.hold_id, "the wallet's hold id is not a UUID");
+        return false;
+    };
+    match ledger::record_usage(store.pool(), hold_id, amount).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not record the call's usage");
+            false
+        }
+    }
 }

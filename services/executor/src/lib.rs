@@ -49,7 +49,7 @@ struct Executor {
     simulated: SimulatedSettings,
     max_continuations: u32,
     /// None when billing is off (`executor.wallet_url` empty).
-    billing: Option<Billing>,
+    billing: Option<Arc<Billing>>,
     /// Redis, for call limits shared across replicas (connected in the background).
     cache: Arc<OnceLock<Cache>>,
     lease_secs: u64,
@@ -179,7 +179,7 @@ async fn start_executor(
             settings.executor.wallet_url.trim(),
             ServiceKey::from_settings(&settings),
         ) {
-            Ok(b) => Some(b),
+            Ok(b) => Some(Arc::new(b)),
             Err(e) => {
                 tracing::error!(error = %e, "billing disabled");
                 None

@@ -35,7 +35,7 @@ impl Executor {
             wallet: self
                 .billing
                 .as_ref()
-                .map(|b| b as &dyn compress::ContextWallet),
+                .map(|b| &**b as &dyn compress::ContextWallet),
         };
         let mut report = reporter(self.cache.get().cloned(), attempt);
         let fitted = compress::fit(
