@@ -150,7 +150,8 @@ pub struct ChaosReport {
     pub model_calls: i64,
     /// Calls that returned a reply, counted by the simulated provider itself.
     pub provider_calls: i64,
-    /// Model calls charged (captures of `model_call` holds).
+    /// Model calls charged (captures of `model_call` holds, and late debits
+    /// of calls that replied after their hold was released as abandoned).
     pub charged_calls: i64,
     pub duplicate_contributions: i64,
     pub unrendered_documents: i64,
@@ -217,6 +218,16 @@ impl ChaosReport {
             out.push(format!(
                 "{} model calls charged but the provider answered only {}",
                 self.charged_calls, self.provider_calls
+            ));
+        }
+        // A call answered just before its executor was SIGKILLed, in the
+        // instant before its cost was recorded, is the one call that can go
+        // uncharged; any more means a path that loses charges.
+        let uncharged = self.provider_calls - self.charged_calls;
+        let executor_kills = self.kills.get("executor").copied().unwrap_or(0) as i64;
+        if uncharged > executor_kills {
+            out.push(format!(
+                "{uncharged} answered model calls were never charged (at most {executor_kills} may be lost to executor kills)"
             ));
         }
         if self.double_captures != 0 {
@@ -400,6 +411,7 @@ pub async fn run(env: &TestEnv, binary: &Path, options: &ChaosOptions) -> ChaosR
     settings.wallet.listen = format!("127.0.0.1:{}", ports["wallet"]);
     settings.executor.wallet_url = format!("http://127.0.0.1:{}", ports["wallet"]);
     settings.gateway.planner_url = format!("http://127.0.0.1:{}", ports["planner"]);
+    settings.gateway.wallet_url = format!("http://127.0.0.1:{}", ports["wallet"]);
     settings.executor.indexer_url = format!("http://127.0.0.1:{}", ports["indexer"]);
     settings.executor.simulated_latency_ms = options.latency_ms;
     let call_log = options.log_dir.join("provider-calls.log");
@@ -746,7 +758,7 @@ async fn check(env: &TestEnv, report: &mut ChaosReport) {
     )
     .await;
     report.charged_calls = scalar(
-        "SELECT count(*) FROM token_wallet_transactions WHERE kind = 'capture' AND purpose = 'model_call'",
+        "SELECT count(*) FROM token_wallet_transactions WHERE kind IN ('capture', 'debit') AND purpose = 'model_call'",
     )
     .await;
     report.frozen_jobs_not_retried = sqlx::query_scalar(
@@ -779,7 +791,7 @@ async fn check(env: &TestEnv, report: &mut ChaosReport) {
     .await;
     report.double_captures = scalar(
         "SELECT count(*) FROM (SELECT job_id, attempt FROM token_wallet_transactions
-          WHERE kind = 'capture' GROUP BY job_id, attempt HAVING count(*) > 1) d",
+          WHERE kind IN ('capture', 'debit') GROUP BY job_id, attempt HAVING count(*) > 1) d",
     )
     .await;
     report.wallet_balance = scalar(
@@ -788,7 +800,7 @@ async fn check(env: &TestEnv, report: &mut ChaosReport) {
     )
     .await;
     let captured = scalar(
-        "SELECT coalesce(sum(amount), 0)::bigint FROM token_wallet_transactions WHERE kind = 'capture'",
+        "SELECT coalesce(sum(amount), 0)::bigint FROM token_wallet_transactions WHERE kind IN ('capture', 'debit')",
     )
     .await;
     report.wallet_expected = INITIAL_CREDIT - captured;

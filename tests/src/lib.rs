@@ -198,6 +198,11 @@ impl TestEnv {
         {
             settings.gateway.planner_url = format!("http://{}", planner.addr);
         }
+        if name == "gateway"
+            && let Some((_, wallet)) = self.running.get("wallet")
+        {
+            settings.gateway.wallet_url = format!("http://{}", wallet.addr);
+        }
         let shutdown = CancellationToken::new();
         let running = start_fn(name)(Arc::new(settings), shutdown.clone())
             .await

@@ -234,3 +234,62 @@ async fn a_dead_attempts_recorded_call_is_captured_not_released() {
     assert_eq!(key, ledger::capture_key(job, attempt));
     env.teardown().await;
 }
+
+/// A worker frozen past its lease: the sweep released its hold as abandoned,
+/// then its call replied after all. The call happened, so its late capture is
+/// charged as a debit (once, under the capture's key); a second late capture
+/// changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reply_after_the_hold_was_released_is_charged_once() {
+    let env = TestEnv::new().await;
+    let pool = env.store.pool().clone();
+    let wallet = records::wallet_balance(&pool, None, Some(USER))
+        .await
+        .expect("wallet");
+    let job = processing_job(&env).await;
+    let attempt = claim(&env, job).await;
+    let hold_id = hold(&env, wallet.id, job, attempt).await;
+    set_status(&env, job, JobStatus::Retrying).await;
+    assert_eq!(
+        ledger::settle_abandoned(&pool, 100).await.expect("sweep"),
+        ledger::Settled {
+            captured: 0,
+            released: 1
+        }
+    );
+
+    let key = ledger::capture_key(job, attempt);
+    let late = ledger::capture(&pool, wallet.id, hold_id, 300, &key)
+        .await
+        .expect("the late reply is charged");
+    let again = ledger::capture(&pool, wallet.id, hold_id, 300, &key)
+        .await
+        .expect("a repeated capture replays");
+    assert_eq!((late.kind.as_str(), late.id), ("debit", again.id));
+    let after = records::wallet_balance(&pool, Some(wallet.id), None)
+        .await
+        .expect("wallet");
+    assert_eq!(
+        (after.balance, after.held),
+        (wallet.balance - 300, wallet.held)
+    );
+    // A hold its attempt released itself (no call) stays closed.
+    let job = processing_job(&env).await;
+    let attempt = claim(&env, job).await;
+    let hold_id = hold(&env, wallet.id, job, attempt).await;
+    ledger::release(&pool, wallet.id, hold_id, "release:own", "the call failed")
+        .await
+        .expect("release");
+    assert!(matches!(
+        ledger::capture(
+            &pool,
+            wallet.id,
+            hold_id,
+            1,
+            &ledger::capture_key(job, attempt)
+        )
+        .await,
+        Err(ledger::LedgerError::HoldClosed(_))
+    ));
+    env.teardown().await;
+}

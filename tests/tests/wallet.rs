@@ -595,3 +595,58 @@ async fn the_wallet_admits_only_the_services_allowed_each_call() {
     assert_eq!(balance(&env, wallet).await, (1_000_000, 1));
     env.teardown().await;
 }
+
+/// The gateway's admin path: an administrator credits any user's wallet once
+/// per idempotency key; anyone else is refused, whichever user they name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn administrators_credit_wallets_through_the_gateway() {
+    use dialectic_proto::v1::{CreditWalletRequest, GetWalletRequest};
+    let mut env = TestEnv::new().await;
+    for name in ["wallet", "gateway"] {
+        env.start(&[name]).await;
+        env.wait_serving(name).await;
+    }
+    let (user, key) = env.new_user("funded").await;
+    let credit = |user: &str, key: &str| CreditWalletRequest {
+        user_id: user.to_string(),
+        amount: 5_000,
+        idempotency_key: key.to_string(),
+        reason: "invoice 42".into(),
+    };
+    let mut admin = env.gateway().await;
+    for _ in 0..2 {
+        let entry = admin
+            .credit_wallet(credit(&user.to_string(), "inv-42"))
+            .await
+            .expect("an administrator credits")
+            .into_inner();
+        assert_eq!(
+            (entry.kind.as_str(), entry.balance_after),
+            ("credit", 5_000)
+        );
+    }
+    let mut funded = env.gateway_with_key(&key).await;
+    let wallet = funded
+        .get_wallet(GetWalletRequest { history: 5 })
+        .await
+        .expect("wallet")
+        .into_inner();
+    assert_eq!(wallet.total, 5_000, "credited once");
+
+    let refused = funded
+        .credit_wallet(credit(&user.to_string(), "self-service"))
+        .await
+        .expect_err("not an administrator");
+    assert_eq!(refused.code(), Code::PermissionDenied);
+    let refused = admin
+        .credit_wallet(credit(&Uuid::now_v7().to_string(), "nobody"))
+        .await
+        .expect_err("unknown user");
+    assert_eq!(refused.code(), Code::NotFound, "{refused:?}");
+    let refused = admin
+        .credit_wallet(credit("not-a-uuid", "bad"))
+        .await
+        .expect_err("bad id");
+    assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
+    env.teardown().await;
+}

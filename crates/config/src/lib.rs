@@ -156,6 +156,8 @@ pub struct GatewayConfig {
     /// The planner's gRPC address: the gateway sends it every command that
     /// changes a session (the planner is the only writer of job and session state).
     pub planner_url: String,
+    /// The wallet service, for administrators' credits (`CreditWallet`).
+    pub wallet_url: String,
 }
 
 impl Default for GatewayConfig {
@@ -168,6 +170,7 @@ impl Default for GatewayConfig {
             max_prompt_bytes: 256 * 1024,
             max_message_bytes: 4 * 1024 * 1024,
             planner_url: "http://127.0.0.1:7052".into(),
+            wallet_url: "http://127.0.0.1:7056".into(),
         }
     }
 }

@@ -300,11 +300,22 @@ pub async fn capture(
         &References::default(),
     );
     let mut tx = pool.begin().await?;
-    lock_wallet(&mut tx, wallet_id).await?;
+    let (balance, held_now) = lock_wallet(&mut tx, wallet_id).await?;
     if let Some(first) = replay(&mut tx, wallet_id, key, &request).await? {
         return Ok(first);
     }
-    let (held, refs) = open_hold(&mut tx, wallet_id, hold_id).await?;
+    let (held, refs) = match open_hold(&mut tx, wallet_id, hold_id).await {
+        Err(LedgerError::HoldClosed(_)) if abandoned(&mut tx, hold_id).await? => {
+            let late = LateDebit {
+                wallet_id,
+                hold_id,
+                amount,
+                available: balance - held_now,
+            };
+            return late_debit(tx, late, key, request).await;
+        }
+        other => other?,
+    };
     if amount > held {
         return Err(LedgerError::CaptureExceedsHold {
             requested: amount,
@@ -323,6 +334,86 @@ pub async fn capture(
         expires_in_secs: None,
     };
     let written = write(&mut tx, &entry, -amount, -held).await?;
+    tx.commit().await?;
+    Ok(written)
+}
+
+/// Whether the sweep released this hold as abandoned (and nothing captured it).
+async fn abandoned(tx: &mut Tx<'_>, hold_id: Uuid) -> Result<bool, LedgerError> {
+    Ok(sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM token_wallet_transactions
+                         WHERE hold_id = $1 AND kind = 'release' AND idempotency_key = $2)
+            AND NOT EXISTS (SELECT 1 FROM token_wallet_transactions
+                             WHERE hold_id = $1 AND kind = 'capture')",
+    )
+    .bind(hold_id)
+    .bind(abandon_key(hold_id))
+    .fetch_one(&mut **tx)
+    .await?)
+}
+
+fn abandon_key(hold_id: Uuid) -> String {
+    format!("abandon:{hold_id}")
+}
+
+struct LateDebit {
+    wallet_id: Uuid,
+    hold_id: Uuid,
+    amount: i64,
+    available: i64,
+}
+
+/// A call whose worker was given up for dead (frozen past its lease) but that
+/// replied after all: it happened, so it is charged, as a debit (the hold is
+/// gone) under the capture's key, from what the wallet has available.
+async fn late_debit(
+    mut tx: Tx<'_>,
+    late: LateDebit,
+    key: &str,
+    request: String,
+) -> Result<Transaction, LedgerError> {
+    let LateDebit {
+        wallet_id,
+        hold_id,
+        amount,
+        available,
+    } = late;
+    if amount > available {
+        return Err(LedgerError::InsufficientFunds {
+            requested: amount,
+            available,
+        });
+    }
+    let hold: OpenHold = sqlx::query_as(
+        "SELECT amount, session_id, job_id, attempt, purpose FROM token_wallet_transactions WHERE id = $1",
+    )
+    .bind(hold_id)
+    .fetch_one(&mut *tx)
+    .await?;
+    if amount > hold.amount {
+        return Err(LedgerError::CaptureExceedsHold {
+            requested: amount,
+            held: hold.amount,
+        });
+    }
+    let refs = References {
+        session_id: hold.session_id,
+        job_id: hold.job_id,
+        attempt: hold.attempt,
+        purpose: hold.purpose,
+    };
+    let entry = Entry {
+        wallet_id,
+        kind: "debit",
+        amount,
+        key,
+        request,
+        reason: Some("a call replied after its hold was released as abandoned"),
+        hold_id: Some(hold_id),
+        refs: &refs,
+        expires_in_secs: None,
+    };
+    let written = write(&mut tx, &entry, -amount, 0).await?;
     tx.commit().await?;
     Ok(written)
 }
@@ -549,7 +640,7 @@ pub async fn settle_abandoned(pool: &PgPool, limit: i64) -> Result<Settled, Ledg
                 pool,
                 wallet,
                 hold_id,
-                &format!("abandon:{hold_id}"),
+                &abandon_key(hold_id),
                 "its attempt ended without a capture (the worker stopped)",
             )
             .await

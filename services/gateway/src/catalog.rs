@@ -6,10 +6,11 @@ use crate::service::{Command, Gateway, planner_request};
 use dialectic_core::ids::{ModelId, ProjectId, ResourceId, UserId};
 use dialectic_proto::v1::planner::DeleteProjectCommand;
 use dialectic_proto::v1::{
-    DeleteProjectResponse, DocumentChunk, DocumentChunks, EditStageRecipeRequest, ExportUrl,
-    ListProjectsRequest, ListProjectsResponse, ListRecipesResponse, ListSessionsRequest,
-    ListSessionsResponse, ListWalletTransactionsRequest, ListWalletTransactionsResponse,
-    RecipeStep, RecipeSummary, Session, StageRecipe, WalletTransaction,
+    CreditWalletRequest, DeleteProjectResponse, DocumentChunk, DocumentChunks,
+    EditStageRecipeRequest, ExportUrl, ListProjectsRequest, ListProjectsResponse,
+    ListRecipesResponse, ListSessionsRequest, ListSessionsResponse, ListWalletTransactionsRequest,
+    ListWalletTransactionsResponse, RecipeStep, RecipeSummary, Session, StageRecipe,
+    WalletTransaction,
 };
 use dialectic_store::listing;
 use dialectic_store::recipe_edit::{self, RecipeEditError};
@@ -44,11 +45,58 @@ pub fn transaction(t: ledger::Transaction) -> WalletTransaction {
     }
 }
 
+/// The wallet's ledger entry as the public API shows a transaction.
+fn entry(e: dialectic_proto::v1::wallet::LedgerEntry) -> WalletTransaction {
+    WalletTransaction {
+        id: e.id,
+        kind: e.kind,
+        amount: e.amount,
+        balance_after: e.balance_after,
+        reason: e.reason,
+        session_id: e.session_id,
+        job_id: e.job_id,
+        created_at: e.created_at,
+    }
+}
+
 fn cursor(token: &str) -> Result<Option<listing::Cursor>, GatewayError> {
     convert::parse_page_token(token).map_err(GatewayError::InvalidArgument)
 }
 
 impl Gateway {
+    /// An administrator's credit, through the wallet (which admits credits
+    /// from the gateway only, for the administrator it names).
+    pub(crate) async fn credit_as_admin(
+        &self,
+        admin: UserId,
+        req: CreditWalletRequest,
+    ) -> Result<WalletTransaction, GatewayError> {
+        if !dialectic_store::auth::is_admin(self.store.pool(), admin).await? {
+            return Err(GatewayError::PermissionDenied(
+                "only an administrator credits wallets".into(),
+            ));
+        }
+        let user = UserId::parse(req.user_id.trim())?;
+        let wallet = records::wallet_balance(self.store.pool(), None, Some(user)).await?;
+        let mut request = planner_request(dialectic_proto::v1::wallet::CreditRequest {
+            wallet_id: wallet.id.to_string(),
+            amount: req.amount,
+            idempotency_key: req.idempotency_key,
+            reason: req.reason,
+        });
+        let acting = admin
+            .to_string()
+            .parse()
+            .map_err(|_| GatewayError::Internal("a user id is not valid metadata".into()))?;
+        request.metadata_mut().insert("x-dialectic-user", acting);
+        let credited = self
+            .wallet()
+            .credit(request)
+            .await
+            .map_err(GatewayError::Wallet)?;
+        Ok(entry(credited.into_inner()))
+    }
+
     /// Abandons the session; claims refuse an abandoned session's jobs, so
     /// only what already runs finishes. Watchers hear it and their streams end.
     pub(crate) async fn cancel(

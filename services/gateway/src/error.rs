@@ -31,6 +31,9 @@ pub enum GatewayError {
     /// The planner's answer to a command, passed on with its code.
     #[error("{}", .0.message())]
     Planner(#[from] Status),
+    /// The wallet's answer to a credit, passed on with its code.
+    #[error("{}", .0.message())]
+    Wallet(Status),
 }
 
 impl From<InvalidId> for GatewayError {
@@ -71,6 +74,12 @@ impl From<GatewayError> for Status {
                 // The planner itself is out of reach (its connection failed).
                 tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled => {
                     Status::unavailable(format!("planner unavailable: {}", status.message()))
+                }
+                code => Status::new(code, status.message()),
+            },
+            GatewayError::Wallet(status) => match status.code() {
+                tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled => {
+                    Status::unavailable(format!("wallet unavailable: {}", status.message()))
                 }
                 code => Status::new(code, status.message()),
             },

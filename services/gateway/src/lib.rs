@@ -11,19 +11,38 @@ pub mod revisit;
 pub mod service;
 
 pub use error::GatewayError;
-pub use service::{AUTHORIZATION, BootstrapKey, Gateway};
+pub use service::{AUTHORIZATION, BootstrapKey, Gateway, Internal};
 
 use dialectic_config::Settings;
 use dialectic_core::ids::UserId;
 use dialectic_core::service_auth::ServiceName;
 use dialectic_proto::v1::dialectic_service_server::DialecticServiceServer;
 use dialectic_proto::v1::planner::planner_service_client::PlannerServiceClient;
+use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
 use dialectic_runtime::service_auth::{ServiceKey, internal_channel};
 use dialectic_runtime::{CancellationToken, Dependencies, Running, RuntimeError, supervise};
 use futures::future::BoxFuture;
 use std::sync::{Arc, OnceLock};
 
 pub const SERVICE_NAME: &str = "dialectic.v1.DialecticService";
+
+/// Lazy channels to the planner and the wallet, signed as the gateway.
+fn internal_clients(settings: &Settings) -> Result<Internal, RuntimeError> {
+    let channel = |url: &str| -> Result<_, RuntimeError> {
+        let channel = tonic::transport::Endpoint::from_shared(url.to_string())?
+            .connect_timeout(std::time::Duration::from_secs(5))
+            .connect_lazy();
+        Ok(internal_channel(
+            channel,
+            ServiceName::Gateway,
+            ServiceKey::from_settings(settings),
+        ))
+    };
+    Ok(Internal {
+        planner: PlannerServiceClient::new(channel(&settings.gateway.planner_url)?),
+        wallet: WalletServiceClient::new(channel(&settings.gateway.wallet_url)?),
+    })
+}
 
 pub fn start(
     settings: Arc<Settings>,
@@ -40,18 +59,11 @@ async fn start_gateway(
     let blob = dialectic_runtime::blob(&settings);
     let cache = Arc::new(OnceLock::new());
     let bootstrap = bootstrap_key(&settings);
-    let planner = tonic::transport::Endpoint::from_shared(settings.gateway.planner_url.clone())?
-        .connect_timeout(std::time::Duration::from_secs(5))
-        .connect_lazy();
     let gateway = Gateway::new(
         store.clone(),
         blob.clone(),
         cache.clone(),
-        PlannerServiceClient::new(internal_channel(
-            planner,
-            ServiceName::Gateway,
-            ServiceKey::from_settings(&settings),
-        )),
+        internal_clients(&settings)?,
         bootstrap,
         settings.gateway.max_prompt_bytes,
         shutdown.clone(),

@@ -13,13 +13,14 @@ use dialectic_core::slug::slugify;
 use dialectic_proto::v1::dialectic_service_server::DialecticService;
 use dialectic_proto::v1::planner::planner_service_client::PlannerServiceClient;
 use dialectic_proto::v1::planner::{SessionCommand, SubmitStageResponsesCommand};
+use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
 use dialectic_proto::v1::{
-    CancelSessionRequest, DeleteProjectRequest, DeleteProjectResponse, DocumentChunks,
-    EditStageRecipeRequest, ExportChunk, ExportProjectRequest, ExportUrl, GetStageRecipeRequest,
-    ListProjectsRequest, ListProjectsResponse, ListRecipesRequest, ListRecipesResponse,
-    ListSessionsRequest, ListSessionsResponse, ListWalletTransactionsRequest,
+    CancelSessionRequest, CreditWalletRequest, DeleteProjectRequest, DeleteProjectResponse,
+    DocumentChunks, EditStageRecipeRequest, ExportChunk, ExportProjectRequest, ExportUrl,
+    GetStageRecipeRequest, ListProjectsRequest, ListProjectsResponse, ListRecipesRequest,
+    ListRecipesResponse, ListSessionsRequest, ListSessionsResponse, ListWalletTransactionsRequest,
     ListWalletTransactionsResponse, RegenerateDocumentRequest, RegenerateDocumentResponse,
-    RevisitStageRequest, RevisitStageResponse, StageRecipe,
+    RevisitStageRequest, RevisitStageResponse, StageRecipe, WalletTransaction,
 };
 use dialectic_proto::v1::{
     CreateProjectRequest, DocumentContent, GetDocumentContentRequest, GetProjectRequest,
@@ -156,11 +157,19 @@ fn optional(value: &str) -> Option<&str> {
     (!value.is_empty()).then_some(value)
 }
 
+/// The internal services the gateway calls, signed with its identity.
+pub struct Internal {
+    /// Every command that changes a session or its jobs.
+    pub planner: PlannerServiceClient<InternalChannel>,
+    /// Administrators' credits.
+    pub wallet: WalletServiceClient<InternalChannel>,
+}
+
 pub struct Gateway {
     pub(crate) store: Store,
     pub(crate) blob: BlobStore,
     pub(crate) cache: Arc<OnceLock<Cache>>,
-    planner: PlannerServiceClient<InternalChannel>,
+    internal: Internal,
     bootstrap: Option<BootstrapKey>,
     max_prompt_bytes: usize,
     shutdown: CancellationToken,
@@ -171,7 +180,7 @@ impl Gateway {
         store: Store,
         blob: BlobStore,
         cache: Arc<OnceLock<Cache>>,
-        planner: PlannerServiceClient<InternalChannel>,
+        internal: Internal,
         bootstrap: Option<BootstrapKey>,
         max_prompt_bytes: usize,
         shutdown: CancellationToken,
@@ -180,7 +189,7 @@ impl Gateway {
             store,
             blob,
             cache,
-            planner,
+            internal,
             bootstrap,
             max_prompt_bytes,
             shutdown,
@@ -237,7 +246,11 @@ impl Gateway {
     /// A client for the planner's commands. Call after checking that the
     /// caller owns what the command names: the planner trusts the gateway.
     pub(crate) fn planner(&self) -> PlannerServiceClient<InternalChannel> {
-        self.planner.clone()
+        self.internal.planner.clone()
+    }
+
+    pub(crate) fn wallet(&self) -> WalletServiceClient<InternalChannel> {
+        self.internal.wallet.clone()
     }
 
     fn cache(&self) -> Result<&Cache, GatewayError> {
@@ -1004,6 +1017,19 @@ impl DialecticService for Gateway {
         let span = tracing::info_span!("save_document_edit", user_id = %user, resource_id = %req.resource_id);
         let document = self.save_document_edit(user, req).instrument(span).await?;
         Ok(Response::new(document))
+    }
+
+    async fn credit_wallet(
+        &self,
+        request: Request<CreditWalletRequest>,
+    ) -> Result<Response<WalletTransaction>, Status> {
+        let admin = self.caller(request.metadata()).await?;
+        let span = span!("credit_wallet", admin);
+        self.credit_as_admin(admin, request.into_inner())
+            .instrument(span)
+            .await
+            .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn get_wallet(

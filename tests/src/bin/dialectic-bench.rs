@@ -308,6 +308,7 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
     settings.wallet.listen = format!("127.0.0.1:{}", ports["wallet"]);
     settings.executor.wallet_url = format!("http://127.0.0.1:{}", ports["wallet"]);
     settings.gateway.planner_url = format!("http://127.0.0.1:{}", ports["planner"]);
+    settings.gateway.wallet_url = format!("http://127.0.0.1:{}", ports["wallet"]);
     settings.executor.indexer_url = format!("http://127.0.0.1:{}", ports["indexer"]);
     settings.executor.simulated_latency_ms = latency_ms;
     settings.executor.worker.slots = options.slots;
