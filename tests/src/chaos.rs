@@ -829,20 +829,7 @@ async fn check(env: &TestEnv, report: &mut ChaosReport) {
     let _ = connection.close(200, "checked".into()).await;
 }
 
-/// Ready messages in a queue (a passive declare changes nothing).
+/// Ready messages in a queue.
 async fn queue_depth(connection: &lapin::Connection, queue: &str) -> u32 {
-    let channel = connection.create_channel().await.expect("channel");
-    let declared = channel
-        .queue_declare(
-            queue.into(),
-            lapin::options::QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            lapin::types::FieldTable::default(),
-        )
-        .await
-        .expect("queue exists");
-    let _ = channel.close(200, "counted".into()).await;
-    declared.message_count()
+    crate::queue_counts(connection, queue).await.0
 }

@@ -303,6 +303,14 @@ impl TestEnv {
             .unwrap_or_else(|e| panic!("{sql}: {e}"))
     }
 
+    /// Tokens held across every wallet of this env's database.
+    pub async fn held(&self) -> i64 {
+        sqlx::query_scalar("SELECT COALESCE(sum(held), 0)::bigint FROM token_wallets")
+            .fetch_one(self.store.pool())
+            .await
+            .expect("held")
+    }
+
     pub async fn teardown(mut self) {
         let names: Vec<String> = self.running.keys().cloned().collect();
         for name in names {
@@ -342,6 +350,24 @@ async fn connect_admin(url: &str) -> sqlx::PgConnection {
     sqlx::PgConnection::connect(url)
         .await
         .expect("postgres is reachable (run deploy/stack.sh up)")
+}
+
+/// (ready messages, consumers) of a queue; a passive declare changes nothing.
+pub async fn queue_counts(connection: &lapin::Connection, queue: &str) -> (u32, u32) {
+    let channel = connection.create_channel().await.expect("channel");
+    let declared = channel
+        .queue_declare(
+            queue.into(),
+            lapin::options::QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            lapin::types::FieldTable::default(),
+        )
+        .await
+        .expect("queue exists");
+    let _ = channel.close(200, "counted".into()).await;
+    (declared.message_count(), declared.consumer_count())
 }
 
 /// Polls `grpc.health.v1.Health/Check` for `service` until it reports `want`

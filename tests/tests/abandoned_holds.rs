@@ -207,6 +207,20 @@ async fn a_dead_attempts_recorded_call_is_captured_not_released() {
         ledger::Settled::default(),
         "the attempt is alive: its own capture may still come"
     );
+    // Nor does its expiry release it: the call happened.
+    sqlx::query(
+        "UPDATE token_wallet_transactions SET expires_at = now() - interval '1 minute' WHERE id = $1",
+    )
+    .bind(hold_id)
+    .execute(&pool)
+    .await
+    .expect("expire the hold");
+    assert_eq!(
+        ledger::release_expired(&pool, 100)
+            .await
+            .expect("expiry sweep"),
+        0
+    );
 
     set_status(&env, job, JobStatus::Retrying).await;
     assert_eq!(

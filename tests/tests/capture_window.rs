@@ -10,13 +10,6 @@ use uuid::Uuid;
 
 const PROMPT: &str = "# The wallet blinks\n\nThe wallet is down when the model replies.";
 
-async fn held(env: &TestEnv) -> i64 {
-    sqlx::query_scalar("SELECT COALESCE(sum(held), 0)::bigint FROM token_wallets")
-        .fetch_one(env.store.pool())
-        .await
-        .expect("held")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_reply_whose_capture_fails_is_kept_and_charged_once() {
     let mut env = TestEnv::new().await;
@@ -30,7 +23,7 @@ async fn a_reply_whose_capture_fails_is_kept_and_charged_once() {
     slow.executor.simulated_record_requests = true;
     env.start_with("executor", slow).await;
     env.wait_serving("executor").await;
-    let held_before = held(&env).await;
+    let held_before = env.held().await;
 
     let (_, session_id) = env.new_session(PROMPT, &["simulated"], false).await;
     let session = Uuid::parse_str(&session_id).expect("uuid");
@@ -62,7 +55,7 @@ async fn a_reply_whose_capture_fails_is_kept_and_charged_once() {
     env.wait_for_session(&session_id, "pending_antithesis", true)
         .await;
     eventually(30, "every hold settled", || async {
-        (held(&env).await == held_before).then_some(())
+        (env.held().await == held_before).then_some(())
     })
     .await;
 

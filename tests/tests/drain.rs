@@ -4,7 +4,7 @@
 //! stays alive (liveness SERVING) until SIGTERM finishes what runs.
 //! Alone in its test binary: the signal and the drain are process-wide.
 
-use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually, health, wait_for_status};
+use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually, health, queue_counts, wait_for_status};
 use tonic_health::pb::health_check_response::ServingStatus;
 
 async fn consumers(env: &TestEnv, routing_key: &str) -> u32 {
@@ -12,23 +12,12 @@ async fn consumers(env: &TestEnv, routing_key: &str) -> u32 {
     let connection = dialectic_queue::connect(&env.settings.amqp.url)
         .await
         .expect("amqp");
-    let channel = connection.create_channel().await.expect("channel");
-    let declared = channel
-        .queue_declare(
-            queue.as_str().into(),
-            lapin::options::QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            lapin::types::FieldTable::default(),
-        )
-        .await
-        .expect("queue exists");
+    let (_, consumers) = queue_counts(&connection, &queue).await;
     connection
         .close(200, "counted".into())
         .await
         .expect("close");
-    declared.consumer_count()
+    consumers
 }
 
 const JOB_QUEUES: [&str; 3] = [

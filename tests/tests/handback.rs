@@ -14,13 +14,6 @@ async fn scalar(env: &TestEnv, sql: &str, session: Uuid) -> i64 {
     env.count(sql, session).await
 }
 
-async fn held(env: &TestEnv) -> i64 {
-    sqlx::query_scalar("SELECT COALESCE(sum(held), 0)::bigint FROM token_wallets")
-        .fetch_one(env.store.pool())
-        .await
-        .expect("held")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_call_outlasting_the_grace_is_handed_back_and_paid_once() {
     let mut env = TestEnv::new().await;
@@ -35,7 +28,7 @@ async fn a_call_outlasting_the_grace_is_handed_back_and_paid_once() {
     slow.executor.worker.lease_secs = 600;
     env.start_with("executor", slow).await;
     env.wait_serving("executor").await;
-    let held_before = held(&env).await;
+    let held_before = env.held().await;
 
     let (_, session_id) = env.new_session(PROMPT, &["simulated"], false).await;
     let session = Uuid::parse_str(&session_id).expect("uuid");
@@ -49,7 +42,7 @@ async fn a_call_outlasting_the_grace_is_handed_back_and_paid_once() {
         (holds > 0).then_some(())
     })
     .await;
-    assert!(held(&env).await > held_before, "the call's hold is open");
+    assert!(env.held().await > held_before, "the call's hold is open");
 
     let stopping = Instant::now();
     env.stop("executor").await;
@@ -59,7 +52,7 @@ async fn a_call_outlasting_the_grace_is_handed_back_and_paid_once() {
         "the executor stopped after its grace and the hand-back, not the call ({stopped_in:?})"
     );
     assert_eq!(
-        held(&env).await,
+        env.held().await,
         held_before,
         "the handed-back call's hold was released"
     );
@@ -92,7 +85,7 @@ async fn a_call_outlasting_the_grace_is_handed_back_and_paid_once() {
     env.start_with("executor", quick).await;
     env.wait_for_session(&session_id, "pending_antithesis", true)
         .await;
-    assert_eq!(held(&env).await, held_before, "nothing stays held");
+    assert_eq!(env.held().await, held_before, "nothing stays held");
     let captures = scalar(
         &env,
         "SELECT count(*) FROM token_wallet_transactions WHERE session_id = $1 AND kind = 'capture'",

@@ -6,10 +6,10 @@
 
 use dialectic_e2e::{TestEnv, eventually};
 use dialectic_proto::v1::{
-    CancelSessionRequest, CreateProjectRequest, DeleteProjectRequest, EditStageRecipeRequest,
-    ExportProjectRequest, GetDocumentContentRequest, GetProjectRequest, GetSessionRequest,
-    GetStageRecipeRequest, GetWalletRequest, ListModelsRequest, ListProjectsRequest,
-    ListRecipesRequest, ListSessionsRequest, ListStageDocumentsRequest,
+    CancelSessionRequest, CreateProjectRequest, CreditWalletRequest, DeleteProjectRequest,
+    EditStageRecipeRequest, ExportProjectRequest, GetDocumentContentRequest, GetProjectRequest,
+    GetSessionRequest, GetStageRecipeRequest, GetWalletRequest, ListModelsRequest,
+    ListProjectsRequest, ListRecipesRequest, ListSessionsRequest, ListStageDocumentsRequest,
     ListWalletTransactionsRequest, PauseSessionRequest, RecipeEdge, RegenerateDocumentRequest,
     ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest, StageResponse,
     StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
@@ -559,6 +559,36 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
         "history beyond the cap",
         Code::Ok,
         client.get_wallet(GetWalletRequest { history: u32::MAX })
+    );
+    let credit = |user_id: &str, amount: i64, key: &str| CreditWalletRequest {
+        user_id: user_id.into(),
+        amount,
+        idempotency_key: key.into(),
+        reason: String::new(),
+    };
+    case!(
+        "CreditWallet",
+        "malformed user id",
+        Code::InvalidArgument,
+        client.credit_wallet(credit("robert'); DROP TABLE users;--", 1, "k1"))
+    );
+    case!(
+        "CreditWallet",
+        "unknown user",
+        Code::NotFound,
+        client.credit_wallet(credit(&uuid::Uuid::now_v7().to_string(), 1, "k2"))
+    );
+    case!(
+        "CreditWallet",
+        "negative amount",
+        Code::InvalidArgument,
+        client.credit_wallet(credit(&env.settings.gateway.default_user_id, -5, "k3"))
+    );
+    case!(
+        "CreditWallet",
+        "no idempotency key",
+        Code::InvalidArgument,
+        client.credit_wallet(credit(&env.settings.gateway.default_user_id, 5, ""))
     );
 
     let mut failures = Vec::new();

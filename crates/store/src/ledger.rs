@@ -338,22 +338,28 @@ pub async fn capture(
     Ok(written)
 }
 
-/// Whether the sweep released this hold as abandoned (and nothing captured it).
+/// Whether a sweep released this hold (abandoned or expired; not its own
+/// attempt, which releases only when no call was made) and nothing captured it.
 async fn abandoned(tx: &mut Tx<'_>, hold_id: Uuid) -> Result<bool, LedgerError> {
     Ok(sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM token_wallet_transactions
-                         WHERE hold_id = $1 AND kind = 'release' AND idempotency_key = $2)
+                         WHERE hold_id = $1 AND kind = 'release' AND idempotency_key IN ($2, $3))
             AND NOT EXISTS (SELECT 1 FROM token_wallet_transactions
                              WHERE hold_id = $1 AND kind = 'capture')",
     )
     .bind(hold_id)
     .bind(abandon_key(hold_id))
+    .bind(expire_key(hold_id))
     .fetch_one(&mut **tx)
     .await?)
 }
 
 fn abandon_key(hold_id: Uuid) -> String {
     format!("abandon:{hold_id}")
+}
+
+fn expire_key(hold_id: Uuid) -> String {
+    format!("expire:{hold_id}")
 }
 
 struct LateDebit {
@@ -408,7 +414,7 @@ async fn late_debit(
         amount,
         key,
         request,
-        reason: Some("a call replied after its hold was released as abandoned"),
+        reason: Some("a call replied after its hold was released (abandoned or expired)"),
         hold_id: Some(hold_id),
         refs: &refs,
         expires_in_secs: None,
@@ -489,12 +495,15 @@ pub async fn credit(
 }
 
 /// Releases holds whose expiry passed without a capture; returns how many.
+/// A hold whose call's cost was recorded is left to [`settle_abandoned`],
+/// which captures it once its attempt is over.
 pub async fn release_expired(pool: &PgPool, limit: i64) -> Result<u32, LedgerError> {
     let expired: Vec<(Uuid, Uuid)> = sqlx::query_as(
         "SELECT h.wallet_id, h.id FROM token_wallet_transactions h
          WHERE h.kind = 'hold' AND h.expires_at < now()
            AND NOT EXISTS (SELECT 1 FROM token_wallet_transactions c
                            WHERE c.hold_id = h.id AND c.kind IN ('capture', 'release'))
+           AND NOT EXISTS (SELECT 1 FROM model_call_usage u WHERE u.hold_id = h.id)
          ORDER BY h.expires_at LIMIT $1",
     )
     .bind(limit)
@@ -502,15 +511,7 @@ pub async fn release_expired(pool: &PgPool, limit: i64) -> Result<u32, LedgerErr
     .await?;
     let mut released = 0;
     for (wallet, hold_id) in expired {
-        match release(
-            pool,
-            wallet,
-            hold_id,
-            &format!("expire:{hold_id}"),
-            "hold expired",
-        )
-        .await
-        {
+        match release(pool, wallet, hold_id, &expire_key(hold_id), "hold expired").await {
             Ok(_) => released += 1,
             // Captured or released meanwhile: nothing to do.
             Err(LedgerError::HoldClosed(_)) => {}
