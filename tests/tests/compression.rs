@@ -124,6 +124,7 @@ fn limits(window: u64, rate: f64) -> Limits {
     Limits {
         model: "test-model".into(),
         max_tokens: 200,
+        temperature: None,
         output_type: "business_case".into(),
         hints: Vec::new(),
         encoding: Encoding::Cl100k,

@@ -42,6 +42,7 @@ fn step(key: &str, job_type: JobType, order: i32) -> RecipeStep {
         outputs_required: vec![],
         order,
         is_skipped: false,
+        config: Default::default(),
     }
 }
 

@@ -77,6 +77,9 @@ pub struct ChatRequest {
     /// providers that can constrain structured output.
     #[serde(default)]
     pub required_keys: Vec<String>,
+    /// The step's sampling temperature, when its recipe sets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
 }
 
 /// Folds resource documents into the final user message (seed 000 steps 9–11):
@@ -112,6 +115,7 @@ pub fn assemble(
         output_type: output_type.to_string(),
         output_hints: output_hints.to_vec(),
         required_keys: Vec::new(),
+        temperature: None,
     }
 }
 

@@ -110,6 +110,43 @@ impl OutputRule {
     }
 }
 
+/// A step's model parameters over its model's own (the step's
+/// `config_override`): what the provider request carries for this step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepConfig {
+    /// Sampling temperature, 0 to 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Output tokens; never more than the model's own limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+}
+
+impl StepConfig {
+    /// Reads a `config_override` object; names the key that is wrong.
+    pub fn from_override(value: &serde_json::Value) -> Result<Self, String> {
+        let config: StepConfig = serde_json::from_value(value.clone())
+            .map_err(|e| format!("config_override: {e} (known keys: temperature, max_tokens)"))?;
+        if let Some(t) = config.temperature
+            && !(0.0..=2.0).contains(&t)
+        {
+            return Err(format!("config_override.temperature {t} is outside 0 to 2"));
+        }
+        if config.max_tokens == Some(0) {
+            return Err("config_override.max_tokens must be at least 1".into());
+        }
+        Ok(config)
+    }
+
+    /// The output limit for a model whose own limit is `model_max`.
+    pub fn max_tokens(&self, model_max: u32) -> u32 {
+        self.max_tokens
+            .map_or(model_max, |m| m.min(model_max))
+            .max(1)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecipeStep {
     pub id: StepId,
@@ -125,6 +162,9 @@ pub struct RecipeStep {
     pub outputs_required: Vec<OutputRule>,
     pub order: i32,
     pub is_skipped: bool,
+    /// Model parameters for this step (`config_override`).
+    #[serde(default)]
+    pub config: StepConfig,
 }
 
 impl RecipeStep {
@@ -339,6 +379,31 @@ pub(crate) mod tests {
             outputs_required: vec![],
             order,
             is_skipped: false,
+            config: StepConfig::default(),
+        }
+    }
+
+    #[test]
+    fn a_config_override_names_what_is_wrong() {
+        let ok =
+            StepConfig::from_override(&serde_json::json!({"temperature": 0.2, "max_tokens": 300}))
+                .expect("valid");
+        assert_eq!(
+            (ok.temperature, ok.max_tokens(4096), ok.max_tokens(100)),
+            (Some(0.2), 300, 100)
+        );
+        assert_eq!(
+            StepConfig::from_override(&serde_json::json!({})),
+            Ok(StepConfig::default())
+        );
+        for (bad, names) in [
+            (serde_json::json!({"temprature": 1}), "temprature"),
+            (serde_json::json!({"temperature": 3.5}), "temperature"),
+            (serde_json::json!({"max_tokens": 0}), "max_tokens"),
+            (serde_json::json!({"max_tokens": "many"}), "many"),
+        ] {
+            let e = StepConfig::from_override(&bad).expect_err("refused");
+            assert!(e.contains(names), "{e}");
         }
     }
 

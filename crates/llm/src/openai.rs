@@ -102,6 +102,14 @@ fn anthropic_body(request: &ChatRequest) -> serde_json::Value {
     if !system.is_empty() {
         body["system"] = serde_json::Value::String(system);
     }
+    with_temperature(body, request)
+}
+
+/// The step's temperature, when its recipe sets one (else the provider's default).
+fn with_temperature(mut body: serde_json::Value, request: &ChatRequest) -> serde_json::Value {
+    if let Some(temperature) = request.temperature {
+        body["temperature"] = serde_json::json!(temperature);
+    }
     body
 }
 
@@ -119,13 +127,14 @@ fn openai_body(request: &ChatRequest) -> serde_json::Value {
         };
         messages.push(serde_json::json!({"role": role, "content": m.content}));
     }
-    serde_json::json!({
+    let body = serde_json::json!({
         "model": request.model,
         "messages": messages,
         "max_tokens": request.max_tokens,
         "stream": true,
         "stream_options": {"include_usage": true},
-    })
+    });
+    with_temperature(body, request)
 }
 
 pub fn finish_reason(value: Option<&str>) -> FinishReason {
@@ -432,4 +441,33 @@ fn rand_jitter() -> u32 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(temperature: Option<f64>) -> ChatRequest {
+        ChatRequest {
+            model: "m".into(),
+            system_instruction: Some("be brief".into()),
+            messages: vec![dialectic_core::prompt::Message::user("hi".to_string())],
+            max_tokens: 300,
+            output_type: "business_case".into(),
+            output_hints: vec![],
+            required_keys: vec![],
+            temperature,
+        }
+    }
+
+    #[test]
+    fn a_steps_temperature_reaches_both_dialects_only_when_set() {
+        for dialect in [Dialect::OpenAi, Dialect::Anthropic] {
+            let body = request_body(dialect, &request(Some(0.2)));
+            assert_eq!(body["temperature"], serde_json::json!(0.2), "{dialect:?}");
+            assert_eq!(body["max_tokens"], serde_json::json!(300));
+            let body = request_body(dialect, &request(None));
+            assert!(body.get("temperature").is_none(), "{dialect:?}: {body}");
+        }
+    }
 }

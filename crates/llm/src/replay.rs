@@ -17,7 +17,7 @@ pub trait ExchangeStore: Send + Sync {
 
 /// The recording's key: what the model was asked, without contribution ids.
 pub fn exchange_key(request: &ChatRequest) -> String {
-    let canonical = serde_json::json!({
+    let mut canonical = serde_json::json!({
         "model": request.model,
         "system": request.system_instruction,
         "messages": request.messages.iter().map(|m| (m.role, &m.content)).collect::<Vec<_>>(),
@@ -26,6 +26,10 @@ pub fn exchange_key(request: &ChatRequest) -> String {
         "output_hints": request.output_hints,
         "required_keys": request.required_keys,
     });
+    // Only when set, so recordings made before steps had a temperature still match.
+    if let Some(temperature) = request.temperature {
+        canonical["temperature"] = serde_json::json!(temperature);
+    }
     let digest = Sha256::digest(canonical.to_string().as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     format!("recordings/{hex}.json")

@@ -320,6 +320,7 @@ mod tests {
             output_type: "business_case".into(),
             output_hints: vec![],
             required_keys: vec![],
+            temperature: None,
         }
     }
 

@@ -35,6 +35,7 @@ fn request() -> ChatRequest {
         output_type: "business_case".into(),
         output_hints: vec![],
         required_keys: vec![],
+        temperature: None,
     }
 }
 

@@ -261,6 +261,12 @@ pub async fn override_step(
     output_overrides: &serde_json::Value,
 ) -> Result<(), RecipeEditError> {
     require_object(step_key, "config_override", config_override)?;
+    dialectic_core::recipe::StepConfig::from_override(config_override).map_err(|reason| {
+        RecipeEditError::InvalidStep {
+            step_key: step_key.to_string(),
+            reason,
+        }
+    })?;
     require_object(step_key, "output_overrides", output_overrides)?;
     update_step(
         pool,
@@ -470,6 +476,7 @@ pub async fn add_custom_step(
         outputs_required: step.outputs_required.clone(),
         order,
         is_skipped: false,
+        config: Default::default(),
     };
     let mut next = recipe.clone();
     next.steps.push(new_step.clone());

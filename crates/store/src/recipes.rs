@@ -3,7 +3,7 @@
 
 use crate::StoreError;
 use dialectic_core::ids::StepId;
-use dialectic_core::recipe::{Recipe, RecipeStep};
+use dialectic_core::recipe::{Recipe, RecipeStep, StepConfig};
 use sqlx::types::Json;
 use uuid::Uuid;
 
@@ -22,6 +22,7 @@ struct StepRecord {
     outputs_required: Json<serde_json::Value>,
     step_order: i32,
     is_skipped: bool,
+    config_override: Json<serde_json::Value>,
 }
 
 impl StepRecord {
@@ -44,6 +45,8 @@ impl StepRecord {
                 .map_err(|e| corrupt("inputs_required", e.to_string()))?,
             outputs_required: serde_json::from_value(self.outputs_required.0.clone())
                 .map_err(|e| corrupt("outputs_required", e.to_string()))?,
+            config: StepConfig::from_override(&self.config_override.0)
+                .map_err(|e| corrupt("config_override", e))?,
             inputs_relevance: self.inputs_relevance.0,
             step_key: self.step_key,
             step_name: self.step_name,
@@ -78,7 +81,7 @@ pub async fn stage_recipe(
         let steps = sqlx::query_as::<_, StepRecord>(
             "SELECT s.id, s.step_key, s.step_name, s.job_type, s.prompt_type, sp.prompt_text AS prompt_template, s.output_type,
                     s.granularity_strategy, s.inputs_required, s.inputs_relevance, s.outputs_required,
-                    COALESCE(s.execution_order, 0) AS step_order, s.is_skipped
+                    COALESCE(s.execution_order, 0) AS step_order, s.is_skipped, s.config_override
              FROM dialectic_stage_recipe_steps s LEFT JOIN system_prompts sp ON sp.id = s.prompt_template_id
              WHERE s.instance_id = $1 ORDER BY step_order, s.created_at",
         )
@@ -94,7 +97,7 @@ pub async fn stage_recipe(
         let steps = sqlx::query_as::<_, StepRecord>(
             "SELECT s.id, s.step_key, s.step_name, s.job_type, s.prompt_type, sp.prompt_text AS prompt_template, s.output_type,
                     s.granularity_strategy, s.inputs_required, s.inputs_relevance, s.outputs_required,
-                    s.step_number AS step_order, false AS is_skipped
+                    s.step_number AS step_order, false AS is_skipped, '{}'::jsonb AS config_override
              FROM dialectic_recipe_template_steps s LEFT JOIN system_prompts sp ON sp.id = s.prompt_template_id
              WHERE s.template_id = $1 ORDER BY s.step_number, s.step_key",
         )

@@ -72,6 +72,8 @@ pub trait ContextWallet: Send + Sync {
 pub struct Limits {
     pub model: String,
     pub max_tokens: u32,
+    /// The step's sampling temperature (its recipe's `config_override`).
+    pub temperature: Option<f64>,
     pub output_type: String,
     pub hints: Vec<String>,
     pub encoding: Encoding,
@@ -172,12 +174,15 @@ pub async fn fit(
 }
 
 fn build(context: &Context, limits: &Limits) -> ChatRequest {
-    context.build(
-        &limits.model,
-        limits.max_tokens,
-        &limits.output_type,
-        &limits.hints,
-    )
+    ChatRequest {
+        temperature: limits.temperature,
+        ..context.build(
+            &limits.model,
+            limits.max_tokens,
+            &limits.output_type,
+            &limits.hints,
+        )
+    }
 }
 
 /// The compression loop's state: the context it rewrites and what it runs against.

@@ -105,7 +105,11 @@ impl Executor {
             .map_err(|e| permanent("unsupported_tokenizer", e))?;
         Ok(compress::Limits {
             model: model.api_identifier.clone(),
-            max_tokens: model.max_output_tokens.max(1) as u32,
+            max_tokens: attempt
+                .step
+                .config
+                .max_tokens(model.max_output_tokens.max(1) as u32),
+            temperature: attempt.step.config.temperature,
             output_type: attempt.step.output_type.clone(),
             hints: hints(&attempt.payload.planned_documents, &attempt.step),
             encoding,
@@ -221,6 +225,7 @@ mod tests {
             outputs_required: outputs,
             order: 1,
             is_skipped: false,
+            config: Default::default(),
         }
     }
 
