@@ -561,10 +561,15 @@ async fn inject(
             *report.hard_kills.entry(dependency).or_default() += 1;
         }
         Fault::Freeze => {
-            let frozen = running_jobs(env, &["PLAN", "EXECUTE"]).await;
+            wait_for_running_attempt(env, &["PLAN", "EXECUTE"]).await;
             processes.signal("executor", libc::SIGSTOP);
+            // What was frozen mid-attempt: still leased once a commit the
+            // process sent just before it stopped has landed.
+            let settle = Duration::from_millis(500);
+            tokio::time::sleep(settle).await;
+            let frozen = leased_jobs(env, &["PLAN", "EXECUTE"]).await;
             let lease = Duration::from_secs(settings.executor.worker.lease_secs);
-            tokio::time::sleep(lease * 2 + Duration::from_secs(2)).await;
+            tokio::time::sleep(lease * 2 + Duration::from_secs(2) - settle).await;
             processes.signal("executor", libc::SIGCONT);
             report.frozen_jobs.extend(frozen);
         }
@@ -605,9 +610,8 @@ async fn run_stack(args: &[&str]) {
     .expect("stack task");
 }
 
-/// Jobs of these types a worker holds the lease of, once one does (up to 30 s).
-async fn running_jobs(env: &TestEnv, job_types: &[&str]) -> Vec<uuid::Uuid> {
-    wait_for_running_attempt(env, job_types).await;
+/// Jobs of these types a worker holds the lease of now.
+async fn leased_jobs(env: &TestEnv, job_types: &[&str]) -> Vec<uuid::Uuid> {
     sqlx::query_scalar(
         "SELECT id FROM dialectic_generation_jobs
           WHERE status = 'processing' AND lease_owner IS NOT NULL AND job_type = ANY($1)",

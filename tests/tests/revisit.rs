@@ -3,9 +3,10 @@
 //! document) archives every later document as `.v1.md`, byte for byte, and
 //! re-runs antithesis → paralysis to review again with new jobs.
 
-use dialectic_e2e::TestEnv;
+use dialectic_e2e::{TestEnv, eventually};
 use dialectic_proto::v1::{
-    ListStageDocumentsRequest, RevisitStageRequest, SaveDocumentEditRequest, StageDocument,
+    GetDocumentContentRequest, ListStageDocumentsRequest, RevisitStageRequest,
+    SaveDocumentEditRequest, StageDocument,
 };
 use std::collections::BTreeMap;
 use tonic::Code;
@@ -94,6 +95,21 @@ async fn a_major_revisit_of_thesis_archives_later_documents_and_reruns_them() {
         })
         .await
         .expect("edit");
+    // The edit's re-render is a planner command sent through the outbox: its
+    // job may not exist yet when the session first looks idle.
+    eventually(60, "the edit rendered", || {
+        let mut client = client.clone();
+        let resource_id = thesis_doc.resource_id.clone();
+        async move {
+            let doc = client
+                .get_document_content(GetDocumentContentRequest { resource_id })
+                .await
+                .ok()?
+                .into_inner();
+            doc.content.contains("repair café").then_some(())
+        }
+    })
+    .await;
     env.wait_for_session(&session_id, "iteration_complete_pending_review", true)
         .await;
     let major = client
