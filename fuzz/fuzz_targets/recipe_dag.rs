@@ -27,6 +27,7 @@ fn step(index: u8, key_byte: u8, skipped: bool) -> RecipeStep {
         outputs_required: vec![],
         order: i32::from(key_byte),
         is_skipped: skipped,
+        config: Default::default(),
     }
 }
 
