@@ -116,6 +116,13 @@ async fn hold(env: &TestEnv, wallet: Uuid, job: JobId, attempt: i32) -> Uuid {
     .id
 }
 
+/// A job processing its first attempt, with that attempt's hold: (job, attempt, hold).
+async fn held_attempt(env: &TestEnv, wallet: Uuid) -> (JobId, i32, Uuid) {
+    let job = processing_job(env).await;
+    let attempt = claim(env, job).await;
+    (job, attempt, hold(env, wallet, job, attempt).await)
+}
+
 async fn held(env: &TestEnv, wallet: Uuid) -> i64 {
     records::wallet_balance(env.store.pool(), Some(wallet), None)
         .await
@@ -132,9 +139,7 @@ async fn a_dead_attempts_hold_is_released_when_its_job_moves_on() {
         .expect("wallet")
         .id;
     let before = held(&env, wallet).await;
-    let job = processing_job(&env).await;
-    let first = claim(&env, job).await;
-    let first_hold = hold(&env, wallet, job, first).await;
+    let (job, first, first_hold) = held_attempt(&env, wallet).await;
 
     // The attempt is alive: its hold stays.
     assert_eq!(
@@ -196,9 +201,7 @@ async fn a_dead_attempts_recorded_call_is_captured_not_released() {
     let wallet = records::wallet_balance(&pool, None, Some(USER))
         .await
         .expect("wallet");
-    let job = processing_job(&env).await;
-    let attempt = claim(&env, job).await;
-    let hold_id = hold(&env, wallet.id, job, attempt).await;
+    let (job, attempt, hold_id) = held_attempt(&env, wallet.id).await;
     ledger::record_usage(&pool, hold_id, 700)
         .await
         .expect("usage");
@@ -260,9 +263,7 @@ async fn a_reply_after_the_hold_was_released_is_charged_once() {
     let wallet = records::wallet_balance(&pool, None, Some(USER))
         .await
         .expect("wallet");
-    let job = processing_job(&env).await;
-    let attempt = claim(&env, job).await;
-    let hold_id = hold(&env, wallet.id, job, attempt).await;
+    let (job, attempt, hold_id) = held_attempt(&env, wallet.id).await;
     set_status(&env, job, JobStatus::Retrying).await;
     assert_eq!(
         ledger::settle_abandoned(&pool, 100).await.expect("sweep"),
@@ -288,9 +289,7 @@ async fn a_reply_after_the_hold_was_released_is_charged_once() {
         (wallet.balance - 300, wallet.held)
     );
     // A hold its attempt released itself (no call) stays closed.
-    let job = processing_job(&env).await;
-    let attempt = claim(&env, job).await;
-    let hold_id = hold(&env, wallet.id, job, attempt).await;
+    let (job, attempt, hold_id) = held_attempt(&env, wallet.id).await;
     ledger::release(&pool, wallet.id, hold_id, "release:own", "the call failed")
         .await
         .expect("release");

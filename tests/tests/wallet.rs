@@ -29,6 +29,26 @@ async fn empty_wallet(env: &TestEnv) -> (Uuid, Uuid) {
     (user, wallet)
 }
 
+/// A credit as the gateway sends it, acting for `acting_user`.
+fn credit_for(
+    acting_user: &str,
+    wallet: Uuid,
+    amount: i64,
+    key: &str,
+    reason: &str,
+) -> tonic::Request<CreditRequest> {
+    let mut request = tonic::Request::new(CreditRequest {
+        wallet_id: wallet.to_string(),
+        amount,
+        idempotency_key: key.into(),
+        reason: reason.into(),
+    });
+    request
+        .metadata_mut()
+        .insert("x-dialectic-user", acting_user.parse().expect("header"));
+    request
+}
+
 async fn balance(env: &TestEnv, wallet: Uuid) -> (i64, i64) {
     sqlx::query_as("SELECT balance, held FROM token_wallets WHERE id = $1")
         .bind(wallet)
@@ -149,33 +169,12 @@ async fn repeated_calls_change_nothing_and_bad_calls_write_nothing() {
     let w = wallet.to_string();
 
     // Credit is for administrators; the seeded local user is one, a new user is not.
-    let mut as_user = tonic::Request::new(CreditRequest {
-        wallet_id: w.clone(),
-        amount: 100,
-        idempotency_key: "c1".into(),
-        reason: String::new(),
-    });
-    as_user.metadata_mut().insert(
-        "x-dialectic-user",
-        user.to_string().parse().expect("header"),
-    );
+    let as_user = credit_for(&user.to_string(), wallet, 100, "c1", "");
     let denied = gateway.credit(as_user).await.expect_err("not an admin");
     assert_eq!(denied.code(), Code::PermissionDenied);
     for _ in 0..2 {
-        let mut as_admin = tonic::Request::new(CreditRequest {
-            wallet_id: w.clone(),
-            amount: 100,
-            idempotency_key: "c1".into(),
-            reason: "top up".into(),
-        });
-        as_admin.metadata_mut().insert(
-            "x-dialectic-user",
-            env.settings
-                .gateway
-                .default_user_id
-                .parse()
-                .expect("header"),
-        );
+        let admin = &env.settings.gateway.default_user_id;
+        let as_admin = credit_for(admin, wallet, 100, "c1", "top up");
         let credit = gateway.credit(as_admin).await.expect("credit").into_inner();
         assert_eq!(credit.balance_after, 100);
     }
@@ -522,23 +521,8 @@ async fn the_wallet_admits_only_the_services_allowed_each_call() {
         idempotency_key: "h".into(),
         ..Default::default()
     };
-    let credit = || {
-        let mut request = tonic::Request::new(CreditRequest {
-            wallet_id: wallet.to_string(),
-            amount: 1_000_000,
-            idempotency_key: "c".into(),
-            reason: "free money".into(),
-        });
-        request.metadata_mut().insert(
-            "x-dialectic-user",
-            env.settings
-                .gateway
-                .default_user_id
-                .parse()
-                .expect("header"),
-        );
-        request
-    };
+    let admin = env.settings.gateway.default_user_id.clone();
+    let credit = || credit_for(&admin, wallet, 1_000_000, "c", "free money");
 
     let mut anonymous = WalletServiceClient::connect(url.clone())
         .await

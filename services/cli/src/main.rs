@@ -244,24 +244,48 @@ enum Command {
     #[command(subcommand)]
     Recipe(RecipeCommand),
     /// Create a project, start a session, watch it to --until, then list its documents.
-    Run {
-        #[arg(long)]
-        name: String,
-        #[command(flatten)]
-        prompt: PromptSource,
-        #[arg(long = "model")]
-        models: Vec<String>,
-        /// Stop when the session reaches this status.
-        #[arg(long, default_value = dialectic_core::session::SessionStatus::REVIEW)]
-        until: String,
-        /// Wait at each stage for `dialectic submit` instead of advancing by itself.
-        #[arg(long)]
-        no_auto_advance: bool,
-        #[arg(long, default_value_t = 300)]
-        timeout_secs: u64,
-    },
+    Run(RunArgs),
     /// Operator commands against the broker (e.g. `admin dlq list|show|replay`).
     Admin(admin::AdminArgs),
+}
+
+#[derive(Args)]
+struct RegenerateArgs {
+    #[arg(long)]
+    session: String,
+    #[arg(long)]
+    stage: String,
+    /// The model that wrote it (api identifier or id).
+    #[arg(long)]
+    model: String,
+    /// The document key (e.g. business_case).
+    #[arg(long)]
+    document: String,
+    /// Which document, when the model wrote several under that key.
+    #[arg(long)]
+    resource: Option<String>,
+    /// Idempotency key: repeating the command with it starts nothing new
+    /// (default: a fresh one per invocation).
+    #[arg(long)]
+    request_id: Option<String>,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[arg(long)]
+    name: String,
+    #[command(flatten)]
+    prompt: PromptSource,
+    #[arg(long = "model")]
+    models: Vec<String>,
+    /// Stop when the session reaches this status.
+    #[arg(long, default_value = dialectic_core::session::SessionStatus::REVIEW)]
+    until: String,
+    /// Wait at each stage for `dialectic submit` instead of advancing by itself.
+    #[arg(long)]
+    no_auto_advance: bool,
+    #[arg(long, default_value_t = 300)]
+    timeout_secs: u64,
 }
 
 #[derive(Subcommand)]
@@ -285,25 +309,7 @@ enum DocsCommand {
     },
     /// Write one document of the stage the session just finished again; the
     /// jobs that wrote it are superseded and the old version is archived.
-    Regenerate {
-        #[arg(long)]
-        session: String,
-        #[arg(long)]
-        stage: String,
-        /// The model that wrote it (api identifier or id).
-        #[arg(long)]
-        model: String,
-        /// The document key (e.g. business_case).
-        #[arg(long)]
-        document: String,
-        /// Which document, when the model wrote several under that key.
-        #[arg(long)]
-        resource: Option<String>,
-        /// Idempotency key: repeating the command with it starts nothing new
-        /// (default: a fresh one per invocation).
-        #[arg(long)]
-        request_id: Option<String>,
-    },
+    Regenerate(RegenerateArgs),
     /// Save your edited version of a document (later stages read it).
     Edit {
         #[arg(long)]
@@ -369,528 +375,670 @@ async fn run(cli: Cli) -> Result<()> {
     let json = cli.output == Output::Json;
     let gateway = Gateway::connect(&url, api_key.as_deref(), json).await?;
     match command {
-        Command::Create { name, prompt } => {
-            let project = gateway.create_project(prompt.request(&name)?).await?;
-            if json {
-                print_json(&json::project(&project));
-            } else {
-                println!("{}", project.id);
-            }
-        }
+        Command::Create { name, prompt } => create(&gateway, json, name, prompt).await,
         Command::Start {
             project,
             models,
             auto_advance,
-        } => {
-            let session = gateway
-                .start_session(&project, &models, auto_advance)
-                .await?;
-            if json {
-                print_json(&json::session(&session));
-            } else {
-                println!("{} {}", session.id, session.status);
-            }
-        }
+        } => start(&gateway, json, project, models, auto_advance).await,
         Command::Submit {
             session,
             stage,
             feedback,
             document,
-        } => {
-            let responses = feedback
-                .map(|text| {
-                    vec![StageResponse {
-                        resource_id: String::new(),
-                        document_key: document.unwrap_or_default(),
-                        feedback: text,
-                    }]
-                })
-                .unwrap_or_default();
-            let s = gateway
-                .call(|mut c| {
-                    let request = gateway.request(SubmitStageResponsesRequest {
-                        session_id: session.clone(),
-                        stage_slug: stage.clone(),
-                        responses: responses.clone(),
-                    });
-                    async move { c.submit_stage_responses(request).await }
-                })
-                .await?;
-            gateway.print_session_line(&s);
-        }
-        Command::Pause { session } => {
-            let s = gateway
-                .call(|mut c| {
-                    let request = gateway.request(PauseSessionRequest {
-                        session_id: session.clone(),
-                    });
-                    async move { c.pause_session(request).await }
-                })
-                .await?;
-            gateway.print_session_line(&s);
-        }
-        Command::Resume { session } => {
-            let s = gateway
-                .call(|mut c| {
-                    let request = gateway.request(ResumeSessionRequest {
-                        session_id: session.clone(),
-                    });
-                    async move { c.resume_session(request).await }
-                })
-                .await?;
-            gateway.print_session_line(&s);
-        }
+        } => submit(&gateway, json, session, stage, feedback, document).await,
+        Command::Pause { session } => pause(&gateway, json, session).await,
+        Command::Resume { session } => resume(&gateway, json, session).await,
         Command::Revisit {
             session,
             stage,
             impact,
             reason,
-        } => {
-            let done = gateway
-                .call(|mut c| {
-                    let request = gateway.request(RevisitStageRequest {
-                        session_id: session.clone(),
-                        stage_slug: stage.clone(),
-                        impact: impact.clone(),
-                        reason: reason.clone(),
-                    });
-                    async move { c.revisit_stage(request).await }
-                })
-                .await?;
-            if json {
-                print_json(&serde_json::json!({
-                    "session": done.session.as_ref().map(json::session),
-                    "needs_review": done.needs_review,
-                    "archived": done.archived,
-                    "revision": done.revision,
-                }));
-            } else {
-                if let Some(s) = &done.session {
-                    println!("{} {} (revision {})", s.id, s.status, done.revision);
-                }
-                for stage in &done.needs_review {
-                    println!("needs review: {stage}");
-                }
-                for key in &done.archived {
-                    println!("archived: {key}");
-                }
-            }
-        }
-        Command::Cancel { session } => {
-            let s = gateway
-                .call(|mut c| {
-                    let request = gateway.request(CancelSessionRequest {
-                        session_id: session.clone(),
-                    });
-                    async move { c.cancel_session(request).await }
-                })
-                .await?;
-            gateway.print_session_line(&s);
-        }
+        } => revisit(&gateway, json, session, stage, impact, reason).await,
+        Command::Cancel { session } => cancel(&gateway, json, session).await,
         Command::Docs(DocsCommand::Chunks { resource }) => {
-            let found = gateway
-                .call(|mut c| {
-                    let request = gateway.request(GetDocumentContentRequest {
-                        resource_id: resource.clone(),
-                    });
-                    async move { c.get_document_chunks(request).await }
-                })
-                .await?;
-            if json {
-                print_json(
-                    &found
-                        .chunks
-                        .iter()
-                        .map(|c| {
-                            serde_json::json!({
-                                "contribution_id": c.contribution_id,
-                                "contribution_type": c.contribution_type,
-                                "storage_key": c.storage_key,
-                                "finish_reason": c.finish_reason,
-                                "edit_version": c.edit_version,
-                                "incomplete": c.incomplete,
-                                "raw": c.raw,
-                            })
-                        })
-                        .collect(),
-                );
-            } else {
-                for c in &found.chunks {
-                    println!(
-                        "{} {} (edit version {}, finish {})",
-                        c.contribution_type, c.storage_key, c.edit_version, c.finish_reason
-                    );
-                    for line in format::head(&c.raw, 4) {
-                        println!("    {line}");
-                    }
-                }
-            }
+            doc_chunks(&gateway, json, resource).await
         }
-        Command::Models => {
-            let models = gateway
-                .call(|mut c| {
-                    let request = gateway.request(ListModelsRequest {});
-                    async move { c.list_models(request).await }
-                })
-                .await?;
-            if json {
-                print_json(&serde_json::Value::Array(
-                    models
-                        .models
-                        .iter()
-                        .map(|m| {
-                            serde_json::json!({
-                                "api_identifier": m.api_identifier, "provider": m.provider,
-                                "name": m.name, "context_window_tokens": m.context_window_tokens,
-                                "max_output_tokens": m.max_output_tokens,
-                            })
-                        })
-                        .collect(),
-                ));
-                return Ok(());
-            }
-            for m in models.models {
-                println!(
-                    "{:<20} {:<12} context {:>7}  max output {:>6}  {}",
-                    m.api_identifier,
-                    m.provider,
-                    m.context_window_tokens,
-                    m.max_output_tokens,
-                    m.name
-                );
-            }
-        }
-        Command::Wallet { history } => {
-            let wallet = gateway
-                .call(|mut c| {
-                    let request = gateway.request(GetWalletRequest { history });
-                    async move { c.get_wallet(request).await }
-                })
-                .await?;
-            if json {
-                print_json(&json::wallet(&wallet));
-            } else {
-                print!("{}", format::wallet(&wallet));
-            }
-        }
-        Command::Status { session } => {
-            let s = gateway.session(&session).await?;
-            if json {
-                print_json(&json::session(&s));
-            } else {
-                print!("{}", format::session(&s));
-            }
-        }
-        Command::Watch { session, until } => {
-            gateway.watch(&session, until.as_deref(), None).await?;
-        }
+        Command::Models => models(&gateway, json).await,
+        Command::Wallet { history } => wallet(&gateway, json, history).await,
+        Command::Status { session } => status(&gateway, json, session).await,
+        Command::Watch { session, until } => watch(&gateway, json, session, until).await,
         Command::Docs(DocsCommand::List { session, stage }) => {
-            let documents = gateway
-                .docs(&session, stage.as_deref().unwrap_or(""))
-                .await?;
-            if json {
-                print_json(&documents.iter().map(json::document).collect());
-            }
+            doc_list(&gateway, json, session, stage).await
         }
-        Command::Docs(DocsCommand::Show { resource }) => {
-            let content = gateway
-                .call(|mut c| {
-                    let request = gateway.request(GetDocumentContentRequest {
-                        resource_id: resource.clone(),
-                    });
-                    async move { c.get_document_content(request).await }
-                })
-                .await?;
-            if json {
-                let mut value = content
-                    .document
-                    .as_ref()
-                    .map(json::document)
-                    .unwrap_or_default();
-                value["content"] = content.content.into();
-                value["mime_type"] = content.mime_type.into();
-                print_json(&value);
-            } else {
-                print!("{}", content.content);
-            }
-        }
-        Command::Docs(DocsCommand::Regenerate {
-            session,
-            stage,
-            model,
-            document,
-            resource,
-            request_id,
-        }) => {
-            // One id for every retry of this invocation, so a retried call after
-            // an unavailable gateway cannot start a second regeneration.
-            let request_id = request_id.unwrap_or_else(client_request_id);
-            let done = gateway
-                .call(|mut c| {
-                    let request = gateway.request(RegenerateDocumentRequest {
-                        session_id: session.clone(),
-                        stage_slug: stage.clone(),
-                        model: model.clone(),
-                        document_key: document.clone(),
-                        resource_id: resource.clone().unwrap_or_default(),
-                        client_request_id: request_id.clone(),
-                    });
-                    async move { c.regenerate_document(request).await }
-                })
-                .await?;
-            if json {
-                print_json(&serde_json::json!({
-                    "regeneration_id": done.regeneration_id,
-                    "job_id": done.job_id,
-                    "superseded_job_ids": done.superseded_job_ids,
-                    "created": done.created,
-                    "session": done.session.as_ref().map(json::session),
-                }));
-            } else {
-                let verb = if done.created {
-                    "regenerating"
-                } else {
-                    "already regenerating"
-                };
-                println!(
-                    "{verb} {document} as job {} ({} earlier job(s) superseded)",
-                    done.job_id,
-                    done.superseded_job_ids.len()
-                );
-            }
-        }
+        Command::Docs(DocsCommand::Show { resource }) => doc_show(&gateway, json, resource).await,
+        Command::Docs(DocsCommand::Regenerate(args)) => doc_regenerate(&gateway, json, args).await,
         Command::Docs(DocsCommand::Edit { resource, file }) => {
-            let body = std::fs::read_to_string(&file)
-                .with_context(|| format!("cannot read {}", file.display()))?;
-            let document = gateway
-                .call(|mut c| {
-                    let request = gateway.request(SaveDocumentEditRequest {
-                        resource_id: resource.clone(),
-                        content: body.clone(),
-                    });
-                    async move { c.save_document_edit(request).await }
-                })
-                .await?;
-            if json {
-                print_json(&json::document(&document));
-            } else {
-                println!("saved; re-rendering {}", document.storage_key);
-            }
+            doc_edit(&gateway, json, resource, file).await
         }
-        Command::Projects { limit } => {
-            let page = gateway
-                .call(|mut c| {
-                    let request = gateway.request(ListProjectsRequest {
-                        page_size: limit,
-                        page_token: String::new(),
-                    });
-                    async move { c.list_projects(request).await }
-                })
-                .await?;
-            if json {
-                print_json(&page.projects.iter().map(json::project).collect());
-            } else {
-                if page.projects.is_empty() {
-                    println!("no projects yet");
-                }
-                for p in &page.projects {
-                    println!("{}  {}", p.id, p.name);
-                }
-            }
-        }
-        Command::DeleteProject { project } => {
-            let done = gateway
-                .call(|mut c| {
-                    let request = gateway.request(DeleteProjectRequest {
-                        project_id: project.clone(),
-                    });
-                    async move { c.delete_project(request).await }
-                })
-                .await?;
-            if json {
-                print_json(&serde_json::json!({"objects_deleted": done.objects_deleted}));
-            } else {
-                println!("deleted ({} stored objects removed)", done.objects_deleted);
-            }
-        }
-        Command::Sessions { project } => {
-            let page = gateway
-                .call(|mut c| {
-                    let request = gateway.request(ListSessionsRequest {
-                        project_id: project.clone(),
-                        page_size: 0,
-                        page_token: String::new(),
-                    });
-                    async move { c.list_sessions(request).await }
-                })
-                .await?;
-            if json {
-                print_json(&page.sessions.iter().map(json::session).collect());
-            } else {
-                if page.sessions.is_empty() {
-                    println!("no sessions yet");
-                }
-                for s in &page.sessions {
-                    println!("{}  {}  iteration {}", s.id, s.status, s.iteration);
-                }
-            }
-        }
-        Command::Export { project, out, url } => {
-            if url {
-                let link = gateway
-                    .call(|mut c| {
-                        let request = gateway.request(ExportProjectRequest {
-                            project_id: project.clone(),
-                        });
-                        async move { c.get_export_url(request).await }
-                    })
-                    .await?;
-                if json {
-                    print_json(&json::export_url(&link));
-                } else {
-                    println!("{}", link.url);
-                }
-                return Ok(());
-            }
-            let mut stream = gateway
-                .call(|mut c| {
-                    let request = gateway.request(ExportProjectRequest {
-                        project_id: project.clone(),
-                    });
-                    async move { c.export_project(request).await }
-                })
-                .await?;
-            let mut zip = Vec::new();
-            let mut name = String::new();
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk?;
-                if name.is_empty() {
-                    name = chunk.file_name;
-                }
-                zip.extend_from_slice(&chunk.data);
-            }
-            let path = out.unwrap_or_else(|| {
-                PathBuf::from(if name.is_empty() {
-                    "export.zip".into()
-                } else {
-                    name
-                })
-            });
-            std::fs::write(&path, &zip)
-                .with_context(|| format!("cannot write {}", path.display()))?;
-            if json {
-                print_json(
-                    &serde_json::json!({"path": path.display().to_string(), "size_bytes": zip.len()}),
-                );
-            } else {
-                println!("{} ({} bytes)", path.display(), zip.len());
-            }
-        }
-        Command::Recipe(RecipeCommand::List) => {
-            let list = gateway
-                .call(|mut c| {
-                    let request = gateway.request(ListRecipesRequest {});
-                    async move { c.list_recipes(request).await }
-                })
-                .await?;
-            if json {
-                print_json(&json::recipes(&list.recipes));
-            } else {
-                for r in &list.recipes {
-                    let kind = if r.is_cloned { "cloned" } else { "template" };
-                    println!(
-                        "{:<12} {:>3} steps  {kind:<8}  {}",
-                        r.stage_slug, r.steps, r.display_name
-                    );
-                }
-            }
-        }
+        Command::Projects { limit } => projects(&gateway, json, limit).await,
+        Command::DeleteProject { project } => delete_project(&gateway, json, project).await,
+        Command::Sessions { project } => sessions(&gateway, json, project).await,
+        Command::Export { project, out, url } => export(&gateway, json, project, out, url).await,
+        Command::Recipe(RecipeCommand::List) => recipe_list(&gateway, json).await,
         Command::Recipe(RecipeCommand::Edit {
             stage,
             skip,
             unskip,
             edges,
-        }) => {
-            let add_edges = edges
-                .iter()
-                .map(|e| match e.split_once(':') {
-                    Some((from, to)) => Ok(RecipeEdge {
-                        from_step_key: from.trim().to_string(),
-                        to_step_key: to.trim().to_string(),
-                    }),
-                    None => Err(anyhow!("--edge {e:?} must be FROM:TO")),
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let recipe = gateway
-                .call(|mut c| {
-                    let request = gateway.request(EditStageRecipeRequest {
-                        stage_slug: stage.clone(),
-                        skip: skip.clone(),
-                        unskip: unskip.clone(),
-                        add_edges: add_edges.clone(),
-                    });
-                    async move { c.edit_stage_recipe(request).await }
-                })
-                .await?;
-            if json {
-                print_json(&json::recipe(&recipe));
-            } else {
-                print!("{}", format::recipe(&recipe));
-            }
-        }
-        Command::Recipe(RecipeCommand::Show { stage }) => {
-            let recipe = gateway
-                .call(|mut c| {
-                    let request = gateway.request(GetStageRecipeRequest {
-                        stage_slug: stage.clone(),
-                    });
-                    async move { c.get_stage_recipe(request).await }
-                })
-                .await?;
-            if json {
-                print_json(&json::recipe(&recipe));
-            } else {
-                print!("{}", format::recipe(&recipe));
-            }
-        }
-        Command::Run {
-            name,
-            prompt,
-            models,
-            until,
-            no_auto_advance,
-            timeout_secs,
-        } => {
-            let project = gateway.create_project(prompt.request(&name)?).await?;
-            if !json {
-                println!("project {}", project.id);
-            }
-            let session = gateway
-                .start_session(&project.id, &models, !no_auto_advance)
-                .await?;
-            if !json {
-                println!("session {} {}", session.id, session.status);
-            }
-            let deadline = Instant::now() + Duration::from_secs(timeout_secs);
-            gateway
-                .watch(&session.id, Some(&until), Some(deadline))
-                .await?;
-            gateway.wait_for_renders(&session.id, deadline).await?;
-            let documents = gateway.docs(&session.id, "").await?;
-            let summary = gateway.session(&session.id).await?;
-            if json {
-                print_json(&serde_json::json!({
-                    "project": json::project(&project),
-                    "session": json::session(&summary),
-                    "documents": documents.iter().map(json::document).collect::<Vec<_>>(),
-                }));
-            } else {
-                println!();
-                print!("{}", format::summary(&summary, &documents));
-            }
-        }
-        Command::Admin(args) => admin::run(args).await?,
+        }) => recipe_edit(&gateway, json, stage, skip, unskip, edges).await,
+        Command::Recipe(RecipeCommand::Show { stage }) => recipe_show(&gateway, json, stage).await,
+        Command::Run(args) => run_session(&gateway, json, args).await,
+        Command::Admin(args) => admin::run(args).await,
     }
+}
+
+async fn create(gateway: &Gateway, json: bool, name: String, prompt: PromptSource) -> Result<()> {
+    let project = gateway.create_project(prompt.request(&name)?).await?;
+    if json {
+        print_json(&json::project(&project));
+    } else {
+        println!("{}", project.id);
+    }
+
+    Ok(())
+}
+
+async fn start(
+    gateway: &Gateway,
+    json: bool,
+    project: String,
+    models: Vec<String>,
+    auto_advance: bool,
+) -> Result<()> {
+    let session = gateway
+        .start_session(&project, &models, auto_advance)
+        .await?;
+    if json {
+        print_json(&json::session(&session));
+    } else {
+        println!("{} {}", session.id, session.status);
+    }
+
+    Ok(())
+}
+
+async fn submit(
+    gateway: &Gateway,
+    _json: bool,
+    session: String,
+    stage: String,
+    feedback: Option<String>,
+    document: Option<String>,
+) -> Result<()> {
+    let responses = feedback
+        .map(|text| {
+            vec![StageResponse {
+                resource_id: String::new(),
+                document_key: document.unwrap_or_default(),
+                feedback: text,
+            }]
+        })
+        .unwrap_or_default();
+    let s = gateway
+        .call(|mut c| {
+            let request = gateway.request(SubmitStageResponsesRequest {
+                session_id: session.clone(),
+                stage_slug: stage.clone(),
+                responses: responses.clone(),
+            });
+            async move { c.submit_stage_responses(request).await }
+        })
+        .await?;
+    gateway.print_session_line(&s);
+
+    Ok(())
+}
+
+async fn pause(gateway: &Gateway, _json: bool, session: String) -> Result<()> {
+    let s = gateway
+        .call(|mut c| {
+            let request = gateway.request(PauseSessionRequest {
+                session_id: session.clone(),
+            });
+            async move { c.pause_session(request).await }
+        })
+        .await?;
+    gateway.print_session_line(&s);
+
+    Ok(())
+}
+
+async fn resume(gateway: &Gateway, _json: bool, session: String) -> Result<()> {
+    let s = gateway
+        .call(|mut c| {
+            let request = gateway.request(ResumeSessionRequest {
+                session_id: session.clone(),
+            });
+            async move { c.resume_session(request).await }
+        })
+        .await?;
+    gateway.print_session_line(&s);
+
+    Ok(())
+}
+
+async fn revisit(
+    gateway: &Gateway,
+    json: bool,
+    session: String,
+    stage: String,
+    impact: String,
+    reason: String,
+) -> Result<()> {
+    let done = gateway
+        .call(|mut c| {
+            let request = gateway.request(RevisitStageRequest {
+                session_id: session.clone(),
+                stage_slug: stage.clone(),
+                impact: impact.clone(),
+                reason: reason.clone(),
+            });
+            async move { c.revisit_stage(request).await }
+        })
+        .await?;
+    if json {
+        print_json(&serde_json::json!({
+            "session": done.session.as_ref().map(json::session),
+            "needs_review": done.needs_review,
+            "archived": done.archived,
+            "revision": done.revision,
+        }));
+    } else {
+        if let Some(s) = &done.session {
+            println!("{} {} (revision {})", s.id, s.status, done.revision);
+        }
+        for stage in &done.needs_review {
+            println!("needs review: {stage}");
+        }
+        for key in &done.archived {
+            println!("archived: {key}");
+        }
+    }
+
+    Ok(())
+}
+
+async fn cancel(gateway: &Gateway, _json: bool, session: String) -> Result<()> {
+    let s = gateway
+        .call(|mut c| {
+            let request = gateway.request(CancelSessionRequest {
+                session_id: session.clone(),
+            });
+            async move { c.cancel_session(request).await }
+        })
+        .await?;
+    gateway.print_session_line(&s);
+
+    Ok(())
+}
+
+async fn doc_chunks(gateway: &Gateway, json: bool, resource: String) -> Result<()> {
+    let found = gateway
+        .call(|mut c| {
+            let request = gateway.request(GetDocumentContentRequest {
+                resource_id: resource.clone(),
+            });
+            async move { c.get_document_chunks(request).await }
+        })
+        .await?;
+    if json {
+        print_json(
+            &found
+                .chunks
+                .iter()
+                .map(|c| {
+                    serde_json::json!({
+                        "contribution_id": c.contribution_id,
+                        "contribution_type": c.contribution_type,
+                        "storage_key": c.storage_key,
+                        "finish_reason": c.finish_reason,
+                        "edit_version": c.edit_version,
+                        "incomplete": c.incomplete,
+                        "raw": c.raw,
+                    })
+                })
+                .collect(),
+        );
+    } else {
+        for c in &found.chunks {
+            println!(
+                "{} {} (edit version {}, finish {})",
+                c.contribution_type, c.storage_key, c.edit_version, c.finish_reason
+            );
+            for line in format::head(&c.raw, 4) {
+                println!("    {line}");
+            }
+        }
+    }
+
+    Ok(())
+}
+
+async fn models(gateway: &Gateway, json: bool) -> Result<()> {
+    let models = gateway
+        .call(|mut c| {
+            let request = gateway.request(ListModelsRequest {});
+            async move { c.list_models(request).await }
+        })
+        .await?;
+    if json {
+        print_json(&serde_json::Value::Array(
+            models
+                .models
+                .iter()
+                .map(|m| {
+                    serde_json::json!({
+                        "api_identifier": m.api_identifier, "provider": m.provider,
+                        "name": m.name, "context_window_tokens": m.context_window_tokens,
+                        "max_output_tokens": m.max_output_tokens,
+                    })
+                })
+                .collect(),
+        ));
+        return Ok(());
+    }
+    for m in models.models {
+        println!(
+            "{:<20} {:<12} context {:>7}  max output {:>6}  {}",
+            m.api_identifier, m.provider, m.context_window_tokens, m.max_output_tokens, m.name
+        );
+    }
+
+    Ok(())
+}
+
+async fn wallet(gateway: &Gateway, json: bool, history: u32) -> Result<()> {
+    let wallet = gateway
+        .call(|mut c| {
+            let request = gateway.request(GetWalletRequest { history });
+            async move { c.get_wallet(request).await }
+        })
+        .await?;
+    if json {
+        print_json(&json::wallet(&wallet));
+    } else {
+        print!("{}", format::wallet(&wallet));
+    }
+
+    Ok(())
+}
+
+async fn status(gateway: &Gateway, json: bool, session: String) -> Result<()> {
+    let s = gateway.session(&session).await?;
+    if json {
+        print_json(&json::session(&s));
+    } else {
+        print!("{}", format::session(&s));
+    }
+
+    Ok(())
+}
+
+async fn watch(
+    gateway: &Gateway,
+    _json: bool,
+    session: String,
+    until: Option<String>,
+) -> Result<()> {
+    gateway.watch(&session, until.as_deref(), None).await?;
+
+    Ok(())
+}
+
+async fn doc_list(
+    gateway: &Gateway,
+    json: bool,
+    session: String,
+    stage: Option<String>,
+) -> Result<()> {
+    let documents = gateway
+        .docs(&session, stage.as_deref().unwrap_or(""))
+        .await?;
+    if json {
+        print_json(&documents.iter().map(json::document).collect());
+    }
+
+    Ok(())
+}
+
+async fn doc_show(gateway: &Gateway, json: bool, resource: String) -> Result<()> {
+    let content = gateway
+        .call(|mut c| {
+            let request = gateway.request(GetDocumentContentRequest {
+                resource_id: resource.clone(),
+            });
+            async move { c.get_document_content(request).await }
+        })
+        .await?;
+    if json {
+        let mut value = content
+            .document
+            .as_ref()
+            .map(json::document)
+            .unwrap_or_default();
+        value["content"] = content.content.into();
+        value["mime_type"] = content.mime_type.into();
+        print_json(&value);
+    } else {
+        print!("{}", content.content);
+    }
+
+    Ok(())
+}
+
+async fn doc_regenerate(gateway: &Gateway, json: bool, args: RegenerateArgs) -> Result<()> {
+    let RegenerateArgs {
+        session,
+        stage,
+        model,
+        document,
+        resource,
+        request_id,
+    } = args;
+    // One id for every retry of this invocation, so a retried call after
+    // an unavailable gateway cannot start a second regeneration.
+    let request_id = request_id.unwrap_or_else(client_request_id);
+    let done = gateway
+        .call(|mut c| {
+            let request = gateway.request(RegenerateDocumentRequest {
+                session_id: session.clone(),
+                stage_slug: stage.clone(),
+                model: model.clone(),
+                document_key: document.clone(),
+                resource_id: resource.clone().unwrap_or_default(),
+                client_request_id: request_id.clone(),
+            });
+            async move { c.regenerate_document(request).await }
+        })
+        .await?;
+    if json {
+        print_json(&serde_json::json!({
+            "regeneration_id": done.regeneration_id,
+            "job_id": done.job_id,
+            "superseded_job_ids": done.superseded_job_ids,
+            "created": done.created,
+            "session": done.session.as_ref().map(json::session),
+        }));
+    } else {
+        let verb = if done.created {
+            "regenerating"
+        } else {
+            "already regenerating"
+        };
+        println!(
+            "{verb} {document} as job {} ({} earlier job(s) superseded)",
+            done.job_id,
+            done.superseded_job_ids.len()
+        );
+    }
+
+    Ok(())
+}
+
+async fn doc_edit(gateway: &Gateway, json: bool, resource: String, file: PathBuf) -> Result<()> {
+    let body = std::fs::read_to_string(&file)
+        .with_context(|| format!("cannot read {}", file.display()))?;
+    let document = gateway
+        .call(|mut c| {
+            let request = gateway.request(SaveDocumentEditRequest {
+                resource_id: resource.clone(),
+                content: body.clone(),
+            });
+            async move { c.save_document_edit(request).await }
+        })
+        .await?;
+    if json {
+        print_json(&json::document(&document));
+    } else {
+        println!("saved; re-rendering {}", document.storage_key);
+    }
+
+    Ok(())
+}
+
+async fn projects(gateway: &Gateway, json: bool, limit: u32) -> Result<()> {
+    let page = gateway
+        .call(|mut c| {
+            let request = gateway.request(ListProjectsRequest {
+                page_size: limit,
+                page_token: String::new(),
+            });
+            async move { c.list_projects(request).await }
+        })
+        .await?;
+    if json {
+        print_json(&page.projects.iter().map(json::project).collect());
+    } else {
+        if page.projects.is_empty() {
+            println!("no projects yet");
+        }
+        for p in &page.projects {
+            println!("{}  {}", p.id, p.name);
+        }
+    }
+
+    Ok(())
+}
+
+async fn delete_project(gateway: &Gateway, json: bool, project: String) -> Result<()> {
+    let done = gateway
+        .call(|mut c| {
+            let request = gateway.request(DeleteProjectRequest {
+                project_id: project.clone(),
+            });
+            async move { c.delete_project(request).await }
+        })
+        .await?;
+    if json {
+        print_json(&serde_json::json!({"objects_deleted": done.objects_deleted}));
+    } else {
+        println!("deleted ({} stored objects removed)", done.objects_deleted);
+    }
+
+    Ok(())
+}
+
+async fn sessions(gateway: &Gateway, json: bool, project: String) -> Result<()> {
+    let page = gateway
+        .call(|mut c| {
+            let request = gateway.request(ListSessionsRequest {
+                project_id: project.clone(),
+                page_size: 0,
+                page_token: String::new(),
+            });
+            async move { c.list_sessions(request).await }
+        })
+        .await?;
+    if json {
+        print_json(&page.sessions.iter().map(json::session).collect());
+    } else {
+        if page.sessions.is_empty() {
+            println!("no sessions yet");
+        }
+        for s in &page.sessions {
+            println!("{}  {}  iteration {}", s.id, s.status, s.iteration);
+        }
+    }
+
+    Ok(())
+}
+
+async fn export(
+    gateway: &Gateway,
+    json: bool,
+    project: String,
+    out: Option<PathBuf>,
+    url: bool,
+) -> Result<()> {
+    if url {
+        let link = gateway
+            .call(|mut c| {
+                let request = gateway.request(ExportProjectRequest {
+                    project_id: project.clone(),
+                });
+                async move { c.get_export_url(request).await }
+            })
+            .await?;
+        if json {
+            print_json(&json::export_url(&link));
+        } else {
+            println!("{}", link.url);
+        }
+        return Ok(());
+    }
+    let mut stream = gateway
+        .call(|mut c| {
+            let request = gateway.request(ExportProjectRequest {
+                project_id: project.clone(),
+            });
+            async move { c.export_project(request).await }
+        })
+        .await?;
+    let mut zip = Vec::new();
+    let mut name = String::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        if name.is_empty() {
+            name = chunk.file_name;
+        }
+        zip.extend_from_slice(&chunk.data);
+    }
+    let path = out.unwrap_or_else(|| {
+        PathBuf::from(if name.is_empty() {
+            "export.zip".into()
+        } else {
+            name
+        })
+    });
+    std::fs::write(&path, &zip).with_context(|| format!("cannot write {}", path.display()))?;
+    if json {
+        print_json(
+            &serde_json::json!({"path": path.display().to_string(), "size_bytes": zip.len()}),
+        );
+    } else {
+        println!("{} ({} bytes)", path.display(), zip.len());
+    }
+
+    Ok(())
+}
+
+async fn recipe_list(gateway: &Gateway, json: bool) -> Result<()> {
+    let list = gateway
+        .call(|mut c| {
+            let request = gateway.request(ListRecipesRequest {});
+            async move { c.list_recipes(request).await }
+        })
+        .await?;
+    if json {
+        print_json(&json::recipes(&list.recipes));
+    } else {
+        for r in &list.recipes {
+            let kind = if r.is_cloned { "cloned" } else { "template" };
+            println!(
+                "{:<12} {:>3} steps  {kind:<8}  {}",
+                r.stage_slug, r.steps, r.display_name
+            );
+        }
+    }
+
+    Ok(())
+}
+
+async fn recipe_edit(
+    gateway: &Gateway,
+    json: bool,
+    stage: String,
+    skip: Vec<String>,
+    unskip: Vec<String>,
+    edges: Vec<String>,
+) -> Result<()> {
+    let add_edges = edges
+        .iter()
+        .map(|e| match e.split_once(':') {
+            Some((from, to)) => Ok(RecipeEdge {
+                from_step_key: from.trim().to_string(),
+                to_step_key: to.trim().to_string(),
+            }),
+            None => Err(anyhow!("--edge {e:?} must be FROM:TO")),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let recipe = gateway
+        .call(|mut c| {
+            let request = gateway.request(EditStageRecipeRequest {
+                stage_slug: stage.clone(),
+                skip: skip.clone(),
+                unskip: unskip.clone(),
+                add_edges: add_edges.clone(),
+            });
+            async move { c.edit_stage_recipe(request).await }
+        })
+        .await?;
+    if json {
+        print_json(&json::recipe(&recipe));
+    } else {
+        print!("{}", format::recipe(&recipe));
+    }
+
+    Ok(())
+}
+
+async fn recipe_show(gateway: &Gateway, json: bool, stage: String) -> Result<()> {
+    let recipe = gateway
+        .call(|mut c| {
+            let request = gateway.request(GetStageRecipeRequest {
+                stage_slug: stage.clone(),
+            });
+            async move { c.get_stage_recipe(request).await }
+        })
+        .await?;
+    if json {
+        print_json(&json::recipe(&recipe));
+    } else {
+        print!("{}", format::recipe(&recipe));
+    }
+
+    Ok(())
+}
+
+/// `dialectic run`: create, start, watch to `until`, then list the documents.
+async fn run_session(gateway: &Gateway, json: bool, args: RunArgs) -> Result<()> {
+    let RunArgs {
+        name,
+        prompt,
+        models,
+        until,
+        no_auto_advance,
+        timeout_secs,
+    } = args;
+    let project = gateway.create_project(prompt.request(&name)?).await?;
+    if !json {
+        println!("project {}", project.id);
+    }
+    let session = gateway
+        .start_session(&project.id, &models, !no_auto_advance)
+        .await?;
+    if !json {
+        println!("session {} {}", session.id, session.status);
+    }
+    let deadline = Instant::now() + Duration::from_secs(timeout_secs);
+    gateway
+        .watch(&session.id, Some(&until), Some(deadline))
+        .await?;
+    gateway.wait_for_renders(&session.id, deadline).await?;
+    let documents = gateway.docs(&session.id, "").await?;
+    let summary = gateway.session(&session.id).await?;
+    if json {
+        print_json(&serde_json::json!({
+            "project": json::project(&project),
+            "session": json::session(&summary),
+            "documents": documents.iter().map(json::document).collect::<Vec<_>>(),
+        }));
+    } else {
+        println!();
+        print!("{}", format::summary(&summary, &documents));
+    }
+
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 
 use crate::convert;
 use crate::error::GatewayError;
-use crate::service::{Command, Gateway, planner_request};
+use crate::service::{Command, Gateway};
 use dialectic_core::ids::{ModelId, ProjectId, ResourceId, UserId};
 use dialectic_proto::v1::planner::DeleteProjectCommand;
 use dialectic_proto::v1::{
@@ -78,7 +78,7 @@ impl Gateway {
         }
         let user = UserId::parse(req.user_id.trim())?;
         let wallet = records::wallet_balance(self.store.pool(), None, Some(user)).await?;
-        let mut request = planner_request(dialectic_proto::v1::wallet::CreditRequest {
+        let mut request = tonic::Request::new(dialectic_proto::v1::wallet::CreditRequest {
             wallet_id: wallet.id.to_string(),
             amount: req.amount,
             idempotency_key: req.idempotency_key,
@@ -199,7 +199,7 @@ impl Gateway {
         let id = ProjectId::parse(project_id)?;
         let project = records::project_for_user(self.store.pool(), user, id).await?;
         self.planner()
-            .delete_project(planner_request(DeleteProjectCommand {
+            .delete_project(tonic::Request::new(DeleteProjectCommand {
                 project_id: project.id.to_string(),
                 user_id: user.to_string(),
             }))

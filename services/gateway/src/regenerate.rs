@@ -5,7 +5,7 @@
 //! new one renders (see `dialectic_store::regenerate`).
 
 use crate::error::GatewayError;
-use crate::service::{Gateway, planner_request};
+use crate::service::Gateway;
 use dialectic_core::ids::{ModelId, ResourceId, SessionId, UserId};
 use dialectic_core::job::JobType;
 use dialectic_core::session::{SessionStatus, waits_right_after};
@@ -140,7 +140,7 @@ impl Gateway {
 
         let done = self
             .planner()
-            .regenerate_document(planner_request(RegenerateDocumentCommand {
+            .regenerate_document(tonic::Request::new(RegenerateDocumentCommand {
                 session_id: session.id.to_string(),
                 user_id: user.to_string(),
                 stage_slug: stage.to_string(),

@@ -1,7 +1,7 @@
 //! RevisitStage: seed 003's change impact applied to a session, by the planner.
 
 use crate::error::GatewayError;
-use crate::service::{Gateway, planner_request};
+use crate::service::Gateway;
 use dialectic_core::ids::{SessionId, UserId};
 use dialectic_core::revisit::Impact;
 use dialectic_proto::v1::planner::RevisitStageCommand;
@@ -26,7 +26,7 @@ impl Gateway {
         let session = records::session_for_user(self.store.pool(), user, session_id).await?;
         let done = self
             .planner()
-            .revisit_stage(planner_request(RevisitStageCommand {
+            .revisit_stage(tonic::Request::new(RevisitStageCommand {
                 session_id: session.id.to_string(),
                 stage_slug: stage.to_string(),
                 impact: impact.as_str().to_string(),

@@ -53,19 +53,6 @@ pub(crate) enum Command {
     Cancel,
 }
 
-/// A planner command carrying the caller's trace, so one session stays one trace.
-pub(crate) fn planner_request<T>(message: T) -> Request<T> {
-    let mut request = Request::new(message);
-    if let Some(traceparent) = dialectic_telemetry::current_traceparent()
-        && let Ok(value) = traceparent.parse()
-    {
-        request
-            .metadata_mut()
-            .insert(dialectic_queue::TRACEPARENT_HEADER, value);
-    }
-    request
-}
-
 /// A watch ends once the session waits for the user's review or is over.
 fn ends_watch(status: &str) -> bool {
     matches!(status, SessionStatus::REVIEW | SessionStatus::ABANDONED)
@@ -230,7 +217,7 @@ impl Gateway {
     ) -> Result<Session, GatewayError> {
         let id = SessionId::parse(session_id)?;
         records::session_for_user(self.store.pool(), user, id).await?;
-        let message = planner_request(SessionCommand {
+        let message = tonic::Request::new(SessionCommand {
             session_id: id.to_string(),
         });
         let mut planner = self.planner();
@@ -382,7 +369,7 @@ impl Gateway {
             feedback,
         };
         self.planner()
-            .submit_stage_responses(planner_request(command))
+            .submit_stage_responses(tonic::Request::new(command))
             .await?;
         let row = records::session_for_user(self.store.pool(), user, row.id).await?;
         self.session_view(row, false).await
