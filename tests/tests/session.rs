@@ -208,7 +208,7 @@ async fn a_session_with_two_models_runs_all_five_stages() {
     );
     let pairwise: Vec<String> = sqlx::query_scalar(
         "SELECT file_name FROM dialectic_contributions
-         WHERE session_id = $1 AND document_key = 'synthesis_pairwise' AND model_name = 'simulated' ORDER BY 1",
+         WHERE session_id = $1 AND document_key = 'synthesis_pairwise' AND model_name = 'simulated' ORDER BY file_name COLLATE \"C\"",
     )
     .bind(session)
     .fetch_all(env.store.pool())
@@ -217,10 +217,10 @@ async fn a_session_with_two_models_runs_all_five_stages() {
     assert_eq!(
         pairwise,
         vec![
-            "simulated_from_simulated+simulated-b_0_synthesis_pairwise_raw.json",
-            "simulated_from_simulated+simulated_0_synthesis_pairwise_raw.json",
-            "simulated_from_simulated-b+simulated-b_0_synthesis_pairwise_raw.json",
-            "simulated_from_simulated-b+simulated_0_synthesis_pairwise_raw.json",
+            "simulated_from_simulated--simulated-b_0_synthesis_pairwise_raw.json",
+            "simulated_from_simulated--simulated_0_synthesis_pairwise_raw.json",
+            "simulated_from_simulated-b--simulated-b_0_synthesis_pairwise_raw.json",
+            "simulated_from_simulated-b--simulated_0_synthesis_pairwise_raw.json",
         ]
     );
     env.teardown().await;

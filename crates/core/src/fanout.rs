@@ -31,7 +31,7 @@ impl SourceDoc {
                     Lineage::Plain => None,
                     Lineage::Critiquing { source_model } => Some(source_model.clone()),
                     Lineage::PairwiseFrom { source_models } => {
-                        source_models.split('+').next().map(str::to_string)
+                        Some(Lineage::pairwise_origin(source_models).to_string())
                     }
                     Lineage::Reducing { .. } => None,
                 };
@@ -164,9 +164,7 @@ pub fn fan_out(strategy: Granularity, anchors: &[Anchor]) -> Result<Vec<FanOutJo
                 for (responder, responses) in by_responder {
                     jobs.push(FanOutJob {
                         discriminator: format!("from-{lineage}+{responder}"),
-                        lineage: Lineage::PairwiseFrom {
-                            source_models: format!("{lineage}+{responder}"),
-                        },
+                        lineage: Lineage::pairwise(lineage, responder),
                         sources: vec![
                             SourceSelection {
                                 rule: *first_rule,
@@ -251,7 +249,7 @@ mod tests {
     fn names_tell_author_and_lineage() {
         let c = critique("b", "a", "risk_register");
         assert_eq!((c.author.as_str(), c.about.as_deref()), ("b", Some("a")));
-        let p = pairwise("a", "b+a", "x");
+        let p = pairwise("a", "b--a", "x");
         assert_eq!((p.author.as_str(), p.about.as_deref()), ("a", Some("b")));
         assert_eq!(thesis("a", "feature_spec").about, None);
     }
@@ -312,10 +310,10 @@ mod tests {
     #[test]
     fn per_source_group_groups_by_first_origin() {
         let docs = vec![
-            pairwise("a", "a+a", "11111111-aaaa"),
-            pairwise("a", "a+b", "22222222-aaaa"),
-            pairwise("a", "b+a", "33333333-aaaa"),
-            pairwise("a", "b+b", "44444444-aaaa"),
+            pairwise("a", "a--a", "11111111-aaaa"),
+            pairwise("a", "a--b", "22222222-aaaa"),
+            pairwise("a", "b--a", "33333333-aaaa"),
+            pairwise("a", "b--b", "44444444-aaaa"),
         ];
         let jobs = fan_out(Granularity::PerSourceGroup, &[(1, docs)]).unwrap();
         assert_eq!(jobs.len(), 2);

@@ -14,10 +14,34 @@ pub enum Lineage {
     Plain,
     /// `{model}_critiquing_{source_model}_{n}_{document_key}`
     Critiquing { source_model: String },
-    /// `{model}_from_{source_models}_{n}_{document_key}` (source models joined by `+`)
+    /// `{model}_from_{source_models}_{n}_{document_key}` (source models joined
+    /// by [`SOURCE_MODELS_JOIN`]; see [`Lineage::pairwise`])
     PairwiseFrom { source_models: String },
     /// `{model}_reducing_{source_contribution_short}_{n}_{document_key}`
     Reducing { source_short: String },
+}
+
+/// Joins the two models of a pairwise name. Not `+`: S3 clients that list
+/// with `encoding-type=url` (boto3, the AWS CLI) decode it as a space and then
+/// cannot fetch the key. Model slugs never hold a double dash (`slugify`
+/// collapses dashes), so the pair splits back unambiguously.
+pub const SOURCE_MODELS_JOIN: &str = "--";
+
+impl Lineage {
+    /// The lineage of a document reconciling `origin`'s proposal with `critic`'s critique of it.
+    pub fn pairwise(origin: &str, critic: &str) -> Lineage {
+        Lineage::PairwiseFrom {
+            source_models: format!("{origin}{SOURCE_MODELS_JOIN}{critic}"),
+        }
+    }
+
+    /// The model whose proposal a pairwise document reconciles.
+    pub fn pairwise_origin(source_models: &str) -> &str {
+        source_models
+            .split(SOURCE_MODELS_JOIN)
+            .next()
+            .unwrap_or(source_models)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,9 +103,8 @@ fn check(field: &'static str, value: &str) -> Result<(), PathError> {
         "document key" | "stage slug" => {
             is_safe_segment(value) && !value.contains(CONTINUATION.trim_matches('_'))
         }
-        // Pairwise names join their source models with `+`.
         "source models" => value
-            .split('+')
+            .split(SOURCE_MODELS_JOIN)
             .all(|m| is_safe_segment(m) && !m.contains('_')),
         _ => is_safe_segment(value) && !value.contains('_'),
     };
@@ -389,9 +412,7 @@ mod tests {
                 1 => Lineage::Critiquing {
                     source_model: rng.pick(&models).to_string(),
                 },
-                2 => Lineage::PairwiseFrom {
-                    source_models: format!("{}+{}", rng.pick(&models), rng.pick(&models)),
-                },
+                2 => Lineage::pairwise(rng.pick(&models), rng.pick(&models)),
                 _ => Lineage::Reducing {
                     source_short: format!("{:08x}", rng.next(u32::MAX as usize)),
                 },
@@ -474,9 +495,7 @@ mod tests {
             Lineage::Critiquing {
                 source_model: "claude-3".into(),
             },
-            Lineage::PairwiseFrom {
-                source_models: "a+b".into(),
-            },
+            Lineage::pairwise("a", "b"),
             Lineage::Reducing {
                 source_short: "1234abcd".into(),
             },
