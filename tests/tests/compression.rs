@@ -81,6 +81,7 @@ fn doc(id: &str, relevance: f64, content: String) -> ResourceDocument {
         content,
         section_header: None,
         relevance,
+        storage_key: None,
     }
 }
 

@@ -187,7 +187,11 @@ impl Context {
             resource_documents: Vec::new(),
             current_user_prompt: self.continue_instruction.clone(),
         };
-        assemble(&continuation, model, max_tokens, output_type, hints)
+        // The resources are in the first user message, repeated in the history.
+        ChatRequest {
+            inputs: first.inputs,
+            ..assemble(&continuation, model, max_tokens, output_type, hints)
+        }
     }
 
     /// Seed 001 3.b.ii.2: every candidate, lowest value first. Immutable and
@@ -326,6 +330,7 @@ mod tests {
             content: content.into(),
             section_header: None,
             relevance,
+            storage_key: None,
         }
     }
 

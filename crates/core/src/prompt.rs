@@ -51,6 +51,47 @@ pub struct ResourceDocument {
     pub section_header: Option<String>,
     /// From the step's `inputs_relevance`, 0..=1; used to order compression.
     pub relevance: f64,
+    /// The S3 object it was read from; None for the seed prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_key: Option<String>,
+}
+
+/// One input a request carries, as the request was sent (after compression):
+/// what it is, where it came from and a digest of the text the model saw.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputRef {
+    /// Contribution, resource, feedback or session id it was read from.
+    pub id: String,
+    pub kind: String,
+    pub stage_slug: String,
+    pub document_key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_key: Option<String>,
+    /// [`content_digest`] of the text in the prompt.
+    pub digest: String,
+}
+
+/// First 12 hex digits of the SHA-256 of a text: enough to tell inputs apart.
+pub fn content_digest(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl InputRef {
+    pub fn of(doc: &ResourceDocument) -> Self {
+        InputRef {
+            id: doc.id.clone(),
+            kind: doc.kind.clone(),
+            stage_slug: doc.stage_slug.clone(),
+            document_key: doc.document_key.clone(),
+            storage_key: doc.storage_key.clone(),
+            digest: content_digest(&doc.content),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -80,6 +121,10 @@ pub struct ChatRequest {
     /// The step's sampling temperature, when its recipe sets one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
+    /// What the last user message holds, in order: provenance for logs and
+    /// tests. Providers never send it; the simulated model echoes it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputRef>,
 }
 
 /// Folds resource documents into the final user message (seed 000 steps 9–11):
@@ -116,6 +161,11 @@ pub fn assemble(
         output_hints: output_hints.to_vec(),
         required_keys: Vec::new(),
         temperature: None,
+        inputs: payload
+            .resource_documents
+            .iter()
+            .map(InputRef::of)
+            .collect(),
     }
 }
 
@@ -165,6 +215,7 @@ mod tests {
                 content: "{}".into(),
                 section_header: None,
                 relevance: 1.0,
+                storage_key: None,
             }],
             current_user_prompt: "write it".into(),
         };
@@ -173,6 +224,8 @@ mod tests {
         let last = &req.messages[2].content;
         assert!(last.find("header_context").unwrap() < last.find("write it").unwrap());
         assert_eq!(req.messages[1].contribution_id.as_deref(), Some("c1"));
+        assert_eq!(req.inputs.len(), 1);
+        assert_eq!(req.inputs[0].digest, content_digest("{}"));
     }
 
     #[test]

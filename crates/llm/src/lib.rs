@@ -10,7 +10,10 @@ pub use replay::{ExchangeStore, Recording, Replay, exchange_key};
 
 pub use openai::{Dialect, OpenAiProvider, OpenAiSettings, request_body};
 
-pub use simulated::{MALFORMED_DIRECTIVE, SimulatedProvider, SimulatedSettings, recorded_requests};
+pub use simulated::{
+    INPUTS_HEADING, INPUTS_KEY, MALFORMED_DIRECTIVE, SimulatedProvider, SimulatedSettings,
+    input_line, recorded_requests,
+};
 
 use async_trait::async_trait;
 use dialectic_core::prompt::ChatRequest;

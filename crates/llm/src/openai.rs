@@ -457,6 +457,7 @@ mod tests {
             output_hints: vec![],
             required_keys: vec![],
             temperature,
+            inputs: Vec::new(),
         }
     }
 

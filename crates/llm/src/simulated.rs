@@ -3,10 +3,18 @@
 //! what it writes) and honours `max_tokens`: a long document comes back in
 //! slices with `finish_reason = length`, each continuing exactly where the
 //! previous one stopped, so the merged chunks equal the whole text.
+//!
+//! It also shows what it was given: every reply lists its request's inputs
+//! (kind, stage, document key and content digest, see [`InputRef`]) under
+//! [`INPUTS_KEY`] in its JSON and, for documents, in a final `## Inputs`
+//! section the renderer keeps; and its text depends on those digests, so a
+//! step that reads the wrong inputs writes a different document. Ids and
+//! storage keys stay out of the reply: they differ from session to session,
+//! and the same prompt must still give the same documents (replay).
 
 use crate::{ChatResponse, FinishReason, LlmError, ModelProvider};
 use async_trait::async_trait;
-use dialectic_core::prompt::{ChatRequest, Role, title_from_key};
+use dialectic_core::prompt::{ChatRequest, InputRef, Role, title_from_key};
 use dialectic_core::tokens::estimate_tokens;
 use sha2::{Digest, Sha256};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,6 +38,28 @@ pub struct SimulatedSettings {
 /// Seed prompt directive that makes every document reply malformed JSON, to
 /// exercise the sanitizer's failure path and the retry loop.
 pub const MALFORMED_DIRECTIVE: &str = "[[simulate:malformed]]";
+
+/// The reserved key of a simulated reply that lists the request's inputs.
+pub const INPUTS_KEY: &str = "_inputs";
+
+/// Heading of a simulated document's final section listing its inputs.
+pub const INPUTS_HEADING: &str = "## Inputs";
+
+/// One line of the inputs list: `kind stage/document_key digest`.
+pub fn input_line(input: &InputRef) -> String {
+    format!(
+        "{} {}/{} {}",
+        input.kind, input.stage_slug, input.document_key, input.digest
+    )
+}
+
+fn inputs_json(request: &ChatRequest) -> serde_json::Value {
+    request
+        .inputs
+        .iter()
+        .map(|i| serde_json::Value::String(input_line(i)))
+        .collect()
+}
 
 static TRANSCRIPT: std::sync::Mutex<Vec<ChatRequest>> = std::sync::Mutex::new(Vec::new());
 
@@ -126,10 +156,12 @@ impl SimulatedProvider {
                     "seed_summary": excerpt(seed, 240),
                 },
                 "context_for_documents": docs,
+                INPUTS_KEY: inputs_json(request),
             });
             return (false, value.to_string());
         }
-        let d = digest(&[&request.model, key, seed]);
+        let inputs: Vec<String> = request.inputs.iter().map(input_line).collect();
+        let d = digest(&[&request.model, key, seed, &inputs.join("\n")]);
         let title = title_from_key(key);
         let mut body = format!(
             "## Overview\n\n{} writes the {} for this request: {}\n",
@@ -151,6 +183,12 @@ impl SimulatedProvider {
                 key,
                 d[(i + 3) % 32]
             ));
+        }
+        if !inputs.is_empty() {
+            body.push_str(&format!("\n{INPUTS_HEADING}\n\n"));
+            for line in &inputs {
+                body.push_str(&format!("- {line}\n"));
+            }
         }
         (true, body)
     }
@@ -238,7 +276,11 @@ impl SimulatedProvider {
             };
             let more = end < full.len();
             let slice = &full[start..end];
-            let mut reply = serde_json::json!({ "content": slice, "continuation_needed": more });
+            let mut reply = serde_json::json!({
+                "content": slice,
+                "continuation_needed": more,
+                INPUTS_KEY: inputs_json(request),
+            });
             // Structured steps name the keys they need; give each one a value
             // derived from the document, as a model following a schema would.
             for key in request.required_keys.iter().filter(|k| *k != "content") {
@@ -321,6 +363,7 @@ mod tests {
             output_hints: vec![],
             required_keys: vec![],
             temperature: None,
+            inputs: Vec::new(),
         }
     }
 
@@ -340,6 +383,44 @@ mod tests {
             .to_string();
         assert!(content.contains("bakery app for night owls"));
         assert!(content.contains("Header context"));
+    }
+
+    #[tokio::test]
+    async fn replies_list_their_inputs_and_change_with_them() {
+        let p = SimulatedProvider::new(SimulatedSettings {
+            paragraphs: 3,
+            ..Default::default()
+        });
+        let input = |digest: &str| InputRef {
+            id: "c1".into(),
+            kind: "document".into(),
+            stage_slug: "thesis".into(),
+            document_key: "business_case".into(),
+            storage_key: Some("projects/p/x.md".into()),
+            digest: digest.into(),
+        };
+        let mut first = request(100_000, vec![]);
+        first.inputs = vec![input("aaaaaaaaaaaa")];
+        let mut second = first.clone();
+        second.inputs = vec![input("bbbbbbbbbbbb")];
+        let a: serde_json::Value =
+            serde_json::from_str(&p.chat(&first).await.unwrap().text).unwrap();
+        let b: serde_json::Value =
+            serde_json::from_str(&p.chat(&second).await.unwrap().text).unwrap();
+        assert_eq!(
+            a[INPUTS_KEY],
+            serde_json::json!(["document thesis/business_case aaaaaaaaaaaa"])
+        );
+        let content = a["content"].as_str().unwrap();
+        assert!(
+            content.ends_with("## Inputs\n\n- document thesis/business_case aaaaaaaaaaaa\n"),
+            "{content}"
+        );
+        let body = |v: &serde_json::Value| {
+            let c = v["content"].as_str().unwrap().to_string();
+            c[..c.find(INPUTS_HEADING).unwrap()].to_string()
+        };
+        assert_ne!(body(&a), body(&b), "other inputs, another document");
     }
 
     #[tokio::test]

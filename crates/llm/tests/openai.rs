@@ -36,6 +36,7 @@ fn request() -> ChatRequest {
         output_hints: vec![],
         required_keys: vec![],
         temperature: None,
+        inputs: Vec::new(),
     }
 }
 

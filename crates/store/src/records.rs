@@ -592,6 +592,21 @@ pub async fn insert_contribution(
     }
 }
 
+/// Whether an attempt of a job stored its contribution.
+pub async fn contribution_recorded(
+    executor: impl sqlx::PgExecutor<'_>,
+    job_id: JobId,
+    attempt: i32,
+) -> Result<bool, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM dialectic_contributions WHERE job_id = $1 AND attempt = $2)",
+    )
+    .bind(job_id)
+    .bind(attempt)
+    .fetch_one(executor)
+    .await?)
+}
+
 const CONTRIBUTION_COLUMNS: &str = "id, session_id, job_id, attempt, model_id, model_name, stage_slug, iteration_number,
     document_key, storage_path, file_name, raw_response_storage_path, finish_reason, target_contribution_id,
     document_relationships, edit_version, is_latest_edit, contribution_type, is_incomplete, created_at";

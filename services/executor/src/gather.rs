@@ -118,6 +118,7 @@ impl Executor {
             content,
             section_header: lookup.rule.section_header.clone(),
             relevance,
+            storage_key: Some(doc.storage_key),
         })
     }
 }
@@ -132,6 +133,7 @@ fn seed(job: &JobRow, rule: &InputRule, seed_prompt: &str, relevance: f64) -> Re
         content: seed_prompt.to_string(),
         section_header: rule.section_header.clone(),
         relevance,
+        storage_key: None,
     }
 }
 

@@ -149,15 +149,40 @@ impl Executor {
             size,
             key: &written.chunk,
         };
-        match self.record(attempt, worker, &saved).await? {
-            Some(id) => {
+        match self.record(attempt, worker, &saved).await {
+            Ok(Some(id)) => {
                 tracing::info!(contribution_id = %id, key = %written.chunk, turn = turn.number,
                     continuation_needed = turn.continuation_needed, incomplete = turn.incomplete, "chunk saved");
                 Ok(())
             }
-            None => {
+            Ok(None) => {
                 self.discard(attempt, written).await;
                 Err(AttemptError::Lost)
+            }
+            Err(e) => {
+                self.remove_unrecorded(attempt, &written.chunk).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The record failed, so the retry writes its chunk under the next
+    /// attempt's name and this one would be left behind. A commit whose reply
+    /// was lost may have stored the row after all: the chunk goes only once
+    /// the database says no row names it. (A continued document's assembly
+    /// stays: the retry writes the same root key.)
+    async fn remove_unrecorded(&self, attempt: &Attempt<'_>, key: &str) {
+        let job = attempt.job;
+        match records::contribution_recorded(self.store.pool(), job.id, job.attempt_count).await {
+            Ok(false) => {
+                tracing::info!(%key, "the chunk was never recorded; removing it");
+                if let Err(e) = self.blob.delete(key).await {
+                    tracing::warn!(error = %e, %key, "could not remove an unrecorded chunk");
+                }
+            }
+            Ok(true) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, %key, "cannot tell whether the chunk was recorded; keeping it");
             }
         }
     }
