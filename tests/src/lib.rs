@@ -316,13 +316,23 @@ impl TestEnv {
         for name in names {
             self.stop(&name).await;
         }
-        if let Ok(conn) = dialectic_queue::connect(&self.settings.amqp.url).await {
-            if let Ok(channel) = conn.create_channel().await {
-                let _ = dialectic_runtime::topology(&self.settings)
-                    .delete(&channel)
-                    .await;
+        // Bounded: a lapin future whose connection the broker already closed
+        // can wait forever (a test hung in teardown with no socket open).
+        let delete_queues = async {
+            if let Ok(conn) = dialectic_queue::connect(&self.settings.amqp.url).await {
+                if let Ok(channel) = conn.create_channel().await {
+                    let _ = dialectic_runtime::topology(&self.settings)
+                        .delete(&channel)
+                        .await;
+                }
+                let _ = conn.close(200, "test done".into()).await;
             }
-            let _ = conn.close(200, "test done".into()).await;
+        };
+        if tokio::time::timeout(Duration::from_secs(15), delete_queues)
+            .await
+            .is_err()
+        {
+            tracing::warn!("deleting the test queues took over 15 s; leaving them");
         }
         // Bounded: a pool that never gets a connection back (seen once, with
         // every connection idle at the server) must not hang the suite; the
