@@ -451,6 +451,17 @@ impl TestEnv {
         }
     }
 
+    /// `start_all`, with the simulated provider keeping a transcript of every
+    /// request it receives ([`dialectic_llm::recorded_requests`]).
+    pub async fn start_all_recording(&mut self) {
+        let mut settings = self.settings.clone();
+        settings.executor.simulated_record_requests = true;
+        for name in ALL_SERVICES {
+            self.start_with(name, settings.clone()).await;
+            self.wait_serving(name).await;
+        }
+    }
+
     /// Creates a project from `prompt` and starts a session on `models`;
     /// returns (project id, session id).
     pub async fn new_session(

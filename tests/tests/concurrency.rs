@@ -43,6 +43,7 @@ fn step(key: &str, job_type: JobType, order: i32) -> RecipeStep {
         order,
         is_skipped: false,
         config: Default::default(),
+        filter: Default::default(),
     }
 }
 

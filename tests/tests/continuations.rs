@@ -3,7 +3,7 @@
 //! replies that never parse. Real stack, simulated model.
 
 use dialectic_core::prompt::Role;
-use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually};
+use dialectic_e2e::{TestEnv, eventually};
 use dialectic_proto::v1::{
     GetDocumentContentRequest, ListStageDocumentsRequest, SaveDocumentEditRequest,
     SubmitStageResponsesRequest,
@@ -11,15 +11,6 @@ use dialectic_proto::v1::{
 use std::collections::BTreeMap;
 
 const EDIT_RENDER_ATTEMPTS: u32 = 7;
-
-async fn start(env: &mut TestEnv) {
-    let mut settings = env.settings.clone();
-    settings.executor.simulated_record_requests = true;
-    for name in ALL_SERVICES {
-        env.start_with(name, settings.clone()).await;
-        env.wait_serving(name).await;
-    }
-}
 
 /// Runs a thesis stage for `prompt` with the `simulated` model; returns the
 /// session id once its documents are all rendered (or `until_status` is reached).
@@ -83,7 +74,7 @@ async fn chunks(env: &TestEnv, session_id: &str, key: &str) -> Vec<(String, Stri
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn long_documents_are_continued_rendered_whole_and_capped() {
     let mut env = TestEnv::new().await;
-    start(&mut env).await;
+    env.start_all_recording().await;
     let prompt =
         "A repair café network for small towns: volunteers fix toasters, bikes and phones.";
 
@@ -181,7 +172,7 @@ async fn long_documents_are_continued_rendered_whole_and_capped() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replies_that_never_parse_end_in_retry_loop_failed_with_nothing_rendered() {
     let mut env = TestEnv::new().await;
-    start(&mut env).await;
+    env.start_all_recording().await;
     let prompt = format!("A tool library. {}", dialectic_llm::MALFORMED_DIRECTIVE);
     let session_id = thesis(&env, &prompt, "running_thesis").await;
     let failed: Vec<(String, i32, serde_json::Value)> = sqlx::query_as(
@@ -217,7 +208,7 @@ async fn a_user_edit_is_what_the_next_stage_reads() {
     let mut env = TestEnv::new().await;
     // A budget no code path writes by accident: the edit's render job takes it.
     env.settings.planner.max_attempts = EDIT_RENDER_ATTEMPTS;
-    start(&mut env).await;
+    env.start_all_recording().await;
     let session_id = thesis(
         &env,
         "A seed library for balcony gardeners.",

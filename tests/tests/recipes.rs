@@ -243,7 +243,7 @@ async fn cloning_copies_the_template_once_and_leaves_it_untouched() {
         env.store.pool(),
         STAGE,
         BUSINESS_CASE,
-        &json(r#"{"model": "simulated"}"#),
+        &json(r#"{"models": ["simulated"]}"#),
     )
     .await
     .expect("filter");
@@ -258,7 +258,7 @@ async fn cloning_copies_the_template_once_and_leaves_it_untouched() {
     .expect("overrides");
     assert_eq!(config, json(r#"{"temperature": 0.2}"#));
     assert_eq!(outputs, json(r#"{"business_case": {"file_type": "json"}}"#));
-    assert_eq!(filter, json(r#"{"model": "simulated"}"#));
+    assert_eq!(filter, json(r#"{"models": ["simulated"]}"#));
     let edited = stage_recipe(&env, STAGE).await;
     assert!(edited.step_by_key(SUCCESS_METRICS).unwrap().is_skipped);
     assert!(!edited.step_by_key(BUSINESS_CASE).unwrap().is_skipped);
@@ -275,7 +275,7 @@ async fn cloning_copies_the_template_once_and_leaves_it_untouched() {
 async fn concurrent_first_edits_clone_once() {
     let env = TestEnv::new().await;
     let pool = env.store.pool();
-    let filter = json(r#"{"k": 1}"#);
+    let filter = json(r#"{"document_keys": ["business_case"]}"#);
     let (a, b) = tokio::join!(
         recipe_edit::set_step_skipped(pool, STAGE, SUCCESS_METRICS, true),
         recipe_edit::set_object_filter(pool, STAGE, BUSINESS_CASE, &filter),

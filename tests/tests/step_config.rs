@@ -4,7 +4,7 @@
 //! Alone in its test binary: it reads the simulated provider's transcript.
 
 use dialectic_core::job::JobType;
-use dialectic_e2e::{ALL_SERVICES, TestEnv};
+use dialectic_e2e::TestEnv;
 use dialectic_store::recipe_edit::{self, RecipeEditError};
 
 const PROMPT: &str = "# Step parameters\n\nA business case written cold and short.";
@@ -47,12 +47,7 @@ async fn a_steps_config_override_reaches_the_provider_request() {
     .await
     .expect("override");
 
-    let mut settings = env.settings.clone();
-    settings.executor.simulated_record_requests = true;
-    for name in ALL_SERVICES {
-        env.start_with(name, settings.clone()).await;
-        env.wait_serving(name).await;
-    }
+    env.start_all_recording().await;
     let (_, session_id) = env.new_session(PROMPT, &["simulated"], false).await;
     env.wait_for_session(&session_id, "pending_antithesis", true)
         .await;

@@ -4,7 +4,7 @@
 //! final deliverables is sent every model's vector, whole.
 //! Alone in its test binary: it reads the simulated provider's transcript.
 
-use dialectic_e2e::{ALL_SERVICES, TestEnv};
+use dialectic_e2e::TestEnv;
 
 const PROMPT: &str = "# Synthesis inputs\n\nA proposal to critique, score and reconcile.";
 const HEADER: &str = "--- Comparison vectors (the antithesis scores of each proposal) ---";
@@ -12,12 +12,7 @@ const HEADER: &str = "--- Comparison vectors (the antithesis scores of each prop
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_final_synthesis_plan_reads_every_comparison_vector() {
     let mut env = TestEnv::new().await;
-    let mut settings = env.settings.clone();
-    settings.executor.simulated_record_requests = true;
-    for name in ALL_SERVICES {
-        env.start_with(name, settings.clone()).await;
-        env.wait_serving(name).await;
-    }
+    env.start_all_recording().await;
     let (_, session_id) = env.new_session(PROMPT, &["simulated"], true).await;
     env.wait_for_session(&session_id, "iteration_complete_pending_review", true)
         .await;

@@ -147,6 +147,106 @@ impl StepConfig {
     }
 }
 
+/// Applies a step's `output_overrides` to its output rules: an object keyed
+/// by document key, each value setting `file_type` (markdown | json |
+/// header_context), `template_filename` (null removes it) or `required_keys`.
+/// Names what is wrong: an output the step does not have, an unknown field.
+pub fn apply_output_overrides(
+    outputs: &mut [OutputRule],
+    overrides: &serde_json::Value,
+) -> Result<(), String> {
+    let Some(overrides) = overrides.as_object() else {
+        return Err("output_overrides must be an object keyed by document key".into());
+    };
+    for (document_key, change) in overrides {
+        let known: Vec<String> = outputs.iter().map(|o| o.document_key.clone()).collect();
+        let place = format!("output_overrides.{document_key}");
+        let Some(rule) = outputs.iter_mut().find(|o| &o.document_key == document_key) else {
+            return Err(format!(
+                "{place}: the step has no such output (it has {known:?})"
+            ));
+        };
+        let Some(change) = change.as_object() else {
+            return Err(format!("{place} must be an object"));
+        };
+        for (field, value) in change {
+            let place = format!("{place}.{field}");
+            match field.as_str() {
+                "file_type" => {
+                    let file_type = optional_string(&place, value)?;
+                    if let Some(t) = &file_type
+                        && !matches!(t.as_str(), "markdown" | "json" | "header_context")
+                    {
+                        return Err(format!(
+                            "{place} {t:?} is not markdown, json or header_context"
+                        ));
+                    }
+                    rule.file_type = file_type;
+                }
+                "template_filename" => rule.template_filename = optional_string(&place, value)?,
+                "required_keys" => {
+                    rule.required_keys = serde_json::from_value(value.clone())
+                        .map_err(|e| format!("{place}: {e} (a list of key names)"))?;
+                }
+                _ => {
+                    return Err(format!(
+                        "{place} is not a known field (file_type, template_filename, required_keys)"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn optional_string(place: &str, value: &serde_json::Value) -> Result<Option<String>, String> {
+    match value {
+        serde_json::Value::Null => Ok(None),
+        serde_json::Value::String(s) => Ok(Some(s.clone())),
+        other => Err(format!("{place} must be a string or null, not {other}")),
+    }
+}
+
+/// A step's `object_filter`: narrows the documents its input rules match
+/// (every `document` rule, of any stage). Unset fields admit everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObjectFilter {
+    /// Only documents under these keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document_keys: Option<Vec<String>>,
+    /// Only documents these models wrote (model slugs, as in file names).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub models: Option<Vec<String>>,
+}
+
+impl ObjectFilter {
+    /// Reads an `object_filter` object; names the key that is wrong.
+    pub fn from_value(value: &serde_json::Value) -> Result<Self, String> {
+        let filter: ObjectFilter = serde_json::from_value(value.clone())
+            .map_err(|e| format!("object_filter: {e} (known keys: document_keys, models)"))?;
+        for (name, list) in [
+            ("document_keys", &filter.document_keys),
+            ("models", &filter.models),
+        ] {
+            if list.as_ref().is_some_and(Vec::is_empty) {
+                return Err(format!(
+                    "object_filter.{name} is empty: it would admit nothing"
+                ));
+            }
+        }
+        Ok(filter)
+    }
+
+    /// Whether a document under `document_key` written by `author` passes.
+    pub fn admits(&self, document_key: &str, author: &str) -> bool {
+        let within = |list: &Option<Vec<String>>, value: &str| {
+            list.as_ref().is_none_or(|l| l.iter().any(|v| v == value))
+        };
+        within(&self.document_keys, document_key) && within(&self.models, author)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecipeStep {
     pub id: StepId,
@@ -165,6 +265,9 @@ pub struct RecipeStep {
     /// Model parameters for this step (`config_override`).
     #[serde(default)]
     pub config: StepConfig,
+    /// What its document rules may match (`object_filter`).
+    #[serde(default)]
+    pub filter: ObjectFilter,
 }
 
 impl RecipeStep {
@@ -380,6 +483,68 @@ pub(crate) mod tests {
             order,
             is_skipped: false,
             config: StepConfig::default(),
+            filter: ObjectFilter::default(),
+        }
+    }
+
+    #[test]
+    fn an_object_filter_narrows_by_key_and_model_and_names_what_is_wrong() {
+        let filter =
+            ObjectFilter::from_value(&serde_json::json!({"document_keys": ["business_case"]}))
+                .unwrap();
+        assert!(filter.admits("business_case", "a"));
+        assert!(!filter.admits("feature_spec", "a"));
+        let both = ObjectFilter::from_value(
+            &serde_json::json!({"document_keys": ["business_case"], "models": ["b"]}),
+        )
+        .unwrap();
+        assert!(!both.admits("business_case", "a"));
+        assert!(both.admits("business_case", "b"));
+        assert!(ObjectFilter::default().admits("anything", "anyone"));
+        let unknown = ObjectFilter::from_value(&serde_json::json!({"k": 1})).unwrap_err();
+        assert!(unknown.contains("unknown field `k`"), "{unknown}");
+        let empty = ObjectFilter::from_value(&serde_json::json!({"models": []})).unwrap_err();
+        assert!(empty.contains("object_filter.models is empty"), "{empty}");
+    }
+
+    #[test]
+    fn output_overrides_change_the_named_output_and_name_what_is_wrong() {
+        let mut outputs = vec![OutputRule {
+            document_key: "business_case".into(),
+            file_type: Some("markdown".into()),
+            template_filename: Some("thesis_business_case.md".into()),
+            required_keys: vec![],
+        }];
+        apply_output_overrides(
+            &mut outputs,
+            &serde_json::json!({"business_case": {"file_type": "json", "template_filename": null, "required_keys": ["content"]}}),
+        )
+        .unwrap();
+        assert_eq!(outputs[0].file_type.as_deref(), Some("json"));
+        assert_eq!(outputs[0].template_filename, None);
+        assert_eq!(outputs[0].required_keys, ["content"]);
+        assert!(!outputs[0].is_markdown());
+        let cases = [
+            (
+                serde_json::json!({"risk": {}}),
+                "output_overrides.risk: the step has no such output",
+            ),
+            (
+                serde_json::json!({"business_case": {"colour": 1}}),
+                "output_overrides.business_case.colour is not a known field",
+            ),
+            (
+                serde_json::json!({"business_case": {"file_type": "pdf"}}),
+                "\"pdf\" is not markdown",
+            ),
+            (
+                serde_json::json!([]),
+                "must be an object keyed by document key",
+            ),
+        ];
+        for (overrides, expected) in cases {
+            let err = apply_output_overrides(&mut outputs, &overrides).unwrap_err();
+            assert!(err.contains(expected), "{err}");
         }
     }
 

@@ -222,6 +222,18 @@ async fn update_step(
             step_key: step_key.to_string(),
         });
     }
+    // The edited recipe must still load (an override naming an output the
+    // step does not have, say); otherwise nothing is written.
+    match recipes::stage_recipe(&mut tx, stage_slug).await {
+        Ok(_) => {}
+        Err(StoreError::Corrupt(reason)) => {
+            return Err(RecipeEditError::InvalidStep {
+                step_key: step_key.to_string(),
+                reason,
+            });
+        }
+        Err(e) => return Err(e.into()),
+    }
     tx.commit().await?;
     Ok(())
 }
@@ -288,6 +300,12 @@ pub async fn set_object_filter(
     filter: &serde_json::Value,
 ) -> Result<(), RecipeEditError> {
     require_object(step_key, "object_filter", filter)?;
+    dialectic_core::recipe::ObjectFilter::from_value(filter).map_err(|reason| {
+        RecipeEditError::InvalidStep {
+            step_key: step_key.to_string(),
+            reason,
+        }
+    })?;
     update_step(pool, stage_slug, step_key, StepChange::ObjectFilter(filter)).await
 }
 
@@ -477,6 +495,7 @@ pub async fn add_custom_step(
         order,
         is_skipped: false,
         config: Default::default(),
+        filter: Default::default(),
     };
     let mut next = recipe.clone();
     next.steps.push(new_step.clone());

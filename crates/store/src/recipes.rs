@@ -3,7 +3,9 @@
 
 use crate::StoreError;
 use dialectic_core::ids::StepId;
-use dialectic_core::recipe::{Recipe, RecipeStep, StepConfig};
+use dialectic_core::recipe::{
+    ObjectFilter, Recipe, RecipeStep, StepConfig, apply_output_overrides,
+};
 use sqlx::types::Json;
 use uuid::Uuid;
 
@@ -23,6 +25,8 @@ struct StepRecord {
     step_order: i32,
     is_skipped: bool,
     config_override: Json<serde_json::Value>,
+    object_filter: Json<serde_json::Value>,
+    output_overrides: Json<serde_json::Value>,
 }
 
 impl StepRecord {
@@ -30,6 +34,11 @@ impl StepRecord {
         let corrupt = |what: &str, e: String| {
             StoreError::Corrupt(format!("recipe step {} {what}: {e}", self.step_key))
         };
+        let mut outputs_required: Vec<dialectic_core::recipe::OutputRule> =
+            serde_json::from_value(self.outputs_required.0.clone())
+                .map_err(|e| corrupt("outputs_required", e.to_string()))?;
+        apply_output_overrides(&mut outputs_required, &self.output_overrides.0)
+            .map_err(|e| corrupt("output_overrides", e))?;
         Ok(RecipeStep {
             id: StepId(self.id),
             job_type: self
@@ -43,10 +52,11 @@ impl StepRecord {
             )?,
             inputs_required: serde_json::from_value(self.inputs_required.0.clone())
                 .map_err(|e| corrupt("inputs_required", e.to_string()))?,
-            outputs_required: serde_json::from_value(self.outputs_required.0.clone())
-                .map_err(|e| corrupt("outputs_required", e.to_string()))?,
+            outputs_required,
             config: StepConfig::from_override(&self.config_override.0)
                 .map_err(|e| corrupt("config_override", e))?,
+            filter: ObjectFilter::from_value(&self.object_filter.0)
+                .map_err(|e| corrupt("object_filter", e))?,
             inputs_relevance: self.inputs_relevance.0,
             step_key: self.step_key,
             step_name: self.step_name,
@@ -81,7 +91,8 @@ pub async fn stage_recipe(
         let steps = sqlx::query_as::<_, StepRecord>(
             "SELECT s.id, s.step_key, s.step_name, s.job_type, s.prompt_type, sp.prompt_text AS prompt_template, s.output_type,
                     s.granularity_strategy, s.inputs_required, s.inputs_relevance, s.outputs_required,
-                    COALESCE(s.execution_order, 0) AS step_order, s.is_skipped, s.config_override
+                    COALESCE(s.execution_order, 0) AS step_order, s.is_skipped, s.config_override, s.object_filter,
+                    s.output_overrides
              FROM dialectic_stage_recipe_steps s LEFT JOIN system_prompts sp ON sp.id = s.prompt_template_id
              WHERE s.instance_id = $1 ORDER BY step_order, s.created_at",
         )
@@ -97,7 +108,8 @@ pub async fn stage_recipe(
         let steps = sqlx::query_as::<_, StepRecord>(
             "SELECT s.id, s.step_key, s.step_name, s.job_type, s.prompt_type, sp.prompt_text AS prompt_template, s.output_type,
                     s.granularity_strategy, s.inputs_required, s.inputs_relevance, s.outputs_required,
-                    s.step_number AS step_order, false AS is_skipped, '{}'::jsonb AS config_override
+                    s.step_number AS step_order, false AS is_skipped, '{}'::jsonb AS config_override,
+                    '{}'::jsonb AS object_filter, '{}'::jsonb AS output_overrides
              FROM dialectic_recipe_template_steps s LEFT JOIN system_prompts sp ON sp.id = s.prompt_template_id
              WHERE s.template_id = $1 ORDER BY s.step_number, s.step_key",
         )

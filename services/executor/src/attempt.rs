@@ -2,6 +2,7 @@
 //! names (model, session, project, stage), read once at the start.
 
 use crate::{Executor, permanent};
+use dialectic_core::paths::{FileKind, PathContext};
 use dialectic_core::payload::JobPayload;
 use dialectic_core::recipe::RecipeStep;
 use dialectic_runtime::worker::AttemptError;
@@ -16,6 +17,22 @@ pub(crate) struct Attempt<'a> {
     pub session: SessionRow,
     pub project: ProjectRow,
     pub stage: StageRow,
+}
+
+impl Attempt<'_> {
+    /// The object key of a file in this attempt's stage folder (seed 001 layout).
+    pub(crate) fn storage_key(&self, file: FileKind) -> Result<String, AttemptError> {
+        PathContext {
+            project_id: self.project.id,
+            session_short: self.session.id.short(),
+            iteration: self.job.iteration_number.max(1) as u32,
+            stage_number: self.payload.stage_number,
+            stage_slug: self.job.stage_slug.clone(),
+            file,
+        }
+        .construct()
+        .map_err(|e| permanent("bad_path", e))
+    }
 }
 
 impl Executor {

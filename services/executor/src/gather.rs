@@ -1,13 +1,14 @@
 //! gatherInputsForStage (DESIGN §8) for one job: every input rule of its
 //! step, restricted to the job's own sources where the planner fanned it
-//! out, read from S3 into the prompt's resource documents.
+//! out and to what its `object_filter` admits, read from S3 into the
+//! prompt's resource documents.
 
 use crate::{Executor, permanent, retryable};
 use dialectic_core::fanout::SourceDoc;
 use dialectic_core::ids::ModelId;
 use dialectic_core::payload::JobPayload;
 use dialectic_core::prompt::ResourceDocument;
-use dialectic_core::recipe::{InputRule, RecipeStep};
+use dialectic_core::recipe::{InputRule, ObjectFilter, RecipeStep};
 use dialectic_runtime::worker::AttemptError;
 use dialectic_store::StoreError;
 use dialectic_store::inputs::{self, InputDoc};
@@ -81,6 +82,7 @@ impl Executor {
                 continue;
             };
             let found = restricted(found, payload.restriction(index));
+            let found = admitted(found, rule, &step.filter);
             if found.is_empty() {
                 if rule.required {
                     return Err(permanent(
@@ -146,6 +148,20 @@ fn restricted(found: Vec<InputDoc>, keys: Option<&[String]>) -> Vec<InputDoc> {
             .collect(),
         None => found,
     }
+}
+
+/// What a step's `object_filter` lets through of a `document` rule's matches.
+fn admitted(found: Vec<InputDoc>, rule: &InputRule, filter: &ObjectFilter) -> Vec<InputDoc> {
+    if rule.kind != "document" {
+        return found;
+    }
+    found
+        .into_iter()
+        .filter(|d| {
+            let source = SourceDoc::from_key(d.id.to_string(), &d.storage_key, &d.document_key);
+            filter.admits(&d.document_key, &source.author)
+        })
+        .collect()
 }
 
 /// The documents a rule matches; None for an optional rule of a kind this

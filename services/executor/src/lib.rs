@@ -14,6 +14,7 @@ pub mod limits;
 mod persist;
 mod provider;
 mod request;
+mod seed_prompt;
 
 use billing::Billing;
 use dialectic_blob::BlobStore;
@@ -114,11 +115,19 @@ impl JobWork for Executor {
             None => None,
         };
         let prepared = self.request(&attempt, chain.as_ref()).await?;
+        // Before the call: a failed write then costs no model call.
+        let seed_prompt = self
+            .keep_seed_prompt(&attempt, chain.as_ref(), &prepared.request)
+            .await?;
         let reply = self
             .call(job, &attempt.model, &provider, &prepared.request)
             .await?;
-        self.persist(&attempt, worker, chain.as_ref(), reply, prepared.compressed)
-            .await
+        let kept = persist::Kept {
+            reply,
+            compressed: prepared.compressed,
+            seed_prompt,
+        };
+        self.persist(&attempt, worker, chain.as_ref(), kept).await
     }
 }
 

@@ -10,7 +10,7 @@ use crate::chain::{Chain, chunk_content};
 use crate::{Executor, compress, permanent, retryable};
 use dialectic_core::ids::ContributionId;
 use dialectic_core::job::{JobStatus, JobType};
-use dialectic_core::paths::{DocumentName, FileKind, Lineage, PathContext};
+use dialectic_core::paths::{DocumentName, FileKind, Lineage};
 use dialectic_core::recipe::RecipeStep;
 use dialectic_core::sanitize::parse_model_json;
 use dialectic_llm::{ChatResponse, FinishReason};
@@ -99,12 +99,16 @@ pub(crate) fn relationships(
     chain: Option<&Chain>,
     own_id: ContributionId,
     turn: u32,
+    seed_prompt: Option<&str>,
 ) -> Value {
     let mut map = serde_json::Map::new();
     let identity = chain.map_or(own_id, |c| c.identity);
     map.insert(stage.to_string(), Value::String(identity.to_string()));
     if chain.is_some() {
         map.insert("turn".into(), Value::from(turn));
+    }
+    if let Some(key) = seed_prompt {
+        map.insert("seed_prompt".into(), Value::String(key.to_string()));
     }
     Value::Object(map)
 }
@@ -121,9 +125,13 @@ impl Executor {
         attempt: &Attempt<'_>,
         worker: &str,
         chain: Option<&Chain>,
-        reply: Reply,
-        compressed: Vec<compress::Step>,
+        kept: Kept,
     ) -> Result<(), AttemptError> {
+        let Kept {
+            reply,
+            compressed,
+            seed_prompt,
+        } = kept;
         let (value, sanitized) =
             parse_model_json(&reply.response.text).map_err(|e| retryable("malformed_json", e))?;
         if sanitized.was_sanitized {
@@ -148,6 +156,7 @@ impl Executor {
             turn,
             size,
             key: &written.chunk,
+            seed_prompt: seed_prompt.as_deref(),
         };
         match self.record(attempt, worker, &saved).await {
             Ok(Some(id)) => {
@@ -192,19 +201,10 @@ impl Executor {
         name: &DocumentName,
         continuation: Option<u32>,
     ) -> Result<String, AttemptError> {
-        PathContext {
-            project_id: attempt.project.id,
-            session_short: attempt.session.id.short(),
-            iteration: attempt.job.iteration_number.max(1) as u32,
-            stage_number: attempt.payload.stage_number,
-            stage_slug: attempt.job.stage_slug.clone(),
-            file: FileKind::RawChunk {
-                name: name.clone(),
-                continuation,
-            },
-        }
-        .construct()
-        .map_err(|e| permanent("bad_path", e))
+        attempt.storage_key(FileKind::RawChunk {
+            name: name.clone(),
+            continuation,
+        })
     }
 
     /// Stores the chunk and, after a continued document's last turn, the whole.
@@ -316,6 +316,7 @@ impl Executor {
                 saved.chain,
                 id,
                 saved.turn.number,
+                saved.seed_prompt,
             ),
             is_intermediate: !attempt.step.renders_markdown(),
             is_incomplete: saved.turn.incomplete,
@@ -344,6 +345,14 @@ impl Executor {
     }
 }
 
+/// What an attempt brings to `persist`.
+pub(crate) struct Kept {
+    pub reply: Reply,
+    pub compressed: Vec<compress::Step>,
+    /// The stage's `seed_prompt.md`, when this call opened the stage.
+    pub seed_prompt: Option<String>,
+}
+
 /// What `record` stores about a reply.
 struct Saved<'a> {
     chain: Option<&'a Chain>,
@@ -352,6 +361,7 @@ struct Saved<'a> {
     turn: Turn,
     size: i64,
     key: &'a str,
+    seed_prompt: Option<&'a str>,
 }
 
 #[cfg(test)]
@@ -479,12 +489,16 @@ mod tests {
     fn relationships_name_the_document_identity() {
         let own = ContributionId(Uuid::from_u128(1));
         assert_eq!(
-            relationships("thesis", None, own, 0),
+            relationships("thesis", None, own, 0, None),
             serde_json::json!({"thesis": own.to_string()})
+        );
+        assert_eq!(
+            relationships("thesis", None, own, 0, Some("p/1_thesis/seed_prompt.md")),
+            serde_json::json!({"thesis": own.to_string(), "seed_prompt": "p/1_thesis/seed_prompt.md"})
         );
         let continued = chain(&["A"]);
         assert_eq!(
-            relationships("thesis", Some(&continued), own, 1),
+            relationships("thesis", Some(&continued), own, 1, None),
             serde_json::json!({"thesis": continued.identity.to_string(), "turn": 1})
         );
     }

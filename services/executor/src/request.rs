@@ -226,6 +226,7 @@ mod tests {
             order: 1,
             is_skipped: false,
             config: Default::default(),
+            filter: Default::default(),
         }
     }
 

@@ -948,10 +948,13 @@ impl Engine {
                     .await?
                 }
             };
+            // The step's object_filter narrows what it fans out over, as it
+            // narrows what each job reads.
             anchors.push((
                 index,
                 docs.iter()
                     .map(|d| SourceDoc::from_key(d.id.to_string(), &d.storage_key, &d.document_key))
+                    .filter(|d| step.filter.admits(&d.document_key, &d.author))
                     .collect(),
             ));
         }
