@@ -3,7 +3,6 @@
 //! creation; only its SHA-256 is stored. A fast hash is enough because keys are
 //! random (244 bits), not passwords: nothing can be guessed from a dictionary.
 
-use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 /// Every key starts with this, so a leaked one is easy to recognise and grep for.
@@ -31,10 +30,7 @@ pub fn generate() -> String {
 
 /// Hex SHA-256 of the key: what the database stores and looks up.
 pub fn hash(key: &str) -> String {
-    Sha256::digest(key.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::digest::sha256_hex(key.as_bytes())
 }
 
 /// The start of a key that may be shown (e.g. `dlk_1a2b3c4d`).

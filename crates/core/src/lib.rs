@@ -3,6 +3,7 @@
 
 pub mod apikey;
 pub mod context;
+pub mod digest;
 pub mod fanout;
 pub mod ids;
 pub mod job;

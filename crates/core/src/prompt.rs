@@ -73,12 +73,9 @@ pub struct InputRef {
 
 /// First 12 hex digits of the SHA-256 of a text: enough to tell inputs apart.
 pub fn content_digest(text: &str) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .take(6)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    let mut hex = crate::digest::sha256_hex(text.as_bytes());
+    hex.truncate(12);
+    hex
 }
 
 impl InputRef {

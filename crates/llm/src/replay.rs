@@ -5,7 +5,6 @@
 use crate::{ChatResponse, LlmError, ModelProvider};
 use async_trait::async_trait;
 use dialectic_core::prompt::ChatRequest;
-use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
 /// Where recordings live (the executor uses S3).
@@ -30,8 +29,7 @@ pub fn exchange_key(request: &ChatRequest) -> String {
     if let Some(temperature) = request.temperature {
         canonical["temperature"] = serde_json::json!(temperature);
     }
-    let digest = Sha256::digest(canonical.to_string().as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = dialectic_core::digest::sha256_hex(canonical.to_string().as_bytes());
     format!("recordings/{hex}.json")
 }
 

@@ -387,15 +387,15 @@ async fn run(cli: Cli) -> Result<()> {
             feedback,
             document,
         } => submit(&gateway, json, session, stage, feedback, document).await,
-        Command::Pause { session } => pause(&gateway, json, session).await,
-        Command::Resume { session } => resume(&gateway, json, session).await,
+        Command::Pause { session } => change_session(&gateway, session, Lifecycle::Pause).await,
+        Command::Resume { session } => change_session(&gateway, session, Lifecycle::Resume).await,
         Command::Revisit {
             session,
             stage,
             impact,
             reason,
         } => revisit(&gateway, json, session, stage, impact, reason).await,
-        Command::Cancel { session } => cancel(&gateway, json, session).await,
+        Command::Cancel { session } => change_session(&gateway, session, Lifecycle::Cancel).await,
         Command::Docs(DocsCommand::Chunks { resource }) => {
             doc_chunks(&gateway, json, resource).await
         }
@@ -490,31 +490,37 @@ async fn submit(
     Ok(())
 }
 
-async fn pause(gateway: &Gateway, _json: bool, session: String) -> Result<()> {
-    let s = gateway
-        .call(|mut c| {
-            let request = gateway.request(PauseSessionRequest {
-                session_id: session.clone(),
-            });
-            async move { c.pause_session(request).await }
-        })
-        .await?;
-    gateway.print_session_line(&s);
-
-    Ok(())
+/// Pause, resume or cancel: the same call shape, a different RPC.
+#[derive(Clone, Copy)]
+enum Lifecycle {
+    Pause,
+    Resume,
+    Cancel,
 }
 
-async fn resume(gateway: &Gateway, _json: bool, session: String) -> Result<()> {
+async fn change_session(gateway: &Gateway, session: String, change: Lifecycle) -> Result<()> {
     let s = gateway
         .call(|mut c| {
-            let request = gateway.request(ResumeSessionRequest {
-                session_id: session.clone(),
-            });
-            async move { c.resume_session(request).await }
+            let session_id = session.clone();
+            async move {
+                match change {
+                    Lifecycle::Pause => {
+                        let request = gateway.request(PauseSessionRequest { session_id });
+                        c.pause_session(request).await
+                    }
+                    Lifecycle::Resume => {
+                        let request = gateway.request(ResumeSessionRequest { session_id });
+                        c.resume_session(request).await
+                    }
+                    Lifecycle::Cancel => {
+                        let request = gateway.request(CancelSessionRequest { session_id });
+                        c.cancel_session(request).await
+                    }
+                }
+            }
         })
         .await?;
     gateway.print_session_line(&s);
-
     Ok(())
 }
 
@@ -555,20 +561,6 @@ async fn revisit(
             println!("archived: {key}");
         }
     }
-
-    Ok(())
-}
-
-async fn cancel(gateway: &Gateway, _json: bool, session: String) -> Result<()> {
-    let s = gateway
-        .call(|mut c| {
-            let request = gateway.request(CancelSessionRequest {
-                session_id: session.clone(),
-            });
-            async move { c.cancel_session(request).await }
-        })
-        .await?;
-    gateway.print_session_line(&s);
 
     Ok(())
 }

@@ -17,7 +17,6 @@ use dialectic_store::index::{self, IndexKey, IndexedChunk};
 use dialectic_store::{Store, StoreError};
 use dialectic_tokenizer::{Encoding, TokenCounter, TokenizerError};
 use futures::future::BoxFuture;
-use sha2::{Digest, Sha256};
 use std::sync::{Arc, OnceLock};
 use tonic::{Request, Response, Status};
 
@@ -60,10 +59,7 @@ impl From<IndexerError> for Status {
 
 /// The SHA-256 of a text, hex: its identity in the index.
 pub fn content_hash(text: &str) -> String {
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    dialectic_core::digest::sha256_hex(text.as_bytes())
 }
 
 /// Picks the highest-scoring chunks whose tokens fit `budget` (a chunk too big
