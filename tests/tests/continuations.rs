@@ -169,37 +169,110 @@ async fn long_documents_are_continued_rendered_whole_and_capped() {
     env.teardown().await;
 }
 
+/// The thesis documents' jobs, once the stage is over: (id, status, attempts, error).
+async fn document_jobs(
+    env: &TestEnv,
+    session_id: &str,
+) -> Vec<(uuid::Uuid, String, i32, serde_json::Value)> {
+    sqlx::query_as(
+        "SELECT id, status, attempt_count, COALESCE(error_details, 'null'::jsonb) FROM dialectic_generation_jobs
+         WHERE session_id = $1 AND job_type = 'EXECUTE'",
+    )
+    .bind(uuid::Uuid::parse_str(session_id).expect("uuid"))
+    .fetch_all(env.store.pool())
+    .await
+    .expect("jobs")
+}
+
+/// Every document job used all its attempts and failed for `code`, naming
+/// `reason`; nothing was stored or rendered for them.
+async fn every_document_failed(env: &TestEnv, session_id: &str, code: &str, reason: &str) {
+    let failed = document_jobs(env, session_id).await;
+    assert_eq!(failed.len(), 4);
+    for (_, status, attempts, error) in &failed {
+        assert_eq!(status, "retry_loop_failed");
+        assert_eq!(*attempts, env.settings.planner.max_attempts as i32);
+        assert_eq!(
+            error["code"], code,
+            "the cause survives the retries: {error}"
+        );
+        let message = error["message"].as_str().unwrap_or_default();
+        assert!(message.contains(reason), "{message}");
+    }
+    let session = uuid::Uuid::parse_str(session_id).expect("uuid");
+    let stored = env
+        .count(
+            "SELECT count(*) FROM dialectic_contributions WHERE session_id = $1 AND document_key <> 'header_context'",
+            session,
+        )
+        .await;
+    let resources = env
+        .count(
+            "SELECT count(*) FROM dialectic_project_resources WHERE session_id = $1",
+            session,
+        )
+        .await;
+    assert_eq!((stored, resources), (0, 0), "no broken document is stored");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replies_that_never_parse_end_in_retry_loop_failed_with_nothing_rendered() {
     let mut env = TestEnv::new().await;
     env.start_all_recording().await;
     let prompt = format!("A tool library. {}", dialectic_llm::MALFORMED_DIRECTIVE);
     let session_id = thesis(&env, &prompt, "running_thesis").await;
-    let failed: Vec<(String, i32, serde_json::Value)> = sqlx::query_as(
-        "SELECT status, attempt_count, error_details FROM dialectic_generation_jobs
-         WHERE session_id = $1 AND job_type = 'EXECUTE'",
-    )
-    .bind(uuid::Uuid::parse_str(&session_id).expect("uuid"))
-    .fetch_all(env.store.pool())
-    .await
-    .expect("jobs");
-    assert_eq!(failed.len(), 4);
-    for (status, attempts, error) in &failed {
-        assert_eq!(status, "retry_loop_failed");
-        assert_eq!(*attempts, env.settings.planner.max_attempts as i32);
-        assert_eq!(
-            error["code"], "malformed_json",
-            "the cause survives the retries: {error}"
+    every_document_failed(&env, &session_id, "malformed_json", "").await;
+    env.teardown().await;
+}
+
+/// The requests one job sent, in order.
+fn requests_of(job: uuid::Uuid) -> Vec<dialectic_core::prompt::ChatRequest> {
+    dialectic_llm::recorded_requests()
+        .into_iter()
+        .filter(|r| r.job_id.as_deref() == Some(job.to_string().as_str()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reply_missing_a_required_key_is_retried_with_the_reason_then_kept() {
+    let mut env = TestEnv::new().await;
+    env.start_all_recording().await;
+    let prompt = format!("A tool library. {}", dialectic_llm::DROP_KEY_DIRECTIVE);
+    let session_id = thesis(&env, &prompt, "pending_antithesis").await;
+    let jobs = document_jobs(&env, &session_id).await;
+    assert_eq!(jobs.len(), 4);
+    for (job, status, attempts, _) in &jobs {
+        assert_eq!((status.as_str(), *attempts), ("completed", 2), "job {job}");
+        let sent = requests_of(*job);
+        assert_eq!(sent.len(), 2, "job {job}: one refused reply, one kept");
+        let prompt = |r: &dialectic_core::prompt::ChatRequest| {
+            r.messages
+                .last()
+                .map(|m| m.content.clone())
+                .unwrap_or_default()
+        };
+        assert!(!prompt(&sent[0]).contains(dialectic_core::prompt::REJECTED_REPLY));
+        let retry = prompt(&sent[1]);
+        assert!(
+            retry.contains("Your previous reply was not accepted: ")
+                && retry.contains("the reply has no `content` key"),
+            "the retry says why: {retry}"
         );
     }
-    let resources: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM dialectic_project_resources WHERE session_id = $1",
-    )
-    .bind(uuid::Uuid::parse_str(&session_id).expect("uuid"))
-    .fetch_one(env.store.pool())
-    .await
-    .expect("count");
-    assert_eq!(resources, 0, "no broken document is stored");
+    assert_eq!(rendered(&env, &session_id).await.len(), 4);
+    env.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replies_that_keep_missing_a_required_key_end_in_retry_loop_failed_naming_it() {
+    let mut env = TestEnv::new().await;
+    env.start_all_recording().await;
+    let prompt = format!(
+        "A tool library. {}",
+        dialectic_llm::DROP_KEY_ALWAYS_DIRECTIVE
+    );
+    let session_id = thesis(&env, &prompt, "running_thesis").await;
+    every_document_failed(&env, &session_id, "invalid_reply", "no `content` key").await;
     env.teardown().await;
 }
 

@@ -75,7 +75,7 @@ async fn four_executors_sharing_a_limit_of_two_never_exceed_it() {
         output_hints: vec![],
         required_keys: vec![],
         temperature: None,
-        inputs: Vec::new(),
+        ..Default::default()
     };
     // Four "executors": each its own provider and limiter, sharing only Redis.
     let tasks = (0..4).map(|_| {
@@ -158,7 +158,7 @@ async fn a_requests_per_window_budget_spreads_calls_over_windows() {
         output_hints: vec![],
         required_keys: vec![],
         temperature: None,
-        inputs: Vec::new(),
+        ..Default::default()
     };
     let calls = (0..7).map(|_| {
         let provider = provider.clone();

@@ -93,6 +93,7 @@ fn custom_step(key: &str, after: &[&str], before: &[&str]) -> CustomStep {
             required: true,
             multiple: false,
             section_header: Some("--- Header context ---".into()),
+            iteration: Default::default(),
         }],
         inputs_relevance: json(
             r#"[{"document_key": "header_context", "type": "header_context", "relevance": 1.0}]"#,
@@ -102,6 +103,7 @@ fn custom_step(key: &str, after: &[&str], before: &[&str]) -> CustomStep {
             file_type: Some("json".into()),
             template_filename: None,
             required_keys: vec!["content".into()],
+            key_types: Default::default(),
         }],
         after: after.iter().map(|k| k.to_string()).collect(),
         before: before.iter().map(|k| k.to_string()).collect(),

@@ -15,6 +15,7 @@ pub mod revisit;
 pub mod sanitize;
 pub mod service_auth;
 pub mod session;
+pub mod shape;
 pub mod slug;
 pub mod tokens;
 pub mod zip;

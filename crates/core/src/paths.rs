@@ -338,6 +338,22 @@ impl PathContext {
     }
 }
 
+/// The key of the whole document a raw chunk belongs to: a continuation
+/// turn's chunk (under `_work/`) stands for the document its chain assembled
+/// at the root path; every other key stands for itself.
+pub fn whole_document_key(key: &str) -> String {
+    let Ok(mut ctx) = PathContext::deconstruct(key) else {
+        return key.to_string();
+    };
+    match &mut ctx.file {
+        FileKind::RawChunk { continuation, .. } if continuation.is_some() => {
+            *continuation = None;
+            ctx.construct().unwrap_or_else(|_| key.to_string())
+        }
+        _ => key.to_string(),
+    }
+}
+
 impl fmt::Display for PathContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.construct() {
@@ -475,6 +491,18 @@ mod tests {
                 && key.ends_with("gpt-4-1_0_business_case_continuation_1_raw.json"),
             "{key}"
         );
+        let root = PathContext {
+            file: FileKind::RawChunk {
+                name: name(Lineage::Plain),
+                continuation: None,
+            },
+            ..cont.clone()
+        }
+        .construct()
+        .unwrap();
+        assert_eq!(whole_document_key(&key), root);
+        assert_eq!(whole_document_key(&root), root);
+        assert_eq!(whole_document_key("not/a/key"), "not/a/key");
         let critique = ctx(FileKind::RenderedDocument {
             name: name(Lineage::Critiquing {
                 source_model: "claude".into(),

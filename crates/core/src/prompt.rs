@@ -1,7 +1,9 @@
 //! Prompt assembly (seed 001 Phase 2): raw ingredients in a
 //! `PromptConstructionPayload`, one `ChatRequest` out, one model call per job.
 
+use crate::shape::JsonKind;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -99,8 +101,11 @@ pub struct PromptConstructionPayload {
     pub current_user_prompt: String,
 }
 
+/// Opens the note a retry adds when the model's last reply was refused.
+pub const REJECTED_REPLY: &str = "Your previous reply was not accepted:";
+
 /// What one model call receives.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
     pub model: String,
     pub system_instruction: Option<String>,
@@ -115,6 +120,9 @@ pub struct ChatRequest {
     /// providers that can constrain structured output.
     #[serde(default)]
     pub required_keys: Vec<String>,
+    /// The JSON type of the reply's keys (the output rule's `key_types`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub key_types: BTreeMap<String, JsonKind>,
     /// The step's sampling temperature, when its recipe sets one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
@@ -122,6 +130,9 @@ pub struct ChatRequest {
     /// tests. Providers never send it; the simulated model echoes it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inputs: Vec<InputRef>,
+    /// The job that sent it: provenance, like `inputs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
 }
 
 /// Folds resource documents into the final user message (seed 000 steps 9–11):
@@ -157,12 +168,14 @@ pub fn assemble(
         output_type: output_type.to_string(),
         output_hints: output_hints.to_vec(),
         required_keys: Vec::new(),
+        key_types: BTreeMap::new(),
         temperature: None,
         inputs: payload
             .resource_documents
             .iter()
             .map(InputRef::of)
             .collect(),
+        job_id: None,
     }
 }
 

@@ -3,6 +3,7 @@
 
 use crate::ids::StepId;
 use crate::job::{JobType, UnknownValue};
+use crate::shape::{JsonKind, ShapeError};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
@@ -74,10 +75,40 @@ pub struct InputRule {
     pub document_key: Option<String>,
     #[serde(default = "default_true")]
     pub required: bool,
-    #[serde(default)]
+    /// false: the job reads one document of those matched (its own model's
+    /// when there is one); absent or true: every match.
+    #[serde(default = "default_true")]
     pub multiple: bool,
     #[serde(default)]
     pub section_header: Option<String>,
+    /// Which iteration's documents the rule reads.
+    #[serde(default, skip_serializing_if = "InputIteration::is_current")]
+    pub iteration: InputIteration,
+}
+
+/// The iteration an input rule reads from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InputIteration {
+    /// The job's own iteration.
+    #[default]
+    Current,
+    /// The one before (nothing in iteration 1, so such rules are optional).
+    Previous,
+}
+
+impl InputIteration {
+    pub fn is_current(&self) -> bool {
+        *self == InputIteration::Current
+    }
+
+    /// The iteration to read for a job in `iteration`; None before the first.
+    pub fn of(self, iteration: i32) -> Option<i32> {
+        match self {
+            InputIteration::Current => Some(iteration),
+            InputIteration::Previous => (iteration > 1).then_some(iteration - 1),
+        }
+    }
 }
 
 fn default_true() -> bool {
@@ -96,6 +127,9 @@ pub struct OutputRule {
     /// Keys the model's JSON must contain for the document to count as finished.
     #[serde(default)]
     pub required_keys: Vec<String>,
+    /// The JSON type of keys (required or not) wherever they appear.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub key_types: BTreeMap<String, JsonKind>,
 }
 
 impl OutputRule {
@@ -149,7 +183,8 @@ impl StepConfig {
 
 /// Applies a step's `output_overrides` to its output rules: an object keyed
 /// by document key, each value setting `file_type` (markdown | json |
-/// header_context), `template_filename` (null removes it) or `required_keys`.
+/// header_context), `template_filename` (null removes it), `required_keys` or
+/// `key_types`.
 /// Names what is wrong: an output the step does not have, an unknown field.
 pub fn apply_output_overrides(
     outputs: &mut [OutputRule],
@@ -188,9 +223,14 @@ pub fn apply_output_overrides(
                     rule.required_keys = serde_json::from_value(value.clone())
                         .map_err(|e| format!("{place}: {e} (a list of key names)"))?;
                 }
+                "key_types" => {
+                    rule.key_types = serde_json::from_value(value.clone()).map_err(|e| {
+                        format!("{place}: {e} (an object of key: string | number | boolean | array | object)")
+                    })?;
+                }
                 _ => {
                     return Err(format!(
-                        "{place} is not a known field (file_type, template_filename, required_keys)"
+                        "{place} is not a known field (file_type, template_filename, required_keys, key_types)"
                     ));
                 }
             }
@@ -272,9 +312,23 @@ pub struct RecipeStep {
 
 impl RecipeStep {
     pub fn renders_markdown(&self) -> bool {
+        self.own_output().is_some_and(OutputRule::is_markdown)
+    }
+
+    /// The output rule of what this step itself writes (others name the
+    /// documents a plan covers).
+    pub fn own_output(&self) -> Option<&OutputRule> {
         self.outputs_required
             .iter()
-            .any(|o| o.document_key == self.output_type && o.is_markdown())
+            .find(|o| o.document_key == self.output_type)
+    }
+
+    /// Checks a reply against the step's own output rule.
+    pub fn check_reply(&self, value: &serde_json::Value) -> Result<(), ShapeError> {
+        match self.own_output() {
+            Some(rule) => crate::shape::check(value, &rule.required_keys, &rule.key_types),
+            None => Ok(()),
+        }
     }
 }
 
@@ -514,12 +568,14 @@ pub(crate) mod tests {
             file_type: Some("markdown".into()),
             template_filename: Some("thesis_business_case.md".into()),
             required_keys: vec![],
+            key_types: Default::default(),
         }];
         apply_output_overrides(
             &mut outputs,
-            &serde_json::json!({"business_case": {"file_type": "json", "template_filename": null, "required_keys": ["content"]}}),
+            &serde_json::json!({"business_case": {"file_type": "json", "template_filename": null, "required_keys": ["content"], "key_types": {"content": "string"}}}),
         )
         .unwrap();
+        assert_eq!(outputs[0].key_types.get("content"), Some(&JsonKind::String));
         assert_eq!(outputs[0].file_type.as_deref(), Some("json"));
         assert_eq!(outputs[0].template_filename, None);
         assert_eq!(outputs[0].required_keys, ["content"]);
@@ -541,11 +597,31 @@ pub(crate) mod tests {
                 serde_json::json!([]),
                 "must be an object keyed by document key",
             ),
+            (
+                serde_json::json!({"business_case": {"key_types": {"content": "text"}}}),
+                "output_overrides.business_case.key_types: unknown variant `text`",
+            ),
         ];
         for (overrides, expected) in cases {
             let err = apply_output_overrides(&mut outputs, &overrides).unwrap_err();
             assert!(err.contains(expected), "{err}");
         }
+    }
+
+    #[test]
+    fn input_rules_read_every_match_of_this_iteration_unless_told_otherwise() {
+        let rule = |value: serde_json::Value| -> InputRule {
+            serde_json::from_value(value).expect("rule")
+        };
+        let plain = rule(serde_json::json!({"type": "document", "document_key": "master_plan"}));
+        assert!(plain.multiple);
+        assert_eq!(plain.iteration.of(2), Some(2));
+        let earlier = rule(
+            serde_json::json!({"type": "document", "multiple": false, "iteration": "previous"}),
+        );
+        assert!(!earlier.multiple);
+        assert_eq!(earlier.iteration.of(1), None);
+        assert_eq!(earlier.iteration.of(3), Some(2));
     }
 
     #[test]
@@ -834,18 +910,21 @@ pub(crate) mod tests {
             file_type: Some("markdown".into()),
             template_filename: None,
             required_keys: vec![],
+            key_types: Default::default(),
         };
         let by_name = OutputRule {
             document_key: "x".into(),
             file_type: None,
             template_filename: Some("x.md".into()),
             required_keys: vec![],
+            key_types: Default::default(),
         };
         let json = OutputRule {
             document_key: "x".into(),
             file_type: Some("json".into()),
             template_filename: None,
             required_keys: vec![],
+            key_types: Default::default(),
         };
         assert!(md.is_markdown() && by_name.is_markdown() && !json.is_markdown());
     }

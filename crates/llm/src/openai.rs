@@ -457,7 +457,7 @@ mod tests {
             output_hints: vec![],
             required_keys: vec![],
             temperature,
-            inputs: Vec::new(),
+            ..Default::default()
         }
     }
 

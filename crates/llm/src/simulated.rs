@@ -14,7 +14,8 @@
 
 use crate::{ChatResponse, FinishReason, LlmError, ModelProvider};
 use async_trait::async_trait;
-use dialectic_core::prompt::{ChatRequest, InputRef, Role, title_from_key};
+use dialectic_core::prompt::{ChatRequest, InputRef, REJECTED_REPLY, Role, title_from_key};
+use dialectic_core::shape::JsonKind;
 use dialectic_core::tokens::estimate_tokens;
 use sha2::{Digest, Sha256};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,6 +39,15 @@ pub struct SimulatedSettings {
 /// Seed prompt directive that makes every document reply malformed JSON, to
 /// exercise the sanitizer's failure path and the retry loop.
 pub const MALFORMED_DIRECTIVE: &str = "[[simulate:malformed]]";
+
+/// Seed prompt directive: every document reply leaves out its step's last
+/// required key until the prompt says a reply was refused (a retry), to
+/// exercise the refusal and its note.
+pub const DROP_KEY_DIRECTIVE: &str = "[[simulate:drop-key]]";
+
+/// Seed prompt directive: every document reply leaves out its step's last
+/// required key, retries included, so the job exhausts its attempts.
+pub const DROP_KEY_ALWAYS_DIRECTIVE: &str = "[[simulate:drop-key-always]]";
 
 /// The reserved key of a simulated reply that lists the request's inputs.
 pub const INPUTS_KEY: &str = "_inputs";
@@ -205,6 +215,34 @@ impl ModelProvider for SimulatedProvider {
     }
 }
 
+/// A value for a required key of the type its step names (a string when untyped).
+fn typed_value(request: &ChatRequest, key: &str) -> serde_json::Value {
+    let text = format!(
+        "{} {} for {}",
+        request.model,
+        key.replace('_', " "),
+        title_from_key(&request.output_type).to_lowercase()
+    );
+    match request.key_types.get(key) {
+        None | Some(JsonKind::String) => serde_json::Value::String(text),
+        Some(JsonKind::Number) => serde_json::json!(3),
+        Some(JsonKind::Boolean) => serde_json::json!(true),
+        Some(JsonKind::Array) => serde_json::json!([text]),
+        Some(JsonKind::Object) => serde_json::json!({ "summary": text }),
+    }
+}
+
+/// The required key a drop-key directive leaves out of this reply, if any.
+fn dropped_key<'a>(request: &'a ChatRequest, first_user: &str) -> Option<&'a str> {
+    let retried = request
+        .messages
+        .iter()
+        .any(|m| m.role == Role::User && m.content.contains(REJECTED_REPLY));
+    let drops = first_user.contains(DROP_KEY_ALWAYS_DIRECTIVE)
+        || (first_user.contains(DROP_KEY_DIRECTIVE) && !retried);
+    drops.then(|| request.required_keys.last().map(String::as_str))?
+}
+
 /// One line per call, appended in one write, so processes sharing the file
 /// never interleave within a line.
 fn log_call(path: &std::path::Path, output_type: &str) -> Result<(), LlmError> {
@@ -281,15 +319,17 @@ impl SimulatedProvider {
                 "continuation_needed": more,
                 INPUTS_KEY: inputs_json(request),
             });
-            // Structured steps name the keys they need; give each one a value
-            // derived from the document, as a model following a schema would.
-            for key in request.required_keys.iter().filter(|k| *k != "content") {
-                reply[key.as_str()] = serde_json::Value::String(format!(
-                    "{} {} for {}",
-                    request.model,
-                    key.replace('_', " "),
-                    title_from_key(&request.output_type).to_lowercase()
-                ));
+            // Structured steps name the keys they need; the last turn gives
+            // each a value of its type, as a model following a schema would.
+            if !more {
+                for key in request.required_keys.iter().filter(|k| *k != "content") {
+                    reply[key.as_str()] = typed_value(request, key);
+                }
+            }
+            if let Some(key) = dropped_key(request, first_user)
+                && let Some(fields) = reply.as_object_mut()
+            {
+                fields.remove(key);
             }
             (
                 reply.to_string(),
@@ -363,7 +403,7 @@ mod tests {
             output_hints: vec![],
             required_keys: vec![],
             temperature: None,
-            inputs: Vec::new(),
+            ..Default::default()
         }
     }
 

@@ -36,7 +36,7 @@ fn request() -> ChatRequest {
         output_hints: vec![],
         required_keys: vec![],
         temperature: None,
-        inputs: Vec::new(),
+        ..Default::default()
     }
 }
 

@@ -6,6 +6,8 @@
 
 use crate::{StoreError, Tx};
 use dialectic_core::ids::{ModelId, ProjectId, SessionId, UserId};
+use dialectic_core::paths::whole_document_key;
+use dialectic_core::recipe::InputRule;
 use uuid::Uuid;
 
 /// A matched document and where its bytes are.
@@ -45,11 +47,11 @@ pub async fn earlier_stage_documents(
     if !rendered.is_empty() || document_key == "*" {
         return Ok(rendered);
     }
-    Ok(sqlx::query_as(
+    let chunks = sqlx::query_as(
         "SELECT id, raw_response_storage_path AS storage_key, document_key, model_id, false AS from_resource
          FROM dialectic_contributions
          WHERE session_id = $1 AND stage_slug = $2 AND iteration_number = $3 AND document_key = $4
-           AND NOT is_archived
+           AND is_latest_edit AND NOT is_archived
          ORDER BY file_name",
     )
     .bind(session_id)
@@ -57,11 +59,25 @@ pub async fn earlier_stage_documents(
     .bind(iteration)
     .bind(document_key)
     .fetch_all(&mut *executor)
-    .await?)
+    .await?;
+    Ok(whole_documents(chunks))
+}
+
+/// A continued document has a row per turn; only its newest is the latest
+/// edit, and it stands for the whole its chain assembled.
+fn whole_documents(latest_chunks: Vec<InputDoc>) -> Vec<InputDoc> {
+    latest_chunks
+        .into_iter()
+        .map(|doc| InputDoc {
+            storage_key: whole_document_key(&doc.storage_key),
+            ..doc
+        })
+        .collect()
 }
 
 /// Artifacts the root model produced earlier in this stage (header contexts,
-/// pairwise and reduced JSON, earlier documents of a sequential recipe).
+/// pairwise and reduced JSON, earlier documents of a sequential recipe), one
+/// per document however many turns wrote it.
 pub async fn own_stage_artifacts(
     executor: &mut sqlx::PgConnection,
     session_id: SessionId,
@@ -70,11 +86,11 @@ pub async fn own_stage_artifacts(
     document_key: &str,
     model_id: ModelId,
 ) -> Result<Vec<InputDoc>, StoreError> {
-    Ok(sqlx::query_as(
+    let chunks = sqlx::query_as(
         "SELECT id, raw_response_storage_path AS storage_key, document_key, model_id, false AS from_resource
          FROM dialectic_contributions
          WHERE session_id = $1 AND stage_slug = $2 AND iteration_number = $3
-           AND ($4 = '*' OR document_key = $4) AND model_id = $5 AND NOT is_archived
+           AND ($4 = '*' OR document_key = $4) AND model_id = $5 AND is_latest_edit AND NOT is_archived
          ORDER BY document_key, file_name",
     )
     .bind(session_id)
@@ -83,7 +99,72 @@ pub async fn own_stage_artifacts(
     .bind(document_key)
     .bind(model_id)
     .fetch_all(&mut *executor)
-    .await?)
+    .await?;
+    Ok(whole_documents(chunks))
+}
+
+/// Where a `document` input rule of one job looks.
+pub struct DocumentQuery<'a> {
+    pub session_id: SessionId,
+    /// The stage of the job that reads.
+    pub job_stage: &'a str,
+    /// Its root model, when it has one.
+    pub model_id: Option<ModelId>,
+    /// The stage the rule names.
+    pub stage: &'a str,
+    pub document_key: &'a str,
+    pub iteration: i32,
+    /// Whether `iteration` is the job's own.
+    pub current_iteration: bool,
+}
+
+impl<'a> DocumentQuery<'a> {
+    /// Where `rule` looks for a job of `job_stage` in `job_iteration`; None
+    /// when the iteration it names does not exist yet.
+    pub fn for_rule(
+        session_id: SessionId,
+        job_stage: &'a str,
+        model_id: Option<ModelId>,
+        job_iteration: i32,
+        rule: &'a InputRule,
+    ) -> Option<Self> {
+        let iteration = rule.iteration.of(job_iteration)?;
+        Some(DocumentQuery {
+            session_id,
+            job_stage,
+            model_id,
+            stage: rule.stage_slug.as_deref().unwrap_or(job_stage),
+            document_key: rule.document_key.as_deref().unwrap_or("*"),
+            iteration,
+            current_iteration: iteration == job_iteration,
+        })
+    }
+}
+
+/// What a `document` rule matches: within the job's own stage and iteration,
+/// its root model's artifacts; otherwise the finished documents of that
+/// stage and iteration.
+pub async fn rule_documents(
+    executor: &mut sqlx::PgConnection,
+    q: &DocumentQuery<'_>,
+) -> Result<Vec<InputDoc>, StoreError> {
+    match (q.stage == q.job_stage && q.current_iteration, q.model_id) {
+        (true, Some(model)) => {
+            own_stage_artifacts(
+                executor,
+                q.session_id,
+                q.stage,
+                q.iteration,
+                q.document_key,
+                model,
+            )
+            .await
+        }
+        _ => {
+            earlier_stage_documents(executor, q.session_id, q.stage, q.iteration, q.document_key)
+                .await
+        }
+    }
 }
 
 /// Feedback on a stage: this iteration's first, then earlier iterations'.

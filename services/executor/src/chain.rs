@@ -4,6 +4,7 @@
 use crate::{Executor, permanent, retryable};
 use dialectic_core::ids::ContributionId;
 use dialectic_core::paths::{DocumentName, FileKind, PathContext};
+use dialectic_core::shape::merge_chunks;
 use dialectic_runtime::worker::AttemptError;
 use dialectic_store::jobs::JobRow;
 use dialectic_store::records::{self, USER_EDIT};
@@ -21,15 +22,16 @@ pub(crate) struct Chain {
     pub chunks: Vec<Chunk>,
 }
 
-/// The text a chunk contributes to its document.
-pub(crate) fn chunk_content(raw: &str) -> String {
-    match serde_json::from_str::<serde_json::Value>(raw) {
-        Ok(v) => match v.get("content") {
-            Some(serde_json::Value::String(s)) => s.clone(),
-            Some(other) => other.to_string(),
-            None => String::new(),
-        },
-        Err(_) => String::new(),
+impl Chain {
+    /// The whole document so far and `last` after it: the chunks' JSON merged
+    /// (seed 001 Phase 4). A chunk that is not JSON adds nothing.
+    pub(crate) fn whole_with(&self, last: &serde_json::Value) -> serde_json::Value {
+        let earlier: Vec<serde_json::Value> = self
+            .chunks
+            .iter()
+            .filter_map(|c| serde_json::from_str(&c.raw).ok())
+            .collect();
+        merge_chunks(earlier.iter().chain(std::iter::once(last)))
     }
 }
 
@@ -86,18 +88,5 @@ impl Executor {
             root_name,
             chunks,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn chunk_content_reads_the_content_field() {
-        assert_eq!(chunk_content(r#"{"content": "abc"}"#), "abc");
-        assert_eq!(chunk_content(r#"{"content": ["a"]}"#), r#"["a"]"#);
-        assert_eq!(chunk_content(r#"{"other": 1}"#), "");
-        assert_eq!(chunk_content("not json"), "");
     }
 }

@@ -11,7 +11,7 @@ use dialectic_core::prompt::ResourceDocument;
 use dialectic_core::recipe::{InputRule, ObjectFilter, RecipeStep};
 use dialectic_runtime::worker::AttemptError;
 use dialectic_store::StoreError;
-use dialectic_store::inputs::{self, InputDoc};
+use dialectic_store::inputs::{self, DocumentQuery, InputDoc};
 use dialectic_store::jobs::JobRow;
 use sqlx::PgConnection;
 
@@ -47,7 +47,8 @@ struct Lookup<'a> {
     rule: &'a InputRule,
     index: usize,
     stage: &'a str,
-    key: &'a str,
+    /// The iteration the rule reads (`iteration: previous` reads the one before).
+    iteration: i32,
 }
 
 impl Executor {
@@ -71,18 +72,27 @@ impl Executor {
                 resources.push(seed(job, rule, seed_prompt, relevance));
                 continue;
             }
+            // Iteration 1 has no earlier iteration to read.
+            let Some(iteration) = rule.iteration.of(job.iteration_number) else {
+                continue;
+            };
             let lookup = Lookup {
                 job,
                 rule,
                 index,
                 stage: rule.stage_slug.as_deref().unwrap_or(&job.stage_slug),
-                key: rule.document_key.as_deref().unwrap_or("*"),
+                iteration,
             };
             let Some(found) = matching(&mut conn, &lookup).await? else {
                 continue;
             };
             let found = restricted(found, payload.restriction(index));
             let found = admitted(found, rule, &step.filter);
+            let found = if rule.multiple {
+                found
+            } else {
+                the_one(found, job.model_id)
+            };
             if found.is_empty() {
                 if rule.required {
                     return Err(permanent(
@@ -150,6 +160,16 @@ fn restricted(found: Vec<InputDoc>, keys: Option<&[String]>) -> Vec<InputDoc> {
     }
 }
 
+/// A `multiple: false` rule reads one document: the job's own model's when
+/// it wrote one of those matched, else the first.
+fn the_one(found: Vec<InputDoc>, own_model: Option<ModelId>) -> Vec<InputDoc> {
+    let own = found
+        .iter()
+        .position(|d| own_model.is_some() && d.model_id == own_model)
+        .unwrap_or(0);
+    found.into_iter().nth(own).into_iter().collect()
+}
+
 /// What a step's `object_filter` lets through of a `document` rule's matches.
 fn admitted(found: Vec<InputDoc>, rule: &InputRule, filter: &ObjectFilter) -> Vec<InputDoc> {
     if rule.kind != "document" {
@@ -182,21 +202,21 @@ async fn matching(
             all.truncate(1);
             all
         }
-        "document" => match (lookup.stage == job.stage_slug, job.model_id) {
-            (true, Some(model)) => own_artifacts(conn, lookup, model).await?,
-            _ => {
-                inputs::earlier_stage_documents(
-                    conn,
-                    job.session_id,
-                    lookup.stage,
-                    job.iteration_number,
-                    lookup.key,
-                )
-                .await?
+        "document" => {
+            let query = DocumentQuery::for_rule(
+                job.session_id,
+                &job.stage_slug,
+                job.model_id,
+                job.iteration_number,
+                lookup.rule,
+            );
+            match query {
+                Some(query) => inputs::rule_documents(conn, &query).await?,
+                None => Vec::new(),
             }
-        },
+        }
         "feedback" => {
-            inputs::feedback(conn, job.session_id, lookup.stage, job.iteration_number).await?
+            inputs::feedback(conn, job.session_id, lookup.stage, lookup.iteration).await?
         }
         other if lookup.rule.required => {
             return Err(permanent(
@@ -222,8 +242,8 @@ async fn own_artifacts(
         conn,
         job.session_id,
         lookup.stage,
-        job.iteration_number,
-        lookup.key,
+        lookup.iteration,
+        lookup.rule.document_key.as_deref().unwrap_or("*"),
         model,
     )
     .await?)
@@ -254,6 +274,21 @@ mod tests {
             .collect();
         assert_eq!(kept, vec!["b"]);
         assert_eq!(restricted(found, None).len(), 3);
+    }
+
+    #[test]
+    fn a_single_document_rule_reads_the_jobs_own_models_document() {
+        let mine = ModelId(Uuid::from_u128(2));
+        let by = |key: &str, model: u128| InputDoc {
+            model_id: Some(ModelId(Uuid::from_u128(model))),
+            ..doc(key)
+        };
+        let found = vec![by("a", 1), by("b", 2), by("c", 2)];
+        let keys =
+            |docs: Vec<InputDoc>| docs.into_iter().map(|d| d.storage_key).collect::<Vec<_>>();
+        assert_eq!(keys(the_one(found.clone(), Some(mine))), ["b"]);
+        assert_eq!(keys(the_one(found, None)), ["a"]);
+        assert!(the_one(Vec::new(), Some(mine)).is_empty());
     }
 
     #[test]

@@ -131,6 +131,10 @@ impl JobWork for Executor {
     }
 }
 
+/// A reply that parsed but lacks a key its step requires, or has one of the
+/// wrong type: retried with the reason, then `retry_loop_failed`.
+const INVALID_REPLY: &str = "invalid_reply";
+
 const CONTINUE_INSTRUCTION: &str = "Continue exactly where your previous reply stopped. Reply with the same JSON shape, \
      holding only the text that comes next.";
 

@@ -6,13 +6,14 @@
 
 use crate::attempt::Attempt;
 use crate::call::Reply;
-use crate::chain::{Chain, chunk_content};
-use crate::{Executor, compress, permanent, retryable};
+use crate::chain::Chain;
+use crate::{Executor, INVALID_REPLY, compress, permanent, retryable};
 use dialectic_core::ids::ContributionId;
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::paths::{DocumentName, FileKind, Lineage};
 use dialectic_core::recipe::RecipeStep;
 use dialectic_core::sanitize::parse_model_json;
+use dialectic_core::shape::CONTINUATION_FLAG;
 use dialectic_llm::{ChatResponse, FinishReason};
 use dialectic_proto::v1::queue::JobSucceeded;
 use dialectic_runtime::worker::{self, AttemptError};
@@ -40,7 +41,7 @@ impl Turn {
         max_continuations: u32,
     ) -> Self {
         let number = earlier_chunks as u32;
-        let unfinished = step.job_type == JobType::Execute && needs_more(response, value, step);
+        let unfinished = step.job_type == JobType::Execute && was_cut_off(response, value);
         // Seed 001: a capped document is assembled from what exists and marked incomplete.
         let incomplete = unfinished && number >= max_continuations;
         Turn {
@@ -56,40 +57,50 @@ impl Turn {
     }
 }
 
-/// A turn that stopped on length, says it needs more, or lacks a key its step
-/// requires is not a finished document (seed 001 "Limits and honest failure").
-pub(crate) fn needs_more(response: &ChatResponse, value: &Value, step: &RecipeStep) -> bool {
+/// A turn that stopped on length or says it needs more was cut off and is
+/// continued (seed 001 "Limits and honest failure"); a whole reply that
+/// lacks a key is refused instead ([`RecipeStep::check_reply`]).
+pub(crate) fn was_cut_off(response: &ChatResponse, value: &Value) -> bool {
     let flagged = value
-        .get("continuation_needed")
+        .get(CONTINUATION_FLAG)
         .and_then(|v| v.as_bool())
         .unwrap_or(false);
-    let missing_key = step
-        .outputs_required
-        .iter()
-        .filter(|o| o.document_key == step.output_type)
-        .flat_map(|o| o.required_keys.iter())
-        .any(|k| value.get(k).is_none());
-    response.finish_reason == FinishReason::Length || flagged || missing_key
+    response.finish_reason == FinishReason::Length || flagged
+}
+
+/// A finished reply (the whole document, for a continued one) must have the
+/// shape its step asks for; a refused one is retried with the reason.
+fn check_shape(
+    step: &RecipeStep,
+    chain: Option<&Chain>,
+    value: &Value,
+    turn: Turn,
+) -> Result<(), AttemptError> {
+    if turn.continuation_needed || turn.incomplete {
+        return Ok(());
+    }
+    let whole = chain.map(|c| c.whole_with(value));
+    step.check_reply(whole.as_ref().unwrap_or(value))
+        .map_err(|e| retryable(INVALID_REPLY, format!("{}: {e}", step.output_type)))
 }
 
 fn encode(value: &impl serde::Serialize) -> Result<Vec<u8>, AttemptError> {
     serde_json::to_vec_pretty(value).map_err(|e| permanent("encode", e))
 }
 
-/// Seed 001 Phase 4: the whole document from every chunk's content, this one last.
+/// Seed 001 Phase 4: the whole document from every chunk, this one last, as
+/// one JSON document, with how many chunks made it and whether it was capped.
 pub(crate) fn assembled(
     chain: &Chain,
     last: &Value,
     incomplete: bool,
 ) -> Result<Vec<u8>, AttemptError> {
-    let last = serde_json::to_string(last).map_err(|e| permanent("encode", e))?;
-    let mut merged: String = chain.chunks.iter().map(|c| chunk_content(&c.raw)).collect();
-    merged.push_str(&chunk_content(&last));
-    encode(&serde_json::json!({
-        "content": merged,
-        "chunks": chain.chunks.len() + 1,
-        "incomplete": incomplete,
-    }))
+    let mut whole = chain.whole_with(last);
+    if let Some(fields) = whole.as_object_mut() {
+        fields.insert("chunks".into(), Value::from(chain.chunks.len() + 1));
+        fields.insert("incomplete".into(), Value::from(incomplete));
+    }
+    encode(&whole)
 }
 
 /// The chain a contribution belongs to (its document identity) and, for a
@@ -148,6 +159,7 @@ impl Executor {
             earlier,
             self.max_continuations,
         );
+        check_shape(&attempt.step, chain, &value, turn)?;
         let (written, size) = self.write_chunks(attempt, chain, &value, turn).await?;
         let saved = Saved {
             chain,
@@ -384,6 +396,7 @@ mod tests {
             file_type: Some("json".into()),
             template_filename: None,
             required_keys: required.iter().map(|k| k.to_string()).collect(),
+            key_types: Default::default(),
         }];
         step
     }
@@ -419,31 +432,36 @@ mod tests {
     }
 
     #[test]
-    fn a_turn_is_unfinished_when_cut_flagged_or_missing_a_required_key() {
-        let execute = |r: &[&str]| step("EXECUTE", r);
-        let done = serde_json::json!({"content": "x", "risks": []});
-        assert!(!needs_more(
-            &reply(FinishReason::Stop),
-            &done,
-            &execute(&["content", "risks"])
-        ));
-        assert!(needs_more(
-            &reply(FinishReason::Length),
-            &done,
-            &execute(&["content"])
-        ));
+    fn a_turn_continues_only_when_cut_off_or_flagged() {
+        let done = serde_json::json!({"content": "x"});
+        assert!(!was_cut_off(&reply(FinishReason::Stop), &done));
+        assert!(was_cut_off(&reply(FinishReason::Length), &done));
         let flagged = serde_json::json!({"content": "x", "continuation_needed": true});
-        assert!(needs_more(
-            &reply(FinishReason::Stop),
-            &flagged,
-            &execute(&["content"])
-        ));
+        assert!(was_cut_off(&reply(FinishReason::Stop), &flagged));
+    }
+
+    #[test]
+    fn a_finished_reply_missing_a_key_is_refused_naming_it() {
+        let execute = step("EXECUTE", &["content", "risks"]);
+        let whole = Turn::of(&execute, &reply(FinishReason::Stop), &Value::Null, 0, 2);
         let missing = serde_json::json!({"content": "x"});
-        assert!(needs_more(
-            &reply(FinishReason::Stop),
-            &missing,
-            &execute(&["content", "risks"])
-        ));
+        let err = check_shape(&execute, None, &missing, whole).expect_err("refused");
+        assert!(
+            matches!(&err, AttemptError::Retryable { code: INVALID_REPLY, message }
+                if message.contains("`risks`")),
+            "{err}"
+        );
+        // A continued document is judged whole: the key came in an earlier chunk.
+        let earlier = Chain {
+            chunks: vec![Chunk {
+                id: ContributionId::new(),
+                raw: serde_json::json!({"content": "A", "risks": []}).to_string(),
+            }],
+            ..chain(&[])
+        };
+        assert!(check_shape(&execute, Some(&earlier), &missing, whole).is_ok());
+        let cut = Turn::of(&execute, &reply(FinishReason::Length), &missing, 0, 2);
+        assert!(check_shape(&execute, None, &missing, cut).is_ok());
     }
 
     #[test]
@@ -476,11 +494,14 @@ mod tests {
     }
 
     #[test]
-    fn the_last_turn_assembles_every_chunk_in_order() {
-        let last = serde_json::json!({"content": "C"});
-        let body = assembled(&chain(&["A", "B"]), &last, false).expect("assembles");
+    fn the_last_turn_assembles_every_chunk_in_order_as_json() {
+        let last = serde_json::json!({"content": "C", "risks": ["r2"]});
+        let mut earlier = chain(&["A", "B"]);
+        earlier.chunks[1].raw = serde_json::json!({"content": "B", "risks": ["r1"]}).to_string();
+        let body = assembled(&earlier, &last, false).expect("assembles");
         let whole: Value = serde_json::from_slice(&body).expect("json");
         assert_eq!(whole["content"], "ABC");
+        assert_eq!(whole["risks"], serde_json::json!(["r1", "r2"]));
         assert_eq!(whole["chunks"], 3);
         assert_eq!(whole["incomplete"], false);
     }

@@ -4,10 +4,10 @@
 
 use crate::attempt::Attempt;
 use crate::chain::Chain;
-use crate::{CONTINUE_INSTRUCTION, Executor, compress, now_ms, permanent};
+use crate::{CONTINUE_INSTRUCTION, Executor, INVALID_REPLY, compress, now_ms, permanent};
 use dialectic_cache::{Cache, ProgressEvent};
 use dialectic_core::context::Context;
-use dialectic_core::prompt::{ChatRequest, Message, PromptConstructionPayload};
+use dialectic_core::prompt::{ChatRequest, Message, PromptConstructionPayload, REJECTED_REPLY};
 use dialectic_core::recipe::RecipeStep;
 use dialectic_runtime::worker::AttemptError;
 use dialectic_store::jobs::JobRow;
@@ -55,7 +55,11 @@ impl Executor {
             );
         }
         let mut request = fitted.request;
-        request.required_keys = required_keys(&attempt.step);
+        if let Some(own) = attempt.step.own_output() {
+            request.required_keys = own.required_keys.clone();
+            request.key_types = own.key_types.clone();
+        }
+        request.job_id = Some(attempt.job.id.to_string());
         Ok(Prepared {
             request,
             compressed: fitted.steps,
@@ -80,10 +84,12 @@ impl Executor {
             system_instruction: attempt.stage.system_prompt.clone(),
             conversation_history: Vec::new(),
             resource_documents: resources,
-            current_user_prompt: step
-                .prompt_template
-                .clone()
-                .unwrap_or_else(|| format!("Write the {} document as JSON.", step.output_type)),
+            current_user_prompt: with_retry_note(
+                step.prompt_template
+                    .clone()
+                    .unwrap_or_else(|| format!("Write the {} document as JSON.", step.output_type)),
+                attempt.job,
+            ),
         };
         // Seed 001: the original request, then one assistant message per chunk.
         let chunks = chain.map_or_else(Vec::new, |c| {
@@ -135,13 +141,28 @@ fn hints(planned_documents: &[String], step: &RecipeStep) -> Vec<String> {
     }
 }
 
-/// The keys the step's own output must carry.
-fn required_keys(step: &RecipeStep) -> Vec<String> {
-    step.outputs_required
-        .iter()
-        .filter(|o| o.document_key == step.output_type)
-        .flat_map(|o| o.required_keys.iter().cloned())
-        .collect()
+/// Failures the model can mend by answering again: its last reply was not
+/// JSON, or not the JSON its step asked for.
+const MENDABLE: [&str; 2] = ["malformed_json", INVALID_REPLY];
+
+/// A retry after a refused reply tells the model why it was refused.
+fn with_retry_note(prompt: String, job: &JobRow) -> String {
+    let Some(details) = job.error_details.as_ref().map(|d| &d.0) else {
+        return prompt;
+    };
+    let code = details.get("code").and_then(|c| c.as_str()).unwrap_or("");
+    let previous = details.get("attempt").and_then(|a| a.as_i64());
+    if !MENDABLE.contains(&code) || previous != Some(i64::from(job.attempt_count) - 1) {
+        return prompt;
+    }
+    let reason = details
+        .get("message")
+        .and_then(|m| m.as_str())
+        .unwrap_or(code);
+    format!(
+        "{prompt}\n\n{REJECTED_REPLY} {reason}. Reply again with one JSON object that has every \
+         required key, each with the type asked for."
+    )
 }
 
 fn payer(job: &JobRow) -> compress::Payer {
@@ -228,27 +249,6 @@ mod tests {
             config: Default::default(),
             filter: Default::default(),
         }
-    }
-
-    #[test]
-    fn only_the_steps_own_output_names_required_keys() {
-        let own = OutputRule {
-            document_key: "business_case".into(),
-            required_keys: vec!["content".into(), "risks".into()],
-            file_type: None,
-            template_filename: None,
-        };
-        let other = OutputRule {
-            document_key: "header_context".into(),
-            required_keys: vec!["plan".into()],
-            file_type: None,
-            template_filename: None,
-        };
-        assert_eq!(
-            required_keys(&step(vec![own, other])),
-            vec!["content", "risks"]
-        );
-        assert!(required_keys(&step(vec![])).is_empty());
     }
 
     #[test]

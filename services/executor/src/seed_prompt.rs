@@ -73,7 +73,7 @@ mod tests {
             output_hints: vec![],
             required_keys: vec![],
             temperature: None,
-            inputs: vec![],
+            ..Default::default()
         };
         assert_eq!(
             seed_prompt_markdown(&request),

@@ -901,8 +901,7 @@ impl Engine {
     }
 
     /// The documents a fanning-out step's anchor rules match (its first two
-    /// `document` rules): the root model's own artifacts for same-stage rules,
-    /// every model's finished documents for earlier stages.
+    /// `document` rules), as its jobs will read them (`inputs::rule_documents`).
     async fn anchors(
         &self,
         unit: &mut Unit,
@@ -923,30 +922,16 @@ impl Engine {
             .filter(|(_, r)| r.kind == "document")
             .take(2)
         {
-            let stage = rule.stage_slug.as_deref().unwrap_or(&root.stage_slug);
-            let key = rule.document_key.as_deref().unwrap_or("*");
-            let docs = match (stage == root.stage_slug, root.model_id) {
-                (true, Some(model)) => {
-                    inputs::own_stage_artifacts(
-                        &mut unit.tx,
-                        root.session_id,
-                        stage,
-                        root.iteration_number,
-                        key,
-                        model,
-                    )
-                    .await?
-                }
-                _ => {
-                    inputs::earlier_stage_documents(
-                        &mut unit.tx,
-                        root.session_id,
-                        stage,
-                        root.iteration_number,
-                        key,
-                    )
-                    .await?
-                }
+            let query = inputs::DocumentQuery::for_rule(
+                root.session_id,
+                &root.stage_slug,
+                root.model_id,
+                root.iteration_number,
+                rule,
+            );
+            let docs = match query {
+                Some(query) => inputs::rule_documents(&mut unit.tx, &query).await?,
+                None => Vec::new(),
             };
             // The step's object_filter narrows what it fans out over, as it
             // narrows what each job reads.
