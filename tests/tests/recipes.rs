@@ -639,3 +639,45 @@ async fn skipped_step_is_honoured_by_the_planner_end_to_end() {
     assert!(snapshot.step_by_key(SUCCESS_METRICS).unwrap().is_skipped);
     env.teardown().await;
 }
+
+/// The shipped pipeline file is what a freshly migrated database runs:
+/// exporting the seeded `dialectic` pipeline gives the file back, field for
+/// field; an edited stage exports as edited; an unknown pipeline is NotFound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_pipeline_file_is_the_seeded_pipeline() {
+    use dialectic_core::pipeline::PipelineFile;
+    use dialectic_store::pipelines;
+    let env = TestEnv::new().await;
+    let shipped = PipelineFile::parse(include_str!("../../pipelines/dialectic.toml"))
+        .expect("the shipped file parses");
+    let exported = pipelines::export(env.store.pool(), "dialectic")
+        .await
+        .expect("export");
+    assert_eq!(exported, shipped);
+
+    recipe_edit::override_step(
+        env.store.pool(),
+        STAGE,
+        BUSINESS_CASE,
+        &json(r#"{"max_tokens": 321}"#),
+        &json("{}"),
+    )
+    .await
+    .expect("override");
+    let edited = pipelines::export(env.store.pool(), "dialectic")
+        .await
+        .expect("export");
+    let step = edited.stages[0]
+        .steps
+        .iter()
+        .find(|s| s.key == BUSINESS_CASE)
+        .expect("the edited step");
+    assert_eq!(step.config.max_tokens, Some(321));
+
+    let unknown = pipelines::export(env.store.pool(), "essay").await;
+    assert!(
+        matches!(unknown, Err(dialectic_store::StoreError::NotFound(_))),
+        "{unknown:?}"
+    );
+    env.teardown().await;
+}

@@ -9,6 +9,7 @@ pub mod ids;
 pub mod job;
 pub mod paths;
 pub mod payload;
+pub mod pipeline;
 pub mod prompt;
 pub mod recipe;
 pub mod revisit;

@@ -9,6 +9,7 @@ pub mod jobs;
 pub mod ledger;
 pub mod listing;
 pub mod outbox;
+pub mod pipelines;
 pub mod recipe_edit;
 pub mod recipes;
 pub mod records;

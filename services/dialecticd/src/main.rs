@@ -40,6 +40,9 @@ enum Command {
     /// Administration that talks to the database directly.
     #[command(subcommand)]
     Admin(AdminCommand),
+    /// Pipeline files: one TOML file per process (docs/pipelines.md).
+    #[command(subcommand)]
+    Pipeline(PipelineCommand),
     /// Ask a running dialecticd to take no new work (SIGUSR1), then wait: the
     /// Kubernetes preStop hook, so endpoints and queue consumers are gone
     /// before SIGTERM. In-flight work goes on.
@@ -51,6 +54,51 @@ enum Command {
         #[arg(long, default_value_t = 5)]
         wait_secs: u64,
     },
+}
+
+#[derive(Subcommand)]
+enum PipelineCommand {
+    /// Validate a pipeline file (no database needed): prints every problem
+    /// with its place in the file and exits 1, or prints a summary.
+    Check { file: std::path::PathBuf },
+    /// Print a pipeline as it runs now (stages, active recipes, templates) as a pipeline file.
+    Export {
+        /// The pipeline's name (`dialectic`).
+        name: String,
+    },
+}
+
+/// `dialecticd pipeline check FILE`.
+fn check_pipeline(file: &std::path::Path) -> anyhow::Result<()> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let pipeline =
+        dialectic_core::pipeline::PipelineFile::parse(&text).and_then(|p| p.validate().map(|()| p));
+    match pipeline {
+        Ok(p) => {
+            let steps: usize = p.stages.iter().map(|s| s.steps.len()).sum();
+            println!(
+                "{}: pipeline {}, {} stages, {steps} steps: valid",
+                file.display(),
+                p.name,
+                p.stages.len()
+            );
+            Ok(())
+        }
+        Err(errors) => {
+            for problem in &errors.0 {
+                eprintln!("{}: {problem}", file.display());
+            }
+            bail!("{} problem(s) in {}", errors.0.len(), file.display())
+        }
+    }
+}
+
+async fn export_pipeline(settings: &Settings, name: &str) -> anyhow::Result<()> {
+    let store = dialectic_runtime::store(settings)?;
+    let pipeline = dialectic_store::pipelines::export(store.pool(), name).await?;
+    print!("{}", pipeline.to_toml()?);
+    Ok(())
 }
 
 /// Sends SIGUSR1 to `pid` and waits: the server stops consuming and reports
@@ -229,8 +277,12 @@ async fn run(settings: Settings, names: &[String]) -> anyhow::Result<()> {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    if let Some(Command::Drain { pid, wait_secs }) = cli.command {
-        return drain(pid, Duration::from_secs(wait_secs));
+    match &cli.command {
+        Some(Command::Drain { pid, wait_secs }) => {
+            return drain(*pid, Duration::from_secs(*wait_secs));
+        }
+        Some(Command::Pipeline(PipelineCommand::Check { file })) => return check_pipeline(file),
+        _ => {}
     }
     let settings = cli.config.load()?;
     if cli.config.dump_config {
@@ -250,7 +302,7 @@ fn main() -> anyhow::Result<()> {
             services[0].clone()
         }
         Command::Migrate => "migrate".to_string(),
-        Command::Admin(_) => "admin".to_string(),
+        Command::Admin(_) | Command::Pipeline(_) => "admin".to_string(),
         Command::Run { .. } | Command::Drain { .. } => "dialecticd".to_string(),
     };
     runtime.block_on(async move {
@@ -259,7 +311,10 @@ fn main() -> anyhow::Result<()> {
             Command::Migrate => migrate(&settings).await,
             Command::Run { services } => run(settings, &services).await,
             Command::Admin(command) => admin(&settings, command).await,
-            Command::Drain { .. } => Ok(()),
+            Command::Pipeline(PipelineCommand::Export { name }) => {
+                export_pipeline(&settings, &name).await
+            }
+            Command::Pipeline(PipelineCommand::Check { .. }) | Command::Drain { .. } => Ok(()),
         }
     })
 }

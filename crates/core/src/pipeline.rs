@@ -1,0 +1,517 @@
+//! Pipelines as data: one TOML file holds a process's stages in order, each
+//! stage's system prompt, recipe (steps, the steps each waits for, input and
+//! output rules, prompts) and document templates. [`PipelineFile::parse`]
+//! reads one and [`PipelineFile::validate`] checks it whole before anything is
+//! written, naming the place in the file of every problem it finds.
+
+use crate::ids::StepId;
+use crate::job::JobType;
+use crate::recipe::{
+    Granularity, InputIteration, InputRule, ObjectFilter, OutputRule, Recipe, RecipeStep,
+    StepConfig,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineFile {
+    /// The pipeline's slug (`dialectic`, `essay`); projects name it.
+    pub name: String,
+    pub display_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// In the order a session runs them; each stage leads to the next.
+    pub stages: Vec<StageDef>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageDef {
+    pub slug: String,
+    pub display_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The system instruction of every call in the stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
+    pub steps: Vec<StepDef>,
+    /// Markdown templates the renderer fills, by output document key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub document_templates: Vec<DocumentTemplateDef>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepDef {
+    pub key: String,
+    pub name: String,
+    /// PLAN | EXECUTE
+    pub job_type: String,
+    /// Seed | Planner | Turn | Continuation
+    pub prompt_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    pub output_type: String,
+    pub granularity: String,
+    /// Steps of this stage that must finish first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputRule>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relevance: Vec<RelevanceDef>,
+    pub outputs: Vec<OutputRule>,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub config: StepConfig,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub filter: ObjectFilter,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
+/// How much one input rule's documents matter when a prompt must shrink.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelevanceDef {
+    pub document_key: String,
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    pub relevance: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DocumentTemplateDef {
+    pub document_key: String,
+    pub name: String,
+    /// The file name output rules refer to (`thesis_business_case.md`).
+    pub file_name: String,
+    pub content: String,
+}
+
+/// One problem in a pipeline file, and where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PipelineProblem {
+    /// `stages[1].steps[2].inputs[0].stage_slug`, with slugs and keys shown.
+    pub place: String,
+    pub reason: String,
+}
+
+impl fmt::Display for PipelineProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.place, self.reason)
+    }
+}
+
+/// Everything wrong with a pipeline file; nothing is installed while any remains.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct PipelineErrors(pub Vec<PipelineProblem>);
+
+impl fmt::Display for PipelineErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let lines: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        f.write_str(&lines.join("; "))
+    }
+}
+
+const INPUT_KINDS: [&str; 4] = ["seed_prompt", "header_context", "document", "feedback"];
+const PROMPT_TYPES: [&str; 4] = ["Seed", "Planner", "Turn", "Continuation"];
+
+impl PipelineFile {
+    /// Reads a TOML pipeline file; a syntax or shape error names its line.
+    pub fn parse(text: &str) -> Result<PipelineFile, PipelineErrors> {
+        toml::from_str(text).map_err(|e| {
+            PipelineErrors(vec![PipelineProblem {
+                place: e
+                    .span()
+                    .map(|s| format!("line {}", line_of(text, s.start)))
+                    .unwrap_or_else(|| "file".into()),
+                reason: e.message().to_string(),
+            }])
+        })
+    }
+
+    pub fn to_toml(&self) -> Result<String, toml::ser::Error> {
+        toml::to_string_pretty(self)
+    }
+
+    /// Checks the whole file: names, references between stages and steps,
+    /// step cycles, granularities, job and prompt types, input kinds, and
+    /// that every template an output names is defined.
+    pub fn validate(&self) -> Result<(), PipelineErrors> {
+        let mut problems = Problems::default();
+        if !is_slug(&self.name) {
+            problems.add(
+                "name",
+                format!("{:?} is not a slug (a-z, 0-9, _)", self.name),
+            );
+        }
+        if self.stages.is_empty() {
+            problems.add("stages", "a pipeline needs at least one stage");
+        }
+        let mut earlier: BTreeSet<&str> = BTreeSet::new();
+        for (index, stage) in self.stages.iter().enumerate() {
+            let place = format!("stages[{index}] ({})", stage.slug);
+            if !earlier.insert(&stage.slug) {
+                problems.add(&place, "a second stage with this slug");
+            }
+            check_stage(stage, &earlier, &place, &mut problems);
+        }
+        problems.into_result()
+    }
+
+    /// A stage's recipe as the planner runs it (ids fresh, edges from `after`).
+    pub fn recipe(stage: &StageDef) -> Result<Recipe, PipelineErrors> {
+        let ids: BTreeMap<&str, StepId> = stage
+            .steps
+            .iter()
+            .map(|s| (s.key.as_str(), StepId::new()))
+            .collect();
+        let mut steps = Vec::new();
+        let mut edges = Vec::new();
+        let mut problems = Problems::default();
+        for (order, def) in stage.steps.iter().enumerate() {
+            let place = format!("{} steps[{order}] ({})", stage.slug, def.key);
+            match recipe_step(def, ids[def.key.as_str()], order as i32 + 1) {
+                Ok(step) => steps.push(step),
+                Err(reason) => problems.add(&place, reason),
+            }
+            for before in &def.after {
+                match ids.get(before.as_str()) {
+                    Some(from) => edges.push((*from, ids[def.key.as_str()])),
+                    None => problems.add(
+                        &format!("{place}.after"),
+                        format!("no step {before:?} in this stage"),
+                    ),
+                }
+            }
+        }
+        problems.into_result()?;
+        Ok(Recipe { steps, edges })
+    }
+}
+
+/// Stage and pipeline slugs appear in storage keys and file names.
+fn is_slug(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+#[derive(Default)]
+struct Problems(Vec<PipelineProblem>);
+
+impl Problems {
+    fn add(&mut self, place: &str, reason: impl Into<String>) {
+        self.0.push(PipelineProblem {
+            place: place.to_string(),
+            reason: reason.into(),
+        });
+    }
+
+    fn into_result(self) -> Result<(), PipelineErrors> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(PipelineErrors(self.0))
+        }
+    }
+}
+
+fn check_stage(
+    stage: &StageDef,
+    known_stages: &BTreeSet<&str>,
+    place: &str,
+    problems: &mut Problems,
+) {
+    if !is_slug(&stage.slug) {
+        problems.add(
+            &format!("{place}.slug"),
+            "a stage slug is lower case letters, digits and _",
+        );
+    }
+    if stage.steps.is_empty() {
+        problems.add(&format!("{place}.steps"), "a stage needs at least one step");
+    }
+    let templates: BTreeSet<&str> = stage
+        .document_templates
+        .iter()
+        .map(|t| t.file_name.as_str())
+        .collect();
+    let keys: BTreeSet<&str> = stage.steps.iter().map(|s| s.key.as_str()).collect();
+    for (index, step) in stage.steps.iter().enumerate() {
+        let place = format!("{place}.steps[{index}] ({})", step.key);
+        check_step(step, &keys, known_stages, &templates, &place, problems);
+    }
+    if let Ok(recipe) = PipelineFile::recipe(stage)
+        && let Err(e) = recipe.validate()
+    {
+        problems.add(&format!("{place}.steps"), e.to_string());
+    }
+}
+
+fn check_step(
+    step: &StepDef,
+    keys: &BTreeSet<&str>,
+    known_stages: &BTreeSet<&str>,
+    templates: &BTreeSet<&str>,
+    place: &str,
+    problems: &mut Problems,
+) {
+    if let Err(e) = Granularity::from_str(&step.granularity) {
+        problems.add(&format!("{place}.granularity"), e.to_string());
+    }
+    if !matches!(step.job_type.as_str(), "PLAN" | "EXECUTE") {
+        problems.add(
+            &format!("{place}.job_type"),
+            format!("{:?} is not PLAN or EXECUTE", step.job_type),
+        );
+    }
+    if !PROMPT_TYPES.contains(&step.prompt_type.as_str()) {
+        problems.add(
+            &format!("{place}.prompt_type"),
+            format!("{:?} is not one of {PROMPT_TYPES:?}", step.prompt_type),
+        );
+    }
+    for before in step.after.iter().filter(|b| !keys.contains(b.as_str())) {
+        problems.add(
+            &format!("{place}.after"),
+            format!("no step {before:?} in this stage"),
+        );
+    }
+    for (index, rule) in step.inputs.iter().enumerate() {
+        check_input(
+            rule,
+            known_stages,
+            &format!("{place}.inputs[{index}]"),
+            problems,
+        );
+    }
+    if !step
+        .outputs
+        .iter()
+        .any(|o| o.document_key == step.output_type)
+    {
+        problems.add(
+            &format!("{place}.outputs"),
+            format!("no output rule for its own output {:?}", step.output_type),
+        );
+    }
+    for (index, output) in step.outputs.iter().enumerate() {
+        if let Some(file) = &output.template_filename
+            && !templates.contains(file.as_str())
+        {
+            problems.add(
+                &format!("{place}.outputs[{index}].template_filename"),
+                format!("no document template {file:?} in this stage"),
+            );
+        }
+    }
+}
+
+fn check_input(
+    rule: &InputRule,
+    known_stages: &BTreeSet<&str>,
+    place: &str,
+    problems: &mut Problems,
+) {
+    if !INPUT_KINDS.contains(&rule.kind.as_str()) {
+        problems.add(
+            &format!("{place}.type"),
+            format!("{:?} is not one of {INPUT_KINDS:?}", rule.kind),
+        );
+    }
+    // A stage reads itself or stages before it; the iteration before may be any.
+    if let Some(stage) = &rule.stage_slug
+        && !known_stages.contains(stage.as_str())
+        && rule.iteration == InputIteration::Current
+    {
+        problems.add(
+            &format!("{place}.stage_slug"),
+            format!("{stage:?} is not this stage or one before it"),
+        );
+    }
+}
+
+fn recipe_step(def: &StepDef, id: StepId, order: i32) -> Result<RecipeStep, String> {
+    let relevance = serde_json::to_value(&def.relevance).map_err(|e| e.to_string())?;
+    Ok(RecipeStep {
+        id,
+        step_key: def.key.clone(),
+        step_name: def.name.clone(),
+        job_type: JobType::from_str(&def.job_type).map_err(|e| e.to_string())?,
+        prompt_type: def.prompt_type.clone(),
+        prompt_template: def.prompt.clone(),
+        output_type: def.output_type.clone(),
+        granularity: Granularity::from_str(&def.granularity).map_err(|e| e.to_string())?,
+        inputs_required: def.inputs.clone(),
+        inputs_relevance: relevance,
+        outputs_required: def.outputs.clone(),
+        order,
+        is_skipped: false,
+        config: def.config,
+        filter: def.filter.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHIPPED: &str = include_str!("../../../pipelines/dialectic.toml");
+
+    const MINIMAL: &str = r##"
+name = "notes"
+display_name = "Notes"
+
+[[stages]]
+slug = "draft"
+display_name = "Draft"
+
+[[stages.steps]]
+key = "plan"
+name = "Plan"
+job_type = "PLAN"
+prompt_type = "Planner"
+output_type = "header_context"
+granularity = "all_to_one"
+inputs = [{ type = "seed_prompt", document_key = "seed_prompt" }]
+outputs = [{ document_key = "header_context", file_type = "header_context" }]
+
+[[stages.steps]]
+key = "write"
+name = "Write"
+job_type = "EXECUTE"
+prompt_type = "Turn"
+prompt = "Write the note."
+output_type = "note"
+granularity = "all_to_one"
+after = ["plan"]
+inputs = [{ type = "header_context", document_key = "header_context" }]
+outputs = [{ document_key = "note", file_type = "markdown", template_filename = "draft_note.md", required_keys = ["content"] }]
+
+[[stages.document_templates]]
+document_key = "note"
+name = "Note"
+file_name = "draft_note.md"
+content = "# {{title}}\n\n{{content}}\n"
+"##;
+
+    fn problems(text: &str) -> Vec<String> {
+        let file = PipelineFile::parse(text).expect("parses");
+        match file.validate() {
+            Ok(()) => Vec::new(),
+            Err(e) => e.0.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    #[test]
+    fn the_shipped_dialectic_pipeline_is_valid() {
+        let file = PipelineFile::parse(SHIPPED).expect("parses");
+        assert_eq!(file.validate(), Ok(()));
+        let slugs: Vec<&str> = file.stages.iter().map(|s| s.slug.as_str()).collect();
+        assert_eq!(
+            slugs,
+            [
+                "thesis",
+                "antithesis",
+                "synthesis",
+                "parenthesis",
+                "paralysis"
+            ]
+        );
+        let recipe = PipelineFile::recipe(&file.stages[2]).expect("synthesis recipe");
+        assert_eq!(recipe.validate(), Ok(()));
+        assert_eq!(
+            recipe.entry_steps().len(),
+            1,
+            "synthesis opens with one plan"
+        );
+    }
+
+    #[test]
+    fn a_minimal_pipeline_is_valid_and_round_trips() {
+        assert!(problems(MINIMAL).is_empty());
+        let file = PipelineFile::parse(MINIMAL).expect("parses");
+        let again = PipelineFile::parse(&file.to_toml().expect("writes")).expect("reads back");
+        assert_eq!(again, file);
+    }
+
+    #[test]
+    fn every_problem_is_named_with_its_place() {
+        let broken = MINIMAL
+            .replace(r#"after = ["plan"]"#, r#"after = ["outline"]"#)
+            .replace(
+                "granularity = \"all_to_one\"\ninputs = [{ type = \"seed",
+                "granularity = \"everything\"\ninputs = [{ type = \"seed",
+            )
+            .replace(
+                r#"template_filename = "draft_note.md""#,
+                r#"template_filename = "note.md""#,
+            )
+            .replace(
+                r#"{ type = "header_context", document_key"#,
+                r#"{ type = "header_context", stage_slug = "review", document_key"#,
+            );
+        assert_eq!(
+            problems(&broken),
+            [
+                "stages[0] (draft).steps[0] (plan).granularity: unknown granularity strategy \"everything\"",
+                "stages[0] (draft).steps[1] (write).after: no step \"outline\" in this stage",
+                "stages[0] (draft).steps[1] (write).inputs[0].stage_slug: \"review\" is not this stage or one before it",
+                "stages[0] (draft).steps[1] (write).outputs[0].template_filename: no document template \"note.md\" in this stage",
+            ]
+        );
+    }
+
+    #[test]
+    fn cycles_duplicates_and_bad_names_are_refused() {
+        let cycle = MINIMAL.replace(
+            "key = \"plan\"\nname = \"Plan\"",
+            "key = \"plan\"\nname = \"Plan\"\nafter = [\"write\"]",
+        );
+        let found = problems(&cycle);
+        assert!(
+            found.len() == 1 && found[0].starts_with("stages[0] (draft).steps: edges form a cycle"),
+            "{found:?}"
+        );
+        let twice = format!(
+            "{MINIMAL}\n{}",
+            &MINIMAL[MINIMAL.find("[[stages]]").expect("a stage")..]
+        )
+        .replace("name = \"notes\"", "name = \"Notes!\"");
+        let found = problems(&twice);
+        assert!(
+            found.contains(&"name: \"Notes!\" is not a slug (a-z, 0-9, _)".to_string()),
+            "{found:?}"
+        );
+        assert!(
+            found.contains(&"stages[1] (draft): a second stage with this slug".to_string()),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn a_file_that_does_not_parse_names_the_line() {
+        let err = PipelineFile::parse("name = \"x\"\ndisplay_name = \"X\"\nstages = 3\n")
+            .expect_err("bad");
+        assert_eq!(err.0[0].place, "line 3");
+        let unknown =
+            PipelineFile::parse(&MINIMAL.replace("name = \"Plan\"", "name = \"Plan\"\ncolour = 1"))
+                .expect_err("unknown field");
+        assert!(
+            unknown.0[0].reason.contains("unknown field `colour`"),
+            "{unknown}"
+        );
+    }
+}
