@@ -640,6 +640,7 @@ async fn start_session(gateway: &str, key: &str, index: usize, models: &[String]
                 initial_user_prompt: PROMPT.into(),
                 client_request_id: format!("{request_id}-project"),
                 prompt_file: None,
+                pipeline: String::new(),
             })
             .await
             .ok()?

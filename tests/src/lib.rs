@@ -477,6 +477,7 @@ impl TestEnv {
                 initial_user_prompt: prompt.into(),
                 client_request_id: String::new(),
                 prompt_file: None,
+                pipeline: String::new(),
             })
             .await
             .expect("create project")

@@ -29,6 +29,7 @@ async fn processing_job(env: &TestEnv) -> JobId {
             prompt: "Hold me.",
             prompt_key: "",
             client_request_id: None,
+            pipeline: records::DEFAULT_PIPELINE,
         },
     )
     .await

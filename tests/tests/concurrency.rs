@@ -83,6 +83,7 @@ async fn set_up(env: &TestEnv, recipe: &Recipe) -> Fixture {
             prompt: "Many children, one parent.",
             prompt_key: "",
             client_request_id: None,
+            pipeline: records::DEFAULT_PIPELINE,
         },
     )
     .await

@@ -111,7 +111,9 @@ async fn export_unpacks_to_the_seed_layout_byte_for_byte_and_delete_removes_it()
 
     // Seed 001 layout: the prompt at the root, a session folder, iteration,
     // numbered stage folder with raw responses and the rendered documents.
-    let short = &session_id.replace('-', "")[..8];
+    let short = dialectic_core::ids::SessionId::parse(&session_id)
+        .expect("session id")
+        .short();
     let stage_dir = format!("{}/session_{short}/iteration_1/1_thesis/", project.slug);
     assert!(files.contains_key(&format!("{}/initial-prompt.md", project.slug)));
     assert_eq!(

@@ -143,6 +143,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
             initial_user_prompt: "y".repeat(20 * 1024),
             client_request_id: String::new(),
             prompt_file: None,
+            pipeline: String::new(),
         })
     );
     case!(
@@ -154,6 +155,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
             initial_user_prompt: huge.clone(),
             client_request_id: String::new(),
             prompt_file: None,
+            pipeline: String::new(),
         })
     );
     case!(
@@ -165,6 +167,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
             initial_user_prompt: "\n\t ".into(),
             client_request_id: String::new(),
             prompt_file: None,
+            pipeline: String::new(),
         })
     );
     for (what, id, code) in [
@@ -530,6 +533,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
             initial_user_prompt: "A tool library.".into(),
             client_request_id: String::new(),
             prompt_file: None,
+            pipeline: String::new(),
         })
         .await
         .expect("a valid project is created")

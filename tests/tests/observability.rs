@@ -222,6 +222,7 @@ async fn one_session_is_one_trace_and_every_service_serves_metrics() {
             initial_user_prompt: "A shared bicycle repair co-op for a small town.".into(),
             client_request_id: String::new(),
             prompt_file: None,
+            pipeline: String::new(),
         })
         .await
         .expect("create project")

@@ -64,7 +64,9 @@ async fn a_failed_row_write_after_the_upload_leaves_no_object_behind() {
     .expect("recorded paths")
     .into_iter()
     .collect();
-    let short = &session_id.replace('-', "")[..8];
+    let short = dialectic_core::ids::SessionId::parse(&session_id)
+        .expect("session id")
+        .short();
     let stage = format!("projects/{project_id}/session_{short}/iteration_1/1_thesis/");
     let stored: BTreeSet<String> = env
         .blob

@@ -163,6 +163,7 @@ async fn a_pause_racing_a_stage_completion_loses_neither() {
             prompt: "Pause me while I finish.",
             prompt_key: "",
             client_request_id: None,
+            pipeline: records::DEFAULT_PIPELINE,
         },
     )
     .await

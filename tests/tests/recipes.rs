@@ -566,6 +566,7 @@ async fn skipped_step_is_honoured_by_the_planner_end_to_end() {
             initial_user_prompt: "A lending library for power tools, run by neighbours.".into(),
             client_request_id: String::new(),
             prompt_file: None,
+            pipeline: String::new(),
         })
         .await
         .expect("create project")
@@ -678,6 +679,104 @@ async fn the_shipped_pipeline_file_is_the_seeded_pipeline() {
     assert!(
         matches!(unknown, Err(dialectic_store::StoreError::NotFound(_))),
         "{unknown:?}"
+    );
+    env.teardown().await;
+}
+
+/// A pipeline installed from a file runs like the shipped one: a project names
+/// it, a two-model session drafts and reviews (each model reviewing every
+/// draft), and exporting it gives the file back. Installing it again, or a
+/// pipeline whose stage slugs are taken, is refused with nothing written; a
+/// project naming an unknown pipeline is NOT_FOUND.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_installed_pipeline_runs_a_session_end_to_end() {
+    use dialectic_core::pipeline::PipelineFile;
+    use dialectic_store::pipelines;
+    let mut env = TestEnv::new().await;
+    let file = PipelineFile::parse(include_str!("../pipelines/notes.toml")).expect("parses");
+    let installed = pipelines::install(env.store.pool(), &file)
+        .await
+        .expect("install");
+    assert_eq!((installed.stages, installed.steps), (2, 4));
+    assert_eq!(
+        pipelines::export(env.store.pool(), "notes")
+            .await
+            .expect("export"),
+        file
+    );
+
+    let rows = "SELECT (SELECT count(*) FROM dialectic_process_templates) + (SELECT count(*) FROM dialectic_stages)
+                + (SELECT count(*) FROM system_prompts) + (SELECT count(*) FROM dialectic_recipe_template_steps)";
+    let before = count(&env, rows).await;
+    let again = pipelines::install(env.store.pool(), &file).await;
+    assert!(
+        matches!(&again, Err(dialectic_store::StoreError::Invalid(m)) if m.contains("already installed")),
+        "{again:?}"
+    );
+    let taken = PipelineFile::parse(
+        &include_str!("../pipelines/notes.toml")
+            .replace("\"draft\"", "\"thesis\"")
+            .replace("name = \"notes\"", "name = \"notes_two\"")
+            .replace("display_name = \"Notes\"", "display_name = \"Notes two\""),
+    )
+    .expect("parses");
+    let refused = pipelines::install(env.store.pool(), &taken).await;
+    assert!(
+        matches!(&refused, Err(dialectic_store::StoreError::Invalid(m)) if m.contains("\"thesis\"")),
+        "{refused:?}"
+    );
+    assert_eq!(count(&env, rows).await, before, "nothing written");
+
+    env.start_all().await;
+    let mut client = env.gateway().await;
+    let unknown = client
+        .create_project(CreateProjectRequest {
+            name: "Unknown".into(),
+            initial_user_prompt: "A note.".into(),
+            client_request_id: String::new(),
+            prompt_file: None,
+            pipeline: "essays".into(),
+        })
+        .await
+        .expect_err("no such pipeline");
+    assert_eq!(unknown.code(), tonic::Code::NotFound, "{unknown:?}");
+    let project = client
+        .create_project(CreateProjectRequest {
+            name: "Garden notes".into(),
+            initial_user_prompt: "Notes on a balcony herb garden.".into(),
+            client_request_id: String::new(),
+            prompt_file: None,
+            pipeline: "notes".into(),
+        })
+        .await
+        .expect("project")
+        .into_inner();
+    let session = client
+        .start_session(StartSessionRequest {
+            project_id: project.id,
+            models: vec!["simulated".into(), "simulated-b".into()],
+            description: String::new(),
+            client_request_id: String::new(),
+            auto_advance: true,
+        })
+        .await
+        .expect("session")
+        .into_inner();
+    env.wait_for_session(&session.id, "iteration_complete_pending_review", true)
+        .await;
+    let rendered: Vec<(String, String)> = sqlx::query_as(
+        "SELECT stage_slug, file_name FROM dialectic_project_resources
+          WHERE session_id = $1 AND resource_type = 'rendered_document' ORDER BY stage_slug, file_name",
+    )
+    .bind(uuid::Uuid::parse_str(&session.id).expect("uuid"))
+    .fetch_all(env.store.pool())
+    .await
+    .expect("documents");
+    let stages: Vec<&str> = rendered.iter().map(|(s, _)| s.as_str()).collect();
+    assert_eq!(
+        stages,
+        ["draft", "draft", "review", "review", "review", "review"],
+        "two notes, and each model's review of each: {rendered:?}"
     );
     env.teardown().await;
 }

@@ -350,6 +350,7 @@ async fn a_paused_session_starts_nothing_new_and_resumes_where_it_stopped() {
             initial_user_prompt: PROMPT.into(),
             client_request_id: String::new(),
             prompt_file: None,
+            pipeline: String::new(),
         })
         .await
         .expect("project")

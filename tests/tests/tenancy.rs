@@ -29,6 +29,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
             initial_user_prompt: "A tool library.".into(),
             client_request_id: "same-click".into(),
             prompt_file: None,
+            pipeline: String::new(),
         })
         .await
         .expect("project")
@@ -39,6 +40,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
             initial_user_prompt: "A tool library.".into(),
             client_request_id: "same-click".into(),
             prompt_file: None,
+            pipeline: String::new(),
         })
         .await
         .expect("project again")
@@ -91,6 +93,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
             initial_user_prompt: "A seed swap.".into(),
             client_request_id: String::new(),
             prompt_file: None,
+            pipeline: String::new(),
         })
         .await
         .expect("their project")
@@ -467,6 +470,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
                 initial_user_prompt: "x".into(),
                 client_request_id: String::new(),
                 prompt_file: None,
+                pipeline: String::new(),
             })
             .await
             .map(|_| ()),
@@ -476,6 +480,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
                 initial_user_prompt: "x".repeat(env.settings.gateway.max_prompt_bytes + 1),
                 client_request_id: String::new(),
                 prompt_file: None,
+                pipeline: String::new(),
             })
             .await
             .map(|_| ()),

@@ -48,6 +48,7 @@ async fn thesis_runs_end_to_end_through_every_service() {
             initial_user_prompt: PROMPT.into(),
             client_request_id: "tool-library-1".into(),
             prompt_file: None,
+            pipeline: String::new(),
         })
         .await
         .expect("create project")
@@ -119,7 +120,9 @@ async fn thesis_runs_end_to_end_through_every_service() {
     })
     .await;
     assert_eq!(docs.len(), 8, "four documents per model: {docs:?}");
-    let session_short = &session.id.replace('-', "")[..8];
+    let session_short = dialectic_core::ids::SessionId::parse(&session.id)
+        .expect("session id")
+        .short();
     let mut seen = BTreeSet::new();
     for doc in &docs {
         seen.insert((doc.model.clone(), doc.document_key.clone()));

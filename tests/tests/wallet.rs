@@ -346,6 +346,7 @@ async fn a_session_pauses_when_the_wallet_runs_dry_and_resumes_after_a_credit() 
                 initial_user_prompt: "A bike repair van that visits office parks.".into(),
                 client_request_id: String::new(),
                 prompt_file: None,
+                pipeline: String::new(),
             },
         ))
         .await

@@ -48,8 +48,13 @@ impl SourceDoc {
         }
     }
 
+    /// Names a reducing job's output: ids minted together share their first
+    /// eight digits (a v7 timestamp), so two sources would name one file.
     fn short_id(&self) -> String {
-        self.id.replace('-', "").chars().take(8).collect()
+        match uuid::Uuid::parse_str(&self.id) {
+            Ok(id) => crate::ids::short_hex(&id),
+            Err(_) => crate::digest::sha256_hex(self.id.as_bytes())[..8].to_string(),
+        }
     }
 }
 
@@ -310,10 +315,11 @@ mod tests {
     #[test]
     fn per_source_group_groups_by_first_origin() {
         let docs = vec![
-            pairwise("a", "a--a", "11111111-aaaa"),
-            pairwise("a", "a--b", "22222222-aaaa"),
-            pairwise("a", "b--a", "33333333-aaaa"),
-            pairwise("a", "b--b", "44444444-aaaa"),
+            // v7 ids minted together: one timestamp prefix, distinct tails.
+            pairwise("a", "a--a", "01a211e4-0000-7000-8000-000011111111"),
+            pairwise("a", "a--b", "01a211e4-0000-7000-8000-000022222222"),
+            pairwise("a", "b--a", "01a211e4-0000-7000-8000-000033333333"),
+            pairwise("a", "b--b", "01a211e4-0000-7000-8000-000044444444"),
         ];
         let jobs = fan_out(Granularity::PerSourceGroup, &[(1, docs)]).unwrap();
         assert_eq!(jobs.len(), 2);
@@ -322,6 +328,13 @@ mod tests {
             Lineage::Reducing {
                 source_short: "11111111".into()
             }
+        );
+        assert_eq!(
+            jobs[1].lineage,
+            Lineage::Reducing {
+                source_short: "33333333".into()
+            },
+            "groups of sources minted together still name different files"
         );
         assert_eq!(jobs[1].sources[0].keys.len(), 2);
     }

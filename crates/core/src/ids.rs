@@ -13,6 +13,12 @@ pub struct InvalidId {
     pub value: String,
 }
 
+/// The last eight hex digits of an id: its random part for a v7 id.
+pub fn short_hex(id: &Uuid) -> String {
+    let hex = id.simple().to_string();
+    hex[hex.len() - 8..].to_string()
+}
+
 macro_rules! typed_id {
     ($($name:ident => $kind:literal),* $(,)?) => {$(
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -31,9 +37,11 @@ macro_rules! typed_id {
             pub fn as_uuid(&self) -> Uuid {
                 self.0
             }
-            /// First eight hex digits, used in storage paths (`session_{id8}`).
+            /// Eight hex digits for storage paths (`session_{id8}`): the last
+            /// eight, which are random. The first eight of a v7 id are its
+            /// timestamp and repeat for every id minted in the same ~65 s.
             pub fn short(&self) -> String {
-                self.0.simple().to_string()[..8].to_string()
+                short_hex(&self.0)
             }
             pub fn parse(value: &str) -> Result<Self, InvalidId> {
                 value.parse()
@@ -94,5 +102,12 @@ mod tests {
         let err = SessionId::parse("not-a-uuid").unwrap_err();
         assert_eq!(err.kind, "session");
         assert_eq!(id.short().len(), 8);
+    }
+
+    #[test]
+    fn ids_minted_together_have_different_shorts() {
+        let shorts: std::collections::BTreeSet<String> =
+            (0..1000).map(|_| SessionId::new().short()).collect();
+        assert_eq!(shorts.len(), 1000);
     }
 }

@@ -9,6 +9,8 @@ use dialectic_core::pipeline::{
 };
 use dialectic_core::recipe::Recipe;
 use sqlx::PgPool;
+use sqlx::types::Json;
+use std::collections::BTreeMap;
 
 #[derive(sqlx::FromRow)]
 struct StageRow {
@@ -111,4 +113,239 @@ async fn templates(pool: &PgPool, stage: &str) -> Result<Vec<DocumentTemplateDef
             },
         )
         .collect())
+}
+
+/// What `install` wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Installed {
+    pub name: String,
+    pub stages: usize,
+    pub steps: usize,
+}
+
+/// Installs a validated pipeline file as a new pipeline, in one transaction:
+/// its process template, stages and transitions, system and step prompts,
+/// recipe templates with their steps and edges, recipe instances and
+/// document templates. A pipeline or a stage slug that already exists is
+/// refused (`Invalid`) and nothing is written: installing a new version of an
+/// existing pipeline comes with stages scoped to their pipeline.
+pub async fn install(pool: &PgPool, file: &PipelineFile) -> Result<Installed, StoreError> {
+    file.validate()
+        .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let mut tx = pool.begin().await?;
+    refuse_taken_slugs(&mut tx, file).await?;
+    let mut stage_ids = Vec::with_capacity(file.stages.len());
+    for stage in &file.stages {
+        stage_ids.push(install_stage(&mut tx, &file.name, stage).await?);
+    }
+    let process_id = uuid::Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO dialectic_process_templates (id, name, slug, description, starting_stage_id)
+         VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(process_id)
+    .bind(&file.display_name)
+    .bind(&file.name)
+    .bind(&file.description)
+    .bind(stage_ids[0])
+    .execute(&mut *tx)
+    .await?;
+    for (number, stage_id) in stage_ids.iter().enumerate() {
+        sqlx::query(
+            "INSERT INTO dialectic_process_template_stages (process_template_id, stage_id, stage_number)
+             VALUES ($1, $2, $3)",
+        )
+        .bind(process_id)
+        .bind(stage_id)
+        .bind(number as i32 + 1)
+        .execute(&mut *tx)
+        .await?;
+    }
+    for pair in stage_ids.windows(2) {
+        sqlx::query(
+            "INSERT INTO dialectic_stage_transitions (process_template_id, source_stage_id, target_stage_id)
+             VALUES ($1, $2, $3)",
+        )
+        .bind(process_id)
+        .bind(pair[0])
+        .bind(pair[1])
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(Installed {
+        name: file.name.clone(),
+        stages: file.stages.len(),
+        steps: file.stages.iter().map(|s| s.steps.len()).sum(),
+    })
+}
+
+async fn refuse_taken_slugs(tx: &mut crate::Tx<'_>, file: &PipelineFile) -> Result<(), StoreError> {
+    let pipeline_taken: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM dialectic_process_templates WHERE slug = $1 OR name = $2)",
+    )
+    .bind(&file.name)
+    .bind(&file.display_name)
+    .fetch_one(&mut **tx)
+    .await?;
+    if pipeline_taken {
+        return Err(StoreError::Invalid(format!(
+            "a pipeline named {:?} or {:?} is already installed",
+            file.name, file.display_name
+        )));
+    }
+    let slugs: Vec<String> = file.stages.iter().map(|s| s.slug.clone()).collect();
+    let taken: Vec<String> =
+        sqlx::query_scalar("SELECT slug FROM dialectic_stages WHERE slug = ANY($1) ORDER BY slug")
+            .bind(&slugs)
+            .fetch_all(&mut **tx)
+            .await?;
+    if !taken.is_empty() {
+        return Err(StoreError::Invalid(format!(
+            "stages {taken:?} already belong to another pipeline; stage slugs are unique across pipelines"
+        )));
+    }
+    Ok(())
+}
+
+async fn install_prompt(
+    tx: &mut crate::Tx<'_>,
+    name: &str,
+    text: Option<&str>,
+) -> Result<Option<uuid::Uuid>, StoreError> {
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    let id = uuid::Uuid::now_v7();
+    sqlx::query("INSERT INTO system_prompts (id, name, prompt_text) VALUES ($1, $2, $3)")
+        .bind(id)
+        .bind(name)
+        .bind(text)
+        .execute(&mut **tx)
+        .await?;
+    Ok(Some(id))
+}
+
+/// One stage: its prompt, recipe template, steps, edges, instance and templates.
+async fn install_stage(
+    tx: &mut crate::Tx<'_>,
+    pipeline: &str,
+    stage: &StageDef,
+) -> Result<uuid::Uuid, StoreError> {
+    let recipe_name = format!("{pipeline}_{}", stage.slug);
+    let system_prompt = install_prompt(
+        tx,
+        &format!("{recipe_name}_system"),
+        stage.system_prompt.as_deref(),
+    )
+    .await?;
+    let template_id = uuid::Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO dialectic_recipe_templates (id, recipe_name, display_name, description)
+         VALUES ($1, $2, $3, $4)",
+    )
+    .bind(template_id)
+    .bind(&recipe_name)
+    .bind(&stage.display_name)
+    .bind(&stage.description)
+    .execute(&mut **tx)
+    .await?;
+    let mut step_ids = BTreeMap::new();
+    for (index, step) in stage.steps.iter().enumerate() {
+        let id = install_step(tx, template_id, &recipe_name, index, step).await?;
+        step_ids.insert(step.key.as_str(), id);
+    }
+    for step in &stage.steps {
+        for before in &step.after {
+            sqlx::query(
+                "INSERT INTO dialectic_recipe_template_edges (template_id, from_step_id, to_step_id) VALUES ($1, $2, $3)",
+            )
+            .bind(template_id)
+            .bind(step_ids[before.as_str()])
+            .bind(step_ids[step.key.as_str()])
+            .execute(&mut **tx)
+            .await?;
+        }
+    }
+    let (stage_id, instance_id) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+    sqlx::query(
+        "INSERT INTO dialectic_stages (id, slug, display_name, description, default_system_prompt_id,
+                                       recipe_template_id, active_recipe_instance_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(stage_id)
+    .bind(&stage.slug)
+    .bind(&stage.display_name)
+    .bind(&stage.description)
+    .bind(system_prompt)
+    .bind(template_id)
+    .bind(instance_id)
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query("INSERT INTO dialectic_stage_recipe_instances (id, stage_id, template_id) VALUES ($1, $2, $3)")
+        .bind(instance_id)
+        .bind(stage_id)
+        .bind(template_id)
+        .execute(&mut **tx)
+        .await?;
+    for template in &stage.document_templates {
+        sqlx::query(
+            "INSERT INTO dialectic_document_templates (stage_slug, document_key, name, content, file_name)
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(&stage.slug)
+        .bind(&template.document_key)
+        .bind(&template.name)
+        .bind(&template.content)
+        .bind(&template.file_name)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(stage_id)
+}
+
+async fn install_step(
+    tx: &mut crate::Tx<'_>,
+    template_id: uuid::Uuid,
+    recipe_name: &str,
+    index: usize,
+    step: &StepDef,
+) -> Result<uuid::Uuid, StoreError> {
+    let prompt = install_prompt(
+        tx,
+        &format!("{recipe_name}_{}", step.key),
+        step.prompt.as_deref(),
+    )
+    .await?;
+    let encode = |value: Result<serde_json::Value, serde_json::Error>| {
+        value
+            .map(Json)
+            .map_err(|e| StoreError::Invalid(format!("step {}: {e}", step.key)))
+    };
+    let id = uuid::Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO dialectic_recipe_template_steps
+           (id, template_id, step_number, step_key, step_slug, step_name, job_type, prompt_type, prompt_template_id,
+            output_type, granularity_strategy, inputs_required, inputs_relevance, outputs_required,
+            config_override, object_filter)
+         VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+    )
+    .bind(id)
+    .bind(template_id)
+    .bind(index as i32 + 1)
+    .bind(&step.key)
+    .bind(&step.name)
+    .bind(&step.job_type)
+    .bind(&step.prompt_type)
+    .bind(prompt)
+    .bind(&step.output_type)
+    .bind(&step.granularity)
+    .bind(encode(serde_json::to_value(&step.inputs))?)
+    .bind(encode(serde_json::to_value(&step.relevance))?)
+    .bind(encode(serde_json::to_value(&step.outputs))?)
+    .bind(encode(serde_json::to_value(step.config))?)
+    .bind(encode(serde_json::to_value(&step.filter))?)
+    .execute(&mut **tx)
+    .await?;
+    Ok(id)
 }

@@ -108,8 +108,8 @@ pub async fn stage_recipe(
         let steps = sqlx::query_as::<_, StepRecord>(
             "SELECT s.id, s.step_key, s.step_name, s.job_type, s.prompt_type, sp.prompt_text AS prompt_template, s.output_type,
                     s.granularity_strategy, s.inputs_required, s.inputs_relevance, s.outputs_required,
-                    s.step_number AS step_order, false AS is_skipped, '{}'::jsonb AS config_override,
-                    '{}'::jsonb AS object_filter, '{}'::jsonb AS output_overrides
+                    s.step_number AS step_order, false AS is_skipped, s.config_override,
+                    s.object_filter, '{}'::jsonb AS output_overrides
              FROM dialectic_recipe_template_steps s LEFT JOIN system_prompts sp ON sp.id = s.prompt_template_id
              WHERE s.template_id = $1 ORDER BY s.step_number, s.step_key",
         )

@@ -146,12 +146,17 @@ pub struct NewProject<'a> {
     pub prompt: &'a str,
     pub prompt_key: &'a str,
     pub client_request_id: Option<&'a str>,
+    /// The pipeline's slug.
+    pub pipeline: &'a str,
 }
+
+/// The pipeline a project runs when its creator names none.
+pub const DEFAULT_PIPELINE: &str = "dialectic";
 
 pub(crate) const PROJECT_COLUMNS: &str = "id, user_id, project_name, slug, initial_user_prompt, initial_prompt_storage_key, process_template_id, created_at";
 
-/// Inserts a project on the default process template. With a client request id,
-/// a repeated call returns the first project instead of creating another.
+/// Inserts a project on the pipeline it names. With a client request id, a
+/// repeated call returns the first project instead of creating another.
 pub async fn insert_project(
     pool: &PgPool,
     p: &NewProject<'_>,
@@ -159,7 +164,7 @@ pub async fn insert_project(
     let inserted = sqlx::query_as::<_, ProjectRow>(&format!(
         "INSERT INTO dialectic_projects (id, user_id, project_name, slug, initial_user_prompt, initial_prompt_storage_key,
                                          process_template_id, client_request_id)
-         SELECT $1, $2, $3, $4, $5, $6, id, $7 FROM dialectic_process_templates ORDER BY created_at, name LIMIT 1
+         SELECT $1, $2, $3, $4, $5, $6, id, $7 FROM dialectic_process_templates WHERE slug = $8
          ON CONFLICT (user_id, client_request_id) DO NOTHING
          RETURNING {PROJECT_COLUMNS}"
     ))
@@ -170,6 +175,7 @@ pub async fn insert_project(
     .bind(p.prompt)
     .bind(p.prompt_key)
     .bind(p.client_request_id)
+    .bind(p.pipeline)
     .fetch_optional(pool)
     .await?;
     if let Some(row) = inserted {
@@ -184,7 +190,7 @@ pub async fn insert_project(
     .await?;
     existing
         .map(|r| (r, false))
-        .ok_or_else(|| StoreError::Invalid("no process template is installed; run migrate".into()))
+        .ok_or_else(|| StoreError::NotFound(format!("pipeline {:?}", p.pipeline)))
 }
 
 pub async fn project_for_user(

@@ -98,6 +98,9 @@ struct PromptSource {
     /// Read the initial prompt from a file.
     #[arg(long)]
     prompt_file: Option<PathBuf>,
+    /// The pipeline the project runs (`dialecticd pipeline install`); default: dialectic.
+    #[arg(long)]
+    pipeline: Option<String>,
 }
 
 impl PromptSource {
@@ -107,6 +110,7 @@ impl PromptSource {
         let mut request = CreateProjectRequest {
             name: name.to_string(),
             client_request_id: client_request_id(),
+            pipeline: self.pipeline.clone().unwrap_or_default(),
             ..Default::default()
         };
         match (&self.prompt, &self.prompt_file) {

@@ -61,6 +61,9 @@ enum PipelineCommand {
     /// Validate a pipeline file (no database needed): prints every problem
     /// with its place in the file and exits 1, or prints a summary.
     Check { file: std::path::PathBuf },
+    /// Validate a pipeline file and install it as a new pipeline (stage
+    /// slugs must be new); projects then name it in CreateProject.
+    Install { file: std::path::PathBuf },
     /// Print a pipeline as it runs now (stages, active recipes, templates) as a pipeline file.
     Export {
         /// The pipeline's name (`dialectic`).
@@ -68,30 +71,42 @@ enum PipelineCommand {
     },
 }
 
-/// `dialecticd pipeline check FILE`.
-fn check_pipeline(file: &std::path::Path) -> anyhow::Result<()> {
+/// A pipeline file read and validated; every problem printed with its place.
+fn read_pipeline(file: &std::path::Path) -> anyhow::Result<dialectic_core::pipeline::PipelineFile> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     let pipeline =
         dialectic_core::pipeline::PipelineFile::parse(&text).and_then(|p| p.validate().map(|()| p));
-    match pipeline {
-        Ok(p) => {
-            let steps: usize = p.stages.iter().map(|s| s.steps.len()).sum();
-            println!(
-                "{}: pipeline {}, {} stages, {steps} steps: valid",
-                file.display(),
-                p.name,
-                p.stages.len()
-            );
-            Ok(())
+    pipeline.or_else(|errors| {
+        for problem in &errors.0 {
+            eprintln!("{}: {problem}", file.display());
         }
-        Err(errors) => {
-            for problem in &errors.0 {
-                eprintln!("{}: {problem}", file.display());
-            }
-            bail!("{} problem(s) in {}", errors.0.len(), file.display())
-        }
-    }
+        bail!("{} problem(s) in {}", errors.0.len(), file.display())
+    })
+}
+
+/// `dialecticd pipeline check FILE`.
+fn check_pipeline(file: &std::path::Path) -> anyhow::Result<()> {
+    let p = read_pipeline(file)?;
+    let steps: usize = p.stages.iter().map(|s| s.steps.len()).sum();
+    println!(
+        "{}: pipeline {}, {} stages, {steps} steps: valid",
+        file.display(),
+        p.name,
+        p.stages.len()
+    );
+    Ok(())
+}
+
+async fn install_pipeline(settings: &Settings, file: &std::path::Path) -> anyhow::Result<()> {
+    let pipeline = read_pipeline(file)?;
+    let store = dialectic_runtime::store(settings)?;
+    let installed = dialectic_store::pipelines::install(store.pool(), &pipeline).await?;
+    println!(
+        "installed pipeline {}: {} stages, {} steps",
+        installed.name, installed.stages, installed.steps
+    );
+    Ok(())
 }
 
 async fn export_pipeline(settings: &Settings, name: &str) -> anyhow::Result<()> {
@@ -313,6 +328,9 @@ fn main() -> anyhow::Result<()> {
             Command::Admin(command) => admin(&settings, command).await,
             Command::Pipeline(PipelineCommand::Export { name }) => {
                 export_pipeline(&settings, &name).await
+            }
+            Command::Pipeline(PipelineCommand::Install { file }) => {
+                install_pipeline(&settings, &file).await
             }
             Command::Pipeline(PipelineCommand::Check { .. }) | Command::Drain { .. } => Ok(()),
         }

@@ -477,6 +477,7 @@ impl Gateway {
                 prompt,
                 prompt_key: &key,
                 client_request_id: optional(&req.client_request_id),
+                pipeline: optional(&req.pipeline).unwrap_or(records::DEFAULT_PIPELINE),
             },
         )
         .await;

@@ -388,6 +388,7 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
                         initial_user_prompt: PROMPT.into(),
                         client_request_id: String::new(),
                         prompt_file: None,
+                        pipeline: String::new(),
                     })
                     .await?
                     .into_inner();

@@ -92,6 +92,7 @@ impl TestDb {
                 prompt: "Contracts of the store.",
                 prompt_key: "",
                 client_request_id: None,
+                pipeline: records::DEFAULT_PIPELINE,
             },
         )
         .await
