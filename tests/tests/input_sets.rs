@@ -335,6 +335,7 @@ async fn every_job_reads_exactly_what_its_rules_select() {
             .or_default() += 1;
     }
     fan_outs_cover_every_source_once(&session, &jobs).await;
+    every_document_has_its_own_object(&session).await;
     continued_documents_were_read_whole(&session, &transcript).await;
     earlier_iterations_are_read(&jobs, &transcript);
     for iteration in [1, 2] {
@@ -409,6 +410,24 @@ async fn fan_outs_cover_every_source_once(session: &Session<'_>, jobs: &[JobRow]
         }
         assert_eq!(covered, all, "{step_key}: every source once");
     }
+}
+
+/// No two contributions name one object: each job's output has a name of
+/// its own (reducing lineages once took the UUIDv7 timestamp prefix of their
+/// source, shared by sources minted together, and overwrote each other).
+async fn every_document_has_its_own_object(session: &Session<'_>) {
+    let shared: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT raw_response_storage_path, count(*) FROM dialectic_contributions
+          WHERE session_id = $1 GROUP BY raw_response_storage_path HAVING count(*) > 1",
+    )
+    .bind(session.id)
+    .fetch_all(session.env.store.pool())
+    .await
+    .expect("shared keys");
+    assert!(
+        shared.is_empty(),
+        "objects written by several jobs: {shared:?}"
+    );
 }
 
 /// The forced documents took several turns, and what read them got the
