@@ -470,6 +470,17 @@ impl TestEnv {
         models: &[&str],
         auto_advance: bool,
     ) -> (String, String) {
+        self.new_session_on("", prompt, models, auto_advance).await
+    }
+
+    /// `new_session` on an installed pipeline (empty: the default).
+    pub async fn new_session_on(
+        &self,
+        pipeline: &str,
+        prompt: &str,
+        models: &[&str],
+        auto_advance: bool,
+    ) -> (String, String) {
         let mut client = self.gateway().await;
         let project = client
             .create_project(CreateProjectRequest {
@@ -477,7 +488,7 @@ impl TestEnv {
                 initial_user_prompt: prompt.into(),
                 client_request_id: String::new(),
                 prompt_file: None,
-                pipeline: String::new(),
+                pipeline: pipeline.into(),
             })
             .await
             .expect("create project")

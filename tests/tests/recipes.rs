@@ -740,35 +740,21 @@ async fn an_installed_pipeline_runs_a_session_end_to_end() {
         .await
         .expect_err("no such pipeline");
     assert_eq!(unknown.code(), tonic::Code::NotFound, "{unknown:?}");
-    let project = client
-        .create_project(CreateProjectRequest {
-            name: "Garden notes".into(),
-            initial_user_prompt: "Notes on a balcony herb garden.".into(),
-            client_request_id: String::new(),
-            prompt_file: None,
-            pipeline: "notes".into(),
-        })
-        .await
-        .expect("project")
-        .into_inner();
-    let session = client
-        .start_session(StartSessionRequest {
-            project_id: project.id,
-            models: vec!["simulated".into(), "simulated-b".into()],
-            description: String::new(),
-            client_request_id: String::new(),
-            auto_advance: true,
-        })
-        .await
-        .expect("session")
-        .into_inner();
-    env.wait_for_session(&session.id, "iteration_complete_pending_review", true)
+    let (_, session_id) = env
+        .new_session_on(
+            "notes",
+            "Notes on a balcony herb garden.",
+            &["simulated", "simulated-b"],
+            true,
+        )
+        .await;
+    env.wait_for_session(&session_id, "iteration_complete_pending_review", true)
         .await;
     let rendered: Vec<(String, String)> = sqlx::query_as(
         "SELECT stage_slug, file_name FROM dialectic_project_resources
           WHERE session_id = $1 AND resource_type = 'rendered_document' ORDER BY stage_slug, file_name",
     )
-    .bind(uuid::Uuid::parse_str(&session.id).expect("uuid"))
+    .bind(uuid::Uuid::parse_str(&session_id).expect("uuid"))
     .fetch_all(env.store.pool())
     .await
     .expect("documents");

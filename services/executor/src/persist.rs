@@ -70,17 +70,11 @@ pub(crate) fn was_cut_off(response: &ChatResponse, value: &Value) -> bool {
 
 /// A finished reply (the whole document, for a continued one) must have the
 /// shape its step asks for; a refused one is retried with the reason.
-fn check_shape(
-    step: &RecipeStep,
-    chain: Option<&Chain>,
-    value: &Value,
-    turn: Turn,
-) -> Result<(), AttemptError> {
+fn check_shape(step: &RecipeStep, document: &Value, turn: Turn) -> Result<(), AttemptError> {
     if turn.continuation_needed || turn.incomplete {
         return Ok(());
     }
-    let whole = chain.map(|c| c.whole_with(value));
-    step.check_reply(whole.as_ref().unwrap_or(value))
+    step.check_reply(document)
         .map_err(|e| retryable(INVALID_REPLY, format!("{}: {e}", step.output_type)))
 }
 
@@ -88,16 +82,16 @@ fn encode(value: &impl serde::Serialize) -> Result<Vec<u8>, AttemptError> {
     serde_json::to_vec_pretty(value).map_err(|e| permanent("encode", e))
 }
 
-/// Seed 001 Phase 4: the whole document from every chunk, this one last, as
-/// one JSON document, with how many chunks made it and whether it was capped.
+/// Seed 001 Phase 4: the whole document merged from every chunk, with how
+/// many chunks made it and whether it was capped.
 pub(crate) fn assembled(
-    chain: &Chain,
-    last: &Value,
+    whole: &Value,
+    chunks: usize,
     incomplete: bool,
 ) -> Result<Vec<u8>, AttemptError> {
-    let mut whole = chain.whole_with(last);
+    let mut whole = whole.clone();
     if let Some(fields) = whole.as_object_mut() {
-        fields.insert("chunks".into(), Value::from(chain.chunks.len() + 1));
+        fields.insert("chunks".into(), Value::from(chunks));
         fields.insert("incomplete".into(), Value::from(incomplete));
     }
     encode(&whole)
@@ -159,8 +153,14 @@ impl Executor {
             earlier,
             self.max_continuations,
         );
-        check_shape(&attempt.step, chain, &value, turn)?;
-        let (written, size) = self.write_chunks(attempt, chain, &value, turn).await?;
+        // A continued document's last turn: merged once, checked, then stored.
+        let whole = chain
+            .filter(|_| !turn.continuation_needed)
+            .map(|c| c.whole_with(&value));
+        check_shape(&attempt.step, whole.as_ref().unwrap_or(&value), turn)?;
+        let (written, size) = self
+            .write_chunks(attempt, chain, &value, whole.as_ref(), turn)
+            .await?;
         let saved = Saved {
             chain,
             reply: &reply,
@@ -225,6 +225,7 @@ impl Executor {
         attempt: &Attempt<'_>,
         chain: Option<&Chain>,
         value: &Value,
+        whole: Option<&Value>,
         turn: Turn,
     ) -> Result<(Written, i64), AttemptError> {
         let own_name = DocumentName {
@@ -242,10 +243,10 @@ impl Executor {
             chunk: key,
             assembled: None,
         };
-        if let (Some(chain), false) = (chain, turn.continuation_needed) {
+        if let (Some(chain), Some(whole)) = (chain, whole) {
             let root_key = Self::key(attempt, &name, None)?;
-            self.put(&root_key, assembled(chain, value, turn.incomplete)?)
-                .await?;
+            let body = assembled(whole, chain.chunks.len() + 1, turn.incomplete)?;
+            self.put(&root_key, body).await?;
             written.assembled = Some(root_key);
         }
         Ok((written, size))
@@ -445,7 +446,7 @@ mod tests {
         let execute = step("EXECUTE", &["content", "risks"]);
         let whole = Turn::of(&execute, &reply(FinishReason::Stop), &Value::Null, 0, 2);
         let missing = serde_json::json!({"content": "x"});
-        let err = check_shape(&execute, None, &missing, whole).expect_err("refused");
+        let err = check_shape(&execute, &missing, whole).expect_err("refused");
         assert!(
             matches!(&err, AttemptError::Retryable { code: INVALID_REPLY, message }
                 if message.contains("`risks`")),
@@ -459,9 +460,9 @@ mod tests {
             }],
             ..chain(&[])
         };
-        assert!(check_shape(&execute, Some(&earlier), &missing, whole).is_ok());
+        assert!(check_shape(&execute, &earlier.whole_with(&missing), whole).is_ok());
         let cut = Turn::of(&execute, &reply(FinishReason::Length), &missing, 0, 2);
-        assert!(check_shape(&execute, None, &missing, cut).is_ok());
+        assert!(check_shape(&execute, &missing, cut).is_ok());
     }
 
     #[test]
@@ -498,7 +499,7 @@ mod tests {
         let last = serde_json::json!({"content": "C", "risks": ["r2"]});
         let mut earlier = chain(&["A", "B"]);
         earlier.chunks[1].raw = serde_json::json!({"content": "B", "risks": ["r1"]}).to_string();
-        let body = assembled(&earlier, &last, false).expect("assembles");
+        let body = assembled(&earlier.whole_with(&last), 3, false).expect("assembles");
         let whole: Value = serde_json::from_slice(&body).expect("json");
         assert_eq!(whole["content"], "ABC");
         assert_eq!(whole["risks"], serde_json::json!(["r1", "r2"]));
