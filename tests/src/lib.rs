@@ -191,7 +191,7 @@ impl TestEnv {
     }
 
     /// Starts one service with `settings`; a gateway sends its commands to
-    /// the planner this env runs, whatever `settings` says.
+    /// the planner, wallet and indexer this env runs, whatever `settings` says.
     pub async fn start_with(&mut self, name: &str, mut settings: Settings) -> SocketAddr {
         if name == "gateway"
             && let Some((_, planner)) = self.running.get("planner")
@@ -202,6 +202,11 @@ impl TestEnv {
             && let Some((_, wallet)) = self.running.get("wallet")
         {
             settings.gateway.wallet_url = format!("http://{}", wallet.addr);
+        }
+        if name == "gateway"
+            && let Some((_, indexer)) = self.running.get("indexer")
+        {
+            settings.gateway.indexer_url = format!("http://{}", indexer.addr);
         }
         let shutdown = CancellationToken::new();
         let running = start_fn(name)(Arc::new(settings), shutdown.clone())

@@ -6,9 +6,10 @@
 
 use dialectic_e2e::{TestEnv, eventually};
 use dialectic_proto::v1::{
-    CancelSessionRequest, CreateProjectRequest, CreditWalletRequest, DeleteProjectRequest,
-    EditStageRecipeRequest, ExportProjectRequest, GetDocumentContentRequest, GetProjectRequest,
-    GetSessionRequest, GetStageRecipeRequest, GetWalletRequest, ListModelsRequest,
+    AddProjectDocumentRequest, CancelSessionRequest, CreateProjectRequest, CreditWalletRequest,
+    DeleteProjectRequest, EditStageRecipeRequest, ExportProjectRequest, GetDocumentContentRequest,
+    GetProjectRequest, GetSessionRequest, GetStageRecipeRequest, GetWalletRequest,
+    InstallPipelineRequest, ListModelsRequest, ListPipelinesRequest, ListProjectDocumentsRequest,
     ListProjectsRequest, ListRecipesRequest, ListSessionsRequest, ListStageDocumentsRequest,
     ListWalletTransactionsRequest, PauseSessionRequest, RecipeEdge, RegenerateDocumentRequest,
     ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest, StageResponse,
@@ -305,6 +306,33 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
             ),
         ));
         cases.push((
+            "AddProjectDocument",
+            what,
+            code,
+            done(
+                client
+                    .add_project_document(AddProjectDocumentRequest {
+                        project_id: id.clone(),
+                        file_name: "brief.md".into(),
+                        content: b"A brief.".to_vec(),
+                        client_request_id: String::new(),
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
+            "ListProjectDocuments",
+            what,
+            code,
+            done(
+                client
+                    .list_project_documents(ListProjectDocumentsRequest {
+                        project_id: id.clone(),
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
             "ListSessions",
             what,
             code,
@@ -552,6 +580,26 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
         client.start_session(start(&project.id, vec!["simulated".into(); 1000]))
     );
     // Calls that take no ids still answer.
+    case!(
+        "ListPipelines",
+        "empty request",
+        Code::Ok,
+        client.list_pipelines(ListPipelinesRequest {})
+    );
+    case!(
+        "InstallPipeline",
+        "empty file",
+        Code::InvalidArgument,
+        client.install_pipeline(InstallPipelineRequest::default())
+    );
+    case!(
+        "InstallPipeline",
+        "a stage slug of another pipeline",
+        Code::InvalidArgument,
+        client.install_pipeline(InstallPipelineRequest {
+            content: include_str!("../pipelines/notes.toml").replace("\"draft\"", "\"thesis\""),
+        })
+    );
     case!(
         "ListModels",
         "empty request",

@@ -158,6 +158,8 @@ pub struct GatewayConfig {
     pub planner_url: String,
     /// The wallet service, for administrators' credits (`CreditWallet`).
     pub wallet_url: String,
+    /// The indexer, which indexes uploaded project documents (`AddProjectDocument`).
+    pub indexer_url: String,
 }
 
 impl Default for GatewayConfig {
@@ -171,6 +173,7 @@ impl Default for GatewayConfig {
             max_message_bytes: 4 * 1024 * 1024,
             planner_url: "http://127.0.0.1:7052".into(),
             wallet_url: "http://127.0.0.1:7056".into(),
+            indexer_url: "http://127.0.0.1:7055".into(),
         }
     }
 }

@@ -2,8 +2,8 @@
 //! are inverse: every key this system writes can be read back into the context
 //! that produced it.
 
-use crate::ids::ProjectId;
-use crate::slug::is_safe_segment;
+use crate::ids::{ProjectId, ResourceId};
+use crate::slug::{is_safe_segment, slugify};
 use std::fmt;
 
 /// How a document's file name records where it came from.
@@ -72,6 +72,27 @@ pub enum FileKind {
     RenderedDocument { name: DocumentName },
     /// A user's edited version of a document: `documents/{name}_edit_{version}.json`.
     UserEdit { name: DocumentName, version: u32 },
+}
+
+/// Where an uploaded project document lives (seed 001's `general_resource/`
+/// folder): `projects/{project}/general_resource/{name}_{id8}.{ext}`. The
+/// name is slugged, never the raw file name, and the resource id's random
+/// digits keep two uploads of one name apart.
+pub fn project_document_key(
+    project_id: ProjectId,
+    resource_id: ResourceId,
+    file_name: &str,
+) -> String {
+    let base = file_name.rsplit(['/', '\\']).next().unwrap_or_default();
+    let (stem, extension) = match base.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => (stem, slugify(ext, 10, "txt")),
+        _ => (base, "txt".to_string()),
+    };
+    format!(
+        "projects/{project_id}/general_resource/{}_{}.{extension}",
+        slugify(stem, 60, "document"),
+        resource_id.short()
+    )
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -366,6 +387,20 @@ impl fmt::Display for PathContext {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_project_document_key_is_slugged_and_kept_apart_by_its_id() {
+        let project = ProjectId::new();
+        let id = ResourceId(uuid::Uuid::from_u128(0xabcdef12));
+        assert_eq!(
+            project_document_key(project, id, "../Base Agreement (2019).MD"),
+            format!("projects/{project}/general_resource/base-agreement-2019_abcdef12.md")
+        );
+        assert_eq!(
+            project_document_key(project, id, ".env"),
+            format!("projects/{project}/general_resource/env_abcdef12.txt")
+        );
+    }
 
     fn ctx(file: FileKind) -> PathContext {
         PathContext {

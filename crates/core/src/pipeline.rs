@@ -119,7 +119,13 @@ impl fmt::Display for PipelineErrors {
     }
 }
 
-const INPUT_KINDS: [&str; 4] = ["seed_prompt", "header_context", "document", "feedback"];
+const INPUT_KINDS: [&str; 5] = [
+    "seed_prompt",
+    "header_context",
+    "document",
+    "feedback",
+    "project_document",
+];
 const PROMPT_TYPES: [&str; 4] = ["Seed", "Planner", "Turn", "Continuation"];
 
 impl PipelineFile {
@@ -138,6 +144,12 @@ impl PipelineFile {
 
     pub fn to_toml(&self) -> Result<String, toml::ser::Error> {
         toml::to_string_pretty(self)
+    }
+
+    /// SHA-256 of the file's canonical TOML: comments and layout do not
+    /// change it, any change to what installs does.
+    pub fn digest(&self) -> Result<String, toml::ser::Error> {
+        Ok(crate::digest::sha256_hex(self.to_toml()?.as_bytes()))
     }
 
     /// Checks the whole file: names, references between stages and steps,

@@ -10,6 +10,7 @@ pub mod ledger;
 pub mod listing;
 pub mod outbox;
 pub mod pipelines;
+pub mod project_documents;
 pub mod recipe_edit;
 pub mod recipes;
 pub mod records;
@@ -138,9 +139,11 @@ impl Store {
         Ok(())
     }
 
-    pub async fn migrate(&self) -> Result<(), StoreError> {
+    /// Applies the SQL migrations, then installs each shipped pipeline file
+    /// whose newest installed version differs from it.
+    pub async fn migrate(&self) -> Result<Vec<pipelines::Installed>, StoreError> {
         MIGRATOR.run(&self.pool).await?;
-        Ok(())
+        pipelines::install_shipped(&self.pool).await
     }
 
     pub async fn schema_status(&self) -> Result<SchemaStatus, StoreError> {

@@ -1,9 +1,10 @@
-//! A process as a pipeline file (`dialecticd pipeline export`): its stages in
-//! order, each with its system prompt, its active recipe (a cloned stage's
-//! edited copy, else the template) and its document templates.
+//! Pipelines as data (docs/pipelines.md): install a pipeline file as a new
+//! version (`dialecticd pipeline install`, InstallPipeline), list the
+//! installed versions, and export a version back to a file. The files under
+//! `pipelines/` ship with the build and install on `migrate`.
 
 use crate::StoreError;
-use crate::recipes::stage_recipe;
+use crate::recipes::recipe_of_stage;
 use dialectic_core::pipeline::{
     DocumentTemplateDef, PipelineFile, RelevanceDef, StageDef, StepDef,
 };
@@ -11,43 +12,85 @@ use dialectic_core::recipe::Recipe;
 use sqlx::PgPool;
 use sqlx::types::Json;
 use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// The pipelines that ship with the build, as (file name, text): `migrate`
+/// installs each one whose newest installed version differs from it.
+pub const SHIPPED: [(&str, &str); 1] = [(
+    "dialectic.toml",
+    include_str!("../../../pipelines/dialectic.toml"),
+)];
 
 #[derive(sqlx::FromRow)]
 struct StageRow {
+    id: Uuid,
     slug: String,
     display_name: String,
     description: Option<String>,
     system_prompt: Option<String>,
 }
 
-/// The process template whose slug is `name`, as a pipeline file.
+/// One installed version of a pipeline.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct PipelineVersion {
+    pub id: Uuid,
+    pub slug: String,
+    pub display_name: String,
+    pub version: i32,
+    /// Stage slugs in the order sessions run them.
+    pub stages: Vec<String>,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Every installed version, by slug and newest version first.
+pub async fn list(pool: &PgPool) -> Result<Vec<PipelineVersion>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT t.id, t.slug, t.name AS display_name, t.version, t.created_at,
+                ARRAY(SELECT st.slug FROM dialectic_process_template_stages pts
+                      JOIN dialectic_stages st ON st.id = pts.stage_id
+                      WHERE pts.process_template_id = t.id ORDER BY pts.stage_number) AS stages
+         FROM dialectic_process_templates t WHERE t.slug IS NOT NULL
+         ORDER BY t.slug, t.version DESC",
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+/// The newest version of the pipeline whose slug is `name`, as a pipeline file.
 pub async fn export(pool: &PgPool, name: &str) -> Result<PipelineFile, StoreError> {
-    let header: Option<(String, Option<String>)> =
-        sqlx::query_as("SELECT name, description FROM dialectic_process_templates WHERE slug = $1")
-            .bind(name)
-            .fetch_optional(pool)
-            .await?;
-    let Some((display_name, description)) = header else {
+    let mut conn = pool.acquire().await?;
+    let Some(newest) = newest_version(&mut conn, name).await? else {
         return Err(StoreError::NotFound(format!("pipeline {name}")));
     };
+    export_version(&mut conn, newest.id).await
+}
+
+async fn export_version(
+    conn: &mut sqlx::PgConnection,
+    process_id: Uuid,
+) -> Result<PipelineFile, StoreError> {
+    let (name, display_name, description): (String, String, Option<String>) = sqlx::query_as(
+        "SELECT COALESCE(slug, ''), name, description FROM dialectic_process_templates WHERE id = $1",
+    )
+    .bind(process_id)
+    .fetch_one(&mut *conn)
+    .await?;
     let rows: Vec<StageRow> = sqlx::query_as(
-        "SELECT s.slug, s.display_name, s.description, sp.prompt_text AS system_prompt
-           FROM dialectic_process_templates p
-           JOIN dialectic_process_template_stages pts ON pts.process_template_id = p.id
+        "SELECT s.id, s.slug, s.display_name, s.description, sp.prompt_text AS system_prompt
+           FROM dialectic_process_template_stages pts
            JOIN dialectic_stages s ON s.id = pts.stage_id
            LEFT JOIN system_prompts sp ON sp.id = s.default_system_prompt_id
-          WHERE p.slug = $1 ORDER BY pts.stage_number",
+          WHERE pts.process_template_id = $1 ORDER BY pts.stage_number",
     )
-    .bind(name)
-    .fetch_all(pool)
+    .bind(process_id)
+    .fetch_all(&mut *conn)
     .await?;
     let mut stages = Vec::with_capacity(rows.len());
-    let mut conn = pool.acquire().await?;
     for row in rows {
-        let recipe = stage_recipe(&mut conn, &row.slug).await?;
+        let recipe = recipe_of_stage(conn, row.id, &row.slug).await?;
         stages.push(StageDef {
             steps: steps_of(&row.slug, &recipe)?,
-            document_templates: templates(pool, &row.slug).await?,
+            document_templates: templates(conn, row.id, &row.slug).await?,
             slug: row.slug,
             display_name: row.display_name,
             description: row.description,
@@ -55,13 +98,12 @@ pub async fn export(pool: &PgPool, name: &str) -> Result<PipelineFile, StoreErro
         });
     }
     Ok(PipelineFile {
-        name: name.to_string(),
+        name,
         display_name,
         description,
         stages,
     })
 }
-
 fn steps_of(stage: &str, recipe: &Recipe) -> Result<Vec<StepDef>, StoreError> {
     recipe
         .steps
@@ -94,13 +136,17 @@ fn steps_of(stage: &str, recipe: &Recipe) -> Result<Vec<StepDef>, StoreError> {
         .collect()
 }
 
-async fn templates(pool: &PgPool, stage: &str) -> Result<Vec<DocumentTemplateDef>, StoreError> {
+async fn templates(
+    conn: &mut sqlx::PgConnection,
+    stage_id: Uuid,
+    stage: &str,
+) -> Result<Vec<DocumentTemplateDef>, StoreError> {
     let rows: Vec<(String, String, Option<String>, String)> = sqlx::query_as(
         "SELECT document_key, name, file_name, content FROM dialectic_document_templates
-          WHERE stage_slug = $1 AND is_active ORDER BY document_key",
+          WHERE stage_id = $1 AND is_active ORDER BY document_key",
     )
-    .bind(stage)
-    .fetch_all(pool)
+    .bind(stage_id)
+    .fetch_all(conn)
     .await?;
     Ok(rows
         .into_iter()
@@ -115,40 +161,190 @@ async fn templates(pool: &PgPool, stage: &str) -> Result<Vec<DocumentTemplateDef
         .collect())
 }
 
-/// What `install` wrote.
+/// What `install` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Installed {
     pub name: String,
+    pub version: i32,
     pub stages: usize,
     pub steps: usize,
+    /// False when the newest installed version already is this file.
+    pub created: bool,
 }
 
-/// Installs a validated pipeline file as a new pipeline, in one transaction:
-/// its process template, stages and transitions, system and step prompts,
-/// recipe templates with their steps and edges, recipe instances and
-/// document templates. A pipeline or a stage slug that already exists is
-/// refused (`Invalid`) and nothing is written: installing a new version of an
-/// existing pipeline comes with stages scoped to their pipeline.
+struct Newest {
+    id: Uuid,
+    version: i32,
+    digest: Option<String>,
+}
+
+async fn newest_version(
+    conn: &mut sqlx::PgConnection,
+    name: &str,
+) -> Result<Option<Newest>, StoreError> {
+    let row: Option<(Uuid, i32, Option<String>)> = sqlx::query_as(
+        "SELECT id, version, source_digest FROM dialectic_process_templates
+          WHERE slug = $1 ORDER BY version DESC LIMIT 1",
+    )
+    .bind(name)
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|(id, version, digest)| Newest {
+        id,
+        version,
+        digest,
+    }))
+}
+
+/// Installs a validated pipeline file as the next version of its pipeline
+/// (version 1 for a new one), in one transaction: process template, stages
+/// and transitions, system and step prompts, recipe templates with their
+/// steps and edges, recipe instances and document templates. New sessions
+/// run it; sessions already started keep theirs. When the newest version is
+/// already this file, nothing is written. A stage slug or display name that
+/// belongs to another pipeline is refused (`Invalid`), nothing written.
 pub async fn install(pool: &PgPool, file: &PipelineFile) -> Result<Installed, StoreError> {
     file.validate()
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let digest = file
+        .digest()
+        .map_err(|e| StoreError::Invalid(format!("pipeline {}: {e}", file.name)))?;
     let mut tx = pool.begin().await?;
-    refuse_taken_slugs(&mut tx, file).await?;
+    // Two installs of one pipeline would both take the same next version.
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('pipeline:' || $1))")
+        .bind(&file.name)
+        .execute(&mut *tx)
+        .await?;
+    let newest = newest_version(&mut tx, &file.name).await?;
+    let installed = Installed {
+        name: file.name.clone(),
+        version: newest.as_ref().map_or(1, |n| n.version + 1),
+        stages: file.stages.len(),
+        steps: file.stages.iter().map(|s| s.steps.len()).sum(),
+        created: true,
+    };
+    if let Some(newest) = newest
+        && is_same_file(&mut tx, &newest, file, &digest).await?
+    {
+        tx.commit().await?;
+        return Ok(Installed {
+            version: newest.version,
+            created: false,
+            ..installed
+        });
+    }
+    refuse_taken_names(&mut tx, file).await?;
+    install_version(&mut tx, file, installed.version, &digest).await?;
+    tx.commit().await?;
+    Ok(installed)
+}
+
+/// Whether the newest version is `file`. A version without a digest (the
+/// dialectic pipeline the early migrations seeded) is compared whole once,
+/// and gets the digest when it matches.
+async fn is_same_file(
+    tx: &mut crate::Tx<'_>,
+    newest: &Newest,
+    file: &PipelineFile,
+    digest: &str,
+) -> Result<bool, StoreError> {
+    if let Some(known) = &newest.digest {
+        return Ok(known == digest);
+    }
+    if export_version(tx, newest.id).await? != *file {
+        return Ok(false);
+    }
+    sqlx::query("UPDATE dialectic_process_templates SET source_digest = $2 WHERE id = $1")
+        .bind(newest.id)
+        .bind(digest)
+        .execute(&mut **tx)
+        .await?;
+    Ok(true)
+}
+
+/// Installs every shipped pipeline file whose newest installed version
+/// differs from it (`migrate` runs this after the SQL migrations).
+pub async fn install_shipped(pool: &PgPool) -> Result<Vec<Installed>, StoreError> {
+    let mut installed = Vec::with_capacity(SHIPPED.len());
+    for (file_name, text) in SHIPPED {
+        let file = PipelineFile::parse(text)
+            .map_err(|e| StoreError::Corrupt(format!("shipped pipeline {file_name}: {e}")))?;
+        installed.push(install(pool, &file).await?);
+    }
+    Ok(installed)
+}
+
+async fn refuse_taken_names(tx: &mut crate::Tx<'_>, file: &PipelineFile) -> Result<(), StoreError> {
+    let name_taken: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM dialectic_process_templates
+                         WHERE name = $2 AND slug IS DISTINCT FROM $1)",
+    )
+    .bind(&file.name)
+    .bind(&file.display_name)
+    .fetch_one(&mut **tx)
+    .await?;
+    if name_taken {
+        return Err(StoreError::Invalid(format!(
+            "another pipeline is already named {:?}",
+            file.display_name
+        )));
+    }
+    let slugs: Vec<String> = file.stages.iter().map(|s| s.slug.clone()).collect();
+    let taken: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT s.slug FROM dialectic_stages s
+           LEFT JOIN dialectic_process_templates t ON t.id = s.process_template_id
+          WHERE s.slug = ANY($1) AND t.slug IS DISTINCT FROM $2 ORDER BY s.slug",
+    )
+    .bind(&slugs)
+    .bind(&file.name)
+    .fetch_all(&mut **tx)
+    .await?;
+    if !taken.is_empty() {
+        return Err(StoreError::Invalid(format!(
+            "stages {taken:?} already belong to another pipeline; a stage slug belongs to one pipeline"
+        )));
+    }
+    Ok(())
+}
+
+/// Writes the version: its stages first (they name it; the reference is
+/// checked at commit), then the process template, its order and transitions.
+async fn install_version(
+    tx: &mut crate::Tx<'_>,
+    file: &PipelineFile,
+    version: i32,
+    digest: &str,
+) -> Result<(), StoreError> {
+    let process_id = Uuid::now_v7();
+    sqlx::query(
+        "UPDATE dialectic_stages SET is_current = false
+          WHERE process_template_id IN (SELECT id FROM dialectic_process_templates WHERE slug = $1)",
+    )
+    .bind(&file.name)
+    .execute(&mut **tx)
+    .await?;
+    let names = VersionNames {
+        pipeline: &file.name,
+        version,
+        process_id,
+    };
     let mut stage_ids = Vec::with_capacity(file.stages.len());
     for stage in &file.stages {
-        stage_ids.push(install_stage(&mut tx, &file.name, stage).await?);
+        stage_ids.push(install_stage(tx, &names, stage).await?);
     }
-    let process_id = uuid::Uuid::now_v7();
     sqlx::query(
-        "INSERT INTO dialectic_process_templates (id, name, slug, description, starting_stage_id)
-         VALUES ($1, $2, $3, $4, $5)",
+        "INSERT INTO dialectic_process_templates
+           (id, name, slug, description, starting_stage_id, version, source_digest)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
     .bind(process_id)
     .bind(&file.display_name)
     .bind(&file.name)
     .bind(&file.description)
     .bind(stage_ids[0])
-    .execute(&mut *tx)
+    .bind(version)
+    .bind(digest)
+    .execute(&mut **tx)
     .await?;
     for (number, stage_id) in stage_ids.iter().enumerate() {
         sqlx::query(
@@ -158,7 +354,7 @@ pub async fn install(pool: &PgPool, file: &PipelineFile) -> Result<Installed, St
         .bind(process_id)
         .bind(stage_id)
         .bind(number as i32 + 1)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
     }
     for pair in stage_ids.windows(2) {
@@ -169,54 +365,29 @@ pub async fn install(pool: &PgPool, file: &PipelineFile) -> Result<Installed, St
         .bind(process_id)
         .bind(pair[0])
         .bind(pair[1])
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
     }
-    tx.commit().await?;
-    Ok(Installed {
-        name: file.name.clone(),
-        stages: file.stages.len(),
-        steps: file.stages.iter().map(|s| s.steps.len()).sum(),
-    })
+    Ok(())
 }
 
-async fn refuse_taken_slugs(tx: &mut crate::Tx<'_>, file: &PipelineFile) -> Result<(), StoreError> {
-    let pipeline_taken: bool = sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM dialectic_process_templates WHERE slug = $1 OR name = $2)",
-    )
-    .bind(&file.name)
-    .bind(&file.display_name)
-    .fetch_one(&mut **tx)
-    .await?;
-    if pipeline_taken {
-        return Err(StoreError::Invalid(format!(
-            "a pipeline named {:?} or {:?} is already installed",
-            file.name, file.display_name
-        )));
-    }
-    let slugs: Vec<String> = file.stages.iter().map(|s| s.slug.clone()).collect();
-    let taken: Vec<String> =
-        sqlx::query_scalar("SELECT slug FROM dialectic_stages WHERE slug = ANY($1) ORDER BY slug")
-            .bind(&slugs)
-            .fetch_all(&mut **tx)
-            .await?;
-    if !taken.is_empty() {
-        return Err(StoreError::Invalid(format!(
-            "stages {taken:?} already belong to another pipeline; stage slugs are unique across pipelines"
-        )));
-    }
-    Ok(())
+/// What a version's rows are named by: recipe and prompt names carry the
+/// version, so every version keeps its own.
+struct VersionNames<'a> {
+    pipeline: &'a str,
+    version: i32,
+    process_id: Uuid,
 }
 
 async fn install_prompt(
     tx: &mut crate::Tx<'_>,
     name: &str,
     text: Option<&str>,
-) -> Result<Option<uuid::Uuid>, StoreError> {
+) -> Result<Option<Uuid>, StoreError> {
     let Some(text) = text else {
         return Ok(None);
     };
-    let id = uuid::Uuid::now_v7();
+    let id = Uuid::now_v7();
     sqlx::query("INSERT INTO system_prompts (id, name, prompt_text) VALUES ($1, $2, $3)")
         .bind(id)
         .bind(name)
@@ -229,17 +400,17 @@ async fn install_prompt(
 /// One stage: its prompt, recipe template, steps, edges, instance and templates.
 async fn install_stage(
     tx: &mut crate::Tx<'_>,
-    pipeline: &str,
+    names: &VersionNames<'_>,
     stage: &StageDef,
-) -> Result<uuid::Uuid, StoreError> {
-    let recipe_name = format!("{pipeline}_{}", stage.slug);
+) -> Result<Uuid, StoreError> {
+    let recipe_name = format!("{}_v{}_{}", names.pipeline, names.version, stage.slug);
     let system_prompt = install_prompt(
         tx,
         &format!("{recipe_name}_system"),
         stage.system_prompt.as_deref(),
     )
     .await?;
-    let template_id = uuid::Uuid::now_v7();
+    let template_id = Uuid::now_v7();
     sqlx::query(
         "INSERT INTO dialectic_recipe_templates (id, recipe_name, display_name, description)
          VALUES ($1, $2, $3, $4)",
@@ -267,11 +438,11 @@ async fn install_stage(
             .await?;
         }
     }
-    let (stage_id, instance_id) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+    let (stage_id, instance_id) = (Uuid::now_v7(), Uuid::now_v7());
     sqlx::query(
         "INSERT INTO dialectic_stages (id, slug, display_name, description, default_system_prompt_id,
-                                       recipe_template_id, active_recipe_instance_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                                       recipe_template_id, active_recipe_instance_id, process_template_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
     .bind(stage_id)
     .bind(&stage.slug)
@@ -280,6 +451,7 @@ async fn install_stage(
     .bind(system_prompt)
     .bind(template_id)
     .bind(instance_id)
+    .bind(names.process_id)
     .execute(&mut **tx)
     .await?;
     sqlx::query("INSERT INTO dialectic_stage_recipe_instances (id, stage_id, template_id) VALUES ($1, $2, $3)")
@@ -290,14 +462,15 @@ async fn install_stage(
         .await?;
     for template in &stage.document_templates {
         sqlx::query(
-            "INSERT INTO dialectic_document_templates (stage_slug, document_key, name, content, file_name)
-             VALUES ($1, $2, $3, $4, $5)",
+            "INSERT INTO dialectic_document_templates (stage_slug, document_key, name, content, file_name, stage_id)
+             VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(&stage.slug)
         .bind(&template.document_key)
         .bind(&template.name)
         .bind(&template.content)
         .bind(&template.file_name)
+        .bind(stage_id)
         .execute(&mut **tx)
         .await?;
     }
@@ -306,11 +479,11 @@ async fn install_stage(
 
 async fn install_step(
     tx: &mut crate::Tx<'_>,
-    template_id: uuid::Uuid,
+    template_id: Uuid,
     recipe_name: &str,
     index: usize,
     step: &StepDef,
-) -> Result<uuid::Uuid, StoreError> {
+) -> Result<Uuid, StoreError> {
     let prompt = install_prompt(
         tx,
         &format!("{recipe_name}_{}", step.key),
@@ -322,7 +495,7 @@ async fn install_step(
             .map(Json)
             .map_err(|e| StoreError::Invalid(format!("step {}: {e}", step.key)))
     };
-    let id = uuid::Uuid::now_v7();
+    let id = Uuid::now_v7();
     sqlx::query(
         "INSERT INTO dialectic_recipe_template_steps
            (id, template_id, step_number, step_key, step_slug, step_name, job_type, prompt_type, prompt_template_id,

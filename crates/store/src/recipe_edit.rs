@@ -94,7 +94,7 @@ async fn lock_instance(tx: &mut Tx<'_>, stage_slug: &str) -> Result<Instance, Re
         "SELECT i.id, i.template_id, i.is_cloned
          FROM dialectic_stages s
          JOIN dialectic_stage_recipe_instances i ON i.id = s.active_recipe_instance_id
-         WHERE s.slug = $1
+         WHERE s.slug = $1 AND s.is_current
          FOR UPDATE OF i",
     )
     .bind(stage_slug)

@@ -69,19 +69,43 @@ impl StepRecord {
     }
 }
 
-/// The active recipe of a stage, validated as a DAG.
+const ACTIVE_INSTANCE: &str = "SELECT i.id, i.template_id, i.is_cloned
+     FROM dialectic_stages s JOIN dialectic_stage_recipe_instances i ON i.id = s.active_recipe_instance_id";
+
+/// The active recipe of the stage in its pipeline's newest version (what new
+/// sessions run, admin edits change and ListRecipes shows), validated as a DAG.
 pub async fn stage_recipe(
     executor: &mut sqlx::PgConnection,
     stage_slug: &str,
 ) -> Result<Recipe, StoreError> {
-    let instance: Option<(Uuid, Uuid, bool)> = sqlx::query_as(
-        "SELECT i.id, i.template_id, i.is_cloned
-         FROM dialectic_stages s JOIN dialectic_stage_recipe_instances i ON i.id = s.active_recipe_instance_id
-         WHERE s.slug = $1",
-    )
+    let instance = sqlx::query_as(&format!(
+        "{ACTIVE_INSTANCE} WHERE s.slug = $1 AND s.is_current"
+    ))
     .bind(stage_slug)
     .fetch_optional(&mut *executor)
     .await?;
+    load_recipe(executor, instance, stage_slug).await
+}
+
+/// The active recipe of one stage row: a session's own pipeline version
+/// (`records::stage_in_process`), validated as a DAG.
+pub async fn recipe_of_stage(
+    executor: &mut sqlx::PgConnection,
+    stage_id: Uuid,
+    stage_slug: &str,
+) -> Result<Recipe, StoreError> {
+    let instance = sqlx::query_as(&format!("{ACTIVE_INSTANCE} WHERE s.id = $1"))
+        .bind(stage_id)
+        .fetch_optional(&mut *executor)
+        .await?;
+    load_recipe(executor, instance, stage_slug).await
+}
+
+async fn load_recipe(
+    executor: &mut sqlx::PgConnection,
+    instance: Option<(Uuid, Uuid, bool)>,
+    stage_slug: &str,
+) -> Result<Recipe, StoreError> {
     let Some((instance_id, template_id, is_cloned)) = instance else {
         return Err(StoreError::NotFound(format!(
             "a recipe for stage {stage_slug}"
@@ -138,7 +162,8 @@ pub async fn stage_recipe(
     Ok(recipe)
 }
 
-/// One line per stage that has a recipe: (slug, display name, is_cloned, steps).
+/// One line per stage of each pipeline's newest version that has a recipe:
+/// (slug, display name, is_cloned, steps).
 pub async fn stage_recipes(
     pool: &sqlx::PgPool,
 ) -> Result<Vec<(String, String, bool, i64)>, StoreError> {
@@ -149,6 +174,7 @@ pub async fn stage_recipes(
                      ELSE (SELECT count(*) FROM dialectic_recipe_template_steps st WHERE st.template_id = i.template_id)
                 END
          FROM dialectic_stages s JOIN dialectic_stage_recipe_instances i ON i.id = s.active_recipe_instance_id
+         WHERE s.is_current
          ORDER BY (SELECT min(pts.stage_number) FROM dialectic_process_template_stages pts WHERE pts.stage_id = s.id) NULLS LAST, s.slug",
     )
     .fetch_all(pool)

@@ -23,6 +23,8 @@ pub struct ProjectRow {
     pub initial_prompt_storage_key: Option<String>,
     pub process_template_id: Uuid,
     pub created_at: DateTime<Utc>,
+    /// The pipeline's slug.
+    pub pipeline: String,
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -41,6 +43,8 @@ pub struct SessionRow {
     pub revision: i32,
     /// While paused, the status a resume returns to.
     pub paused_from: Option<String>,
+    /// The pipeline version it runs (None: a row an older build wrote).
+    pub pipeline_version: Option<i32>,
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -153,7 +157,8 @@ pub struct NewProject<'a> {
 /// The pipeline a project runs when its creator names none.
 pub const DEFAULT_PIPELINE: &str = "dialectic";
 
-pub(crate) const PROJECT_COLUMNS: &str = "id, user_id, project_name, slug, initial_user_prompt, initial_prompt_storage_key, process_template_id, created_at";
+pub(crate) const PROJECT_COLUMNS: &str = "id, user_id, project_name, slug, initial_user_prompt, initial_prompt_storage_key, process_template_id, created_at,
+    (SELECT COALESCE(t.slug, '') FROM dialectic_process_templates t WHERE t.id = process_template_id) AS pipeline";
 
 /// Inserts a project on the pipeline it names. With a client request id, a
 /// repeated call returns the first project instead of creating another.
@@ -165,6 +170,7 @@ pub async fn insert_project(
         "INSERT INTO dialectic_projects (id, user_id, project_name, slug, initial_user_prompt, initial_prompt_storage_key,
                                          process_template_id, client_request_id)
          SELECT $1, $2, $3, $4, $5, $6, id, $7 FROM dialectic_process_templates WHERE slug = $8
+         ORDER BY version DESC LIMIT 1
          ON CONFLICT (user_id, client_request_id) DO NOTHING
          RETURNING {PROJECT_COLUMNS}"
     ))
@@ -265,7 +271,14 @@ pub async fn model(
         .ok_or_else(|| StoreError::NotFound(format!("model {id}")))
 }
 
-pub(crate) const SESSION_COLUMNS: &str = "id, project_id, user_id, status, iteration_count, current_stage_id, selected_model_ids, auto_advance, created_at, updated_at, revision, paused_from";
+/// The process template (pipeline version) of the session bound as `$1`:
+/// its own, else (a row an older build wrote) its project's.
+pub(crate) const SESSION_PROCESS: &str =
+    "(SELECT COALESCE(s.process_template_id, p.process_template_id)
+     FROM dialectic_sessions s JOIN dialectic_projects p ON p.id = s.project_id WHERE s.id = $1)";
+
+pub(crate) const SESSION_COLUMNS: &str = "id, project_id, user_id, status, iteration_count, current_stage_id, selected_model_ids, auto_advance, created_at, updated_at, revision, paused_from,
+    (SELECT t.version FROM dialectic_process_templates t WHERE t.id = process_template_id) AS pipeline_version";
 
 pub struct NewSession<'a> {
     pub id: SessionId,
@@ -277,17 +290,21 @@ pub struct NewSession<'a> {
     pub auto_advance: bool,
 }
 
-/// Inserts the session at `pending_<first stage>`; returns (row, created).
+/// Inserts the session at `pending_<first stage>` of the newest version of
+/// its project's pipeline, which it keeps; returns (row, created).
 pub async fn insert_session(
     tx: &mut Tx<'_>,
     s: &NewSession<'_>,
 ) -> Result<(SessionRow, bool), StoreError> {
     let inserted = sqlx::query_as::<_, SessionRow>(&format!(
         "INSERT INTO dialectic_sessions (id, project_id, user_id, status, current_stage_id, selected_model_ids,
-                                         session_description, client_request_id, auto_advance)
-         SELECT $1, p.id, $3, $8 || st.slug, st.id, $4, $5, $6, $7
+                                         session_description, client_request_id, auto_advance, process_template_id)
+         SELECT $1, p.id, $3, $8 || st.slug, st.id, $4, $5, $6, $7, t.id
          FROM dialectic_projects p
-         JOIN dialectic_process_templates t ON t.id = p.process_template_id
+         JOIN dialectic_process_templates pinned ON pinned.id = p.process_template_id
+         JOIN LATERAL (SELECT id, starting_stage_id FROM dialectic_process_templates v
+                        WHERE v.id = pinned.id OR v.slug = pinned.slug
+                        ORDER BY v.version DESC LIMIT 1) t ON true
          JOIN dialectic_stages st ON st.id = t.starting_stage_id
          WHERE p.id = $2 AND p.user_id = $3
          ON CONFLICT (user_id, client_request_id) DO NOTHING
@@ -349,13 +366,11 @@ pub async fn lock_session(tx: &mut Tx<'_>, id: SessionId) -> Result<SessionRow, 
 
 /// The first stage of the session's process (a new iteration starts there).
 pub async fn first_stage(tx: &mut Tx<'_>, session_id: SessionId) -> Result<String, StoreError> {
-    sqlx::query_scalar(
-        "SELECT st.slug FROM dialectic_sessions s
-         JOIN dialectic_projects p ON p.id = s.project_id
-         JOIN dialectic_process_templates t ON t.id = p.process_template_id
+    sqlx::query_scalar(&format!(
+        "SELECT st.slug FROM dialectic_process_templates t
          JOIN dialectic_stages st ON st.id = t.starting_stage_id
-         WHERE s.id = $1",
-    )
+         WHERE t.id = {SESSION_PROCESS}"
+    ))
     .bind(session_id)
     .fetch_optional(&mut **tx)
     .await?
@@ -372,7 +387,11 @@ pub async fn write_session_state(
     sqlx::query_as::<_, SessionRow>(&format!(
         "UPDATE dialectic_sessions
          SET status = $2, paused_from = $3,
-             current_stage_id = COALESCE((SELECT id FROM dialectic_stages WHERE slug = $4), current_stage_id),
+             current_stage_id = COALESCE(
+                 (SELECT st.id FROM dialectic_process_template_stages pts
+                  JOIN dialectic_stages st ON st.id = pts.stage_id
+                  WHERE st.slug = $4 AND pts.process_template_id = {SESSION_PROCESS}),
+                 current_stage_id),
              updated_at = now()
          WHERE id = $1
          RETURNING {SESSION_COLUMNS}"
@@ -450,19 +469,17 @@ pub async fn stage_in_process(
     session_id: SessionId,
     stage_slug: &str,
 ) -> Result<StageRow, StoreError> {
-    sqlx::query_as::<_, StageRow>(
+    sqlx::query_as::<_, StageRow>(&format!(
         "SELECT st.id, st.slug, st.display_name, pts.stage_number, sp.prompt_text AS system_prompt,
                 (SELECT nxt.slug FROM dialectic_stage_transitions tr
                  JOIN dialectic_stages nxt ON nxt.id = tr.target_stage_id
-                 WHERE tr.source_stage_id = st.id AND tr.process_template_id = p.process_template_id
+                 WHERE tr.source_stage_id = st.id AND tr.process_template_id = pts.process_template_id
                  LIMIT 1) AS next_stage_slug
-         FROM dialectic_sessions s
-         JOIN dialectic_projects p ON p.id = s.project_id
-         JOIN dialectic_stages st ON st.slug = $2
-         JOIN dialectic_process_template_stages pts ON pts.process_template_id = p.process_template_id AND pts.stage_id = st.id
+         FROM dialectic_process_template_stages pts
+         JOIN dialectic_stages st ON st.id = pts.stage_id AND st.slug = $2
          LEFT JOIN system_prompts sp ON sp.id = st.default_system_prompt_id
-         WHERE s.id = $1",
-    )
+         WHERE pts.process_template_id = {SESSION_PROCESS}"
+    ))
     .bind(session_id)
     .bind(stage_slug)
     .fetch_optional(executor)
@@ -757,18 +774,29 @@ pub async fn resource_for_user(
     .ok_or_else(|| StoreError::NotFound(format!("document {id}")))
 }
 
-/// Template text for a stage's document (seed 000 function 3).
+/// Template text for a stage's document in the session's pipeline version
+/// (seed 000 function 3).
 pub async fn document_template(
     executor: impl sqlx::PgExecutor<'_>,
+    session_id: SessionId,
     stage_slug: &str,
     document_key: &str,
 ) -> Result<String, StoreError> {
-    sqlx::query_scalar("SELECT content FROM dialectic_document_templates WHERE stage_slug = $1 AND document_key = $2 AND is_active")
-        .bind(stage_slug)
-        .bind(document_key)
-        .fetch_optional(executor)
-        .await?
-        .ok_or_else(|| StoreError::NotFound(format!("document template for {stage_slug}/{document_key}")))
+    sqlx::query_scalar(&format!(
+        "SELECT d.content FROM dialectic_document_templates d
+         JOIN dialectic_process_template_stages pts ON pts.stage_id = d.stage_id
+         JOIN dialectic_stages st ON st.id = d.stage_id
+         WHERE pts.process_template_id = {SESSION_PROCESS} AND st.slug = $2 AND d.document_key = $3
+           AND d.is_active"
+    ))
+    .bind(session_id)
+    .bind(stage_slug)
+    .bind(document_key)
+    .fetch_optional(executor)
+    .await?
+    .ok_or_else(|| {
+        StoreError::NotFound(format!("document template for {stage_slug}/{document_key}"))
+    })
 }
 
 pub async fn prompt_text(

@@ -1,7 +1,7 @@
 //! Revisits (seed 003): archiving later stages' documents as versions and
 //! rewinding a session to the stage after the revised one.
 
-use crate::records::{RESOURCE_COLUMNS, ResourceRow};
+use crate::records::{RESOURCE_COLUMNS, ResourceRow, SESSION_PROCESS};
 use crate::{StoreError, Tx};
 use dialectic_core::ids::{ResourceId, SessionId};
 use dialectic_core::job::JobStatus;
@@ -13,18 +13,16 @@ pub async fn stages_after(
     session_id: SessionId,
     stage_slug: &str,
 ) -> Result<Vec<String>, StoreError> {
-    Ok(sqlx::query_scalar(
+    Ok(sqlx::query_scalar(&format!(
         "SELECT st.slug
-         FROM dialectic_sessions s
-         JOIN dialectic_projects p ON p.id = s.project_id
-         JOIN dialectic_process_template_stages pts ON pts.process_template_id = p.process_template_id
+         FROM dialectic_process_template_stages pts
          JOIN dialectic_stages st ON st.id = pts.stage_id
-         WHERE s.id = $1 AND pts.stage_number > (
+         WHERE pts.process_template_id = {SESSION_PROCESS} AND pts.stage_number > (
              SELECT pts2.stage_number FROM dialectic_process_template_stages pts2
              JOIN dialectic_stages st2 ON st2.id = pts2.stage_id
-             WHERE pts2.process_template_id = p.process_template_id AND st2.slug = $2)
-         ORDER BY pts.stage_number",
-    )
+             WHERE pts2.process_template_id = pts.process_template_id AND st2.slug = $2)
+         ORDER BY pts.stage_number"
+    ))
     .bind(session_id)
     .bind(stage_slug)
     .fetch_all(&mut **tx)

@@ -2,8 +2,8 @@
 //! watching), with the API's field names, for scripts.
 
 use dialectic_proto::v1::{
-    ExportUrl, Project, RecipeSummary, Session, SessionEvent, StageDocument, StageRecipe, Wallet,
-    WalletTransaction,
+    ExportUrl, Pipeline, Project, ProjectDocument, RecipeSummary, Session, SessionEvent,
+    StageDocument, StageRecipe, Wallet, WalletTransaction,
 };
 use serde_json::{Value, json};
 
@@ -17,7 +17,8 @@ fn time(t: &Option<prost_types::Timestamp>) -> Value {
 pub fn project(p: &Project) -> Value {
     json!({
         "id": p.id, "name": p.name, "slug": p.slug,
-        "process_template_id": p.process_template_id, "created_at": time(&p.created_at),
+        "process_template_id": p.process_template_id, "pipeline": p.pipeline,
+        "created_at": time(&p.created_at),
     })
 }
 
@@ -25,7 +26,7 @@ pub fn session(s: &Session) -> Value {
     json!({
         "id": s.id, "project_id": s.project_id, "status": s.status, "iteration": s.iteration,
         "current_stage": s.current_stage, "models": s.models, "auto_advance": s.auto_advance,
-        "cost": s.cost, "notice": s.notice,
+        "cost": s.cost, "notice": s.notice, "pipeline_version": s.pipeline_version,
         "created_at": time(&s.created_at), "updated_at": time(&s.updated_at),
         "jobs": s.jobs.iter().map(|j| json!({
             "stage": j.stage_slug, "plan": j.plan, "execute": j.execute, "render": j.render,
@@ -64,6 +65,17 @@ pub fn wallet(w: &Wallet) -> Value {
         "wallet_id": w.wallet_id, "total": w.total, "held": w.held, "available": w.available,
         "history": w.history.iter().map(transaction).collect::<Vec<_>>(),
     })
+}
+
+pub fn project_document(d: &ProjectDocument) -> Value {
+    json!({"resource_id": d.resource_id, "project_id": d.project_id, "file_name": d.file_name,
+           "position": d.position, "size_bytes": d.size_bytes, "content_hash": d.content_hash,
+           "chunks": d.chunks, "storage_key": d.storage_key, "created_at": time(&d.created_at)})
+}
+
+pub fn pipeline(p: &Pipeline) -> Value {
+    json!({"slug": p.slug, "name": p.name, "version": p.version, "stages": p.stages,
+           "current": p.current, "created_at": time(&p.created_at)})
 }
 
 pub fn recipes(list: &[RecipeSummary]) -> Value {

@@ -8,16 +8,17 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Parser, Subcommand};
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{
-    CancelSessionRequest, CreateProjectRequest, DeleteProjectRequest, EditStageRecipeRequest,
-    ExportProjectRequest, GetDocumentContentRequest, GetSessionRequest, GetStageRecipeRequest,
-    GetWalletRequest, ListModelsRequest, ListProjectsRequest, ListRecipesRequest,
-    ListSessionsRequest, ListStageDocumentsRequest, PauseSessionRequest, Project, PromptFile,
-    RecipeEdge, RegenerateDocumentRequest, ResumeSessionRequest, RevisitStageRequest,
-    SaveDocumentEditRequest, Session, StageDocument, StageResponse, StartSessionRequest,
-    SubmitStageResponsesRequest, WatchSessionRequest,
+    AddProjectDocumentRequest, CancelSessionRequest, CreateProjectRequest, DeleteProjectRequest,
+    EditStageRecipeRequest, ExportProjectRequest, GetDocumentContentRequest, GetSessionRequest,
+    GetStageRecipeRequest, GetWalletRequest, InstallPipelineRequest, ListModelsRequest,
+    ListPipelinesRequest, ListProjectDocumentsRequest, ListProjectsRequest, ListRecipesRequest,
+    ListSessionsRequest, ListStageDocumentsRequest, PauseSessionRequest, Pipeline, Project,
+    ProjectDocument, PromptFile, RecipeEdge, RegenerateDocumentRequest, ResumeSessionRequest,
+    RevisitStageRequest, SaveDocumentEditRequest, Session, StageDocument, StageResponse,
+    StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tokio_stream::StreamExt;
@@ -89,18 +90,26 @@ impl FileConfig {
     }
 }
 
+/// What a project is created from: its prompt (text or file, exactly one)
+/// and the pipeline it runs.
+#[derive(Args)]
+struct PromptSource {
+    #[command(flatten)]
+    text: PromptText,
+    /// The pipeline the project runs (`dialectic pipeline list`); default: dialectic.
+    #[arg(long)]
+    pipeline: Option<String>,
+}
+
 #[derive(Args)]
 #[group(required = true, multiple = false)]
-struct PromptSource {
+struct PromptText {
     /// The initial prompt text.
     #[arg(long)]
     prompt: Option<String>,
     /// Read the initial prompt from a file.
     #[arg(long)]
     prompt_file: Option<PathBuf>,
-    /// The pipeline the project runs (`dialecticd pipeline install`); default: dialectic.
-    #[arg(long)]
-    pipeline: Option<String>,
 }
 
 impl PromptSource {
@@ -113,7 +122,7 @@ impl PromptSource {
             pipeline: self.pipeline.clone().unwrap_or_default(),
             ..Default::default()
         };
-        match (&self.prompt, &self.prompt_file) {
+        match (&self.text.prompt, &self.text.prompt_file) {
             (Some(text), _) => request.initial_user_prompt = text.clone(),
             (None, Some(path)) => {
                 request.prompt_file = Some(PromptFile {
@@ -218,6 +227,19 @@ enum Command {
     /// A session's rendered documents: list, show one, or save an edit.
     #[command(subcommand)]
     Docs(DocsCommand),
+    /// Upload documents to a project (UTF-8 text or markdown), in order;
+    /// steps read them through `project_document` input rules.
+    AddDoc {
+        #[arg(long)]
+        project: String,
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// A project's uploaded documents, in upload order.
+    ProjectDocs {
+        #[arg(long)]
+        project: String,
+    },
     /// Your projects, newest first.
     Projects {
         #[arg(long, default_value_t = 50)]
@@ -244,6 +266,9 @@ enum Command {
         #[arg(long)]
         url: bool,
     },
+    /// Pipelines: list the installed versions, or install a pipeline file.
+    #[command(subcommand)]
+    Pipeline(PipelineCommand),
     /// Stage recipes: list them, or show one stage's DAG.
     #[command(subcommand)]
     Recipe(RecipeCommand),
@@ -322,6 +347,15 @@ enum DocsCommand {
         #[arg(long)]
         file: PathBuf,
     },
+}
+
+#[derive(Subcommand)]
+enum PipelineCommand {
+    /// Every installed pipeline version; `*` marks the one new sessions run.
+    List,
+    /// Administrators: install a pipeline file (docs/pipelines.md) as its
+    /// pipeline's next version.
+    Install { file: PathBuf },
 }
 
 #[derive(Subcommand)]
@@ -416,9 +450,15 @@ async fn run(cli: Cli) -> Result<()> {
             doc_edit(&gateway, json, resource, file).await
         }
         Command::Projects { limit } => projects(&gateway, json, limit).await,
+        Command::AddDoc { project, files } => add_docs(&gateway, json, &project, &files).await,
+        Command::ProjectDocs { project } => project_docs(&gateway, json, &project).await,
         Command::DeleteProject { project } => delete_project(&gateway, json, project).await,
         Command::Sessions { project } => sessions(&gateway, json, project).await,
         Command::Export { project, out, url } => export(&gateway, json, project, out, url).await,
+        Command::Pipeline(PipelineCommand::List) => pipeline_list(&gateway, json).await,
+        Command::Pipeline(PipelineCommand::Install { file }) => {
+            pipeline_install(&gateway, json, &file).await
+        }
         Command::Recipe(RecipeCommand::List) => recipe_list(&gateway, json).await,
         Command::Recipe(RecipeCommand::Edit {
             stage,
@@ -793,6 +833,65 @@ async fn doc_edit(gateway: &Gateway, json: bool, resource: String, file: PathBuf
     Ok(())
 }
 
+fn project_document_line(d: &ProjectDocument) -> String {
+    format!(
+        "{}  {:>2}. {}  ({} bytes, {} chunks indexed)",
+        d.resource_id, d.position, d.file_name, d.size_bytes, d.chunks
+    )
+}
+
+/// Uploads each file in turn (their order is the order steps read them in);
+/// each upload carries its own request id, so a retried call is not doubled.
+async fn add_docs(gateway: &Gateway, json: bool, project: &str, files: &[PathBuf]) -> Result<()> {
+    for file in files {
+        let content = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+        let file_name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let request_id = client_request_id();
+        let document = gateway
+            .call(|mut c| {
+                let request = gateway.request(AddProjectDocumentRequest {
+                    project_id: project.to_string(),
+                    file_name: file_name.clone(),
+                    content: content.clone(),
+                    client_request_id: request_id.clone(),
+                });
+                async move { c.add_project_document(request).await }
+            })
+            .await?;
+        if json {
+            print_json(&json::project_document(&document));
+        } else {
+            println!("{}", project_document_line(&document));
+        }
+    }
+    Ok(())
+}
+
+async fn project_docs(gateway: &Gateway, json: bool, project: &str) -> Result<()> {
+    let list = gateway
+        .call(|mut c| {
+            let request = gateway.request(ListProjectDocumentsRequest {
+                project_id: project.to_string(),
+            });
+            async move { c.list_project_documents(request).await }
+        })
+        .await?;
+    if json {
+        print_json(&list.documents.iter().map(json::project_document).collect());
+    } else {
+        if list.documents.is_empty() {
+            println!("no documents uploaded");
+        }
+        for d in &list.documents {
+            println!("{}", project_document_line(d));
+        }
+    }
+    Ok(())
+}
+
 async fn projects(gateway: &Gateway, json: bool, limit: u32) -> Result<()> {
     let page = gateway
         .call(|mut c| {
@@ -916,6 +1015,63 @@ async fn export(
         println!("{} ({} bytes)", path.display(), zip.len());
     }
 
+    Ok(())
+}
+
+fn pipeline_line(p: &Pipeline) -> String {
+    let current = if p.current { "*" } else { " " };
+    format!(
+        "{current} {:<16} v{:<3} {}  ({})",
+        p.slug,
+        p.version,
+        p.stages.join(" → "),
+        p.name
+    )
+}
+
+async fn pipeline_list(gateway: &Gateway, json: bool) -> Result<()> {
+    let list = gateway
+        .call(|mut c| {
+            let request = gateway.request(ListPipelinesRequest {});
+            async move { c.list_pipelines(request).await }
+        })
+        .await?;
+    if json {
+        print_json(&list.pipelines.iter().map(json::pipeline).collect());
+    } else {
+        for p in &list.pipelines {
+            println!("{}", pipeline_line(p));
+        }
+    }
+    Ok(())
+}
+
+async fn pipeline_install(gateway: &Gateway, json: bool, file: &Path) -> Result<()> {
+    let content = std::fs::read_to_string(file)
+        .with_context(|| format!("reading pipeline file {}", file.display()))?;
+    let installed = gateway
+        .call(|mut c| {
+            let request = gateway.request(InstallPipelineRequest {
+                content: content.clone(),
+            });
+            async move { c.install_pipeline(request).await }
+        })
+        .await?;
+    let pipeline = installed
+        .pipeline
+        .context("the gateway answered without the pipeline")?;
+    if json {
+        print_json(&serde_json::json!({
+            "created": installed.created, "pipeline": json::pipeline(&pipeline)
+        }));
+    } else if installed.created {
+        println!("installed {}", pipeline_line(&pipeline));
+    } else {
+        println!(
+            "{} v{} already is this file; nothing installed",
+            pipeline.slug, pipeline.version
+        );
+    }
     Ok(())
 }
 
@@ -1298,4 +1454,35 @@ impl Gateway {
 /// Progress notes go to stderr so stdout stays parseable.
 fn note(message: &str) {
     eprintln!("note: {message}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parses(args: &[&str]) -> bool {
+        let argv: Vec<&str> = std::iter::once("dialectic")
+            .chain(args.iter().copied())
+            .collect();
+        Cli::try_parse_from(argv).is_ok()
+    }
+
+    #[test]
+    fn a_project_takes_one_prompt_and_optionally_a_pipeline() {
+        fn with<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+            [&["create", "--name", "N"][..], extra].concat()
+        }
+        assert!(parses(&with(&["--prompt", "x"])));
+        assert!(parses(&with(&["--prompt", "x", "--pipeline", "notes"])));
+        assert!(parses(&with(&[
+            "--prompt-file",
+            "p.md",
+            "--pipeline",
+            "notes"
+        ])));
+        assert!(!parses(&with(&["--pipeline", "notes"])), "no prompt");
+        assert!(!parses(&with(&["--prompt", "x", "--prompt-file", "p.md"])));
+        assert!(parses(&["add-doc", "--project", "P", "a.md", "b.txt"]));
+        assert!(!parses(&["add-doc", "--project", "P"]), "no file");
+    }
 }

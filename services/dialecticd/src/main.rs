@@ -102,11 +102,22 @@ async fn install_pipeline(settings: &Settings, file: &std::path::Path) -> anyhow
     let pipeline = read_pipeline(file)?;
     let store = dialectic_runtime::store(settings)?;
     let installed = dialectic_store::pipelines::install(store.pool(), &pipeline).await?;
-    println!(
-        "installed pipeline {}: {} stages, {} steps",
-        installed.name, installed.stages, installed.steps
-    );
+    println!("{}", installed_line(&installed));
     Ok(())
+}
+
+fn installed_line(p: &dialectic_store::pipelines::Installed) -> String {
+    if p.created {
+        format!(
+            "installed pipeline {} version {}: {} stages, {} steps",
+            p.name, p.version, p.stages, p.steps
+        )
+    } else {
+        format!(
+            "pipeline {} version {} is already this file; nothing installed",
+            p.name, p.version
+        )
+    }
 }
 
 async fn export_pipeline(settings: &Settings, name: &str) -> anyhow::Result<()> {
@@ -261,8 +272,11 @@ async fn migrate(settings: &Settings) -> anyhow::Result<()> {
     deadline
         .await
         .context("postgres did not answer within 60 s")?;
-    store.migrate().await.context("applying migrations")?;
+    let pipelines = store.migrate().await.context("applying migrations")?;
     tracing::info!("migrations applied");
+    for p in pipelines {
+        tracing::info!("{}", installed_line(&p));
+    }
     Ok(())
 }
 

@@ -13,6 +13,7 @@ use dialectic_runtime::worker::AttemptError;
 use dialectic_store::StoreError;
 use dialectic_store::inputs::{self, DocumentQuery, InputDoc};
 use dialectic_store::jobs::JobRow;
+use dialectic_store::project_documents;
 use sqlx::PgConnection;
 
 /// How much a rule's documents matter to the prompt (`inputs_relevance`; 1 when unnamed).
@@ -217,6 +218,10 @@ async fn matching(
         }
         "feedback" => {
             inputs::feedback(conn, job.session_id, lookup.stage, lookup.iteration).await?
+        }
+        "project_document" => {
+            project_documents::for_rule(conn, job.session_id, lookup.rule.document_key.as_deref())
+                .await?
         }
         other if lookup.rule.required => {
             return Err(permanent(

@@ -7,15 +7,15 @@ use dialectic_core::ids::{ModelId, ProjectId, ResourceId, UserId};
 use dialectic_proto::v1::planner::DeleteProjectCommand;
 use dialectic_proto::v1::{
     CreditWalletRequest, DeleteProjectResponse, DocumentChunk, DocumentChunks,
-    EditStageRecipeRequest, ExportUrl, ListProjectsRequest, ListProjectsResponse,
-    ListRecipesResponse, ListSessionsRequest, ListSessionsResponse, ListWalletTransactionsRequest,
-    ListWalletTransactionsResponse, RecipeStep, RecipeSummary, Session, StageRecipe,
-    WalletTransaction,
+    EditStageRecipeRequest, ExportUrl, InstallPipelineResponse, ListPipelinesResponse,
+    ListProjectsRequest, ListProjectsResponse, ListRecipesResponse, ListSessionsRequest,
+    ListSessionsResponse, ListWalletTransactionsRequest, ListWalletTransactionsResponse, Pipeline,
+    RecipeStep, RecipeSummary, Session, StageRecipe, WalletTransaction,
 };
 use dialectic_store::listing;
 use dialectic_store::recipe_edit::{self, RecipeEditError};
 use dialectic_store::records::{self, ProjectRow};
-use dialectic_store::{StoreError, ledger, recipes};
+use dialectic_store::{StoreError, ledger, pipelines, recipes};
 use std::time::Duration;
 
 /// How long a presigned export URL works.
@@ -30,6 +30,17 @@ pub fn project_prefix(project_id: ProjectId) -> String {
 /// so an export never contains an earlier export.
 pub fn export_key(project: &ProjectRow) -> String {
     format!("exports/{}/{}.zip", project.id, project.slug)
+}
+
+fn pipeline(v: pipelines::PipelineVersion, current: bool) -> Pipeline {
+    Pipeline {
+        slug: v.slug,
+        name: v.display_name,
+        version: u32::try_from(v.version).unwrap_or(0),
+        stages: v.stages,
+        created_at: Some(convert::timestamp(v.created_at)),
+        current,
+    }
 }
 
 pub fn transaction(t: ledger::Transaction) -> WalletTransaction {
@@ -236,6 +247,47 @@ impl Gateway {
         Ok(ListWalletTransactionsResponse {
             transactions: rows.into_iter().map(transaction).collect(),
             next_page_token,
+        })
+    }
+
+    pub(crate) async fn list_pipelines(&self) -> Result<ListPipelinesResponse, GatewayError> {
+        let versions = pipelines::list(self.store.pool()).await?;
+        let mut newest_seen = std::collections::HashSet::new();
+        Ok(ListPipelinesResponse {
+            pipelines: versions
+                .into_iter()
+                .map(|v| {
+                    let current = newest_seen.insert(v.slug.clone());
+                    pipeline(v, current)
+                })
+                .collect(),
+        })
+    }
+
+    /// Pipelines are shared by every user: only an administrator installs one.
+    pub(crate) async fn install_pipeline(
+        &self,
+        user: UserId,
+        content: &str,
+    ) -> Result<InstallPipelineResponse, GatewayError> {
+        if !dialectic_store::auth::is_admin(self.store.pool(), user).await? {
+            return Err(GatewayError::PermissionDenied(
+                "pipelines are shared by every user; only an administrator may install one".into(),
+            ));
+        }
+        let file = dialectic_core::pipeline::PipelineFile::parse(content)
+            .map_err(|e| GatewayError::InvalidArgument(e.to_string()))?;
+        let installed = pipelines::install(self.store.pool(), &file).await?;
+        let version = pipelines::list(self.store.pool())
+            .await?
+            .into_iter()
+            .find(|v| v.slug == installed.name && v.version == installed.version)
+            .ok_or_else(|| {
+                GatewayError::Internal(format!("pipeline {} vanished", installed.name))
+            })?;
+        Ok(InstallPipelineResponse {
+            pipeline: Some(pipeline(version, true)),
+            created: installed.created,
         })
     }
 

@@ -120,6 +120,7 @@ pub fn project(row: ProjectRow) -> Project {
         initial_user_prompt: row.initial_user_prompt,
         process_template_id: row.process_template_id.to_string(),
         created_at: Some(timestamp(row.created_at)),
+        pipeline: row.pipeline,
     }
 }
 

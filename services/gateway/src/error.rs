@@ -54,6 +54,7 @@ impl From<GatewayError> for Status {
             GatewayError::Store(StoreError::NotFound(what)) => {
                 Status::not_found(format!("{what} not found"))
             }
+            GatewayError::Store(StoreError::Invalid(m)) => Status::invalid_argument(m),
             GatewayError::Store(e) if e.is_transient() => {
                 Status::unavailable(format!("database unavailable: {e}"))
             }

@@ -5,6 +5,7 @@
 
 pub mod catalog;
 pub mod convert;
+pub mod documents;
 pub mod error;
 pub mod regenerate;
 pub mod revisit;
@@ -17,6 +18,7 @@ use dialectic_config::Settings;
 use dialectic_core::ids::UserId;
 use dialectic_core::service_auth::ServiceName;
 use dialectic_proto::v1::dialectic_service_server::DialecticServiceServer;
+use dialectic_proto::v1::indexer::indexer_service_client::IndexerServiceClient;
 use dialectic_proto::v1::planner::planner_service_client::PlannerServiceClient;
 use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
 use dialectic_runtime::service_auth::{ServiceKey, internal_channel};
@@ -41,6 +43,7 @@ fn internal_clients(settings: &Settings) -> Result<Internal, RuntimeError> {
     Ok(Internal {
         planner: PlannerServiceClient::new(channel(&settings.gateway.planner_url)?),
         wallet: WalletServiceClient::new(channel(&settings.gateway.wallet_url)?),
+        indexer: IndexerServiceClient::new(channel(&settings.gateway.indexer_url)?),
     })
 }
 

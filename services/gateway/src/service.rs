@@ -11,13 +11,19 @@ use dialectic_core::paths::{FileKind, PathContext};
 use dialectic_core::session::SessionStatus;
 use dialectic_core::slug::slugify;
 use dialectic_proto::v1::dialectic_service_server::DialecticService;
+use dialectic_proto::v1::indexer::indexer_service_client::IndexerServiceClient;
 use dialectic_proto::v1::planner::planner_service_client::PlannerServiceClient;
 use dialectic_proto::v1::planner::{SessionCommand, SubmitStageResponsesCommand};
 use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
 use dialectic_proto::v1::{
+    AddProjectDocumentRequest, ListProjectDocumentsRequest, ListProjectDocumentsResponse,
+    ProjectDocument,
+};
+use dialectic_proto::v1::{
     CancelSessionRequest, CreditWalletRequest, DeleteProjectRequest, DeleteProjectResponse,
     DocumentChunks, EditStageRecipeRequest, ExportChunk, ExportProjectRequest, ExportUrl,
-    GetStageRecipeRequest, ListProjectsRequest, ListProjectsResponse, ListRecipesRequest,
+    GetStageRecipeRequest, InstallPipelineRequest, InstallPipelineResponse, ListPipelinesRequest,
+    ListPipelinesResponse, ListProjectsRequest, ListProjectsResponse, ListRecipesRequest,
     ListRecipesResponse, ListSessionsRequest, ListSessionsResponse, ListWalletTransactionsRequest,
     ListWalletTransactionsResponse, RegenerateDocumentRequest, RegenerateDocumentResponse,
     RevisitStageRequest, RevisitStageResponse, StageRecipe, WalletTransaction,
@@ -94,6 +100,18 @@ fn uploaded_prompt(
     content: &[u8],
     max_bytes: usize,
 ) -> Result<(String, String), GatewayError> {
+    uploaded_text("prompt_file", file_name, content, max_bytes)
+}
+
+/// Checks an uploaded text document (`field` names it in errors): a text
+/// extension or none, at most `max_bytes`, UTF-8 (a BOM is dropped); gives
+/// its name without the extension and its text.
+pub(crate) fn uploaded_text(
+    field: &str,
+    file_name: &str,
+    content: &[u8],
+    max_bytes: usize,
+) -> Result<(String, String), GatewayError> {
     let base = file_name
         .rsplit(['/', '\\'])
         .next()
@@ -105,19 +123,19 @@ fn uploaded_prompt(
     };
     if !extension.is_empty() && !PROMPT_FILE_EXTENSIONS.contains(&extension.as_str()) {
         return Err(GatewayError::InvalidArgument(format!(
-            "prompt_file {base}: .{extension} is not a text prompt; upload .md, .markdown or .txt"
+            "{field} {base}: .{extension} is not text; upload .md, .markdown or .txt"
         )));
     }
     if content.len() > max_bytes {
         return Err(GatewayError::InvalidArgument(format!(
-            "prompt_file is {} bytes; the limit is {max_bytes} bytes",
+            "{field} is {} bytes; the limit is {max_bytes} bytes",
             content.len()
         )));
     }
     let content = content.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(content);
     let text = std::str::from_utf8(content).map_err(|e| {
         GatewayError::InvalidArgument(format!(
-            "prompt_file {base} is not UTF-8 text (invalid byte at offset {})",
+            "{field} {base} is not UTF-8 text (invalid byte at offset {})",
             e.valid_up_to()
         ))
     })?;
@@ -139,7 +157,7 @@ pub fn prompt_key(project_id: ProjectId) -> Result<String, GatewayError> {
     .map_err(|e| GatewayError::Internal(format!("prompt storage key: {e}")))
 }
 
-fn optional(value: &str) -> Option<&str> {
+pub(crate) fn optional(value: &str) -> Option<&str> {
     let value = value.trim();
     (!value.is_empty()).then_some(value)
 }
@@ -150,6 +168,8 @@ pub struct Internal {
     pub planner: PlannerServiceClient<InternalChannel>,
     /// Administrators' credits.
     pub wallet: WalletServiceClient<InternalChannel>,
+    /// Indexing uploaded project documents.
+    pub indexer: IndexerServiceClient<InternalChannel>,
 }
 
 pub struct Gateway {
@@ -240,6 +260,14 @@ impl Gateway {
         self.internal.wallet.clone()
     }
 
+    pub(crate) fn indexer(&self) -> IndexerServiceClient<InternalChannel> {
+        self.internal.indexer.clone()
+    }
+
+    pub(crate) fn max_upload_bytes(&self) -> usize {
+        self.max_prompt_bytes
+    }
+
     fn cache(&self) -> Result<&Cache, GatewayError> {
         self.cache
             .get()
@@ -317,6 +345,10 @@ impl Gateway {
             auto_advance: row.auto_advance,
             cost,
             notice,
+            pipeline_version: row
+                .pipeline_version
+                .and_then(|v| u32::try_from(v).ok())
+                .unwrap_or(0),
         })
     }
 
@@ -497,7 +529,7 @@ impl Gateway {
     }
 
     /// Best effort: a leftover prompt object is harmless, so a failed delete is only logged.
-    async fn discard_object(&self, key: &str) {
+    pub(crate) async fn discard_object(&self, key: &str) {
         if let Err(e) = self.blob.delete(key).await {
             tracing::warn!(key, error = %e, "could not delete an unused prompt object");
         }
@@ -1124,6 +1156,55 @@ impl DialecticService for Gateway {
         let span = span!("list_recipes", user);
         let recipes = Gateway::list_recipes(self).instrument(span).await?;
         Ok(Response::new(recipes))
+    }
+
+    async fn add_project_document(
+        &self,
+        request: Request<AddProjectDocumentRequest>,
+    ) -> Result<Response<ProjectDocument>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let req = request.into_inner();
+        let span = span!("add_project_document", user);
+        span.record("project_id", req.project_id.as_str());
+        let document = Gateway::add_project_document(self, user, req)
+            .instrument(span)
+            .await?;
+        Ok(Response::new(document))
+    }
+
+    async fn list_project_documents(
+        &self,
+        request: Request<ListProjectDocumentsRequest>,
+    ) -> Result<Response<ListProjectDocumentsResponse>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let span = span!("list_project_documents", user);
+        let documents = self
+            .list_project_documents(user, &request.get_ref().project_id)
+            .instrument(span)
+            .await?;
+        Ok(Response::new(documents))
+    }
+
+    async fn list_pipelines(
+        &self,
+        request: Request<ListPipelinesRequest>,
+    ) -> Result<Response<ListPipelinesResponse>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let span = span!("list_pipelines", user);
+        let pipelines = Gateway::list_pipelines(self).instrument(span).await?;
+        Ok(Response::new(pipelines))
+    }
+
+    async fn install_pipeline(
+        &self,
+        request: Request<InstallPipelineRequest>,
+    ) -> Result<Response<InstallPipelineResponse>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let span = span!("install_pipeline", user);
+        let installed = Gateway::install_pipeline(self, user, &request.get_ref().content)
+            .instrument(span)
+            .await?;
+        Ok(Response::new(installed))
     }
 
     async fn get_stage_recipe(

@@ -21,7 +21,7 @@ use dialectic_core::session::{
 use dialectic_core::slug::slugify;
 use dialectic_proto::v1::queue::{JobOutcome, ResumeSession, StartStage, job_outcome};
 use dialectic_store::jobs::{self, JobRow, NewJob};
-use dialectic_store::{Store, StoreError, Tx, inputs, outbox, recipes, records};
+use dialectic_store::{Store, StoreError, Tx, inputs, outbox, project_documents, recipes, records};
 use serde_json::json;
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, OnceLock};
@@ -243,7 +243,7 @@ impl Engine {
             return Ok(());
         }
         let stage_row = records::stage_in_process(&mut *unit.tx, session_id, stage).await?;
-        let recipe = recipes::stage_recipe(&mut unit.tx, stage).await?;
+        let recipe = recipes::recipe_of_stage(&mut unit.tx, stage_row.id, &stage_row.slug).await?;
         let root_step = recipe
             .entry_steps()
             .into_iter()
@@ -901,7 +901,8 @@ impl Engine {
     }
 
     /// The documents a fanning-out step's anchor rules match (its first two
-    /// `document` rules), as its jobs will read them (`inputs::rule_documents`).
+    /// `document` or `project_document` rules), as its jobs will read them
+    /// (`inputs::rule_documents`, `project_documents::for_rule`).
     async fn anchors(
         &self,
         unit: &mut Unit,
@@ -919,19 +920,28 @@ impl Engine {
             .inputs_required
             .iter()
             .enumerate()
-            .filter(|(_, r)| r.kind == "document")
+            .filter(|(_, r)| r.kind == "document" || r.kind == "project_document")
             .take(2)
         {
-            let query = inputs::DocumentQuery::for_rule(
-                root.session_id,
-                &root.stage_slug,
-                root.model_id,
-                root.iteration_number,
-                rule,
-            );
-            let docs = match query {
-                Some(query) => inputs::rule_documents(&mut unit.tx, &query).await?,
-                None => Vec::new(),
+            let docs = if rule.kind == "project_document" {
+                project_documents::for_rule(
+                    &mut *unit.tx,
+                    root.session_id,
+                    rule.document_key.as_deref(),
+                )
+                .await?
+            } else {
+                let query = inputs::DocumentQuery::for_rule(
+                    root.session_id,
+                    &root.stage_slug,
+                    root.model_id,
+                    root.iteration_number,
+                    rule,
+                );
+                match query {
+                    Some(query) => inputs::rule_documents(&mut unit.tx, &query).await?,
+                    None => Vec::new(),
+                }
             };
             // The step's object_filter narrows what it fans out over, as it
             // narrows what each job reads.

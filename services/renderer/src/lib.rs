@@ -101,6 +101,7 @@ impl Renderer {
         let incomplete = latest_edit.is_none() && chain.iter().any(|c| c.is_incomplete);
         let template = match records::document_template(
             &mut *conn,
+            root.session_id,
             &root.stage_slug,
             &root.document_key,
         )

@@ -1,0 +1,137 @@
+//! Project documents: files a user uploads to a project for its steps to read
+//! (`project_document` input rules), stored under the project and indexed.
+
+use crate::convert;
+use crate::error::GatewayError;
+use crate::service::{Gateway, optional, uploaded_text};
+use dialectic_core::ids::{ProjectId, ResourceId, UserId};
+use dialectic_core::paths::project_document_key;
+use dialectic_proto::v1::indexer::IndexRequest;
+use dialectic_proto::v1::{
+    AddProjectDocumentRequest, ListProjectDocumentsResponse, ProjectDocument,
+};
+use dialectic_store::project_documents::{self, NewProjectDocument, ProjectDocumentRow};
+use dialectic_store::records;
+
+fn document(row: ProjectDocumentRow) -> ProjectDocument {
+    ProjectDocument {
+        resource_id: row.id.to_string(),
+        project_id: row.project_id.to_string(),
+        file_name: row.file_name,
+        size_bytes: u64::try_from(row.size_bytes).unwrap_or(0),
+        position: u32::try_from(row.position).unwrap_or(0),
+        content_hash: row.content_hash,
+        chunks: u32::try_from(row.chunks).unwrap_or(0),
+        storage_key: row.storage_path,
+        created_at: Some(convert::timestamp(row.created_at)),
+    }
+}
+
+fn mime_type(file_name: &str) -> &'static str {
+    if file_name.to_ascii_lowercase().ends_with(".txt") {
+        "text/plain; charset=utf-8"
+    } else {
+        "text/markdown; charset=utf-8"
+    }
+}
+
+impl Gateway {
+    /// Stores, indexes and records an uploaded document. It is indexed before
+    /// anything is written, so an indexer outage (UNAVAILABLE) leaves nothing
+    /// behind; a retried upload answers the first one.
+    pub(crate) async fn add_project_document(
+        &self,
+        user: UserId,
+        req: AddProjectDocumentRequest,
+    ) -> Result<ProjectDocument, GatewayError> {
+        let project_id = ProjectId::parse(&req.project_id)?;
+        records::project_for_user(self.store.pool(), user, project_id).await?;
+        let request_id = optional(&req.client_request_id);
+        if let Some(request_id) = request_id
+            && let Some(first) =
+                project_documents::by_request(self.store.pool(), project_id, request_id).await?
+        {
+            return Ok(document(first));
+        }
+        let file_name = req
+            .file_name
+            .rsplit(['/', '\\'])
+            .next()
+            .unwrap_or_default()
+            .trim();
+        if file_name.is_empty() {
+            return Err(GatewayError::InvalidArgument(
+                "file_name is required".into(),
+            ));
+        }
+        let (_, text) = uploaded_text("file", file_name, &req.content, self.max_upload_bytes())?;
+        if text.trim().is_empty() {
+            return Err(GatewayError::InvalidArgument(format!(
+                "file {file_name} has no text in it"
+            )));
+        }
+        let indexed = self
+            .indexer()
+            .index(IndexRequest {
+                text: text.clone(),
+                embedder: String::new(),
+                tokenizer: String::new(),
+            })
+            .await
+            .map_err(|status| {
+                GatewayError::Unavailable(format!(
+                    "the indexer could not index {file_name}: {}",
+                    status.message()
+                ))
+            })?
+            .into_inner();
+        let id = ResourceId::new();
+        let key = project_document_key(project_id, id, file_name);
+        let size = text.len() as i64;
+        self.blob
+            .put(&key, text.into_bytes(), mime_type(file_name))
+            .await?;
+        let recorded = project_documents::insert(
+            self.store.pool(),
+            &NewProjectDocument {
+                id,
+                project_id,
+                user_id: user,
+                file_name,
+                bucket: self.blob.bucket(),
+                storage_path: &key,
+                mime_type: mime_type(file_name),
+                size_bytes: size,
+                content_hash: &indexed.content_hash,
+                chunks: indexed.chunks,
+                client_request_id: request_id,
+            },
+        )
+        .await;
+        match recorded {
+            Ok((row, true)) => Ok(document(row)),
+            Ok((first, false)) => {
+                // A concurrent retry recorded its upload first: keep that one.
+                self.discard_object(&key).await;
+                Ok(document(first))
+            }
+            Err(e) => {
+                self.discard_object(&key).await;
+                Err(e.into())
+            }
+        }
+    }
+
+    pub(crate) async fn list_project_documents(
+        &self,
+        user: UserId,
+        project_id: &str,
+    ) -> Result<ListProjectDocumentsResponse, GatewayError> {
+        let project_id = ProjectId::parse(project_id)?;
+        records::project_for_user(self.store.pool(), user, project_id).await?;
+        let rows = project_documents::list(self.store.pool(), project_id).await?;
+        Ok(ListProjectDocumentsResponse {
+            documents: rows.into_iter().map(document).collect(),
+        })
+    }
+}
