@@ -223,6 +223,7 @@ async fn deliver(engine: &Engine, job_id: JobId) {
             resource_id: String::new(),
             finish_reason: "stop".into(),
             continuation_needed: false,
+            skip_steps: Vec::new(),
         })),
     };
     for attempt in 1..=10 {

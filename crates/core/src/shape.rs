@@ -137,9 +137,56 @@ fn join(existing: &mut Value, next: &Value) {
     }
 }
 
+/// The key of a PLAN reply that asks the planner to skip steps for this
+/// session (seed 004 adaptive execution).
+pub const SKIP_STEPS: &str = "skip_steps";
+
+/// One step a plan skips, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkipStep {
+    pub step_key: String,
+    pub reason: String,
+}
+
+/// The steps a PLAN reply skips: none when it has no `skip_steps`; else an
+/// array of `{"step_key", "reason"}` objects, each with a step key, or an
+/// error naming what is wrong.
+pub fn skip_steps(reply: &Value) -> Result<Vec<SkipStep>, String> {
+    let Some(listed) = reply.get(SKIP_STEPS) else {
+        return Ok(Vec::new());
+    };
+    let skips: Vec<SkipStep> = serde_json::from_value(listed.clone()).map_err(|e| {
+        format!("{SKIP_STEPS} must be an array of {{\"step_key\", \"reason\"}} objects: {e}")
+    })?;
+    match skips.iter().position(|s| s.step_key.trim().is_empty()) {
+        Some(index) => Err(format!("{SKIP_STEPS}[{index}] has an empty step_key")),
+        None => Ok(skips),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plan_skips_the_steps_it_names_with_reasons() {
+        let reply = serde_json::json!({"skip_steps": [{"step_key": "amendments", "reason": "one document"}]});
+        assert_eq!(
+            skip_steps(&reply),
+            Ok(vec![SkipStep {
+                step_key: "amendments".into(),
+                reason: "one document".into()
+            }])
+        );
+        assert_eq!(skip_steps(&serde_json::json!({})), Ok(Vec::new()));
+        for bad in [
+            serde_json::json!({"skip_steps": "amendments"}),
+            serde_json::json!({"skip_steps": [{"reason": "no key"}]}),
+            serde_json::json!({"skip_steps": [{"step_key": " ", "reason": "blank"}]}),
+        ] {
+            assert!(skip_steps(&bad).is_err(), "{bad}");
+        }
+    }
     use serde_json::json;
 
     fn types(pairs: &[(&str, JsonKind)]) -> BTreeMap<String, JsonKind> {

@@ -49,6 +49,24 @@ pub const DROP_KEY_DIRECTIVE: &str = "[[simulate:drop-key]]";
 /// required key, retries included, so the job exhausts its attempts.
 pub const DROP_KEY_ALWAYS_DIRECTIVE: &str = "[[simulate:drop-key-always]]";
 
+/// Prompt directive `[[simulate:skip:STEP_KEY]]`: every plan (header
+/// context) reply names that step in its `skip_steps`, to exercise
+/// plan-driven skipping. It may appear more than once.
+pub const SKIP_DIRECTIVE: &str = "[[simulate:skip:";
+
+/// The steps the prompt's skip directives name, in order.
+fn skip_directives(prompt: &str) -> Vec<serde_json::Value> {
+    prompt
+        .split(SKIP_DIRECTIVE)
+        .skip(1)
+        .filter_map(|rest| rest.split_once("]]").map(|(key, _)| key.trim()))
+        .filter(|key| !key.is_empty())
+        .map(|key| {
+            serde_json::json!({"step_key": key, "reason": "the prompt asked for it to be skipped"})
+        })
+        .collect()
+}
+
 /// The reserved key of a simulated reply that lists the request's inputs.
 pub const INPUTS_KEY: &str = "_inputs";
 
@@ -160,7 +178,7 @@ impl SimulatedProvider {
                     })
                 })
                 .collect();
-            let value = serde_json::json!({
+            let mut value = serde_json::json!({
                 "system_materials": {
                     "stage_rationale": format!("{} plans {} documents", request.model, docs.len()),
                     "seed_summary": excerpt(seed, 240),
@@ -168,6 +186,10 @@ impl SimulatedProvider {
                 "context_for_documents": docs,
                 INPUTS_KEY: inputs_json(request),
             });
+            let skips = skip_directives(first_user);
+            if !skips.is_empty() {
+                value["skip_steps"] = serde_json::Value::Array(skips);
+            }
             return (false, value.to_string());
         }
         let inputs: Vec<String> = request.inputs.iter().map(input_line).collect();

@@ -16,6 +16,7 @@ pub mod recipes;
 pub mod records;
 pub mod regenerate;
 pub mod revisit;
+pub mod skips;
 pub mod stats;
 pub mod traces;
 

@@ -43,6 +43,12 @@ pub fn session(s: &Session) -> String {
     if !s.notice.is_empty() {
         out.push_str(&format!("notice: {}\n", s.notice));
     }
+    for skip in &s.skipped_steps {
+        out.push_str(&format!(
+            "skipped: {} (iteration {}): {}\n",
+            skip.step_key, skip.iteration, skip.reason
+        ));
+    }
     if s.jobs.is_empty() {
         out.push_str("jobs: none yet\n");
     } else {

@@ -27,6 +27,9 @@ pub fn session(s: &Session) -> Value {
         "id": s.id, "project_id": s.project_id, "status": s.status, "iteration": s.iteration,
         "current_stage": s.current_stage, "models": s.models, "auto_advance": s.auto_advance,
         "cost": s.cost, "notice": s.notice, "pipeline_version": s.pipeline_version,
+        "skipped_steps": s.skipped_steps.iter().map(|k| json!({
+            "iteration": k.iteration, "step_key": k.step_key, "reason": k.reason,
+        })).collect::<Vec<_>>(),
         "created_at": time(&s.created_at), "updated_at": time(&s.updated_at),
         "jobs": s.jobs.iter().map(|j| json!({
             "stage": j.stage_slug, "plan": j.plan, "execute": j.execute, "render": j.render,

@@ -13,9 +13,9 @@ use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::paths::{DocumentName, FileKind, Lineage};
 use dialectic_core::recipe::RecipeStep;
 use dialectic_core::sanitize::parse_model_json;
-use dialectic_core::shape::CONTINUATION_FLAG;
+use dialectic_core::shape::{self, CONTINUATION_FLAG, SkipStep};
 use dialectic_llm::{ChatResponse, FinishReason};
-use dialectic_proto::v1::queue::JobSucceeded;
+use dialectic_proto::v1::queue::{JobSucceeded, SkipStep as QueueSkipStep};
 use dialectic_runtime::worker::{self, AttemptError};
 use dialectic_store::StoreError;
 use dialectic_store::records::{self, NewContribution};
@@ -118,6 +118,16 @@ pub(crate) fn relationships(
     Value::Object(map)
 }
 
+/// The steps a PLAN reply skips (seed 004 adaptive execution); a malformed
+/// `skip_steps` is refused like any other bad reply, before anything is written.
+fn planned_skips(step: &RecipeStep, reply: &Value) -> Result<Vec<SkipStep>, AttemptError> {
+    if step.job_type != JobType::Plan {
+        return Ok(Vec::new());
+    }
+    shape::skip_steps(reply)
+        .map_err(|reason| retryable(INVALID_REPLY, format!("{}: {reason}", step.step_key)))
+}
+
 /// What the attempt wrote to S3, to remove if it lost its job.
 struct Written {
     chunk: String,
@@ -158,6 +168,7 @@ impl Executor {
             .filter(|_| !turn.continuation_needed)
             .map(|c| c.whole_with(&value));
         check_shape(&attempt.step, whole.as_ref().unwrap_or(&value), turn)?;
+        let skip_steps = planned_skips(&attempt.step, &value)?;
         let (written, size) = self
             .write_chunks(attempt, chain, &value, whole.as_ref(), turn)
             .await?;
@@ -169,6 +180,7 @@ impl Executor {
             size,
             key: &written.chunk,
             seed_prompt: seed_prompt.as_deref(),
+            skip_steps,
         };
         match self.record(attempt, worker, &saved).await {
             Ok(Some(id)) => {
@@ -285,6 +297,14 @@ impl Executor {
             resource_id: String::new(),
             finish_reason: saved.reply.response.finish_reason.as_str().to_string(),
             continuation_needed: saved.turn.continuation_needed,
+            skip_steps: saved
+                .skip_steps
+                .iter()
+                .map(|s| QueueSkipStep {
+                    step_key: s.step_key.clone(),
+                    reason: s.reason.clone(),
+                })
+                .collect(),
         };
         if !worker::record_success(&mut tx, job, worker, outcome).await? {
             return Ok(None);
@@ -375,6 +395,7 @@ struct Saved<'a> {
     size: i64,
     key: &'a str,
     seed_prompt: Option<&'a str>,
+    skip_steps: Vec<SkipStep>,
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use dialectic_proto::v1::planner::{SessionCommand, SubmitStageResponsesCommand};
 use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
 use dialectic_proto::v1::{
     AddProjectDocumentRequest, ListProjectDocumentsRequest, ListProjectDocumentsResponse,
-    ProjectDocument,
+    ProjectDocument, SkippedStep,
 };
 use dialectic_proto::v1::{
     CancelSessionRequest, CreditWalletRequest, DeleteProjectRequest, DeleteProjectResponse,
@@ -41,7 +41,7 @@ use dialectic_store::ledger;
 use dialectic_store::records::{
     self, NewContribution, NewProject, NewSession, SessionRow, USER_EDIT,
 };
-use dialectic_store::{Store, StoreError, api, auth, jobs, outbox};
+use dialectic_store::{Store, StoreError, api, auth, jobs, outbox, skips};
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -306,6 +306,19 @@ impl Gateway {
         let current_stage = stage_from_row
             .or_else(|| convert::stage_of_status(&row.status))
             .unwrap_or_default();
+        let skipped_steps = if with_jobs {
+            skips::list(self.store.pool(), row.id)
+                .await?
+                .into_iter()
+                .map(|s| SkippedStep {
+                    iteration: u32::try_from(s.iteration).unwrap_or(0),
+                    step_key: s.step_key,
+                    reason: s.reason,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let (jobs, cost, notice) = if with_jobs {
             let rows = jobs::session_counts(self.store.pool(), row.id).await?;
             let paused: i64 = rows
@@ -349,6 +362,7 @@ impl Gateway {
                 .pipeline_version
                 .and_then(|v| u32::try_from(v).ok())
                 .unwrap_or(0),
+            skipped_steps,
         })
     }
 

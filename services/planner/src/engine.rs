@@ -18,10 +18,15 @@ use dialectic_core::session::{
     InvalidTransition, SessionEffect, SessionEvent, StageCompletion, stage_completion,
     transition as session_transition,
 };
+use dialectic_core::shape::SkipStep;
 use dialectic_core::slug::slugify;
-use dialectic_proto::v1::queue::{JobOutcome, ResumeSession, StartStage, job_outcome};
+use dialectic_proto::v1::queue::{
+    JobOutcome, ResumeSession, SkipStep as QueueSkipStep, StartStage, job_outcome,
+};
 use dialectic_store::jobs::{self, JobRow, NewJob};
-use dialectic_store::{Store, StoreError, Tx, inputs, outbox, project_documents, recipes, records};
+use dialectic_store::{
+    Store, StoreError, Tx, inputs, outbox, project_documents, recipes, records, skips,
+};
 use serde_json::json;
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, OnceLock};
@@ -435,6 +440,9 @@ impl Engine {
                     "resource_id": done.resource_id,
                     "finish_reason": done.finish_reason,
                 });
+                if !done.skip_steps.is_empty() {
+                    self.record_skips(&mut unit, &job, &done.skip_steps).await?;
+                }
                 let payload = job.payload()?;
                 match job.job_type()? {
                     JobType::Plan if payload.recipe.is_some() => {
@@ -509,6 +517,44 @@ impl Engine {
             }
         }
         self.finish(unit).await
+    }
+
+    /// Seed 004 adaptive execution: the steps a plan skips, for this session
+    /// only. A step of another pipeline, or one already skipped, changes
+    /// nothing; watchers see each skip and each ignored name.
+    async fn record_skips(
+        &self,
+        unit: &mut Unit,
+        job: &JobRow,
+        asked: &[QueueSkipStep],
+    ) -> Result<(), PlannerError> {
+        let known = skips::known_step_keys(&mut unit.tx, job.session_id).await?;
+        let (valid, unknown): (Vec<SkipStep>, Vec<SkipStep>) = asked
+            .iter()
+            .map(|s| SkipStep {
+                step_key: s.step_key.clone(),
+                reason: s.reason.clone(),
+            })
+            .partition(|s| known.contains(&s.step_key));
+        let added = skips::record(
+            &mut unit.tx,
+            job.session_id,
+            job.iteration_number,
+            job.id,
+            &valid,
+        )
+        .await?;
+        for skip in added {
+            let mut event = self.job_event(unit, job, "step_skipped").await?;
+            event.message = format!("{}: {}", skip.step_key, skip.reason);
+            unit.events.push(event);
+        }
+        for skip in unknown {
+            let mut event = self.job_event(unit, job, "skip_ignored").await?;
+            event.message = format!("{}: no such step in this pipeline", skip.step_key);
+            unit.events.push(event);
+        }
+        Ok(())
     }
 
     /// Seed 000 §4.1: a root PLAN job starting moves `pending_<stage>` to `running_<stage>`.
@@ -850,6 +896,17 @@ impl Engine {
                 done.insert(StepId(step));
             }
         }
+        // A step a plan skipped counts as done unless it had started already.
+        let skipped =
+            skips::skipped_keys(&mut unit.tx, job.session_id, job.iteration_number).await?;
+        let skipped_now: Vec<StepId> = recipe
+            .steps
+            .iter()
+            .filter(|s| skipped.contains(&s.step_key) && !started.contains(&s.id))
+            .map(|s| s.id)
+            .collect();
+        done.extend(&skipped_now);
+        started.extend(skipped_now);
         let ready: Vec<RecipeStep> = recipe
             .ready_steps(&done, &started)
             .into_iter()
