@@ -547,3 +547,69 @@ async fn a_session_waiting_for_review_pauses_itself_too() {
     }
     env.teardown().await;
 }
+
+/// Seed 003 session expiration: a session idle for `abandon_warn_secs` is
+/// warned, and idle that long again after the warning it is abandoned, with
+/// its stored objects kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_idle_session_is_warned_then_abandoned_and_keeps_its_objects() {
+    use dialectic_proto::v1::{GetSessionRequest, WatchSessionRequest};
+    use futures::StreamExt;
+    let mut env = TestEnv::new().await;
+    let mut settings = env.settings.clone();
+    settings.planner.idle_pause_secs = 0;
+    settings.planner.abandon_warn_secs = 3;
+    settings.planner.abandon_after_warn_secs = 3;
+    for name in ALL_SERVICES {
+        env.start_with(name, settings.clone()).await;
+        env.wait_serving(name).await;
+    }
+    let (project_id, session_id) = env.new_session(PROMPT, &["simulated"], false).await;
+    let mut client = env.gateway().await;
+    let mut events = client
+        .watch_session(WatchSessionRequest {
+            session_id: session_id.clone(),
+        })
+        .await
+        .expect("watch")
+        .into_inner();
+    // The stream ends by itself once the session is abandoned.
+    let seen = tokio::time::timeout(std::time::Duration::from_secs(120), async {
+        let mut seen = Vec::new();
+        while let Some(Ok(event)) = events.next().await {
+            if matches!(event.kind.as_str(), "idle_warning" | "session_abandoned") {
+                seen.push((event.kind, event.session_status));
+            }
+        }
+        seen
+    })
+    .await
+    .expect("abandoned within two minutes");
+    let kinds: Vec<&str> = seen.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        kinds.last(),
+        Some(&"session_abandoned"),
+        "warned, then abandoned: {seen:?}"
+    );
+    assert!(kinds.contains(&"idle_warning"), "{seen:?}");
+    let session = client
+        .get_session(GetSessionRequest {
+            session_id: session_id.clone(),
+        })
+        .await
+        .expect("session")
+        .into_inner();
+    assert_eq!(session.status, "abandoned");
+    let objects = env
+        .blob
+        .list(&format!("projects/{project_id}/"))
+        .await
+        .expect("objects");
+    assert!(
+        objects
+            .iter()
+            .any(|k| k.ends_with(".md") && k.contains("/1_thesis/")),
+        "the thesis documents are kept: {objects:?}"
+    );
+    env.teardown().await;
+}

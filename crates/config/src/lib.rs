@@ -191,6 +191,12 @@ pub struct PlannerConfig {
     /// A pending or running session with no job activity for this long pauses
     /// itself (seed 003 "Session Expiration"); 0 turns it off.
     pub idle_pause_secs: u64,
+    /// A session (paused or waiting included) with no activity for this long
+    /// gets an `idle_warning` event (seed 003: 7 days); 0 turns abandonment off.
+    pub abandon_warn_secs: u64,
+    /// With no activity for this long after the warning, the session is
+    /// abandoned; its documents and objects are kept.
+    pub abandon_after_warn_secs: u64,
 }
 
 impl Default for PlannerConfig {
@@ -203,6 +209,8 @@ impl Default for PlannerConfig {
             retry_cap_ms: 30_000,
             max_attempts: 3,
             idle_pause_secs: 24 * 3600,
+            abandon_warn_secs: 7 * 24 * 3600,
+            abandon_after_warn_secs: 7 * 24 * 3600,
         }
     }
 }

@@ -463,6 +463,65 @@ pub async fn lock_idle_sessions(
     .await?)
 }
 
+/// Up to `limit` sessions, locked, idle for `idle_secs` (the row and every
+/// job unchanged that long, nothing running) and not warned since their last
+/// activity: the planner warns them that abandonment is coming.
+pub async fn lock_sessions_to_warn(
+    tx: &mut Tx<'_>,
+    idle_secs: u64,
+    limit: i64,
+) -> Result<Vec<SessionRow>, StoreError> {
+    Ok(sqlx::query_as::<_, SessionRow>(&format!(
+        "SELECT {SESSION_COLUMNS} FROM dialectic_sessions s
+         WHERE s.status <> $3
+           AND s.updated_at < now() - make_interval(secs => $1::double precision)
+           AND (s.idle_warned_at IS NULL OR s.idle_warned_at < s.updated_at)
+           AND NOT EXISTS (
+               SELECT 1 FROM dialectic_generation_jobs j WHERE j.session_id = s.id
+                 AND (j.status = $4 OR j.updated_at >= now() - make_interval(secs => $1::double precision)))
+         ORDER BY s.updated_at LIMIT $2 FOR UPDATE SKIP LOCKED"
+    ))
+    .bind(idle_secs as f64)
+    .bind(limit)
+    .bind(SessionStatus::ABANDONED)
+    .bind(JobStatus::Processing.as_str())
+    .fetch_all(&mut **tx)
+    .await?)
+}
+
+/// Records the warning without touching `updated_at`, which measures activity.
+pub async fn mark_idle_warned(tx: &mut Tx<'_>, id: SessionId) -> Result<(), StoreError> {
+    sqlx::query("UPDATE dialectic_sessions SET idle_warned_at = now() WHERE id = $1")
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Up to `limit` sessions, locked, warned at least `grace_secs` ago with no
+/// activity since the warning: the planner abandons them.
+pub async fn lock_sessions_to_abandon(
+    tx: &mut Tx<'_>,
+    grace_secs: u64,
+    limit: i64,
+) -> Result<Vec<SessionRow>, StoreError> {
+    Ok(sqlx::query_as::<_, SessionRow>(&format!(
+        "SELECT {SESSION_COLUMNS} FROM dialectic_sessions s
+         WHERE s.status <> $3 AND s.idle_warned_at >= s.updated_at
+           AND s.idle_warned_at < now() - make_interval(secs => $1::double precision)
+           AND NOT EXISTS (
+               SELECT 1 FROM dialectic_generation_jobs j WHERE j.session_id = s.id
+                 AND (j.status = $4 OR j.updated_at > s.idle_warned_at))
+         ORDER BY s.idle_warned_at LIMIT $2 FOR UPDATE SKIP LOCKED"
+    ))
+    .bind(grace_secs as f64)
+    .bind(limit)
+    .bind(SessionStatus::ABANDONED)
+    .bind(JobStatus::Processing.as_str())
+    .fetch_all(&mut **tx)
+    .await?)
+}
+
 /// A stage within the session's process template, with its successor (seed 000 §3).
 pub async fn stage_in_process(
     executor: impl sqlx::PgExecutor<'_>,

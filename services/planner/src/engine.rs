@@ -118,6 +118,9 @@ pub struct SweepReport {
     pub resumed: u32,
     /// Sessions that paused themselves after `planner.idle_pause_secs` idle.
     pub idle_paused: u32,
+    /// Sessions warned that they will be abandoned, and sessions abandoned.
+    pub idle_warned: u32,
+    pub abandoned: u32,
 }
 
 pub struct Engine {
@@ -664,7 +667,46 @@ impl Engine {
             }
             self.finish(unit).await?;
         }
+        if self.config.abandon_warn_secs > 0 {
+            self.expire_idle_sessions(&mut report).await?;
+        }
         Ok(report)
+    }
+
+    /// Seed 003 "Session Expiration": a session idle for `abandon_warn_secs`
+    /// gets an `idle_warning` event; idle `abandon_after_warn_secs` more, it
+    /// is abandoned (core's machine: like a cancel), its objects kept.
+    async fn expire_idle_sessions(&self, report: &mut SweepReport) -> Result<(), PlannerError> {
+        let (warn, grace) = (
+            self.config.abandon_warn_secs,
+            self.config.abandon_after_warn_secs,
+        );
+        let mut unit = self.begin(None).await?;
+        for session in records::lock_sessions_to_warn(&mut unit.tx, warn, 100).await? {
+            records::mark_idle_warned(&mut unit.tx, session.id).await?;
+            report.idle_warned += 1;
+            let mut event = session_event(&session, "idle_warning");
+            event.message = format!(
+                "no activity for {warn} s; the session is abandoned (its documents kept) after {grace} s more unless it moves"
+            );
+            unit.events.push(event);
+        }
+        self.finish(unit).await?;
+        let mut unit = self.begin(None).await?;
+        for session in records::lock_sessions_to_abandon(&mut unit.tx, grace, 100).await? {
+            let Ok(applied) = self
+                .apply_session_event(&mut unit, &session, &SessionEvent::Cancel)
+                .await?
+            else {
+                continue;
+            };
+            report.abandoned += 1;
+            tracing::info!(session_id = %session.id, "idle session abandoned");
+            let mut event = session_event(&applied, "session_abandoned");
+            event.message = format!("abandoned after {} s without activity", warn + grace);
+            unit.events.push(event);
+        }
+        self.finish(unit).await
     }
 
     async fn run(&self, unit: &mut Unit) -> Result<(), PlannerError> {
