@@ -223,7 +223,7 @@ async fn deliver(engine: &Engine, job_id: JobId) {
             resource_id: String::new(),
             finish_reason: "stop".into(),
             continuation_needed: false,
-            skip_steps: Vec::new(),
+            ..Default::default()
         })),
     };
     for attempt in 1..=10 {

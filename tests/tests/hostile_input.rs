@@ -7,13 +7,13 @@
 use dialectic_e2e::{TestEnv, eventually};
 use dialectic_proto::v1::{
     AddProjectDocumentRequest, CancelSessionRequest, CreateProjectRequest, CreditWalletRequest,
-    DeleteProjectRequest, EditStageRecipeRequest, ExportProjectRequest, GetDocumentContentRequest,
-    GetProjectRequest, GetSessionRequest, GetStageRecipeRequest, GetWalletRequest,
-    InstallPipelineRequest, ListModelsRequest, ListPipelinesRequest, ListProjectDocumentsRequest,
-    ListProjectsRequest, ListRecipesRequest, ListSessionsRequest, ListStageDocumentsRequest,
-    ListWalletTransactionsRequest, PauseSessionRequest, RecipeEdge, RegenerateDocumentRequest,
-    ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest, StageResponse,
-    StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
+    DeleteProjectRequest, EditStageRecipeRequest, ExportProjectRequest, GetBlackboardRequest,
+    GetDocumentContentRequest, GetProjectRequest, GetSessionRequest, GetStageRecipeRequest,
+    GetWalletRequest, InstallPipelineRequest, ListModelsRequest, ListPipelinesRequest,
+    ListProjectDocumentsRequest, ListProjectsRequest, ListRecipesRequest, ListSessionsRequest,
+    ListStageDocumentsRequest, ListWalletTransactionsRequest, PauseSessionRequest, RecipeEdge,
+    RegenerateDocumentRequest, ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest,
+    StageResponse, StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use prost::Message;
 use std::collections::{BTreeMap, BTreeSet};
@@ -422,6 +422,19 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                 client
                     .watch_session(WatchSessionRequest {
                         session_id: id.clone(),
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
+            "GetBlackboard",
+            what,
+            code,
+            done(
+                client
+                    .get_blackboard(GetBlackboardRequest {
+                        session_id: id.clone(),
+                        entry_type: String::new(),
                     })
                     .await,
             ),

@@ -104,6 +104,8 @@ fn custom_step(key: &str, after: &[&str], before: &[&str]) -> CustomStep {
             template_filename: None,
             required_keys: vec!["content".into()],
             key_types: Default::default(),
+            publishes: vec![],
+            confidence_gate: None,
         }],
         after: after.iter().map(|k| k.to_string()).collect(),
         before: before.iter().map(|k| k.to_string()).collect(),

@@ -7,11 +7,12 @@ use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually, with_key};
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{
     CancelSessionRequest, CreateProjectRequest, DeleteProjectRequest, EditStageRecipeRequest,
-    ExportProjectRequest, GetDocumentContentRequest, GetProjectRequest, GetSessionRequest,
-    GetStageRecipeRequest, GetWalletRequest, ListProjectsRequest, ListSessionsRequest,
-    ListStageDocumentsRequest, ListWalletTransactionsRequest, PauseSessionRequest, PromptFile,
-    RecipeEdge, RegenerateDocumentRequest, ResumeSessionRequest, RevisitStageRequest,
-    SaveDocumentEditRequest, StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
+    ExportProjectRequest, GetBlackboardRequest, GetDocumentContentRequest, GetProjectRequest,
+    GetSessionRequest, GetStageRecipeRequest, GetWalletRequest, ListProjectsRequest,
+    ListSessionsRequest, ListStageDocumentsRequest, ListWalletTransactionsRequest,
+    PauseSessionRequest, PromptFile, RecipeEdge, RegenerateDocumentRequest, ResumeSessionRequest,
+    RevisitStageRequest, SaveDocumentEditRequest, StartSessionRequest, SubmitStageResponsesRequest,
+    WatchSessionRequest,
 };
 use tonic::Code;
 
@@ -322,6 +323,16 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
             theirs
                 .watch_session(WatchSessionRequest {
                     session_id: session_id(),
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "GetBlackboard",
+            theirs
+                .get_blackboard(GetBlackboardRequest {
+                    session_id: session_id(),
+                    entry_type: String::new(),
                 })
                 .await
                 .map(drop),

@@ -1,6 +1,7 @@
 //! Redis adapter (seed 004 §§1, 2): `session:{id}:events` pub/sub for live
 //! progress and `session:{id}:progress` for the latest state, with a TTL.
 
+pub mod board;
 pub mod reads;
 
 use futures::StreamExt;

@@ -2,9 +2,11 @@
 //! transformation that the services apply inside their own transactions.
 
 pub mod apikey;
+pub mod blackboard;
 pub mod context;
 pub mod digest;
 pub mod fanout;
+pub mod gate;
 pub mod ids;
 pub mod job;
 pub mod paths;

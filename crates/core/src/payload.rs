@@ -1,6 +1,7 @@
 //! What a job row's `payload` holds: the definition of the work, fixed when the
 //! planner created the job (a snapshot of its recipe step), never live state.
 
+use crate::ids::ModelId;
 use crate::paths::Lineage;
 use crate::recipe::{Recipe, RecipeStep};
 use serde::{Deserialize, Serialize};
@@ -33,6 +34,11 @@ pub struct JobPayload {
     /// How the job's output is named (`critiquing`, `from`, `reducing`); Plain when None.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lineage: Option<Lineage>,
+    /// A job run on another model than its root's (a confidence gate's
+    /// `rerun_model`) still works in its root's lineage: this is the model
+    /// whose header context and own documents it reads. None: the job's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineage_model_id: Option<ModelId>,
 }
 
 /// Input rule `rule` (an index into the step's `inputs_required`) sees only these storage keys.

@@ -4,6 +4,7 @@
 //! reads one and [`PipelineFile::validate`] checks it whole before anything is
 //! written, naming the place in the file of every problem it finds.
 
+use crate::gate::{CONFIDENCE, ConfidenceGate};
 use crate::ids::StepId;
 use crate::job::JobType;
 use crate::recipe::{
@@ -119,12 +120,13 @@ impl fmt::Display for PipelineErrors {
     }
 }
 
-const INPUT_KINDS: [&str; 5] = [
+const INPUT_KINDS: [&str; 6] = [
     "seed_prompt",
     "header_context",
     "document",
     "feedback",
     "project_document",
+    crate::blackboard::INPUT_KIND,
 ];
 const PROMPT_TYPES: [&str; 4] = ["Seed", "Planner", "Turn", "Continuation"];
 
@@ -320,6 +322,15 @@ fn check_step(
         );
     }
     for (index, output) in step.outputs.iter().enumerate() {
+        if let Some(gate) = &output.confidence_gate {
+            check_gate(gate, output, &format!("{place}.outputs[{index}]"), problems);
+        }
+        for entry_type in output.publishes.iter().filter(|t| !is_slug(t)) {
+            problems.add(
+                &format!("{place}.outputs[{index}].publishes"),
+                format!("{entry_type:?} is not an entry type (a-z, 0-9, _)"),
+            );
+        }
         if let Some(file) = &output.template_filename
             && !templates.contains(file.as_str())
         {
@@ -328,6 +339,18 @@ fn check_step(
                 format!("no document template {file:?} in this stage"),
             );
         }
+    }
+}
+
+fn check_gate(gate: &ConfidenceGate, output: &OutputRule, place: &str, problems: &mut Problems) {
+    if let Some(problem) = gate.problem() {
+        problems.add(&format!("{place}.confidence_gate"), problem);
+    }
+    if !output.required_keys.iter().any(|k| k == CONFIDENCE) {
+        problems.add(
+            &format!("{place}.required_keys"),
+            format!("a confidence_gate needs {CONFIDENCE:?} among the required keys"),
+        );
     }
 }
 
@@ -484,6 +507,45 @@ content = "# {{title}}\n\n{{content}}\n"
                 "stages[0] (draft).steps[1] (write).outputs[0].template_filename: no document template \"note.md\" in this stage",
             ]
         );
+    }
+
+    #[test]
+    fn blackboard_rules_are_known_and_published_types_are_slugs() {
+        let board = MINIMAL
+            .replace(
+                r#"inputs = [{ type = "header_context", document_key = "header_context" }]"#,
+                r#"inputs = [{ type = "blackboard", document_key = "risk" }]"#,
+            )
+            .replace(
+                r#"required_keys = ["content"] }]"#,
+                r#"required_keys = ["content"], publishes = ["risk", "Open Question"] }]"#,
+            );
+        assert_eq!(
+            problems(&board),
+            [
+                "stages[0] (draft).steps[1] (write).outputs[0].publishes: \"Open Question\" is not an entry type (a-z, 0-9, _)"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_confidence_gate_needs_a_confidence_key_and_a_threshold_in_range() {
+        let gated = MINIMAL.replace(
+            r#"required_keys = ["content"] }]"#,
+            r#"required_keys = ["content"], confidence_gate = { min_confidence = 70 } }]"#,
+        );
+        assert_eq!(
+            problems(&gated),
+            [
+                "stages[0] (draft).steps[1] (write).outputs[0].confidence_gate: min_confidence 70 is not between 0 and 1",
+                "stages[0] (draft).steps[1] (write).outputs[0].required_keys: a confidence_gate needs \"confidence\" among the required keys",
+            ]
+        );
+        let fine = MINIMAL.replace(
+            r#"required_keys = ["content"] }]"#,
+            r#"required_keys = ["content", "confidence"], confidence_gate = { min_confidence = 0.7, max_reruns = 2 } }]"#,
+        );
+        assert!(problems(&fine).is_empty());
     }
 
     #[test]

@@ -123,6 +123,10 @@ pub struct ChatRequest {
     /// The JSON type of the reply's keys (the output rule's `key_types`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub key_types: BTreeMap<String, JsonKind>,
+    /// Blackboard entry types the step may publish (its output rule's
+    /// `publishes`); providers never send it, the simulated model obeys it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub publishes: Vec<String>,
     /// The step's sampling temperature, when its recipe sets one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
@@ -169,6 +173,7 @@ pub fn assemble(
         output_hints: output_hints.to_vec(),
         required_keys: Vec::new(),
         key_types: BTreeMap::new(),
+        publishes: Vec::new(),
         temperature: None,
         inputs: payload
             .resource_documents

@@ -130,6 +130,12 @@ pub struct OutputRule {
     /// The JSON type of keys (required or not) wherever they appear.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub key_types: BTreeMap<String, JsonKind>,
+    /// Blackboard entry types the reply may publish under `blackboard`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub publishes: Vec<String>,
+    /// Runs the step again while its reply's `confidence` is below the gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence_gate: Option<crate::gate::ConfidenceGate>,
 }
 
 impl OutputRule {
@@ -569,6 +575,8 @@ pub(crate) mod tests {
             template_filename: Some("thesis_business_case.md".into()),
             required_keys: vec![],
             key_types: Default::default(),
+            publishes: vec![],
+            confidence_gate: None,
         }];
         apply_output_overrides(
             &mut outputs,
@@ -911,6 +919,8 @@ pub(crate) mod tests {
             template_filename: None,
             required_keys: vec![],
             key_types: Default::default(),
+            publishes: vec![],
+            confidence_gate: None,
         };
         let by_name = OutputRule {
             document_key: "x".into(),
@@ -918,6 +928,8 @@ pub(crate) mod tests {
             template_filename: Some("x.md".into()),
             required_keys: vec![],
             key_types: Default::default(),
+            publishes: vec![],
+            confidence_gate: None,
         };
         let json = OutputRule {
             document_key: "x".into(),
@@ -925,6 +937,8 @@ pub(crate) mod tests {
             template_filename: None,
             required_keys: vec![],
             key_types: Default::default(),
+            publishes: vec![],
+            confidence_gate: None,
         };
         assert!(md.is_markdown() && by_name.is_markdown() && !json.is_markdown());
     }

@@ -67,6 +67,10 @@ fn skip_directives(prompt: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Prompt directive: every reply that states a `confidence` (a gated step)
+/// states 0.2 instead of 0.9, to exercise confidence gates and their reruns.
+pub const LOW_CONFIDENCE_DIRECTIVE: &str = "[[simulate:low-confidence]]";
+
 /// The reserved key of a simulated reply that lists the request's inputs.
 pub const INPUTS_KEY: &str = "_inputs";
 
@@ -254,6 +258,28 @@ fn typed_value(request: &ChatRequest, key: &str) -> serde_json::Value {
     }
 }
 
+/// One blackboard entry per type the step may publish, each naming the
+/// model, the type and a digest of the prompt: deterministic, and distinct
+/// per job, so a test can find an entry in the prompt of a step that reads it.
+fn board_entries(request: &ChatRequest, first_user: &str) -> serde_json::Value {
+    let tag: String = digest(&[first_user, &request.output_type])[..4]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    request
+        .publishes
+        .iter()
+        .map(|entry_type| {
+            serde_json::json!({
+                "type": entry_type,
+                "data": {
+                    "finding": format!("{} {} in {} #{tag}", request.model, entry_type.replace('_', " "), request.output_type),
+                },
+            })
+        })
+        .collect()
+}
+
 /// The required key a drop-key directive leaves out of this reply, if any.
 fn dropped_key<'a>(request: &'a ChatRequest, first_user: &str) -> Option<&'a str> {
     let retried = request
@@ -346,6 +372,13 @@ impl SimulatedProvider {
             if !more {
                 for key in request.required_keys.iter().filter(|k| *k != "content") {
                     reply[key.as_str()] = typed_value(request, key);
+                }
+                if !request.publishes.is_empty() {
+                    reply["blackboard"] = board_entries(request, first_user);
+                }
+                if request.required_keys.iter().any(|k| k == "confidence") {
+                    let low = first_user.contains(LOW_CONFIDENCE_DIRECTIVE);
+                    reply["confidence"] = serde_json::json!(if low { 0.2 } else { 0.9 });
                 }
             }
             if let Some(key) = dropped_key(request, first_user)

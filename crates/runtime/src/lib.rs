@@ -2,6 +2,7 @@
 //! health and reflection, readiness that follows the dependencies, connecting
 //! with back-off, and the manual-ack consumer loop.
 
+pub mod blackboard;
 mod consumer;
 pub mod observe;
 pub mod service_auth;

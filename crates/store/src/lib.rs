@@ -3,6 +3,8 @@
 
 pub mod api;
 pub mod auth;
+pub mod blackboard;
+pub mod gates;
 pub mod index;
 pub mod inputs;
 pub mod jobs;

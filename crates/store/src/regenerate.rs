@@ -186,6 +186,22 @@ pub async fn insert_job(
     Ok(())
 }
 
+/// Moves a copied job to another model (a confidence gate's `rerun_model`).
+pub async fn set_model(
+    tx: &mut Tx<'_>,
+    id: JobId,
+    model_id: ModelId,
+    payload: &serde_json::Value,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE dialectic_generation_jobs SET model_id = $2, payload = $3 WHERE id = $1")
+        .bind(id)
+        .bind(model_id)
+        .bind(Json(payload))
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
 pub struct NewRegeneration<'a> {
     pub id: Uuid,
     pub session_id: SessionId,

@@ -2,8 +2,8 @@
 //! watching), with the API's field names, for scripts.
 
 use dialectic_proto::v1::{
-    ExportUrl, Pipeline, Project, ProjectDocument, RecipeSummary, Session, SessionEvent,
-    StageDocument, StageRecipe, Wallet, WalletTransaction,
+    BlackboardEntry, ExportUrl, Pipeline, Project, ProjectDocument, RecipeSummary, Session,
+    SessionEvent, StageDocument, StageRecipe, Wallet, WalletTransaction,
 };
 use serde_json::{Value, json};
 
@@ -74,6 +74,14 @@ pub fn project_document(d: &ProjectDocument) -> Value {
     json!({"resource_id": d.resource_id, "project_id": d.project_id, "file_name": d.file_name,
            "position": d.position, "size_bytes": d.size_bytes, "content_hash": d.content_hash,
            "chunks": d.chunks, "storage_key": d.storage_key, "created_at": time(&d.created_at)})
+}
+
+/// An entry's data is JSON already: it is embedded, not quoted.
+pub fn board_entry(e: &BlackboardEntry) -> Value {
+    json!({"id": e.id, "entry_type": e.entry_type, "seq": e.seq, "iteration": e.iteration,
+           "stage": e.stage_slug, "step_key": e.step_key, "model": e.model, "job_id": e.job_id,
+           "data": serde_json::from_str::<Value>(&e.data_json).unwrap_or(Value::Null),
+           "created_at": time(&e.created_at)})
 }
 
 pub fn pipeline(p: &Pipeline) -> Value {

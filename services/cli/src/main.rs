@@ -9,13 +9,13 @@ use clap::{Args, Parser, Subcommand};
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{
     AddProjectDocumentRequest, CancelSessionRequest, CreateProjectRequest, DeleteProjectRequest,
-    EditStageRecipeRequest, ExportProjectRequest, GetDocumentContentRequest, GetSessionRequest,
-    GetStageRecipeRequest, GetWalletRequest, InstallPipelineRequest, ListModelsRequest,
-    ListPipelinesRequest, ListProjectDocumentsRequest, ListProjectsRequest, ListRecipesRequest,
-    ListSessionsRequest, ListStageDocumentsRequest, PauseSessionRequest, Pipeline, Project,
-    ProjectDocument, PromptFile, RecipeEdge, RegenerateDocumentRequest, ResumeSessionRequest,
-    RevisitStageRequest, SaveDocumentEditRequest, Session, StageDocument, StageResponse,
-    StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
+    EditStageRecipeRequest, ExportProjectRequest, GetBlackboardRequest, GetDocumentContentRequest,
+    GetSessionRequest, GetStageRecipeRequest, GetWalletRequest, InstallPipelineRequest,
+    ListModelsRequest, ListPipelinesRequest, ListProjectDocumentsRequest, ListProjectsRequest,
+    ListRecipesRequest, ListSessionsRequest, ListStageDocumentsRequest, PauseSessionRequest,
+    Pipeline, Project, ProjectDocument, PromptFile, RecipeEdge, RegenerateDocumentRequest,
+    ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest, Session, StageDocument,
+    StageResponse, StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -240,6 +240,14 @@ enum Command {
         #[arg(long)]
         project: String,
     },
+    /// A session's blackboard: the findings its steps published, by type.
+    Blackboard {
+        #[arg(long)]
+        session: String,
+        /// Only entries of this type.
+        #[arg(long = "type")]
+        entry_type: Option<String>,
+    },
     /// Your projects, newest first.
     Projects {
         #[arg(long, default_value_t = 50)]
@@ -452,6 +460,10 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Projects { limit } => projects(&gateway, json, limit).await,
         Command::AddDoc { project, files } => add_docs(&gateway, json, &project, &files).await,
         Command::ProjectDocs { project } => project_docs(&gateway, json, &project).await,
+        Command::Blackboard {
+            session,
+            entry_type,
+        } => blackboard(&gateway, json, &session, entry_type.unwrap_or_default()).await,
         Command::DeleteProject { project } => delete_project(&gateway, json, project).await,
         Command::Sessions { project } => sessions(&gateway, json, project).await,
         Command::Export { project, out, url } => export(&gateway, json, project, out, url).await,
@@ -887,6 +899,37 @@ async fn project_docs(gateway: &Gateway, json: bool, project: &str) -> Result<()
         }
         for d in &list.documents {
             println!("{}", project_document_line(d));
+        }
+    }
+    Ok(())
+}
+
+async fn blackboard(
+    gateway: &Gateway,
+    json: bool,
+    session: &str,
+    entry_type: String,
+) -> Result<()> {
+    let board = gateway
+        .call(|mut c| {
+            let request = gateway.request(GetBlackboardRequest {
+                session_id: session.to_string(),
+                entry_type: entry_type.clone(),
+            });
+            async move { c.get_blackboard(request).await }
+        })
+        .await?;
+    if json {
+        print_json(&board.entries.iter().map(json::board_entry).collect());
+    } else {
+        if board.entries.is_empty() {
+            println!("the blackboard is empty");
+        }
+        for e in &board.entries {
+            println!(
+                "{} #{} ({}, {}/{}): {}",
+                e.entry_type, e.seq, e.stage_slug, e.step_key, e.model, e.data_json
+            );
         }
     }
     Ok(())

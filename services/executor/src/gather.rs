@@ -4,6 +4,7 @@
 //! prompt's resource documents.
 
 use crate::{Executor, permanent, retryable};
+use dialectic_core::blackboard;
 use dialectic_core::fanout::SourceDoc;
 use dialectic_core::ids::ModelId;
 use dialectic_core::payload::JobPayload;
@@ -45,6 +46,9 @@ fn describe(rule: &InputRule, index: usize) -> String {
 /// One rule of one job: which rule, and where it looks.
 struct Lookup<'a> {
     job: &'a JobRow,
+    /// The model whose header context and own documents the job reads (its
+    /// root's, also when a confidence rerun runs it on another model).
+    lineage_model: Option<ModelId>,
     rule: &'a InputRule,
     index: usize,
     stage: &'a str,
@@ -79,11 +83,25 @@ impl Executor {
             };
             let lookup = Lookup {
                 job,
+                lineage_model: payload.lineage_model_id.or(job.model_id),
                 rule,
                 index,
                 stage: rule.stage_slug.as_deref().unwrap_or(&job.stage_slug),
                 iteration,
             };
+            if rule.kind == blackboard::INPUT_KIND {
+                match self.board(&lookup, relevance).await? {
+                    Some(doc) => resources.push(doc),
+                    None if rule.required => {
+                        return Err(permanent(
+                            "missing_input",
+                            format!("{} found no blackboard entries", describe(rule, index)),
+                        ));
+                    }
+                    None => {}
+                }
+                continue;
+            }
             let Some(found) = matching(&mut conn, &lookup).await? else {
                 continue;
             };
@@ -92,7 +110,7 @@ impl Executor {
             let found = if rule.multiple {
                 found
             } else {
-                the_one(found, job.model_id)
+                the_one(found, lookup.lineage_model)
             };
             if found.is_empty() {
                 if rule.required {
@@ -108,6 +126,48 @@ impl Executor {
             }
         }
         Ok(resources)
+    }
+
+    /// A `blackboard` rule: the session's entries of the named type (`*` or
+    /// none: every type) in this iteration, from the named stage if any, one
+    /// JSON line each; None when there are none.
+    async fn board(
+        &self,
+        lookup: &Lookup<'_>,
+        relevance: f64,
+    ) -> Result<Option<ResourceDocument>, AttemptError> {
+        let rule = lookup.rule;
+        let wanted = rule.document_key.as_deref().filter(|k| *k != "*");
+        let entries = dialectic_runtime::blackboard::entries(
+            &self.store,
+            self.cache.get(),
+            lookup.job.session_id,
+            wanted,
+        )
+        .await?;
+        let lines: Vec<String> = entries
+            .into_iter()
+            .filter(|e| e.iteration == lookup.iteration)
+            .filter(|e| rule.stage_slug.as_deref().is_none_or(|s| s == e.stage_slug))
+            .map(|e| {
+                serde_json::json!({"type": e.entry_type, "from": format!("{}/{}", e.step_key, e.model), "data": e.data})
+                    .to_string()
+            })
+            .collect();
+        if lines.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(ResourceDocument {
+            id: format!("blackboard:{}", lookup.job.session_id),
+            kind: blackboard::INPUT_KIND.to_string(),
+            stage_slug: lookup.stage.to_string(),
+            document_key: wanted.unwrap_or("*").to_string(),
+            model: None,
+            content: lines.join("\n"),
+            section_header: rule.section_header.clone(),
+            relevance,
+            storage_key: None,
+        }))
     }
 
     async fn read(
@@ -193,7 +253,8 @@ async fn matching(
 ) -> Result<Option<Vec<InputDoc>>, AttemptError> {
     let job = lookup.job;
     let own_model = || {
-        job.model_id
+        lookup
+            .lineage_model
             .ok_or_else(|| permanent("bad_payload", "job has no model"))
     };
     let found = match lookup.rule.kind.as_str() {
@@ -207,7 +268,7 @@ async fn matching(
             let query = DocumentQuery::for_rule(
                 job.session_id,
                 &job.stage_slug,
-                job.model_id,
+                lookup.lineage_model,
                 job.iteration_number,
                 lookup.rule,
             );

@@ -14,8 +14,11 @@ use dialectic_core::paths::{DocumentName, FileKind, Lineage};
 use dialectic_core::recipe::RecipeStep;
 use dialectic_core::sanitize::parse_model_json;
 use dialectic_core::shape::{self, CONTINUATION_FLAG, SkipStep};
+use dialectic_core::{blackboard, gate};
 use dialectic_llm::{ChatResponse, FinishReason};
-use dialectic_proto::v1::queue::{JobSucceeded, SkipStep as QueueSkipStep};
+use dialectic_proto::v1::queue::{
+    BoardEntry as QueueBoardEntry, JobSucceeded, SkipStep as QueueSkipStep,
+};
 use dialectic_runtime::worker::{self, AttemptError};
 use dialectic_store::StoreError;
 use dialectic_store::records::{self, NewContribution};
@@ -128,6 +131,41 @@ fn planned_skips(step: &RecipeStep, reply: &Value) -> Result<Vec<SkipStep>, Atte
         .map_err(|reason| retryable(INVALID_REPLY, format!("{}: {reason}", step.step_key)))
 }
 
+/// The blackboard entries a finished reply publishes (seed 004 §1); a type its
+/// step does not declare is refused like any other bad reply.
+fn published_entries(
+    step: &RecipeStep,
+    reply: &Value,
+    turn: Turn,
+) -> Result<Vec<QueueBoardEntry>, AttemptError> {
+    let declared = step
+        .own_output()
+        .map_or(&[][..], |o| o.publishes.as_slice());
+    if declared.is_empty() || turn.continuation_needed {
+        return Ok(Vec::new());
+    }
+    let entries = blackboard::entries(reply, declared)
+        .map_err(|reason| retryable(INVALID_REPLY, format!("{}: {reason}", step.step_key)))?;
+    Ok(entries
+        .into_iter()
+        .map(|e| QueueBoardEntry {
+            entry_type: e.entry_type,
+            data_json: e.data.to_string(),
+        })
+        .collect())
+}
+
+/// A gated step's finished reply states its confidence (its output rule
+/// requires the key, so the shape check has seen it).
+fn stated_confidence(step: &RecipeStep, reply: &Value, turn: Turn) -> Option<f64> {
+    let gated = step
+        .own_output()
+        .is_some_and(|o| o.confidence_gate.is_some());
+    (gated && !turn.continuation_needed)
+        .then(|| gate::confidence_of(reply))
+        .flatten()
+}
+
 /// What the attempt wrote to S3, to remove if it lost its job.
 struct Written {
     chunk: String,
@@ -169,6 +207,9 @@ impl Executor {
             .map(|c| c.whole_with(&value));
         check_shape(&attempt.step, whole.as_ref().unwrap_or(&value), turn)?;
         let skip_steps = planned_skips(&attempt.step, &value)?;
+        let reply_whole = whole.as_ref().unwrap_or(&value);
+        let blackboard = published_entries(&attempt.step, reply_whole, turn)?;
+        let confidence = stated_confidence(&attempt.step, reply_whole, turn);
         let (written, size) = self
             .write_chunks(attempt, chain, &value, whole.as_ref(), turn)
             .await?;
@@ -181,6 +222,8 @@ impl Executor {
             key: &written.chunk,
             seed_prompt: seed_prompt.as_deref(),
             skip_steps,
+            blackboard,
+            confidence,
         };
         match self.record(attempt, worker, &saved).await {
             Ok(Some(id)) => {
@@ -305,6 +348,8 @@ impl Executor {
                     reason: s.reason.clone(),
                 })
                 .collect(),
+            blackboard: saved.blackboard.clone(),
+            confidence: saved.confidence,
         };
         if !worker::record_success(&mut tx, job, worker, outcome).await? {
             return Ok(None);
@@ -329,7 +374,9 @@ impl Executor {
             attempt: job.attempt_count,
             edit_version: 1,
             user_id: job.user_id,
-            model_id: attempt.model.id,
+            // The lineage the document belongs to (a confidence rerun on
+            // another model stays in its root's); the name says who wrote it.
+            model_id: attempt.payload.lineage_model_id.unwrap_or(attempt.model.id),
             model_name: &attempt.model.api_identifier,
             stage_slug: &job.stage_slug,
             iteration: job.iteration_number,
@@ -396,6 +443,8 @@ struct Saved<'a> {
     key: &'a str,
     seed_prompt: Option<&'a str>,
     skip_steps: Vec<SkipStep>,
+    blackboard: Vec<QueueBoardEntry>,
+    confidence: Option<f64>,
 }
 
 #[cfg(test)]
@@ -419,6 +468,8 @@ mod tests {
             template_filename: None,
             required_keys: required.iter().map(|k| k.to_string()).collect(),
             key_types: Default::default(),
+            publishes: vec![],
+            confidence_gate: None,
         }];
         step
     }

@@ -58,6 +58,7 @@ impl Executor {
         if let Some(own) = attempt.step.own_output() {
             request.required_keys = own.required_keys.clone();
             request.key_types = own.key_types.clone();
+            request.publishes = own.publishes.clone();
         }
         request.job_id = Some(attempt.job.id.to_string());
         Ok(Prepared {

@@ -2,10 +2,13 @@
 
 use chrono::{DateTime, Utc};
 use dialectic_cache::ProgressEvent;
+use dialectic_core::blackboard::StoredEntry;
 use dialectic_core::ids::ModelId;
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::session::SessionStatus;
+use dialectic_proto::v1::BlackboardEntry;
 use dialectic_proto::v1::{Model, Project, SessionEvent, StageDocument, StageJobCounts};
+use dialectic_store::gates::LowConfidence;
 use dialectic_store::records::{ModelRow, ProjectRow, ResourceRow};
 use prost_types::Timestamp;
 use std::collections::HashMap;
@@ -171,6 +174,39 @@ pub fn event(e: ProgressEvent) -> SessionEvent {
         stage_percent: e.stage_percent.min(100),
         at: timestamp_from_ms(e.at_ms),
     }
+}
+
+/// A blackboard entry as the API shows it.
+pub fn board_entry(entry: StoredEntry) -> BlackboardEntry {
+    BlackboardEntry {
+        id: entry.id,
+        entry_type: entry.entry_type,
+        seq: u32::try_from(entry.seq).unwrap_or(0),
+        iteration: u32::try_from(entry.iteration).unwrap_or(0),
+        stage_slug: entry.stage_slug,
+        step_key: entry.step_key,
+        model: entry.model,
+        job_id: entry.job_id,
+        data_json: entry.data.to_string(),
+        created_at: timestamp_from_ms(entry.at_ms),
+    }
+}
+
+/// The session goes on past documents kept below their confidence gate; it
+/// says which (none: no notice).
+pub fn low_confidence_notice(kept: &[LowConfidence]) -> String {
+    if kept.is_empty() {
+        return String::new();
+    }
+    let named: Vec<String> = kept
+        .iter()
+        .map(|k| format!("{}/{} ({:.2})", k.stage_slug, k.document_key, k.confidence))
+        .collect();
+    format!(
+        "{} document(s) kept below their confidence gate: {}",
+        kept.len(),
+        named.join(", ")
+    )
 }
 
 #[cfg(test)]

@@ -16,8 +16,8 @@ use dialectic_proto::v1::planner::planner_service_client::PlannerServiceClient;
 use dialectic_proto::v1::planner::{SessionCommand, SubmitStageResponsesCommand};
 use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
 use dialectic_proto::v1::{
-    AddProjectDocumentRequest, ListProjectDocumentsRequest, ListProjectDocumentsResponse,
-    ProjectDocument, SkippedStep,
+    AddProjectDocumentRequest, GetBlackboardRequest, GetBlackboardResponse,
+    ListProjectDocumentsRequest, ListProjectDocumentsResponse, ProjectDocument, SkippedStep,
 };
 use dialectic_proto::v1::{
     CancelSessionRequest, CreditWalletRequest, DeleteProjectRequest, DeleteProjectResponse,
@@ -36,12 +36,13 @@ use dialectic_proto::v1::{
     StartSessionRequest, SubmitStageResponsesRequest, Wallet, WatchSessionRequest,
 };
 use dialectic_runtime::CancellationToken;
+use dialectic_runtime::blackboard;
 use dialectic_runtime::service_auth::InternalChannel;
 use dialectic_store::ledger;
 use dialectic_store::records::{
     self, NewContribution, NewProject, NewSession, SessionRow, USER_EDIT,
 };
-use dialectic_store::{Store, StoreError, api, auth, jobs, outbox, skips};
+use dialectic_store::{Store, StoreError, api, auth, gates, jobs, outbox, skips};
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -326,12 +327,13 @@ impl Gateway {
                 .filter(|(_, _, status, _)| status == JobStatus::PausedNsf.as_str())
                 .map(|r| r.3)
                 .sum();
+            let low = gates::kept_low(self.store.pool(), row.id).await?;
             let notice = if paused > 0 {
                 format!(
                     "waiting for funds: {paused} job(s) paused, insufficient balance; they resume once the wallet is credited"
                 )
             } else {
-                String::new()
+                convert::low_confidence_notice(&low)
             };
             let mut counts = convert::job_counts(&rows);
             let costs = ledger::stage_costs(self.store.pool(), row.id).await?;
@@ -1012,6 +1014,29 @@ impl DialecticService for Gateway {
             let row = records::session_for_user(self.store.pool(), user, id).await?;
             tracing::Span::current().record("project_id", tracing::field::display(row.project_id));
             self.session_view(row, true).await
+        }
+        .instrument(span)
+        .await
+        .map(Response::new)
+        .map_err(Status::from)
+    }
+
+    async fn get_blackboard(
+        &self,
+        request: Request<GetBlackboardRequest>,
+    ) -> Result<Response<GetBlackboardResponse>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let req = request.into_inner();
+        let span = span!("get_blackboard", user);
+        span.record("session_id", req.session_id.as_str());
+        async {
+            let id = SessionId::parse(&req.session_id)?;
+            records::session_for_user(self.store.pool(), user, id).await?;
+            let wanted = Some(req.entry_type.trim()).filter(|t| !t.is_empty());
+            let entries = blackboard::entries(&self.store, self.cache.get(), id, wanted).await?;
+            Ok::<_, GatewayError>(GetBlackboardResponse {
+                entries: entries.into_iter().map(convert::board_entry).collect(),
+            })
         }
         .instrument(span)
         .await

@@ -5,6 +5,7 @@
 
 use dialectic_cache::{Cache, ProgressEvent};
 use dialectic_config::PlannerConfig;
+use dialectic_core::blackboard::BoardEntry;
 use dialectic_core::fanout::{Anchor, FanOutJob, SourceDoc, fan_out};
 use dialectic_core::ids::{ContributionId, InvalidId, JobId, ProjectId, SessionId, StepId};
 use dialectic_core::job::{
@@ -21,11 +22,12 @@ use dialectic_core::session::{
 use dialectic_core::shape::SkipStep;
 use dialectic_core::slug::slugify;
 use dialectic_proto::v1::queue::{
-    JobOutcome, ResumeSession, SkipStep as QueueSkipStep, StartStage, job_outcome,
+    BoardEntry as QueueBoardEntry, JobOutcome, ResumeSession, SkipStep as QueueSkipStep,
+    StartStage, job_outcome,
 };
 use dialectic_store::jobs::{self, JobRow, NewJob};
 use dialectic_store::{
-    Store, StoreError, Tx, inputs, outbox, project_documents, recipes, records, skips,
+    Store, StoreError, Tx, blackboard, inputs, outbox, project_documents, recipes, records, skips,
 };
 use serde_json::json;
 use std::collections::{HashSet, VecDeque};
@@ -106,6 +108,10 @@ pub(crate) struct Unit {
     pub(crate) events: Vec<ProgressEvent>,
     /// Projects whose cached reads this unit makes stale (dropped after commit).
     pub(crate) stale_projects: Vec<ProjectId>,
+    /// Blackboard entries this unit recorded (copied to Redis after commit).
+    board: Vec<(SessionId, blackboard::Recorded)>,
+    /// Sessions whose blackboard copy this unit makes stale (cleared after commit).
+    pub(crate) cleared_boards: Vec<SessionId>,
     work: VecDeque<Work>,
     traceparent: Option<String>,
 }
@@ -200,6 +206,8 @@ impl Engine {
             tx: self.store.begin().await?,
             events: Vec::new(),
             stale_projects: Vec::new(),
+            board: Vec::new(),
+            cleared_boards: Vec::new(),
             work: VecDeque::new(),
             traceparent: traceparent.map(str::to_string),
         })
@@ -209,6 +217,25 @@ impl Engine {
         self.run(&mut unit).await?;
         unit.tx.commit().await.map_err(StoreError::from)?;
         if let Some(cache) = self.cache.get() {
+            for session in &unit.cleared_boards {
+                if let Err(e) = cache.board_clear(&session.to_string()).await {
+                    // Readers compare the copy with Postgres and rebuild it.
+                    tracing::warn!(error = %e, %session, "could not clear the blackboard copy");
+                }
+            }
+            for (session, recorded) in &unit.board {
+                let copied = dialectic_runtime::blackboard::mirror(
+                    &self.store,
+                    cache,
+                    *session,
+                    &recorded.entry,
+                    recorded.count,
+                );
+                if let Err(e) = copied.await {
+                    // Readers compare the copy with Postgres and rebuild it.
+                    tracing::warn!(error = %e, %session, "could not copy a blackboard entry");
+                }
+            }
             for event in &unit.events {
                 if let Err(e) = cache.publish(event).await {
                     tracing::warn!(error = %e, "could not publish progress");
@@ -292,6 +319,7 @@ impl Engine {
                 recipe: Some(recipe.clone()),
                 sources: Vec::new(),
                 lineage: None,
+                lineage_model_id: None,
             };
             let job_id = JobId::new();
             let inserted = jobs::insert(
@@ -446,6 +474,9 @@ impl Engine {
                 if !done.skip_steps.is_empty() {
                     self.record_skips(&mut unit, &job, &done.skip_steps).await?;
                 }
+                if !done.blackboard.is_empty() {
+                    self.record_board(&mut unit, &job, &done.blackboard).await?;
+                }
                 let payload = job.payload()?;
                 match job.job_type()? {
                     JobType::Plan if payload.recipe.is_some() => {
@@ -460,7 +491,12 @@ impl Engine {
                         unit.work.push_back(Work::PlanNext(job.id));
                     }
                     job_type => {
+                        // A reply below its confidence gate runs again instead of rendering.
+                        let rerun = job_type == JobType::Execute
+                            && !done.continuation_needed
+                            && self.apply_gate(&mut unit, &job, &payload, done).await?;
                         if job_type == JobType::Execute
+                            && !rerun
                             && payload
                                 .step
                                 .as_ref()
@@ -556,6 +592,53 @@ impl Engine {
             let mut event = self.job_event(unit, job, "skip_ignored").await?;
             event.message = format!("{}: no such step in this pipeline", skip.step_key);
             unit.events.push(event);
+        }
+        Ok(())
+    }
+
+    /// Seed 004 §1: records what a reply published on the blackboard.
+    async fn record_board(
+        &self,
+        unit: &mut Unit,
+        job: &JobRow,
+        published: &[QueueBoardEntry],
+    ) -> Result<(), PlannerError> {
+        let entries = published
+            .iter()
+            .map(|e| {
+                Ok(BoardEntry {
+                    entry_type: e.entry_type.clone(),
+                    data: serde_json::from_str(&e.data_json)
+                        .map_err(|e| PlannerError::BadMessage(format!("blackboard entry: {e}")))?,
+                })
+            })
+            .collect::<Result<Vec<_>, PlannerError>>()?;
+        self.publish(unit, job, &entries).await
+    }
+
+    /// Records blackboard entries as published by `job` and tells watchers;
+    /// the Redis copy follows the commit.
+    pub(crate) async fn publish(
+        &self,
+        unit: &mut Unit,
+        job: &JobRow,
+        entries: &[BoardEntry],
+    ) -> Result<(), PlannerError> {
+        let payload = job.payload()?;
+        let by = blackboard::Publisher {
+            session_id: job.session_id,
+            iteration: job.iteration_number,
+            stage_slug: &job.stage_slug,
+            step_key: job.step_key.as_deref().unwrap_or_default(),
+            model_slug: &payload.model_slug,
+            job_id: job.id,
+        };
+        for recorded in blackboard::record(&mut unit.tx, &by, entries).await? {
+            let mut event = self.job_event(unit, job, "blackboard_entry").await?;
+            event.document_key = recorded.entry.entry_type.clone();
+            event.message = recorded.entry.data.to_string();
+            unit.events.push(event);
+            unit.board.push((job.session_id, recorded));
         }
         Ok(())
     }
@@ -1083,6 +1166,7 @@ impl Engine {
             recipe: None,
             sources: fan.sources,
             lineage: (fan.lineage != Lineage::Plain).then_some(fan.lineage),
+            lineage_model_id: None,
         };
         let inserted = jobs::insert(
             &mut unit.tx,
@@ -1191,6 +1275,7 @@ impl Engine {
             recipe: None,
             sources: Vec::new(),
             lineage: None,
+            lineage_model_id: None,
         };
         let inserted = jobs::insert(
             &mut unit.tx,
@@ -1310,7 +1395,7 @@ impl Engine {
         Ok(())
     }
 
-    async fn job_event(
+    pub(crate) async fn job_event(
         &self,
         unit: &mut Unit,
         job: &JobRow,

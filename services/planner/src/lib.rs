@@ -5,6 +5,7 @@
 //! expired leases and due retries.
 
 mod commands;
+mod confidence;
 pub mod engine;
 pub mod relay;
 

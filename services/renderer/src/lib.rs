@@ -276,7 +276,7 @@ impl JobWork for Renderer {
                 resource_id: resource_id.to_string(),
                 finish_reason: String::new(),
                 continuation_needed: false,
-                skip_steps: Vec::new(),
+                ..Default::default()
             },
         )
         .await?;

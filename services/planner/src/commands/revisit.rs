@@ -9,6 +9,7 @@ use dialectic_core::ids::SessionId;
 use dialectic_core::revisit::{Impact, archived_name};
 use dialectic_core::session::{SessionEvent, SessionStatus};
 use dialectic_proto::v1::planner::{RevisitStageCommand, RevisitStageResult};
+use dialectic_store::blackboard;
 use dialectic_store::records::{self, ResourceRow, SessionRow};
 use dialectic_store::revisit::{self, NewRevision};
 
@@ -141,6 +142,9 @@ async fn rewind(
     }
     let keys: Vec<String> = archived.into_iter().map(|(_, key)| key).collect();
     record(&mut unit, session, &revision, version, &[], &keys).await?;
+    // The stages that run again publish afresh (seed 004 §7: re-processing clears the board).
+    blackboard::clear_stages(&mut unit.tx, session.id, iteration, &revision.reached).await?;
+    unit.cleared_boards.push(session.id);
     unit.stale_projects.push(session.project_id);
     engine.finish(unit).await?;
     // The current names now hold nothing the pipeline uses; the re-run writes them again.
