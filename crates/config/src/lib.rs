@@ -197,6 +197,9 @@ pub struct PlannerConfig {
     /// With no activity for this long after the warning, the session is
     /// abandoned; its documents and objects are kept.
     pub abandon_after_warn_secs: u64,
+    /// Clarification rounds a session may run (seed 004 `needs_clarification`):
+    /// a reply's request after these is ignored, with an event saying so.
+    pub max_clarification_rounds: u32,
 }
 
 impl Default for PlannerConfig {
@@ -211,6 +214,7 @@ impl Default for PlannerConfig {
             idle_pause_secs: 24 * 3600,
             abandon_warn_secs: 7 * 24 * 3600,
             abandon_after_warn_secs: 7 * 24 * 3600,
+            max_clarification_rounds: 2,
         }
     }
 }

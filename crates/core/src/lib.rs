@@ -3,6 +3,7 @@
 
 pub mod apikey;
 pub mod blackboard;
+pub mod clarify;
 pub mod context;
 pub mod digest;
 pub mod fanout;

@@ -1,6 +1,7 @@
 //! What a job row's `payload` holds: the definition of the work, fixed when the
 //! planner created the job (a snapshot of its recipe step), never live state.
 
+use crate::clarify::Clarification;
 use crate::ids::ModelId;
 use crate::paths::Lineage;
 use crate::recipe::{Recipe, RecipeStep};
@@ -39,6 +40,9 @@ pub struct JobPayload {
     /// whose header context and own documents it reads. None: the job's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lineage_model_id: Option<ModelId>,
+    /// A job a clarification round re-runs: the question its prompt ends with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clarification: Option<Clarification>,
 }
 
 /// Input rule `rule` (an index into the step's `inputs_required`) sees only these storage keys.

@@ -484,6 +484,21 @@ impl Recipe {
             .map(|(from, _)| *from)
     }
 
+    /// Every step downstream of `id` (not `id` itself), nearest first.
+    pub fn descendants(&self, id: StepId) -> Vec<StepId> {
+        let mut found: Vec<StepId> = Vec::new();
+        let mut frontier = vec![id];
+        while let Some(current) = frontier.pop() {
+            for (from, to) in &self.edges {
+                if *from == current && *to != id && !found.contains(to) {
+                    found.push(*to);
+                    frontier.push(*to);
+                }
+            }
+        }
+        found
+    }
+
     /// Seed 002 "Worker Orchestration": steps not yet started whose every
     /// predecessor is done. Skipped steps count as done once their own
     /// predecessors are (so `a → skipped → c` still runs `c` after `a`), and are

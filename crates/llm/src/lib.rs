@@ -11,7 +11,7 @@ pub use replay::{ExchangeStore, Recording, Replay, exchange_key};
 pub use openai::{Dialect, OpenAiProvider, OpenAiSettings, request_body};
 
 pub use simulated::{
-    DROP_KEY_ALWAYS_DIRECTIVE, DROP_KEY_DIRECTIVE, INPUTS_HEADING, INPUTS_KEY,
+    CLARIFY_QUESTION, DROP_KEY_ALWAYS_DIRECTIVE, DROP_KEY_DIRECTIVE, INPUTS_HEADING, INPUTS_KEY,
     LOW_CONFIDENCE_DIRECTIVE, MALFORMED_DIRECTIVE, SimulatedProvider, SimulatedSettings,
     input_line, recorded_requests,
 };

@@ -71,6 +71,28 @@ fn skip_directives(prompt: &str) -> Vec<serde_json::Value> {
 /// states 0.2 instead of 0.9, to exercise confidence gates and their reruns.
 pub const LOW_CONFIDENCE_DIRECTIVE: &str = "[[simulate:low-confidence]]";
 
+/// Prompt directive `[[simulate:clarify:OUTPUT>STEP_KEY]]`: the reply for
+/// output type OUTPUT asks step STEP_KEY a question (`needs_clarification`)
+/// unless its prompt already carries a clarification note, so a round runs once.
+pub const CLARIFY_DIRECTIVE: &str = "[[simulate:clarify:";
+
+/// The question a clarify directive asks.
+pub const CLARIFY_QUESTION: &str = "Which version of the clause is in force?";
+
+/// The step this reply asks, per the prompt's clarify directives.
+fn clarify_target(request: &ChatRequest, prompt: &str) -> Option<String> {
+    if prompt.contains(dialectic_core::clarify::NOTE_HEADING) {
+        return None;
+    }
+    prompt
+        .split(CLARIFY_DIRECTIVE)
+        .skip(1)
+        .filter_map(|rest| rest.split_once("]]").map(|(target, _)| target))
+        .filter_map(|target| target.split_once('>'))
+        .find(|(output, _)| output.trim() == request.output_type)
+        .map(|(_, step)| step.trim().to_string())
+}
+
 /// The reserved key of a simulated reply that lists the request's inputs.
 pub const INPUTS_KEY: &str = "_inputs";
 
@@ -375,6 +397,10 @@ impl SimulatedProvider {
                 }
                 if !request.publishes.is_empty() {
                     reply["blackboard"] = board_entries(request, first_user);
+                }
+                if let Some(step) = clarify_target(request, first_user) {
+                    reply["needs_clarification"] =
+                        serde_json::json!([{"step_key": step, "question": CLARIFY_QUESTION}]);
                 }
                 if request.required_keys.iter().any(|k| k == "confidence") {
                     let low = first_user.contains(LOW_CONFIDENCE_DIRECTIVE);

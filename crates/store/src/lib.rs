@@ -4,6 +4,7 @@
 pub mod api;
 pub mod auth;
 pub mod blackboard;
+pub mod clarifications;
 pub mod gates;
 pub mod index;
 pub mod inputs;

@@ -14,10 +14,11 @@ use dialectic_core::paths::{DocumentName, FileKind, Lineage};
 use dialectic_core::recipe::RecipeStep;
 use dialectic_core::sanitize::parse_model_json;
 use dialectic_core::shape::{self, CONTINUATION_FLAG, SkipStep};
-use dialectic_core::{blackboard, gate};
+use dialectic_core::{blackboard, clarify, gate};
 use dialectic_llm::{ChatResponse, FinishReason};
 use dialectic_proto::v1::queue::{
-    BoardEntry as QueueBoardEntry, JobSucceeded, SkipStep as QueueSkipStep,
+    BoardEntry as QueueBoardEntry, ClarificationRequest as QueueClarification, JobSucceeded,
+    SkipStep as QueueSkipStep,
 };
 use dialectic_runtime::worker::{self, AttemptError};
 use dialectic_store::StoreError;
@@ -166,6 +167,27 @@ fn stated_confidence(step: &RecipeStep, reply: &Value, turn: Turn) -> Option<f64
         .flatten()
 }
 
+/// The questions a finished reply asks earlier steps (seed 004
+/// `needs_clarification`); a malformed list is refused like any bad reply.
+fn asked_clarifications(
+    step: &RecipeStep,
+    reply: &Value,
+    turn: Turn,
+) -> Result<Vec<QueueClarification>, AttemptError> {
+    if turn.continuation_needed {
+        return Ok(Vec::new());
+    }
+    let asked = clarify::requests(reply)
+        .map_err(|reason| retryable(INVALID_REPLY, format!("{}: {reason}", step.step_key)))?;
+    Ok(asked
+        .into_iter()
+        .map(|a| QueueClarification {
+            step_key: a.step_key,
+            question: a.question,
+        })
+        .collect())
+}
+
 /// What the attempt wrote to S3, to remove if it lost its job.
 struct Written {
     chunk: String,
@@ -210,6 +232,7 @@ impl Executor {
         let reply_whole = whole.as_ref().unwrap_or(&value);
         let blackboard = published_entries(&attempt.step, reply_whole, turn)?;
         let confidence = stated_confidence(&attempt.step, reply_whole, turn);
+        let clarifications = asked_clarifications(&attempt.step, reply_whole, turn)?;
         let (written, size) = self
             .write_chunks(attempt, chain, &value, whole.as_ref(), turn)
             .await?;
@@ -224,6 +247,7 @@ impl Executor {
             skip_steps,
             blackboard,
             confidence,
+            clarifications,
         };
         match self.record(attempt, worker, &saved).await {
             Ok(Some(id)) => {
@@ -350,6 +374,7 @@ impl Executor {
                 .collect(),
             blackboard: saved.blackboard.clone(),
             confidence: saved.confidence,
+            clarifications: saved.clarifications.clone(),
         };
         if !worker::record_success(&mut tx, job, worker, outcome).await? {
             return Ok(None);
@@ -445,6 +470,7 @@ struct Saved<'a> {
     skip_steps: Vec<SkipStep>,
     blackboard: Vec<QueueBoardEntry>,
     confidence: Option<f64>,
+    clarifications: Vec<QueueClarification>,
 }
 
 #[cfg(test)]

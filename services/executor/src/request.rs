@@ -7,6 +7,7 @@ use crate::chain::Chain;
 use crate::{CONTINUE_INSTRUCTION, Executor, INVALID_REPLY, compress, now_ms, permanent};
 use dialectic_cache::{Cache, ProgressEvent};
 use dialectic_core::context::Context;
+use dialectic_core::payload::JobPayload;
 use dialectic_core::prompt::{ChatRequest, Message, PromptConstructionPayload, REJECTED_REPLY};
 use dialectic_core::recipe::RecipeStep;
 use dialectic_runtime::worker::AttemptError;
@@ -86,9 +87,12 @@ impl Executor {
             conversation_history: Vec::new(),
             resource_documents: resources,
             current_user_prompt: with_retry_note(
-                step.prompt_template
-                    .clone()
-                    .unwrap_or_else(|| format!("Write the {} document as JSON.", step.output_type)),
+                with_clarification(
+                    step.prompt_template.clone().unwrap_or_else(|| {
+                        format!("Write the {} document as JSON.", step.output_type)
+                    }),
+                    &attempt.payload,
+                ),
                 attempt.job,
             ),
         };
@@ -130,6 +134,14 @@ impl Executor {
                 .unwrap_or(&self.embedder)
                 .to_string(),
         })
+    }
+}
+
+/// A step a clarification round re-runs is told what was asked.
+fn with_clarification(prompt: String, payload: &JobPayload) -> String {
+    match &payload.clarification {
+        Some(round) => prompt + &round.prompt_note(),
+        None => prompt,
     }
 }
 

@@ -6,6 +6,7 @@
 use dialectic_cache::{Cache, ProgressEvent};
 use dialectic_config::PlannerConfig;
 use dialectic_core::blackboard::BoardEntry;
+use dialectic_core::clarify::{Clarification, ClarificationRequest};
 use dialectic_core::fanout::{Anchor, FanOutJob, SourceDoc, fan_out};
 use dialectic_core::ids::{ContributionId, InvalidId, JobId, ProjectId, SessionId, StepId};
 use dialectic_core::job::{
@@ -27,7 +28,8 @@ use dialectic_proto::v1::queue::{
 };
 use dialectic_store::jobs::{self, JobRow, NewJob};
 use dialectic_store::{
-    Store, StoreError, Tx, blackboard, inputs, outbox, project_documents, recipes, records, skips,
+    Store, StoreError, Tx, blackboard, clarifications, inputs, outbox, project_documents, recipes,
+    records, skips,
 };
 use serde_json::json;
 use std::collections::{HashSet, VecDeque};
@@ -88,6 +90,11 @@ enum Work {
         results: Option<serde_json::Value>,
     },
     CheckParent(JobId),
+    /// After the asking job's success is applied: a reply's clarification requests.
+    Clarify {
+        job: JobId,
+        asked: Vec<ClarificationRequest>,
+    },
     CheckStage {
         session: SessionId,
         stage: String,
@@ -154,23 +161,26 @@ pub(crate) async fn lock_known_session(
 
 /// Output types of every step downstream of `step`: what a PLAN step's header context plans.
 fn descendant_outputs(recipe: &Recipe, step: &RecipeStep) -> Vec<String> {
-    let mut seen: HashSet<StepId> = HashSet::new();
-    let mut frontier = vec![step.id];
-    let mut outputs = Vec::new();
-    while let Some(current) = frontier.pop() {
-        for (from, to) in &recipe.edges {
-            if *from == current && seen.insert(*to) {
-                frontier.push(*to);
-                if let Some(s) = recipe
-                    .step(*to)
-                    .filter(|s| !s.is_skipped && !outputs.contains(&s.output_type))
-                {
-                    outputs.push(s.output_type.clone());
-                }
-            }
+    let mut outputs: Vec<String> = Vec::new();
+    for id in recipe.descendants(step.id) {
+        if let Some(s) = recipe
+            .step(id)
+            .filter(|s| !s.is_skipped && !outputs.contains(&s.output_type))
+        {
+            outputs.push(s.output_type.clone());
         }
     }
     outputs
+}
+
+/// What a child job is planned with besides its step and sources.
+struct Child<'a> {
+    /// For PLAN steps: the outputs downstream of it, which its header plans.
+    planned_documents: Vec<String>,
+    /// The stage's newest clarification round, when it had one.
+    round: Option<&'a Clarification>,
+    /// The step is the one the round asked, or downstream of it.
+    asked: bool,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -320,6 +330,7 @@ impl Engine {
                 sources: Vec::new(),
                 lineage: None,
                 lineage_model_id: None,
+                clarification: None,
             };
             let job_id = JobId::new();
             let inserted = jobs::insert(
@@ -529,6 +540,19 @@ impl Engine {
                             results: Some(results),
                         });
                     }
+                }
+                if !done.clarifications.is_empty() {
+                    unit.work.push_back(Work::Clarify {
+                        job: job.id,
+                        asked: done
+                            .clarifications
+                            .iter()
+                            .map(|c| ClarificationRequest {
+                                step_key: c.step_key.clone(),
+                                question: c.question.clone(),
+                            })
+                            .collect(),
+                    });
                 }
             }
             job_outcome::Result::Failed(failed) => {
@@ -802,6 +826,7 @@ impl Engine {
                     results,
                 } => self.apply(unit, job, event, error, results).await?,
                 Work::CheckParent(parent) => self.check_parent(unit, parent).await?,
+                Work::Clarify { job, asked } => self.clarify(unit, job, &asked).await?,
                 Work::CheckStage {
                     session,
                     stage,
@@ -1013,7 +1038,11 @@ impl Engine {
             done.insert(step.id);
         }
         for (job_type, status, step) in children {
-            let (Some(step), false) = (step, job_type == JobType::Render) else {
+            // A superseded child (a clarification round replaced it) is planned again.
+            let (Some(step), false) = (
+                step,
+                job_type == JobType::Render || status == JobStatus::Superseded,
+            ) else {
                 continue;
             };
             started.insert(StepId(step));
@@ -1066,10 +1095,27 @@ impl Engine {
                 }
             }
         }
+        let round = clarifications::latest(
+            &mut unit.tx,
+            job.session_id,
+            job.iteration_number,
+            &job.stage_slug,
+        )
+        .await?;
+        let asked = round.as_ref().and_then(|r| {
+            let step = recipe.steps.iter().find(|s| s.step_key == r.step_key)?;
+            let mut ids = recipe.descendants(step.id);
+            ids.push(step.id);
+            Some(ids)
+        });
         for (step, jobs) in planned {
-            let planned_documents = descendant_outputs(recipe, step);
+            let child = Child {
+                planned_documents: descendant_outputs(recipe, step),
+                round: round.as_ref(),
+                asked: asked.as_ref().is_some_and(|ids| ids.contains(&step.id)),
+            };
             for fan in jobs {
-                self.spawn_child(unit, &job, &payload, step, fan, &planned_documents)
+                self.spawn_child(unit, &job, &payload, step, fan, &child)
                     .await?;
             }
         }
@@ -1145,20 +1191,24 @@ impl Engine {
         parent_payload: &JobPayload,
         step: &RecipeStep,
         fan: FanOutJob,
-        planned_documents: &[String],
+        child: &Child<'_>,
     ) -> Result<(), PlannerError> {
-        let job_key = if fan.discriminator.is_empty() {
+        let mut job_key = if fan.discriminator.is_empty() {
             format!("{}:{}", parent.id, step.step_key)
         } else {
             format!("{}:{}:{}", parent.id, step.step_key, fan.discriminator)
         };
+        // After a clarification round the superseded jobs keep their keys.
+        if let Some(round) = child.round {
+            job_key.push_str(&format!(":clarified{}", round.round));
+        }
         let payload = JobPayload {
             step: Some(step.clone()),
             model_api_identifier: parent_payload.model_api_identifier.clone(),
             model_slug: parent_payload.model_slug.clone(),
             stage_number: parent_payload.stage_number,
             planned_documents: if step.job_type == JobType::Plan {
-                planned_documents.to_vec()
+                child.planned_documents.clone()
             } else {
                 Vec::new()
             },
@@ -1167,11 +1217,13 @@ impl Engine {
             sources: fan.sources,
             lineage: (fan.lineage != Lineage::Plain).then_some(fan.lineage),
             lineage_model_id: None,
+            clarification: child.round.filter(|_| child.asked).cloned(),
         };
+        let job_id = JobId::new();
         let inserted = jobs::insert(
             &mut unit.tx,
             &NewJob {
-                id: JobId::new(),
+                id: job_id,
                 job_key,
                 session_id: parent.session_id,
                 user_id: parent.user_id,
@@ -1192,6 +1244,9 @@ impl Engine {
         )
         .await?;
         if let Some(id) = inserted {
+            if child.round.is_some() {
+                clarifications::continue_attempts(&mut unit.tx, id, parent.id, step.id.0).await?;
+            }
             self.dispatch(unit, id, step.job_type).await?;
         }
         Ok(())
@@ -1276,6 +1331,7 @@ impl Engine {
             sources: Vec::new(),
             lineage: None,
             lineage_model_id: None,
+            clarification: None,
         };
         let inserted = jobs::insert(
             &mut unit.tx,

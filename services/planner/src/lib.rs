@@ -4,6 +4,7 @@
 //! through core's state machines, relays the outbox to RabbitMQ, and sweeps
 //! expired leases and due retries.
 
+mod clarify;
 mod commands;
 mod confidence;
 pub mod engine;
