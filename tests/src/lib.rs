@@ -8,7 +8,9 @@ pub mod chaos;
 use dialectic_blob::BlobStore;
 use dialectic_config::{ConfigArgs, Settings};
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
-use dialectic_proto::v1::{CreateProjectRequest, GetSessionRequest, StartSessionRequest};
+use dialectic_proto::v1::{
+    CreateProjectRequest, GetSessionRequest, SessionEvent, StartSessionRequest, WatchSessionRequest,
+};
 use dialectic_runtime::{CancellationToken, Running, StartFn};
 use dialectic_store::Store;
 use futures::StreamExt;
@@ -511,6 +513,34 @@ impl TestEnv {
             .into_inner();
         assert_eq!(session.auto_advance, auto_advance);
         (project.id, session.id)
+    }
+
+    /// Watches a session until its stream ends (at review or abandonment) and
+    /// returns the events whose kind `wanted` accepts, in order. Call it before
+    /// what should cause them.
+    pub async fn watch_events(
+        &self,
+        session_id: &str,
+        wanted: fn(&str) -> bool,
+    ) -> tokio::task::JoinHandle<Vec<SessionEvent>> {
+        let mut events = self
+            .gateway()
+            .await
+            .watch_session(WatchSessionRequest {
+                session_id: session_id.to_string(),
+            })
+            .await
+            .expect("watch")
+            .into_inner();
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while let Some(Ok(event)) = events.next().await {
+                if wanted(&event.kind) {
+                    seen.push(event);
+                }
+            }
+            seen
+        })
     }
 
     /// Waits for the session to reach `status`; with `idle`, also for every job

@@ -7,9 +7,7 @@
 use dialectic_cache::Cache;
 use dialectic_core::pipeline::PipelineFile;
 use dialectic_e2e::{GatewayClient, TestEnv};
-use dialectic_proto::v1::{
-    GetBlackboardRequest, RevisitStageRequest, SubmitStageResponsesRequest, WatchSessionRequest,
-};
+use dialectic_proto::v1::{GetBlackboardRequest, RevisitStageRequest, SubmitStageResponsesRequest};
 use dialectic_store::pipelines;
 use serde_json::Value;
 
@@ -104,23 +102,9 @@ async fn entries_reach_later_steps_survive_a_lost_redis_copy_and_clear_on_revisi
             .is_empty()
     );
 
-    let mut events = client
-        .watch_session(WatchSessionRequest {
-            session_id: session.clone(),
-        })
-        .await
-        .expect("watch")
-        .into_inner();
-    let watcher = tokio::spawn(async move {
-        use futures::StreamExt;
-        let mut seen = Vec::new();
-        while let Some(Ok(event)) = events.next().await {
-            if event.kind == "blackboard_entry" {
-                seen.push(event.document_key);
-            }
-        }
-        seen
-    });
+    let watcher = env
+        .watch_events(&session, |kind| kind == "blackboard_entry")
+        .await;
     client
         .submit_stage_responses(SubmitStageResponsesRequest {
             session_id: session.clone(),
@@ -131,7 +115,13 @@ async fn entries_reach_later_steps_survive_a_lost_redis_copy_and_clear_on_revisi
         .expect("advance");
     env.wait_for_session(&session, "iteration_complete_pending_review", true)
         .await;
-    assert_eq!(watcher.await.expect("watcher"), ["verdict"]);
+    let published: Vec<String> = watcher
+        .await
+        .expect("watcher")
+        .into_iter()
+        .map(|e| e.document_key)
+        .collect();
+    assert_eq!(published, ["verdict"]);
 
     let prompt = prompt_of("check");
     assert!(

@@ -7,7 +7,7 @@
 use dialectic_core::pipeline::PipelineFile;
 use dialectic_e2e::TestEnv;
 use dialectic_llm::CLARIFY_QUESTION;
-use dialectic_proto::v1::{SubmitStageResponsesRequest, WatchSessionRequest};
+use dialectic_proto::v1::SubmitStageResponsesRequest;
 use dialectic_store::pipelines;
 use uuid::Uuid;
 
@@ -67,23 +67,9 @@ async fn a_question_reruns_the_asked_step_and_its_dependents_exactly_once() {
         .await;
     env.wait_for_session(&session, "pending_review", true).await;
 
-    let mut events = client
-        .watch_session(WatchSessionRequest {
-            session_id: session.clone(),
-        })
-        .await
-        .expect("watch")
-        .into_inner();
-    let watcher = tokio::spawn(async move {
-        use futures::StreamExt;
-        let mut seen = Vec::new();
-        while let Some(Ok(event)) = events.next().await {
-            if event.kind.starts_with("clarification") {
-                seen.push((event.kind, event.message));
-            }
-        }
-        seen
-    });
+    let watcher = env
+        .watch_events(&session, |kind| kind.starts_with("clarification"))
+        .await;
     client
         .submit_stage_responses(SubmitStageResponsesRequest {
             session_id: session.clone(),
@@ -94,8 +80,14 @@ async fn a_question_reruns_the_asked_step_and_its_dependents_exactly_once() {
         .expect("advance");
     env.wait_for_session(&session, "iteration_complete_pending_review", true)
         .await;
+    let seen: Vec<(String, String)> = watcher
+        .await
+        .expect("watcher")
+        .into_iter()
+        .map(|e| (e.kind, e.message))
+        .collect();
     assert_eq!(
-        watcher.await.expect("watcher"),
+        seen,
         [(
             "clarification_requested".to_string(),
             format!(

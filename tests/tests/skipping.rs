@@ -4,9 +4,7 @@
 
 use dialectic_core::pipeline::PipelineFile;
 use dialectic_e2e::TestEnv;
-use dialectic_proto::v1::{
-    GetSessionRequest, StageResponse, SubmitStageResponsesRequest, WatchSessionRequest,
-};
+use dialectic_proto::v1::{GetSessionRequest, StageResponse, SubmitStageResponsesRequest};
 use dialectic_store::pipelines;
 
 /// notes.toml whose review plan also reads the feedback on the draft: the
@@ -45,24 +43,12 @@ async fn a_plan_skips_steps_for_its_session_only() {
     env.wait_for_session(&skipping, "pending_review", true)
         .await;
 
-    let mut events = client
-        .watch_session(WatchSessionRequest {
-            session_id: skipping.clone(),
+    // The stream ends by itself once the session waits for review.
+    let watcher = env
+        .watch_events(&skipping, |kind| {
+            kind.starts_with("skip") || kind == "step_skipped"
         })
-        .await
-        .expect("watch")
-        .into_inner();
-    let watcher = tokio::spawn(async move {
-        use futures::StreamExt;
-        let mut seen = Vec::new();
-        // The stream ends by itself once the session waits for review.
-        while let Some(Ok(event)) = events.next().await {
-            if event.kind.starts_with("skip") || event.kind == "step_skipped" {
-                seen.push((event.kind, event.message));
-            }
-        }
-        seen
-    });
+        .await;
     client
         .submit_stage_responses(SubmitStageResponsesRequest {
             session_id: skipping.clone(),
@@ -79,8 +65,14 @@ async fn a_plan_skips_steps_for_its_session_only() {
     env.wait_for_session(&skipping, "iteration_complete_pending_review", true)
         .await;
     let reason = "the prompt asked for it to be skipped";
+    let seen: Vec<(String, String)> = watcher
+        .await
+        .expect("watcher")
+        .into_iter()
+        .map(|e| (e.kind, e.message))
+        .collect();
     assert_eq!(
-        watcher.await.expect("watcher"),
+        seen,
         [
             (
                 "step_skipped".to_string(),

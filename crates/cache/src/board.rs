@@ -10,14 +10,7 @@ use crate::{Cache, CacheError};
 use dialectic_core::blackboard::{channel, list_key, tracking_key};
 use redis::AsyncCommands;
 
-const CLEAR: &str = r#"
-local keys = redis.call('SMEMBERS', KEYS[1])
-for i = 1, #keys, 500 do
-  redis.call('DEL', unpack(keys, i, math.min(i + 499, #keys)))
-end
-redis.call('DEL', KEYS[1])
-return #keys
-"#;
+const CLEAR: &str = crate::delete_tracked!();
 
 impl Cache {
     /// Appends an entry (its JSON) to its list, tracks the list and announces

@@ -4,6 +4,23 @@
 pub mod board;
 pub mod reads;
 
+/// Lua: deletes every key the set KEYS[1] tracks, then the set (seed 004 §7:
+/// a tracking set instead of a SCAN), in batches `unpack` can take; returns
+/// how many keys it tracked.
+macro_rules! delete_tracked {
+    () => {
+        r#"
+local keys = redis.call('SMEMBERS', KEYS[1])
+for i = 1, #keys, 500 do
+  redis.call('DEL', unpack(keys, i, math.min(i + 499, #keys)))
+end
+redis.call('DEL', KEYS[1])
+return #keys
+"#
+    };
+}
+pub(crate) use delete_tracked;
+
 use futures::StreamExt;
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;

@@ -21,15 +21,7 @@ fn entry_key(project_id: &str, generation: u64, name: &str) -> String {
     format!("cache:{project_id}:{generation}:{name}")
 }
 
-const INVALIDATE: &str = r#"
-redis.call('INCR', KEYS[2])
-local keys = redis.call('SMEMBERS', KEYS[1])
-for i = 1, #keys, 500 do
-  redis.call('DEL', unpack(keys, i, math.min(i + 499, #keys)))
-end
-redis.call('DEL', KEYS[1])
-return #keys
-"#;
+const INVALIDATE: &str = concat!("redis.call('INCR', KEYS[2])", crate::delete_tracked!());
 
 /// What a lookup found: the generation to store under on a miss, and the entry.
 pub struct Lookup {

@@ -20,6 +20,8 @@ pub struct SourceDoc {
     /// The lineage it is about: the critiqued model of a critique, the first
     /// origin of a pairwise synthesis. None for plain documents.
     pub about: Option<String>,
+    /// For a `per_item` anchor: how many items its `items` array holds.
+    pub items: usize,
 }
 
 impl SourceDoc {
@@ -45,6 +47,7 @@ impl SourceDoc {
             document_key: document_key.to_string(),
             author,
             about,
+            items: 0,
         }
     }
 
@@ -126,6 +129,7 @@ pub fn fan_out(strategy: Granularity, anchors: &[Anchor]) -> Result<Vec<FanOutJo
                     sources: vec![SourceSelection {
                         rule: *rule,
                         keys: vec![d.key.clone()],
+                        item: None,
                     }],
                 })
                 .collect())
@@ -146,6 +150,7 @@ pub fn fan_out(strategy: Granularity, anchors: &[Anchor]) -> Result<Vec<FanOutJo
                     sources: vec![SourceSelection {
                         rule: *rule,
                         keys: keys(&docs),
+                        item: None,
                     }],
                 })
                 .collect())
@@ -174,10 +179,12 @@ pub fn fan_out(strategy: Granularity, anchors: &[Anchor]) -> Result<Vec<FanOutJo
                             SourceSelection {
                                 rule: *first_rule,
                                 keys: keys(&originals),
+                                item: None,
                             },
                             SourceSelection {
                                 rule: *second_rule,
                                 keys: keys(&responses),
+                                item: None,
                             },
                         ],
                     });
@@ -187,6 +194,31 @@ pub fn fan_out(strategy: Granularity, anchors: &[Anchor]) -> Result<Vec<FanOutJo
                 return Err(FanOutError::NoSources {
                     strategy: name,
                     rule: *second_rule,
+                });
+            }
+            Ok(jobs)
+        }
+        Granularity::PerItem => {
+            let (rule, docs) = anchor(0)?;
+            let jobs: Vec<FanOutJob> = docs
+                .iter()
+                .flat_map(|d| (0..d.items).map(move |i| (d, i)))
+                .map(|(d, i)| FanOutJob {
+                    discriminator: format!("item-{}-{}", d.id, i + 1),
+                    lineage: Lineage::Reducing {
+                        source_short: format!("{}-{:02}", d.short_id(), i + 1),
+                    },
+                    sources: vec![SourceSelection {
+                        rule: *rule,
+                        keys: vec![d.key.clone()],
+                        item: Some(i),
+                    }],
+                })
+                .collect();
+            if jobs.is_empty() {
+                return Err(FanOutError::NoSources {
+                    strategy: name,
+                    rule: *rule,
                 });
             }
             Ok(jobs)
@@ -210,6 +242,7 @@ pub fn fan_out(strategy: Granularity, anchors: &[Anchor]) -> Result<Vec<FanOutJo
                         sources: vec![SourceSelection {
                             rule: *rule,
                             keys: keys(&docs),
+                            item: None,
                         }],
                     }
                 })
@@ -248,6 +281,48 @@ mod tests {
             ),
             "synthesis_pairwise",
         )
+    }
+
+    #[test]
+    fn per_item_makes_one_job_per_item_of_each_document() {
+        let outline = |id: &str, items: usize| SourceDoc {
+            items,
+            ..SourceDoc::from_key(
+                id,
+                &format!("{P}/1_write/raw_responses/a_0_outline_raw.json"),
+                "outline",
+            )
+        };
+        let jobs = fan_out(
+            Granularity::PerItem,
+            &[(1, vec![outline("01a2051b-0d29-7309-8ae0-a15e27bb96b8", 3)])],
+        )
+        .expect("fans out");
+        let items: Vec<(Option<usize>, String)> = jobs
+            .iter()
+            .map(|j| {
+                let Lineage::Reducing { source_short } = &j.lineage else {
+                    panic!("reducing lineage")
+                };
+                (j.sources[0].item, source_short.clone())
+            })
+            .collect();
+        assert_eq!(
+            items,
+            [
+                (Some(0), "27bb96b8-01".to_string()),
+                (Some(1), "27bb96b8-02".to_string()),
+                (Some(2), "27bb96b8-03".to_string())
+            ]
+        );
+        assert!(jobs.iter().all(|j| j.sources[0].rule == 1));
+        assert_eq!(
+            fan_out(Granularity::PerItem, &[(1, vec![outline("x", 0)])]),
+            Err(FanOutError::NoSources {
+                strategy: "per_item",
+                rule: 1
+            })
+        );
     }
 
     #[test]

@@ -50,9 +50,20 @@ pub struct JobPayload {
 pub struct SourceSelection {
     pub rule: usize,
     pub keys: Vec<String>,
+    /// A `per_item` job: the index of its item in the anchor's `items` array.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<usize>,
 }
 
 impl JobPayload {
+    /// The item of rule `rule`'s document this job reads, for a `per_item` job.
+    pub fn item(&self, rule: usize) -> Option<usize> {
+        self.sources
+            .iter()
+            .find(|s| s.rule == rule)
+            .and_then(|s| s.item)
+    }
+
     /// The keys rule `rule` is restricted to, or None when it sees every match.
     pub fn restriction(&self, rule: usize) -> Option<&[String]> {
         self.sources

@@ -282,8 +282,13 @@ fn check_step(
     place: &str,
     problems: &mut Problems,
 ) {
-    if let Err(e) = Granularity::from_str(&step.granularity) {
-        problems.add(&format!("{place}.granularity"), e.to_string());
+    match Granularity::from_str(&step.granularity) {
+        Err(e) => problems.add(&format!("{place}.granularity"), e.to_string()),
+        Ok(Granularity::PerItem) if !anchor_has_items(step) => problems.add(
+            &format!("{place}.inputs"),
+            "per_item fans out over the items of its first document rule: give that rule `items` (the JSON array's key)",
+        ),
+        Ok(_) => {}
     }
     if !matches!(step.job_type.as_str(), "PLAN" | "EXECUTE") {
         problems.add(
@@ -340,6 +345,15 @@ fn check_step(
             );
         }
     }
+}
+
+/// A `per_item` step's anchor (its first `document` or `project_document`
+/// rule) names the array it fans out over.
+fn anchor_has_items(step: &StepDef) -> bool {
+    step.inputs
+        .iter()
+        .find(|r| r.kind == "document" || r.kind == "project_document")
+        .is_some_and(|r| r.items.is_some())
 }
 
 fn check_gate(gate: &ConfidenceGate, output: &OutputRule, place: &str, problems: &mut Problems) {
@@ -546,6 +560,32 @@ content = "# {{title}}\n\n{{content}}\n"
             r#"required_keys = ["content", "confidence"], confidence_gate = { min_confidence = 0.7, max_reruns = 2 } }]"#,
         );
         assert!(problems(&fine).is_empty());
+    }
+
+    #[test]
+    fn a_per_item_step_names_the_array_it_fans_out_over() {
+        let per_item = |rule: &str| {
+            MINIMAL
+                .replace(
+                    "granularity = \"all_to_one\"\nafter = [\"plan\"]",
+                    "granularity = \"per_item\"\nafter = [\"plan\"]",
+                )
+                .replace(
+                    r#"inputs = [{ type = "header_context", document_key = "header_context" }]"#,
+                    rule,
+                )
+        };
+        let without = per_item(r#"inputs = [{ type = "document", document_key = "outline" }]"#);
+        assert_eq!(
+            problems(&without),
+            [
+                "stages[0] (draft).steps[1] (write).inputs: per_item fans out over the items of its first document rule: give that rule `items` (the JSON array's key)"
+            ]
+        );
+        let with = per_item(
+            r#"inputs = [{ type = "document", document_key = "outline", items = "sections" }]"#,
+        );
+        assert!(problems(&with).is_empty(), "{:?}", problems(&with));
     }
 
     #[test]

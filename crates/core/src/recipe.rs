@@ -25,6 +25,9 @@ pub enum Granularity {
     PairwiseByOrigin,
     /// One job per group of source documents (grouped by their source contribution).
     PerSourceGroup,
+    /// One job per item of a JSON array (the anchor rule's `items` key) in
+    /// each source document: an outline's sections, a contract's clauses.
+    PerItem,
 }
 
 impl Granularity {
@@ -36,6 +39,7 @@ impl Granularity {
             Granularity::PerSourceDocumentByLineage => "per_source_document_by_lineage",
             Granularity::PairwiseByOrigin => "pairwise_by_origin",
             Granularity::PerSourceGroup => "per_source_group",
+            Granularity::PerItem => "per_item",
         }
     }
 }
@@ -50,6 +54,7 @@ impl FromStr for Granularity {
             Granularity::PerSourceDocumentByLineage,
             Granularity::PairwiseByOrigin,
             Granularity::PerSourceGroup,
+            Granularity::PerItem,
         ]
         .into_iter()
         .find(|g| g.as_str() == s)
@@ -84,6 +89,10 @@ pub struct InputRule {
     /// Which iteration's documents the rule reads.
     #[serde(default, skip_serializing_if = "InputIteration::is_current")]
     pub iteration: InputIteration,
+    /// A `per_item` step's anchor: the key of the JSON array in each matched
+    /// document whose items the step fans out over (each job reads its item).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<String>,
 }
 
 /// The iteration an input rule reads from.

@@ -93,6 +93,21 @@ fn clarify_target(request: &ChatRequest, prompt: &str) -> Option<String> {
         .map(|(_, step)| step.trim().to_string())
 }
 
+/// Prompt directive `[[simulate:items:KEY:N]]`: a reply's array key KEY holds
+/// N items (`"<model> KEY item i of N"`) instead of one, for `per_item` fan-out.
+pub const ITEMS_DIRECTIVE: &str = "[[simulate:items:";
+
+/// How many items the prompt's items directive gives `key`, if it names it.
+fn items_for(prompt: &str, key: &str) -> Option<usize> {
+    prompt
+        .split(ITEMS_DIRECTIVE)
+        .skip(1)
+        .filter_map(|rest| rest.split_once("]]").map(|(spec, _)| spec))
+        .filter_map(|spec| spec.rsplit_once(':'))
+        .find(|(named, _)| named.trim() == key)
+        .and_then(|(_, n)| n.trim().parse().ok())
+}
+
 /// The reserved key of a simulated reply that lists the request's inputs.
 pub const INPUTS_KEY: &str = "_inputs";
 
@@ -393,7 +408,12 @@ impl SimulatedProvider {
             // each a value of its type, as a model following a schema would.
             if !more {
                 for key in request.required_keys.iter().filter(|k| *k != "content") {
-                    reply[key.as_str()] = typed_value(request, key);
+                    reply[key.as_str()] = match items_for(first_user, key) {
+                        Some(n) => (1..=n)
+                            .map(|i| format!("{} {key} item {i} of {n}", request.model))
+                            .collect(),
+                        None => typed_value(request, key),
+                    };
                 }
                 if !request.publishes.is_empty() {
                     reply["blackboard"] = board_entries(request, first_user);

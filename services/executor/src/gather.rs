@@ -121,8 +121,9 @@ impl Executor {
                 }
                 continue;
             }
+            let item = payload.item(index);
             for doc in found {
-                resources.push(self.read(&lookup, doc, relevance).await?);
+                resources.push(self.read(&lookup, doc, relevance, item).await?);
             }
         }
         Ok(resources)
@@ -175,12 +176,22 @@ impl Executor {
         lookup: &Lookup<'_>,
         doc: InputDoc,
         relevance: f64,
+        item: Option<usize>,
     ) -> Result<ResourceDocument, AttemptError> {
         let content = self
             .blob
             .get_string(&doc.storage_key)
             .await
             .map_err(|e| retryable("storage", e))?;
+        let content = match (item, lookup.rule.items.as_deref()) {
+            (Some(index), Some(key)) => item_of(&content, key, index).ok_or_else(|| {
+                permanent(
+                    "missing_input",
+                    format!("{}: no item {index} of `{key}`", doc.storage_key),
+                )
+            })?,
+            _ => content,
+        };
         let source = SourceDoc::from_key(doc.id.to_string(), &doc.storage_key, &doc.document_key);
         Ok(ResourceDocument {
             id: doc.id.to_string(),
@@ -194,6 +205,16 @@ impl Executor {
             storage_key: Some(doc.storage_key),
         })
     }
+}
+
+/// A `per_item` job's item: entry `index` of the JSON array `key`, as JSON.
+fn item_of(content: &str, key: &str, index: usize) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(content).ok()?;
+    let item = value.get(key)?.as_array()?.get(index)?;
+    Some(match item {
+        serde_json::Value::String(text) => text.clone(),
+        other => serde_json::to_string_pretty(other).ok()?,
+    })
 }
 
 fn seed(job: &JobRow, rule: &InputRule, seed_prompt: &str, relevance: f64) -> ResourceDocument {

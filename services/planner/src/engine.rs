@@ -1173,15 +1173,29 @@ impl Engine {
             };
             // The step's object_filter narrows what it fans out over, as it
             // narrows what each job reads.
-            anchors.push((
-                index,
-                docs.iter()
-                    .map(|d| SourceDoc::from_key(d.id.to_string(), &d.storage_key, &d.document_key))
-                    .filter(|d| step.filter.admits(&d.document_key, &d.author))
-                    .collect(),
-            ));
+            let mut sources: Vec<SourceDoc> = docs
+                .iter()
+                .map(|d| SourceDoc::from_key(d.id.to_string(), &d.storage_key, &d.document_key))
+                .filter(|d| step.filter.admits(&d.document_key, &d.author))
+                .collect();
+            if let Some(key) = rule.items.as_deref() {
+                for source in &mut sources {
+                    source.items = self.count_items(&source.key, key).await?;
+                }
+            }
+            anchors.push((index, sources));
         }
         Ok(anchors)
+    }
+
+    /// How many items the JSON array `key` of a stored document holds (0 when
+    /// it is not JSON or has no such array).
+    async fn count_items(&self, object: &str, key: &str) -> Result<usize, PlannerError> {
+        let text = self.blob.get_string(object).await?;
+        Ok(serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| v.get(key).and_then(|a| a.as_array()).map(Vec::len))
+            .unwrap_or(0))
     }
 
     async fn spawn_child(
