@@ -68,6 +68,8 @@ pub struct FanOutJob {
     pub discriminator: String,
     pub lineage: Lineage,
     pub sources: Vec<SourceSelection>,
+    /// A `sequential` job after the first: it waits for the job before it.
+    pub after_previous: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -87,6 +89,7 @@ pub type Anchor = (usize, Vec<SourceDoc>);
 
 fn single() -> Vec<FanOutJob> {
     vec![FanOutJob {
+        after_previous: false,
         discriminator: String::new(),
         lineage: Lineage::Plain,
         sources: Vec::new(),
@@ -122,6 +125,7 @@ pub fn fan_out(strategy: Granularity, anchors: &[Anchor]) -> Result<Vec<FanOutJo
             Ok(docs
                 .iter()
                 .map(|d| FanOutJob {
+                    after_previous: false,
                     discriminator: format!("doc-{}", d.id),
                     lineage: Lineage::Reducing {
                         source_short: d.short_id(),
@@ -143,6 +147,7 @@ pub fn fan_out(strategy: Granularity, anchors: &[Anchor]) -> Result<Vec<FanOutJo
             Ok(by_lineage
                 .into_iter()
                 .map(|(lineage, docs)| FanOutJob {
+                    after_previous: false,
                     discriminator: format!("critiquing-{lineage}"),
                     lineage: Lineage::Critiquing {
                         source_model: lineage.to_string(),
@@ -173,6 +178,7 @@ pub fn fan_out(strategy: Granularity, anchors: &[Anchor]) -> Result<Vec<FanOutJo
                 }
                 for (responder, responses) in by_responder {
                     jobs.push(FanOutJob {
+                        after_previous: false,
                         discriminator: format!("from-{lineage}+{responder}"),
                         lineage: Lineage::pairwise(lineage, responder),
                         sources: vec![
@@ -198,12 +204,32 @@ pub fn fan_out(strategy: Granularity, anchors: &[Anchor]) -> Result<Vec<FanOutJo
             }
             Ok(jobs)
         }
+        Granularity::Sequential => {
+            let (rule, docs) = anchor(0)?;
+            Ok(docs
+                .iter()
+                .enumerate()
+                .map(|(i, d)| FanOutJob {
+                    after_previous: i > 0,
+                    discriminator: format!("seq-{}", d.id),
+                    lineage: Lineage::Reducing {
+                        source_short: d.short_id(),
+                    },
+                    sources: vec![SourceSelection {
+                        rule: *rule,
+                        keys: vec![d.key.clone()],
+                        item: None,
+                    }],
+                })
+                .collect())
+        }
         Granularity::PerItem => {
             let (rule, docs) = anchor(0)?;
             let jobs: Vec<FanOutJob> = docs
                 .iter()
                 .flat_map(|d| (0..d.items).map(move |i| (d, i)))
                 .map(|(d, i)| FanOutJob {
+                    after_previous: false,
                     discriminator: format!("item-{}-{}", d.id, i + 1),
                     lineage: Lineage::Reducing {
                         source_short: format!("{}-{:02}", d.short_id(), i + 1),
@@ -235,6 +261,7 @@ pub fn fan_out(strategy: Granularity, anchors: &[Anchor]) -> Result<Vec<FanOutJo
                 .map(|(origin, docs)| {
                     let short = docs.first().map(|d| d.short_id()).unwrap_or_default();
                     FanOutJob {
+                        after_previous: false,
                         discriminator: format!("reducing-{origin}"),
                         lineage: Lineage::Reducing {
                             source_short: short,
@@ -322,6 +349,28 @@ mod tests {
                 strategy: "per_item",
                 rule: 1
             })
+        );
+    }
+
+    #[test]
+    fn sequential_chains_one_job_per_document_in_order() {
+        let docs = vec![
+            thesis("a", "base_agreement"),
+            thesis("a", "amendment_one"),
+            thesis("a", "amendment_two"),
+        ];
+        let jobs = fan_out(Granularity::Sequential, &[(0, docs.clone())]).expect("chains");
+        let chain: Vec<(bool, &str)> = jobs
+            .iter()
+            .map(|j| (j.after_previous, j.sources[0].keys[0].as_str()))
+            .collect();
+        assert_eq!(
+            chain,
+            [
+                (false, docs[0].key.as_str()),
+                (true, docs[1].key.as_str()),
+                (true, docs[2].key.as_str())
+            ]
         );
     }
 

@@ -28,6 +28,10 @@ pub enum Granularity {
     /// One job per item of a JSON array (the anchor rule's `items` key) in
     /// each source document: an outline's sections, a contract's clauses.
     PerItem,
+    /// One job per source document, in the anchor's order, each waiting for
+    /// the one before it: a chain where every job can read what the earlier
+    /// ones wrote (amendments in order).
+    Sequential,
 }
 
 impl Granularity {
@@ -40,6 +44,7 @@ impl Granularity {
             Granularity::PairwiseByOrigin => "pairwise_by_origin",
             Granularity::PerSourceGroup => "per_source_group",
             Granularity::PerItem => "per_item",
+            Granularity::Sequential => "sequential",
         }
     }
 }
@@ -55,6 +60,7 @@ impl FromStr for Granularity {
             Granularity::PairwiseByOrigin,
             Granularity::PerSourceGroup,
             Granularity::PerItem,
+            Granularity::Sequential,
         ]
         .into_iter()
         .find(|g| g.as_str() == s)

@@ -181,6 +181,9 @@ struct Child<'a> {
     round: Option<&'a Clarification>,
     /// The step is the one the round asked, or downstream of it.
     asked: bool,
+    /// The job planned just before this one for the same step (a `sequential`
+    /// job waits for it).
+    previous: Option<JobId>,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -1109,13 +1112,15 @@ impl Engine {
             Some(ids)
         });
         for (step, jobs) in planned {
-            let child = Child {
+            let mut child = Child {
                 planned_documents: descendant_outputs(recipe, step),
                 round: round.as_ref(),
                 asked: asked.as_ref().is_some_and(|ids| ids.contains(&step.id)),
+                previous: None,
             };
             for fan in jobs {
-                self.spawn_child(unit, &job, &payload, step, fan, &child)
+                child.previous = self
+                    .spawn_child(unit, &job, &payload, step, fan, &child)
                     .await?;
             }
         }
@@ -1206,7 +1211,9 @@ impl Engine {
         step: &RecipeStep,
         fan: FanOutJob,
         child: &Child<'_>,
-    ) -> Result<(), PlannerError> {
+    ) -> Result<Option<JobId>, PlannerError> {
+        // A sequential job after the first waits for the one before it.
+        let wait_for = child.previous.filter(|_| fan.after_previous);
         let mut job_key = if fan.discriminator.is_empty() {
             format!("{}:{}", parent.id, step.step_key)
         } else {
@@ -1244,14 +1251,18 @@ impl Engine {
                 stage_slug: &parent.stage_slug,
                 iteration: parent.iteration_number,
                 job_type: step.job_type,
-                status: JobStatus::Pending,
+                status: if wait_for.is_some() {
+                    JobStatus::WaitingForPrerequisite
+                } else {
+                    JobStatus::Pending
+                },
                 step_id: Some(step.id.0),
                 step_key: Some(&step.step_key),
                 model_id: parent.model_id,
                 document_key: Some(&step.output_type),
                 payload: &payload,
                 parent_job_id: Some(parent.id),
-                prerequisite_job_id: None,
+                prerequisite_job_id: wait_for,
                 target_contribution_id: None,
                 max_attempts: self.config.max_attempts as i32,
             },
@@ -1261,9 +1272,11 @@ impl Engine {
             if child.round.is_some() {
                 clarifications::continue_attempts(&mut unit.tx, id, parent.id, step.id.0).await?;
             }
-            self.dispatch(unit, id, step.job_type).await?;
+            if wait_for.is_none() {
+                self.dispatch(unit, id, step.job_type).await?;
+            }
         }
-        Ok(())
+        Ok(inserted)
     }
 
     /// Seed 001: an unfinished chunk gets a new job for the next turn, under the
