@@ -100,6 +100,26 @@ fn keys(docs: &[&SourceDoc]) -> Vec<String> {
     docs.iter().map(|d| d.key.clone()).collect()
 }
 
+/// One job per document, restricted to it; `chained`: each after the first
+/// waits for the one before it.
+fn one_per_document(rule: usize, docs: &[SourceDoc], chained: bool) -> Vec<FanOutJob> {
+    docs.iter()
+        .enumerate()
+        .map(|(i, d)| FanOutJob {
+            after_previous: chained && i > 0,
+            discriminator: format!("doc-{}", d.id),
+            lineage: Lineage::Reducing {
+                source_short: d.short_id(),
+            },
+            sources: vec![SourceSelection {
+                rule,
+                keys: vec![d.key.clone()],
+                item: None,
+            }],
+        })
+        .collect()
+}
+
 /// The jobs one step creates under one root, given its anchors (the first and,
 /// for pairwise, second `document` rules, with what they matched).
 pub fn fan_out(strategy: Granularity, anchors: &[Anchor]) -> Result<Vec<FanOutJob>, FanOutError> {
@@ -122,21 +142,7 @@ pub fn fan_out(strategy: Granularity, anchors: &[Anchor]) -> Result<Vec<FanOutJo
         Granularity::AllToOne | Granularity::PerModel => Ok(single()),
         Granularity::PerSourceDocument => {
             let (rule, docs) = anchor(0)?;
-            Ok(docs
-                .iter()
-                .map(|d| FanOutJob {
-                    after_previous: false,
-                    discriminator: format!("doc-{}", d.id),
-                    lineage: Lineage::Reducing {
-                        source_short: d.short_id(),
-                    },
-                    sources: vec![SourceSelection {
-                        rule: *rule,
-                        keys: vec![d.key.clone()],
-                        item: None,
-                    }],
-                })
-                .collect())
+            Ok(one_per_document(*rule, docs, false))
         }
         Granularity::PerSourceDocumentByLineage => {
             let (rule, docs) = anchor(0)?;
@@ -206,22 +212,7 @@ pub fn fan_out(strategy: Granularity, anchors: &[Anchor]) -> Result<Vec<FanOutJo
         }
         Granularity::Sequential => {
             let (rule, docs) = anchor(0)?;
-            Ok(docs
-                .iter()
-                .enumerate()
-                .map(|(i, d)| FanOutJob {
-                    after_previous: i > 0,
-                    discriminator: format!("seq-{}", d.id),
-                    lineage: Lineage::Reducing {
-                        source_short: d.short_id(),
-                    },
-                    sources: vec![SourceSelection {
-                        rule: *rule,
-                        keys: vec![d.key.clone()],
-                        item: None,
-                    }],
-                })
-                .collect())
+            Ok(one_per_document(*rule, docs, true))
         }
         Granularity::PerItem => {
             let (rule, docs) = anchor(0)?;

@@ -23,8 +23,8 @@ use dialectic_core::session::{
 use dialectic_core::shape::SkipStep;
 use dialectic_core::slug::slugify;
 use dialectic_proto::v1::queue::{
-    BoardEntry as QueueBoardEntry, JobOutcome, ResumeSession, SkipStep as QueueSkipStep,
-    StartStage, job_outcome,
+    BoardEntry as QueueBoardEntry, JobOutcome, JobSucceeded, ResumeSession,
+    SkipStep as QueueSkipStep, StartStage, job_outcome,
 };
 use dialectic_store::jobs::{self, JobRow, NewJob};
 use dialectic_store::{
@@ -480,83 +480,7 @@ impl Engine {
                     tracing::info!(job_id = %job.id, status = %job.status, "stale success outcome; ignoring");
                     return Ok(());
                 }
-                let results = json!({
-                    "contribution_id": done.contribution_id,
-                    "resource_id": done.resource_id,
-                    "finish_reason": done.finish_reason,
-                });
-                if !done.skip_steps.is_empty() {
-                    self.record_skips(&mut unit, &job, &done.skip_steps).await?;
-                }
-                if !done.blackboard.is_empty() {
-                    self.record_board(&mut unit, &job, &done.blackboard).await?;
-                }
-                let payload = job.payload()?;
-                match job.job_type()? {
-                    JobType::Plan if payload.recipe.is_some() => {
-                        jobs::set_status(
-                            &mut unit.tx,
-                            job.id,
-                            JobStatus::Processing,
-                            None,
-                            Some(&results),
-                        )
-                        .await?;
-                        unit.work.push_back(Work::PlanNext(job.id));
-                    }
-                    job_type => {
-                        // A reply below its confidence gate runs again instead of rendering.
-                        let rerun = job_type == JobType::Execute
-                            && !done.continuation_needed
-                            && self.apply_gate(&mut unit, &job, &payload, done).await?;
-                        if job_type == JobType::Execute
-                            && !rerun
-                            && payload
-                                .step
-                                .as_ref()
-                                .is_some_and(RecipeStep::renders_markdown)
-                            && !done.contribution_id.is_empty()
-                        {
-                            let contribution = parse_id::<ContributionId>(&done.contribution_id)?;
-                            self.spawn_render(&mut unit, &job, &payload, contribution)
-                                .await?;
-                        }
-                        if job_type == JobType::Render {
-                            // Seed 000 function 7: tell watchers the document's latest text is out.
-                            let mut event =
-                                self.job_event(&mut unit, &job, "render_completed").await?;
-                            event.message = done.resource_id.clone();
-                            unit.events.push(event);
-                            let project =
-                                records::project_of_session(&mut unit.tx, job.session_id).await?;
-                            unit.stale_projects.push(project);
-                        }
-                        if job_type == JobType::Execute && done.continuation_needed {
-                            let contribution = parse_id::<ContributionId>(&done.contribution_id)?;
-                            self.spawn_continuation(&mut unit, &job, &payload, contribution)
-                                .await?;
-                        }
-                        unit.work.push_back(Work::Apply {
-                            job: job.id,
-                            event: JobEvent::Succeeded,
-                            error: None,
-                            results: Some(results),
-                        });
-                    }
-                }
-                if !done.clarifications.is_empty() {
-                    unit.work.push_back(Work::Clarify {
-                        job: job.id,
-                        asked: done
-                            .clarifications
-                            .iter()
-                            .map(|c| ClarificationRequest {
-                                step_key: c.step_key.clone(),
-                                question: c.question.clone(),
-                            })
-                            .collect(),
-                    });
-                }
+                self.on_success(&mut unit, &job, done).await?;
             }
             job_outcome::Result::Failed(failed) => {
                 if !current_attempt {
@@ -583,6 +507,92 @@ impl Engine {
             }
         }
         self.finish(unit).await
+    }
+
+    /// A job's current attempt succeeded: what its reply asks for (skips,
+    /// blackboard entries, a gate, a render or continuation, clarification),
+    /// then the job's own transition.
+    async fn on_success(
+        &self,
+        unit: &mut Unit,
+        job: &JobRow,
+        done: &JobSucceeded,
+    ) -> Result<(), PlannerError> {
+        let results = json!({
+            "contribution_id": done.contribution_id,
+            "resource_id": done.resource_id,
+            "finish_reason": done.finish_reason,
+        });
+        if !done.skip_steps.is_empty() {
+            self.record_skips(unit, job, &done.skip_steps).await?;
+        }
+        if !done.blackboard.is_empty() {
+            self.record_board(unit, job, &done.blackboard).await?;
+        }
+        let payload = job.payload()?;
+        match job.job_type()? {
+            JobType::Plan if payload.recipe.is_some() => {
+                jobs::set_status(
+                    &mut unit.tx,
+                    job.id,
+                    JobStatus::Processing,
+                    None,
+                    Some(&results),
+                )
+                .await?;
+                unit.work.push_back(Work::PlanNext(job.id));
+            }
+            job_type => {
+                // A reply below its confidence gate runs again instead of rendering.
+                let rerun = job_type == JobType::Execute
+                    && !done.continuation_needed
+                    && self.apply_gate(unit, job, &payload, done).await?;
+                if job_type == JobType::Execute
+                    && !rerun
+                    && payload
+                        .step
+                        .as_ref()
+                        .is_some_and(RecipeStep::renders_markdown)
+                    && !done.contribution_id.is_empty()
+                {
+                    let contribution = parse_id::<ContributionId>(&done.contribution_id)?;
+                    self.spawn_render(unit, job, &payload, contribution).await?;
+                }
+                if job_type == JobType::Render {
+                    // Seed 000 function 7: tell watchers the document's latest text is out.
+                    let mut event = self.job_event(unit, job, "render_completed").await?;
+                    event.message = done.resource_id.clone();
+                    unit.events.push(event);
+                    let project = records::project_of_session(&mut unit.tx, job.session_id).await?;
+                    unit.stale_projects.push(project);
+                }
+                if job_type == JobType::Execute && done.continuation_needed {
+                    let contribution = parse_id::<ContributionId>(&done.contribution_id)?;
+                    self.spawn_continuation(unit, job, &payload, contribution)
+                        .await?;
+                }
+                unit.work.push_back(Work::Apply {
+                    job: job.id,
+                    event: JobEvent::Succeeded,
+                    error: None,
+                    results: Some(results),
+                });
+            }
+        }
+        if !done.clarifications.is_empty() {
+            unit.work.push_back(Work::Clarify {
+                job: job.id,
+                asked: done
+                    .clarifications
+                    .iter()
+                    .map(|c| ClarificationRequest {
+                        step_key: c.step_key.clone(),
+                        question: c.question.clone(),
+                    })
+                    .collect(),
+            });
+        }
+        Ok(())
     }
 
     /// Seed 004 adaptive execution: the steps a plan skips, for this session
