@@ -13,6 +13,7 @@ const MAX_STEPS: usize = 12;
 
 fn step(index: u8, key_byte: u8, skipped: bool) -> RecipeStep {
     RecipeStep {
+        progress: None,
         id: StepId(uuid::Uuid::from_u128(u128::from(index) + 1)),
         // Few distinct keys so duplicates happen.
         step_key: format!("s{}", key_byte % 16),

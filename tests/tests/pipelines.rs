@@ -45,19 +45,20 @@ const INSTALLED_ROWS: &str = "SELECT (SELECT count(*) FROM dialectic_process_tem
     + (SELECT count(*) FROM dialectic_recipe_template_steps)
     + (SELECT count(*) FROM dialectic_document_templates)";
 
-/// The shipped pipeline file is what a freshly migrated database runs, as its
-/// first and only version: exporting the seeded `dialectic` pipeline gives the
-/// file back, field for field; an edited stage exports as edited; an unknown
+/// The shipped pipeline files are what a freshly migrated database runs, each
+/// as its first and only version: exporting each gives its file back, field
+/// for field; an edited stage exports as edited; an unknown
 /// pipeline is NotFound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shipped_pipeline_file_is_the_seeded_pipeline() {
     let env = TestEnv::new().await;
-    let shipped = PipelineFile::parse(include_str!("../../pipelines/dialectic.toml"))
-        .expect("the shipped file parses");
-    let exported = pipelines::export(env.store.pool(), "dialectic")
-        .await
-        .expect("export");
-    assert_eq!(exported, shipped);
+    for (file_name, text) in pipelines::SHIPPED {
+        let shipped = PipelineFile::parse(text).expect("the shipped file parses");
+        let exported = pipelines::export(env.store.pool(), &shipped.name)
+            .await
+            .expect("export");
+        assert_eq!(exported, shipped, "{file_name}");
+    }
     let versions = pipelines::list(env.store.pool()).await.expect("list");
     let listed: Vec<(&str, i32)> = versions
         .iter()
@@ -65,7 +66,7 @@ async fn the_shipped_pipeline_file_is_the_seeded_pipeline() {
         .collect();
     assert_eq!(
         listed,
-        [("dialectic", 1)],
+        [("contract_stack", 1), ("dialectic", 1), ("essay", 1)],
         "migrating installs no second copy"
     );
     let again = env.store.migrate().await.expect("migrate again");
@@ -90,7 +91,7 @@ async fn the_shipped_pipeline_file_is_the_seeded_pipeline() {
         .expect("the edited step");
     assert_eq!(step.config.max_tokens, Some(321));
 
-    let unknown = pipelines::export(env.store.pool(), "essay").await;
+    let unknown = pipelines::export(env.store.pool(), "sonnet").await;
     assert!(
         matches!(unknown, Err(StoreError::NotFound(_))),
         "{unknown:?}"

@@ -20,8 +20,8 @@ pub struct SourceDoc {
     /// The lineage it is about: the critiqued model of a critique, the first
     /// origin of a pairwise synthesis. None for plain documents.
     pub about: Option<String>,
-    /// For a `per_item` anchor: how many items its `items` array holds.
-    pub items: usize,
+    /// When the anchor rule names an `items` array: how many items it holds.
+    pub items: Option<usize>,
 }
 
 impl SourceDoc {
@@ -47,7 +47,7 @@ impl SourceDoc {
             document_key: document_key.to_string(),
             author,
             about,
-            items: 0,
+            items: None,
         }
     }
 
@@ -100,13 +100,11 @@ fn keys(docs: &[&SourceDoc]) -> Vec<String> {
     docs.iter().map(|d| d.key.clone()).collect()
 }
 
-/// One job per document, restricted to it; `chained`: each after the first
-/// waits for the one before it.
-fn one_per_document(rule: usize, docs: &[SourceDoc], chained: bool) -> Vec<FanOutJob> {
+/// One job per document, restricted to it.
+fn one_per_document(rule: usize, docs: &[SourceDoc]) -> Vec<FanOutJob> {
     docs.iter()
-        .enumerate()
-        .map(|(i, d)| FanOutJob {
-            after_previous: chained && i > 0,
+        .map(|d| FanOutJob {
+            after_previous: false,
             discriminator: format!("doc-{}", d.id),
             lineage: Lineage::Reducing {
                 source_short: d.short_id(),
@@ -116,6 +114,48 @@ fn one_per_document(rule: usize, docs: &[SourceDoc], chained: bool) -> Vec<FanOu
                 keys: vec![d.key.clone()],
                 item: None,
             }],
+        })
+        .collect()
+}
+
+/// One job per item of each document, in document then item order.
+fn one_per_item(rule: usize, docs: &[SourceDoc]) -> Vec<FanOutJob> {
+    docs.iter()
+        .flat_map(|d| (0..d.items.unwrap_or(0)).map(move |i| (d, i)))
+        .map(|(d, i)| FanOutJob {
+            after_previous: false,
+            discriminator: format!("item-{}-{}", d.id, i + 1),
+            lineage: Lineage::Reducing {
+                source_short: format!("{}-{:02}", d.short_id(), i + 1),
+            },
+            sources: vec![SourceSelection {
+                rule,
+                keys: vec![d.key.clone()],
+                item: Some(i),
+            }],
+        })
+        .collect()
+}
+
+/// A chain over the anchor's documents (or, when its rule names `items`,
+/// over their items) in order: each job after the first waits for the one
+/// before it, and its name starts with its place, so the chain's outputs
+/// list in chain order wherever documents are listed by name.
+fn chain(rule: usize, docs: &[SourceDoc]) -> Vec<FanOutJob> {
+    let links = if docs.iter().any(|d| d.items.is_some()) {
+        one_per_item(rule, docs)
+    } else {
+        one_per_document(rule, docs)
+    };
+    links
+        .into_iter()
+        .enumerate()
+        .map(|(place, mut job)| {
+            job.after_previous = place > 0;
+            if let Lineage::Reducing { source_short } = &mut job.lineage {
+                *source_short = format!("{:03}-{source_short}", place + 1);
+            }
+            job
         })
         .collect()
 }
@@ -142,7 +182,7 @@ pub fn fan_out(strategy: Granularity, anchors: &[Anchor]) -> Result<Vec<FanOutJo
         Granularity::AllToOne | Granularity::PerModel => Ok(single()),
         Granularity::PerSourceDocument => {
             let (rule, docs) = anchor(0)?;
-            Ok(one_per_document(*rule, docs, false))
+            Ok(one_per_document(*rule, docs))
         }
         Granularity::PerSourceDocumentByLineage => {
             let (rule, docs) = anchor(0)?;
@@ -210,28 +250,12 @@ pub fn fan_out(strategy: Granularity, anchors: &[Anchor]) -> Result<Vec<FanOutJo
             }
             Ok(jobs)
         }
-        Granularity::Sequential => {
+        Granularity::Sequential | Granularity::PerItem => {
             let (rule, docs) = anchor(0)?;
-            Ok(one_per_document(*rule, docs, true))
-        }
-        Granularity::PerItem => {
-            let (rule, docs) = anchor(0)?;
-            let jobs: Vec<FanOutJob> = docs
-                .iter()
-                .flat_map(|d| (0..d.items).map(move |i| (d, i)))
-                .map(|(d, i)| FanOutJob {
-                    after_previous: false,
-                    discriminator: format!("item-{}-{}", d.id, i + 1),
-                    lineage: Lineage::Reducing {
-                        source_short: format!("{}-{:02}", d.short_id(), i + 1),
-                    },
-                    sources: vec![SourceSelection {
-                        rule: *rule,
-                        keys: vec![d.key.clone()],
-                        item: Some(i),
-                    }],
-                })
-                .collect();
+            let jobs = match strategy {
+                Granularity::Sequential => chain(*rule, docs),
+                _ => one_per_item(*rule, docs),
+            };
             if jobs.is_empty() {
                 return Err(FanOutError::NoSources {
                     strategy: name,
@@ -304,7 +328,7 @@ mod tests {
     #[test]
     fn per_item_makes_one_job_per_item_of_each_document() {
         let outline = |id: &str, items: usize| SourceDoc {
-            items,
+            items: Some(items),
             ..SourceDoc::from_key(
                 id,
                 &format!("{P}/1_write/raw_responses/a_0_outline_raw.json"),
@@ -361,6 +385,38 @@ mod tests {
                 (false, docs[0].key.as_str()),
                 (true, docs[1].key.as_str()),
                 (true, docs[2].key.as_str())
+            ]
+        );
+    }
+
+    #[test]
+    fn sequential_over_items_chains_every_item_in_order_and_names_lead_with_the_place() {
+        let map = |id: &str, items: usize| SourceDoc {
+            items: Some(items),
+            ..SourceDoc::from_key(
+                id,
+                &format!("{P}/3_argue/raw_responses/a_reducing_{id}_0_argument_map_raw.json"),
+                "argument_map",
+            )
+        };
+        let docs = vec![map("ffffffff", 2), map("00000000", 1)];
+        let jobs = fan_out(Granularity::Sequential, &[(0, docs)]).expect("chains");
+        let chain: Vec<(bool, Option<usize>, String)> = jobs
+            .iter()
+            .map(|j| {
+                let Lineage::Reducing { source_short } = &j.lineage else {
+                    panic!("reducing lineage")
+                };
+                (j.after_previous, j.sources[0].item, source_short.clone())
+            })
+            .collect();
+        let short = |id: &str| SourceDoc::from_key(id, "", "").short_id();
+        assert_eq!(
+            chain,
+            [
+                (false, Some(0), format!("001-{}-01", short("ffffffff"))),
+                (true, Some(1), format!("002-{}-02", short("ffffffff"))),
+                (true, Some(0), format!("003-{}-01", short("00000000"))),
             ]
         );
     }

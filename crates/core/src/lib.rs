@@ -13,6 +13,7 @@ pub mod job;
 pub mod paths;
 pub mod payload;
 pub mod pipeline;
+pub mod position;
 pub mod prompt;
 pub mod recipe;
 pub mod revisit;

@@ -8,8 +8,8 @@ use crate::gate::{CONFIDENCE, ConfidenceGate};
 use crate::ids::StepId;
 use crate::job::JobType;
 use crate::recipe::{
-    Granularity, InputIteration, InputRule, ObjectFilter, OutputRule, Recipe, RecipeStep,
-    StepConfig,
+    Granularity, InputIteration, InputRule, ObjectFilter, OutputRule, ProgressBand, Recipe,
+    RecipeStep, StepConfig,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -69,6 +69,9 @@ pub struct StepDef {
     pub config: StepConfig,
     #[serde(default, skip_serializing_if = "is_default")]
     pub filter: ObjectFilter,
+    /// Its band of the stage's percent, e.g. `[30, 50]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<ProgressBand>,
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
@@ -290,6 +293,9 @@ fn check_step(
         ),
         Ok(_) => {}
     }
+    if let Some(problem) = step.progress.and_then(|band| band.problem()) {
+        problems.add(&format!("{place}.progress"), problem);
+    }
     if !matches!(step.job_type.as_str(), "PLAN" | "EXECUTE") {
         problems.add(
             &format!("{place}.job_type"),
@@ -410,6 +416,7 @@ fn recipe_step(def: &StepDef, id: StepId, order: i32) -> Result<RecipeStep, Stri
         is_skipped: false,
         config: def.config,
         filter: def.filter.clone(),
+        progress: def.progress,
     })
 }
 

@@ -308,6 +308,41 @@ impl ObjectFilter {
     }
 }
 
+/// The part of its stage's percent a step covers (`progress = [30, 50]` in a
+/// pipeline file): the stage stands at the first number when the step's jobs
+/// start and at the second when they are all done (seed 004's bands).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgressBand(pub u8, pub u8);
+
+impl ProgressBand {
+    /// Why the band cannot work, if it cannot.
+    pub fn problem(&self) -> Option<String> {
+        (self.0 > self.1 || self.1 > 100)
+            .then(|| format!("[{}, {}] is not a range within 0..=100", self.0, self.1))
+    }
+
+    /// Where the stage stands when `done` of the step's `total` jobs are done.
+    pub fn at(&self, done: u64, total: u64) -> u32 {
+        let (start, end) = (u64::from(self.0), u64::from(self.1));
+        let within = (end.saturating_sub(start) * done.min(total))
+            .checked_div(total)
+            .unwrap_or(0);
+        (start + within) as u32
+    }
+}
+
+/// A stage's percent from its banded steps' (band, done jobs, jobs): the
+/// furthest any of them has got. A step a plan skipped has no jobs and the
+/// steps after it start further on, so skipping never holds the figure back.
+pub fn banded_percent(steps: &[(ProgressBand, u64, u64)]) -> u32 {
+    steps
+        .iter()
+        .map(|(band, done, total)| band.at(*done, *total))
+        .max()
+        .unwrap_or(0)
+        .min(100)
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecipeStep {
     pub id: StepId,
@@ -329,6 +364,9 @@ pub struct RecipeStep {
     /// What its document rules may match (`object_filter`).
     #[serde(default)]
     pub filter: ObjectFilter,
+    /// Its band of the stage's percent, when the pipeline gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<ProgressBand>,
 }
 
 impl RecipeStep {
@@ -514,6 +552,22 @@ impl Recipe {
         found
     }
 
+    /// This recipe with the steps whose keys a plan skipped marked skipped,
+    /// those that had started already aside.
+    pub fn with_skipped(
+        &self,
+        keys: &std::collections::BTreeSet<String>,
+        started: &HashSet<StepId>,
+    ) -> Recipe {
+        let mut recipe = self.clone();
+        for step in &mut recipe.steps {
+            if keys.contains(&step.step_key) && !started.contains(&step.id) {
+                step.is_skipped = true;
+            }
+        }
+        recipe
+    }
+
     /// Seed 002 "Worker Orchestration": steps not yet started whose every
     /// predecessor is done. Skipped steps count as done once their own
     /// predecessors are (so `a → skipped → c` still runs `c` after `a`), and are
@@ -557,8 +611,61 @@ impl Recipe {
 pub(crate) mod tests {
     use super::*;
 
+    #[test]
+    fn a_step_a_plan_skipped_lets_the_next_run_only_after_what_it_waited_for() {
+        let (plan, parse, track, sequence) = (
+            step("plan", JobType::Plan, 1),
+            step("parse", JobType::Execute, 2),
+            step("track", JobType::Execute, 3),
+            step("sequence", JobType::Execute, 4),
+        );
+        let recipe = Recipe {
+            edges: vec![
+                (plan.id, parse.id),
+                (parse.id, track.id),
+                (track.id, sequence.id),
+            ],
+            steps: vec![plan.clone(), parse.clone(), track.clone(), sequence.clone()],
+        };
+        let skipped = std::collections::BTreeSet::from(["track".to_string()]);
+        let keys = |done: &[&RecipeStep], started: &[&RecipeStep]| -> Vec<String> {
+            let done: HashSet<StepId> = done.iter().map(|s| s.id).collect();
+            let started: HashSet<StepId> = started.iter().map(|s| s.id).collect();
+            recipe
+                .with_skipped(&skipped, &started)
+                .ready_steps(&done, &started)
+                .into_iter()
+                .map(|s| s.step_key.clone())
+                .collect()
+        };
+        assert_eq!(keys(&[&plan], &[&plan]), ["parse"]);
+        assert_eq!(keys(&[&plan, &parse], &[&plan, &parse]), ["sequence"]);
+        // Started before the plan skipped it: it runs its course.
+        assert!(keys(&[&plan, &parse], &[&plan, &parse, &track]).is_empty());
+    }
+
+    #[test]
+    fn banded_progress_follows_the_furthest_step_and_skipping_does_not_hold_it_back() {
+        let band = |a, b| ProgressBand(a, b);
+        assert_eq!(banded_percent(&[]), 0);
+        assert_eq!(banded_percent(&[(band(0, 30), 0, 6)]), 0);
+        assert_eq!(banded_percent(&[(band(0, 30), 3, 6)]), 15);
+        let parsed_and_tracking = [(band(0, 30), 6, 6), (band(30, 50), 1, 2)];
+        assert_eq!(banded_percent(&parsed_and_tracking), 40);
+        // Tracking skipped: sequencing done puts the stage at 55.
+        assert_eq!(
+            banded_percent(&[(band(0, 30), 1, 1), (band(50, 55), 1, 1)]),
+            55
+        );
+        assert_eq!(banded_percent(&[(band(90, 100), 1, 1)]), 100);
+        assert!(band(50, 30).problem().is_some());
+        assert!(band(90, 101).problem().is_some());
+        assert!(band(30, 50).problem().is_none());
+    }
+
     pub fn step(key: &str, job_type: JobType, order: i32) -> RecipeStep {
         RecipeStep {
+            progress: None,
             id: StepId::new(),
             step_key: key.to_string(),
             step_name: key.to_string(),

@@ -54,17 +54,41 @@ pub const DROP_KEY_ALWAYS_DIRECTIVE: &str = "[[simulate:drop-key-always]]";
 /// plan-driven skipping. It may appear more than once.
 pub const SKIP_DIRECTIVE: &str = "[[simulate:skip:";
 
-/// The steps the prompt's skip directives name, in order.
-fn skip_directives(prompt: &str) -> Vec<serde_json::Value> {
+/// Prompt directive `[[simulate:skip-single:STEP_KEY]]`: a plan reply names
+/// that step in its `skip_steps` when its request reads at most one project
+/// document, as a model judging a contract stack with no amendments would.
+pub const SKIP_SINGLE_DIRECTIVE: &str = "[[simulate:skip-single:";
+
+/// The keys a directive names, in order.
+fn directive_keys<'a>(prompt: &'a str, directive: &str) -> Vec<&'a str> {
     prompt
-        .split(SKIP_DIRECTIVE)
+        .split(directive)
         .skip(1)
         .filter_map(|rest| rest.split_once("]]").map(|(key, _)| key.trim()))
         .filter(|key| !key.is_empty())
-        .map(|key| {
-            serde_json::json!({"step_key": key, "reason": "the prompt asked for it to be skipped"})
-        })
         .collect()
+}
+
+/// The steps the prompt's skip directives name for this request, in order.
+fn skip_directives(request: &ChatRequest, prompt: &str) -> Vec<serde_json::Value> {
+    let skip = |key: &str, reason: &str| serde_json::json!({"step_key": key, "reason": reason});
+    let mut skips: Vec<serde_json::Value> = directive_keys(prompt, SKIP_DIRECTIVE)
+        .into_iter()
+        .map(|key| skip(key, "the prompt asked for it to be skipped"))
+        .collect();
+    let documents = request
+        .inputs
+        .iter()
+        .filter(|i| i.kind == "project_document")
+        .count();
+    if documents <= 1 {
+        skips.extend(
+            directive_keys(prompt, SKIP_SINGLE_DIRECTIVE)
+                .into_iter()
+                .map(|key| skip(key, "the stack holds a single document")),
+        );
+    }
+    skips
 }
 
 /// Prompt directive: every reply that states a `confidence` (a gated step)
@@ -227,7 +251,7 @@ impl SimulatedProvider {
                 "context_for_documents": docs,
                 INPUTS_KEY: inputs_json(request),
             });
-            let skips = skip_directives(first_user);
+            let skips = skip_directives(request, first_user);
             if !skips.is_empty() {
                 value["skip_steps"] = serde_json::Value::Array(skips);
             }

@@ -13,6 +13,7 @@ pub mod ledger;
 pub mod listing;
 pub mod outbox;
 pub mod pipelines;
+pub mod position;
 pub mod project_documents;
 pub mod recipe_edit;
 pub mod recipes;

@@ -8,7 +8,7 @@ use crate::recipes::recipe_of_stage;
 use dialectic_core::pipeline::{
     DocumentTemplateDef, PipelineFile, RelevanceDef, StageDef, StepDef,
 };
-use dialectic_core::recipe::Recipe;
+use dialectic_core::recipe::{ProgressBand, Recipe};
 use sqlx::PgPool;
 use sqlx::types::Json;
 use std::collections::BTreeMap;
@@ -16,10 +16,17 @@ use uuid::Uuid;
 
 /// The pipelines that ship with the build, as (file name, text): `migrate`
 /// installs each one whose newest installed version differs from it.
-pub const SHIPPED: [(&str, &str); 1] = [(
-    "dialectic.toml",
-    include_str!("../../../pipelines/dialectic.toml"),
-)];
+pub const SHIPPED: [(&str, &str); 3] = [
+    (
+        "dialectic.toml",
+        include_str!("../../../pipelines/dialectic.toml"),
+    ),
+    ("essay.toml", include_str!("../../../pipelines/essay.toml")),
+    (
+        "contract_stack.toml",
+        include_str!("../../../pipelines/contract_stack.toml"),
+    ),
+];
 
 #[derive(sqlx::FromRow)]
 struct StageRow {
@@ -131,6 +138,7 @@ fn steps_of(stage: &str, recipe: &Recipe) -> Result<Vec<StepDef>, StoreError> {
                 outputs: step.outputs_required.clone(),
                 config: step.config,
                 filter: step.filter.clone(),
+                progress: step.progress,
             })
         })
         .collect()
@@ -477,6 +485,11 @@ async fn install_stage(
     Ok(stage_id)
 }
 
+/// A progress band as its column stores it.
+pub(crate) fn band_column(band: ProgressBand) -> Vec<i16> {
+    vec![i16::from(band.0), i16::from(band.1)]
+}
+
 async fn install_step(
     tx: &mut crate::Tx<'_>,
     template_id: Uuid,
@@ -500,8 +513,8 @@ async fn install_step(
         "INSERT INTO dialectic_recipe_template_steps
            (id, template_id, step_number, step_key, step_slug, step_name, job_type, prompt_type, prompt_template_id,
             output_type, granularity_strategy, inputs_required, inputs_relevance, outputs_required,
-            config_override, object_filter)
-         VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+            config_override, object_filter, progress_band)
+         VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
     )
     .bind(id)
     .bind(template_id)
@@ -518,6 +531,7 @@ async fn install_step(
     .bind(encode(serde_json::to_value(&step.outputs))?)
     .bind(encode(serde_json::to_value(step.config))?)
     .bind(encode(serde_json::to_value(&step.filter))?)
+    .bind(step.progress.map(band_column))
     .execute(&mut **tx)
     .await?;
     Ok(id)

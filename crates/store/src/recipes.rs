@@ -4,7 +4,7 @@
 use crate::StoreError;
 use dialectic_core::ids::StepId;
 use dialectic_core::recipe::{
-    ObjectFilter, Recipe, RecipeStep, StepConfig, apply_output_overrides,
+    ObjectFilter, ProgressBand, Recipe, RecipeStep, StepConfig, apply_output_overrides,
 };
 use sqlx::types::Json;
 use uuid::Uuid;
@@ -26,7 +26,20 @@ struct StepRecord {
     is_skipped: bool,
     config_override: Json<serde_json::Value>,
     object_filter: Json<serde_json::Value>,
+    progress_band: Option<Vec<i16>>,
     output_overrides: Json<serde_json::Value>,
+}
+
+/// Reads a `progress_band` column: none, or `[start, end]` within 0..=100.
+fn band_of(column: Option<&[i16]>) -> Result<Option<ProgressBand>, String> {
+    let Some(column) = column else {
+        return Ok(None);
+    };
+    let number = |v: i16| u8::try_from(v).map_err(|_| format!("{column:?} is out of range"));
+    match column {
+        [start, end] => Ok(Some(ProgressBand(number(*start)?, number(*end)?))),
+        _ => Err(format!("{column:?} is not [start, end]")),
+    }
 }
 
 impl StepRecord {
@@ -57,6 +70,8 @@ impl StepRecord {
                 .map_err(|e| corrupt("config_override", e))?,
             filter: ObjectFilter::from_value(&self.object_filter.0)
                 .map_err(|e| corrupt("object_filter", e))?,
+            progress: band_of(self.progress_band.as_deref())
+                .map_err(|e| corrupt("progress_band", e))?,
             inputs_relevance: self.inputs_relevance.0,
             step_key: self.step_key,
             step_name: self.step_name,
@@ -116,7 +131,7 @@ async fn load_recipe(
             "SELECT s.id, s.step_key, s.step_name, s.job_type, s.prompt_type, sp.prompt_text AS prompt_template, s.output_type,
                     s.granularity_strategy, s.inputs_required, s.inputs_relevance, s.outputs_required,
                     COALESCE(s.execution_order, 0) AS step_order, s.is_skipped, s.config_override, s.object_filter,
-                    s.output_overrides
+                    s.progress_band, s.output_overrides
              FROM dialectic_stage_recipe_steps s LEFT JOIN system_prompts sp ON sp.id = s.prompt_template_id
              WHERE s.instance_id = $1 ORDER BY step_order, s.created_at",
         )
@@ -133,7 +148,7 @@ async fn load_recipe(
             "SELECT s.id, s.step_key, s.step_name, s.job_type, s.prompt_type, sp.prompt_text AS prompt_template, s.output_type,
                     s.granularity_strategy, s.inputs_required, s.inputs_relevance, s.outputs_required,
                     s.step_number AS step_order, false AS is_skipped, s.config_override,
-                    s.object_filter, '{}'::jsonb AS output_overrides
+                    s.object_filter, s.progress_band, '{}'::jsonb AS output_overrides
              FROM dialectic_recipe_template_steps s LEFT JOIN system_prompts sp ON sp.id = s.prompt_template_id
              WHERE s.template_id = $1 ORDER BY s.step_number, s.step_key",
         )

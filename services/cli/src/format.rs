@@ -40,6 +40,9 @@ pub fn session(s: &Session) -> String {
         s.models.join(", "),
         s.cost
     );
+    if let Some(p) = &s.position {
+        out.push_str(&format!("at: {} ({}%)\n", p.summary, p.stage_percent));
+    }
     if !s.notice.is_empty() {
         out.push_str(&format!("notice: {}\n", s.notice));
     }

@@ -30,6 +30,11 @@ pub fn session(s: &Session) -> Value {
         "skipped_steps": s.skipped_steps.iter().map(|k| json!({
             "iteration": k.iteration, "step_key": k.step_key, "reason": k.reason,
         })).collect::<Vec<_>>(),
+        "position": s.position.as_ref().map(|p| json!({
+            "stage_number": p.stage_number, "stage_count": p.stage_count, "stage_name": p.stage_name,
+            "step_key": p.step_key, "step_name": p.step_name, "unit": p.unit, "index": p.index,
+            "count": p.count, "stage_percent": p.stage_percent, "summary": p.summary,
+        })),
         "created_at": time(&s.created_at), "updated_at": time(&s.updated_at),
         "jobs": s.jobs.iter().map(|j| json!({
             "stage": j.stage_slug, "plan": j.plan, "execute": j.execute, "render": j.render,

@@ -246,6 +246,7 @@ mod tests {
 
     fn step(outputs: Vec<OutputRule>) -> RecipeStep {
         RecipeStep {
+            progress: None,
             id: dialectic_core::ids::StepId::new(),
             step_key: "s".into(),
             step_name: "s".into(),

@@ -6,7 +6,7 @@ use dialectic_core::blackboard::StoredEntry;
 use dialectic_core::ids::ModelId;
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::session::SessionStatus;
-use dialectic_proto::v1::BlackboardEntry;
+use dialectic_proto::v1::{BlackboardEntry, SessionPosition};
 use dialectic_proto::v1::{Model, Project, SessionEvent, StageDocument, StageJobCounts};
 use dialectic_store::gates::LowConfidence;
 use dialectic_store::records::{ModelRow, ProjectRow, ResourceRow};
@@ -374,5 +374,21 @@ mod paging_tests {
         );
         assert_eq!(export_path("s", "projects/p1/", "projects/p2/x"), None);
         assert_eq!(export_path("s", "projects/p1/", "projects/p1/"), None);
+    }
+}
+
+/// A session's position as the API answers it.
+pub(crate) fn position(p: &dialectic_core::position::Position, percent: u32) -> SessionPosition {
+    SessionPosition {
+        stage_number: p.stage_number,
+        stage_count: p.stage_count,
+        stage_name: p.stage_name.clone(),
+        step_key: p.step_key.clone(),
+        step_name: p.step_name.clone(),
+        unit: p.unit.clone(),
+        index: u32::try_from(p.index).unwrap_or(u32::MAX),
+        count: u32::try_from(p.count).unwrap_or(u32::MAX),
+        stage_percent: percent.min(100),
+        summary: p.summary(),
     }
 }

@@ -8,6 +8,7 @@ use dialectic_core::apikey;
 use dialectic_core::ids::{ContributionId, ModelId, ProjectId, ResourceId, SessionId, UserId};
 use dialectic_core::job::JobStatus;
 use dialectic_core::paths::{FileKind, PathContext};
+use dialectic_core::position::Position;
 use dialectic_core::session::SessionStatus;
 use dialectic_core::slug::slugify;
 use dialectic_proto::v1::dialectic_service_server::DialecticService;
@@ -17,7 +18,8 @@ use dialectic_proto::v1::planner::{SessionCommand, SubmitStageResponsesCommand};
 use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
 use dialectic_proto::v1::{
     AddProjectDocumentRequest, GetBlackboardRequest, GetBlackboardResponse,
-    ListProjectDocumentsRequest, ListProjectDocumentsResponse, ProjectDocument, SkippedStep,
+    ListProjectDocumentsRequest, ListProjectDocumentsResponse, ProjectDocument, SessionPosition,
+    SkippedStep,
 };
 use dialectic_proto::v1::{
     CancelSessionRequest, CreditWalletRequest, DeleteProjectRequest, DeleteProjectResponse,
@@ -42,7 +44,7 @@ use dialectic_store::ledger;
 use dialectic_store::records::{
     self, NewContribution, NewProject, NewSession, SessionRow, USER_EDIT,
 };
-use dialectic_store::{Store, StoreError, api, auth, gates, jobs, outbox, skips};
+use dialectic_store::{Store, StoreError, api, auth, gates, jobs, outbox, position, skips};
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -320,6 +322,11 @@ impl Gateway {
         } else {
             Vec::new()
         };
+        let position = if with_jobs {
+            self.position(&row, &current_stage).await?
+        } else {
+            None
+        };
         let (jobs, cost, notice) = if with_jobs {
             let rows = jobs::session_counts(self.store.pool(), row.id).await?;
             let paused: i64 = rows
@@ -365,7 +372,41 @@ impl Gateway {
                 .and_then(|v| u32::try_from(v).ok())
                 .unwrap_or(0),
             skipped_steps,
+            position,
         })
+    }
+
+    /// Where the session is: its stage's place in its pipeline and the step
+    /// under way there (None when the stage is not in its pipeline).
+    async fn position(
+        &self,
+        row: &SessionRow,
+        stage_slug: &str,
+    ) -> Result<Option<SessionPosition>, GatewayError> {
+        let mut conn = self
+            .store
+            .pool()
+            .acquire()
+            .await
+            .map_err(StoreError::from)?;
+        let Some((number, count, name)) =
+            position::stage_place(&mut conn, row.id, stage_slug).await?
+        else {
+            return Ok(None);
+        };
+        let steps =
+            position::step_tallies(&mut conn, row.id, stage_slug, row.iteration_count).await?;
+        let percent =
+            jobs::stage_percent(&mut conn, row.id, stage_slug, row.iteration_count).await?;
+        let stage = (
+            u32::try_from(number).unwrap_or(0),
+            u32::try_from(count).unwrap_or(0),
+            name.as_str(),
+        );
+        Ok(Some(convert::position(
+            &Position::new(stage, &steps),
+            percent,
+        )))
     }
 
     /// Keeps the trace a session started in, so its later commands join it.

@@ -1063,18 +1063,12 @@ impl Engine {
                 done.insert(StepId(step));
             }
         }
-        // A step a plan skipped counts as done unless it had started already.
         let skipped =
             skips::skipped_keys(&mut unit.tx, job.session_id, job.iteration_number).await?;
-        let skipped_now: Vec<StepId> = recipe
-            .steps
-            .iter()
-            .filter(|s| skipped.contains(&s.step_key) && !started.contains(&s.id))
-            .map(|s| s.id)
-            .collect();
-        done.extend(&skipped_now);
-        started.extend(skipped_now);
+        // A step a plan skipped never starts (unless it had already); the
+        // steps after it still wait for what it would have waited for.
         let ready: Vec<RecipeStep> = recipe
+            .with_skipped(&skipped, &started)
             .ready_steps(&done, &started)
             .into_iter()
             .cloned()
@@ -1195,7 +1189,7 @@ impl Engine {
                 .collect();
             if let Some(key) = rule.items.as_deref() {
                 for source in &mut sources {
-                    source.items = self.count_items(&source.key, key).await?;
+                    source.items = Some(self.count_items(&source.key, key).await?);
                 }
             }
             anchors.push((index, sources));

@@ -1,0 +1,272 @@
+//! The contract-stack pipeline (seed 004 §2), shipped as
+//! `pipelines/contract_stack.toml`, run to the end on six service processes
+//! over a base agreement and its amendments: what amendment tracking puts on
+//! the blackboard reaches conflict detection's prompt, also after Redis lost
+//! its copy mid-session; the stage's percent follows the seed's bands; and a
+//! stack of one document skips amendment tracking through its plan.
+
+use dialectic_cache::Cache;
+use dialectic_e2e::{GatewayClient, TestEnv};
+use dialectic_proto::v1::{
+    AddProjectDocumentRequest, CreateProjectRequest, GetBlackboardRequest, GetSessionRequest,
+    PauseSessionRequest, ResumeSessionRequest, SessionEvent, StartSessionRequest,
+    WatchSessionRequest,
+};
+use futures::StreamExt;
+
+/// The plan skips amendment tracking when it reads a single document, and the
+/// override resolution fans out over three sections.
+const PROMPT: &str = "Analyse the lease stack. \
+    [[simulate:skip-single:contract_track_amendments]] [[simulate:items:sections:3]]";
+
+const STACK: [(&str, &str); 3] = [
+    (
+        "base.md",
+        "Base agreement. 4.2: Rent is due on the first. 7.1: See exhibit B.",
+    ),
+    (
+        "amendment-1.md",
+        "Amendment 1. 4.2: Rent is due on the fifth.",
+    ),
+    ("amendment-2.md", "Amendment 2. Exhibit B is deleted."),
+];
+
+/// Creates a project on the pipeline, uploads `documents` in order and
+/// starts an auto-advancing session; returns its id.
+async fn start(client: &mut GatewayClient, documents: &[(&str, &str)]) -> String {
+    let project = client
+        .create_project(CreateProjectRequest {
+            name: "Lease".into(),
+            initial_user_prompt: PROMPT.into(),
+            pipeline: "contract_stack".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("project")
+        .into_inner();
+    for (name, text) in documents {
+        client
+            .add_project_document(AddProjectDocumentRequest {
+                project_id: project.id.clone(),
+                file_name: name.to_string(),
+                content: text.as_bytes().to_vec(),
+                client_request_id: String::new(),
+            })
+            .await
+            .expect("upload");
+    }
+    client
+        .start_session(StartSessionRequest {
+            project_id: project.id,
+            models: vec!["simulated".into()],
+            auto_advance: true,
+            ..Default::default()
+        })
+        .await
+        .expect("session")
+        .into_inner()
+        .id
+}
+
+/// The findings of the session's entries of one type, as GetBlackboard reads them.
+async fn findings(client: &mut GatewayClient, session: &str, entry_type: &str) -> Vec<String> {
+    client
+        .get_blackboard(GetBlackboardRequest {
+            session_id: session.to_string(),
+            entry_type: entry_type.to_string(),
+        })
+        .await
+        .expect("blackboard")
+        .into_inner()
+        .entries
+        .into_iter()
+        .map(|e| {
+            let data: serde_json::Value = serde_json::from_str(&e.data_json).expect("JSON");
+            data["finding"].as_str().expect("finding").to_string()
+        })
+        .collect()
+}
+
+async fn step_jobs(env: &TestEnv, session: &str, step_key: &str) -> i64 {
+    let session = uuid::Uuid::parse_str(session).expect("uuid");
+    let jobs: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM dialectic_generation_jobs WHERE session_id = $1 AND step_key = $2",
+    )
+    .bind(session)
+    .bind(step_key)
+    .fetch_one(env.store.pool())
+    .await
+    .expect("count");
+    jobs
+}
+
+/// The stage's percent after the last job of each output type completed.
+fn percent_after(events: &[SessionEvent], output_type: &str) -> u32 {
+    events
+        .iter()
+        .rev()
+        .find(|e| {
+            e.kind == "job_status" && e.message == "completed" && e.document_key == output_type
+        })
+        .map(|e| e.stage_percent)
+        .unwrap_or_else(|| panic!("no {output_type} completed"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn amendments_reach_conflict_detection_through_the_blackboard_despite_a_lost_redis_copy() {
+    let mut env = TestEnv::new().await;
+    env.start_all_recording().await;
+    let mut client = env.gateway().await;
+    let session = start(&mut client, &STACK).await;
+    let mut stream = client
+        .watch_session(WatchSessionRequest {
+            session_id: session.clone(),
+        })
+        .await
+        .expect("watch")
+        .into_inner();
+
+    // At the first buried change: pause, lose the Redis copy, resume.
+    let mut events = Vec::new();
+    while let Some(event) = stream.next().await {
+        let event = event.expect("event");
+        let buried = event.kind == "blackboard_entry" && event.document_key == "buried_change";
+        events.push(event);
+        if buried {
+            break;
+        }
+    }
+    client
+        .pause_session(PauseSessionRequest {
+            session_id: session.clone(),
+        })
+        .await
+        .expect("pause");
+    let cache = Cache::connect(&env.settings.redis.url, 60)
+        .await
+        .expect("redis");
+    assert!(cache.board_clear(&session).await.expect("clear") > 0);
+    assert_eq!(
+        step_jobs(&env, &session, "contract_conflicts").await,
+        0,
+        "conflict detection has not been planned yet"
+    );
+    client
+        .resume_session(ResumeSessionRequest {
+            session_id: session.clone(),
+        })
+        .await
+        .expect("resume");
+    while let Some(Ok(event)) = stream.next().await {
+        events.push(event);
+    }
+    env.wait_for_session(&session, "iteration_complete_pending_review", true)
+        .await;
+
+    assert_eq!(step_jobs(&env, &session, "contract_parse").await, 3);
+    assert_eq!(
+        step_jobs(&env, &session, "contract_track_amendments").await,
+        3
+    );
+    assert_eq!(step_jobs(&env, &session, "contract_resolve").await, 3);
+    let buried = findings(&mut client, &session, "buried_change").await;
+    assert_eq!(buried.len(), 3, "one per tracked document: {buried:?}");
+    let conflicts: Vec<String> = dialectic_llm::recorded_requests()
+        .into_iter()
+        .filter(|r| r.output_type == "conflict_report")
+        .map(|r| r.messages[0].content.clone())
+        .collect();
+    assert_eq!(conflicts.len(), 1);
+    for finding in &buried {
+        assert!(
+            conflicts[0].contains(finding),
+            "{finding} in conflict detection's prompt"
+        );
+    }
+    for entry_type in [
+        "amendment_context",
+        "low_confidence_clause",
+        "high_risk_dependency",
+    ] {
+        assert!(
+            conflicts[0].contains(&findings(&mut client, &session, entry_type).await[0]),
+            "a {entry_type} entry in conflict detection's prompt"
+        );
+    }
+    assert_eq!(
+        findings(&mut client, &session, "stale_reference")
+            .await
+            .len(),
+        1
+    );
+    assert_eq!(
+        cache
+            .board_list(&session, "buried_change")
+            .await
+            .expect("list")
+            .len(),
+        3,
+        "the Redis copy was rebuilt"
+    );
+
+    // The seed's bands: 30 parsed, 50 tracked, 55 sequenced, 80 resolved, 90 mapped, 100.
+    let bands: Vec<u32> = [
+        "parsed_document",
+        "amendment_tracking",
+        "timeline",
+        "resolved_clause",
+        "dependency_map",
+        "conflict_report",
+    ]
+    .iter()
+    .map(|output| percent_after(&events, output))
+    .collect();
+    assert_eq!(bands, [30, 50, 55, 80, 90, 100]);
+    env.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_single_document_skips_amendment_tracking() {
+    let mut env = TestEnv::new().await;
+    env.start_all().await;
+    let mut client = env.gateway().await;
+    let session = start(&mut client, &STACK[..1]).await;
+    env.wait_for_session(&session, "iteration_complete_pending_review", true)
+        .await;
+    let done = client
+        .get_session(GetSessionRequest {
+            session_id: session.clone(),
+        })
+        .await
+        .expect("session")
+        .into_inner();
+    let skipped: Vec<(&str, &str)> = done
+        .skipped_steps
+        .iter()
+        .map(|s| (s.step_key.as_str(), s.reason.as_str()))
+        .collect();
+    assert_eq!(
+        skipped,
+        [(
+            "contract_track_amendments",
+            "the stack holds a single document"
+        )]
+    );
+    assert_eq!(
+        step_jobs(&env, &session, "contract_track_amendments").await,
+        0
+    );
+    assert_eq!(step_jobs(&env, &session, "contract_parse").await, 1);
+    assert_eq!(step_jobs(&env, &session, "contract_conflicts").await, 1);
+    let position = done.position.expect("position");
+    assert_eq!(
+        (position.summary.as_str(), position.stage_percent),
+        ("stage 1 of 1 (Contract analysis): Detect conflicts", 100)
+    );
+    assert!(
+        findings(&mut client, &session, "buried_change")
+            .await
+            .is_empty()
+    );
+    env.teardown().await;
+}

@@ -1,0 +1,234 @@
+//! The essay pipeline (seed 003), shipped as `pipelines/essay.toml`, run to
+//! the end on six service processes: thesis → outline → one argument map per
+//! outline section → one paragraph per planned paragraph in order, each
+//! reading the draft so far → the final essay. GetSession says where it is
+//! ("stage 4 of 4 (Paragraph writing): …, paragraph 3 of 6"), and a major
+//! revisit of the outline runs the later stages again.
+
+use dialectic_e2e::{GatewayClient, TestEnv, eventually};
+use dialectic_proto::v1::{
+    GetDocumentContentRequest, GetSessionRequest, ListStageDocumentsRequest, PauseSessionRequest,
+    ResumeSessionRequest, RevisitStageRequest, SessionPosition,
+};
+use futures::StreamExt;
+use std::collections::BTreeMap;
+
+const PROMPT: &str = "An essay arguing that small towns should own their broadband. \
+    [[simulate:items:sections:3]] [[simulate:items:paragraphs:2]]";
+
+async fn position(client: &mut GatewayClient, session_id: &str) -> SessionPosition {
+    client
+        .get_session(GetSessionRequest {
+            session_id: session_id.to_string(),
+        })
+        .await
+        .expect("session")
+        .into_inner()
+        .position
+        .expect("a position")
+}
+
+/// Pauses the session once its first paragraph is written, and waits until
+/// nothing runs.
+async fn pause_after_first_paragraph(env: &TestEnv, client: &mut GatewayClient, session_id: &str) {
+    let mut events = client
+        .watch_session(dialectic_proto::v1::WatchSessionRequest {
+            session_id: session_id.to_string(),
+        })
+        .await
+        .expect("watch")
+        .into_inner();
+    while let Some(event) = events.next().await {
+        let event = event.expect("event");
+        if event.kind == "job_status"
+            && event.message == "completed"
+            && event.document_key == "paragraph"
+        {
+            break;
+        }
+    }
+    client
+        .pause_session(PauseSessionRequest {
+            session_id: session_id.to_string(),
+        })
+        .await
+        .expect("pause");
+    let session = uuid::Uuid::parse_str(session_id).expect("uuid");
+    eventually(60, "the running paragraph to finish", || async {
+        let running = env
+            .count(
+                "SELECT count(*) FROM dialectic_generation_jobs WHERE session_id = $1 AND status IN ('processing', 'retrying')",
+                session,
+            )
+            .await;
+        (running == 0).then_some(())
+    })
+    .await;
+}
+
+/// Storage keys of the inputs under `document_key` of each recorded request
+/// writing `output_type`, in the order the requests were made.
+fn inputs_of(output_type: &str, document_key: &str) -> Vec<Vec<String>> {
+    dialectic_llm::recorded_requests()
+        .into_iter()
+        .filter(|r| r.output_type == output_type)
+        .map(|r| {
+            r.inputs
+                .iter()
+                .filter(|i| i.document_key == document_key)
+                .map(|i| i.storage_key.clone().unwrap_or_default())
+                .collect()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_essay_runs_section_by_section_paragraph_by_paragraph_and_revisits() {
+    let mut env = TestEnv::new().await;
+    env.start_all_recording().await;
+    let mut client = env.gateway().await;
+    let (_, session_id) = env
+        .new_session_on("essay", PROMPT, &["simulated"], true)
+        .await;
+
+    pause_after_first_paragraph(&env, &mut client, &session_id).await;
+    let paused = position(&mut client, &session_id).await;
+    assert_eq!(
+        (
+            paused.stage_number,
+            paused.stage_count,
+            paused.step_key.as_str()
+        ),
+        (4, 4, "paragraph_writing_paragraph")
+    );
+    assert_eq!((paused.unit.as_str(), paused.count), ("paragraph", 6));
+    assert!(
+        paused.index == 2 || paused.index == 3,
+        "one or two paragraphs written before the pause took: {paused:?}"
+    );
+    assert_eq!(
+        paused.summary,
+        format!(
+            "stage 4 of 4 (Paragraph writing): Write one paragraph, paragraph {} of 6",
+            paused.index
+        )
+    );
+    client
+        .resume_session(ResumeSessionRequest {
+            session_id: session_id.clone(),
+        })
+        .await
+        .expect("resume");
+    env.wait_for_session(&session_id, "iteration_complete_pending_review", true)
+        .await;
+
+    // One argument map per outline section, each reading only its own.
+    let sections: Vec<String> = dialectic_llm::recorded_requests()
+        .into_iter()
+        .filter(|r| r.output_type == "argument_map")
+        .map(|r| {
+            let prompt = &r.messages[0].content;
+            let start = prompt.find("--- Outline section ---").expect("section");
+            prompt[start..]
+                .lines()
+                .nth(1)
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(sections.len(), 3, "{sections:?}");
+    for n in 1..=3 {
+        assert_eq!(
+            sections
+                .iter()
+                .filter(|s| s.contains(&format!("sections item {n} of 3")))
+                .count(),
+            1,
+            "section {n}: {sections:?}"
+        );
+    }
+    // Six paragraphs in order: the k-th reads the k - 1 before it, in chain order.
+    let drafts = inputs_of("paragraph", "paragraph");
+    let seen: Vec<usize> = drafts.iter().map(Vec::len).collect();
+    assert_eq!(seen, [0, 1, 2, 3, 4, 5]);
+    let places = |keys: &[String]| -> Vec<String> {
+        keys.iter()
+            .map(|k| {
+                let name = k.rsplit('/').next().unwrap_or_default();
+                name.split('_').nth(2).unwrap_or_default()[..3].to_string()
+            })
+            .collect()
+    };
+    assert_eq!(places(&drafts[5]), ["001", "002", "003", "004", "005"]);
+    let assembled = inputs_of("final_essay", "paragraph");
+    assert_eq!(assembled.len(), 1);
+    assert_eq!(
+        places(&assembled[0]),
+        ["001", "002", "003", "004", "005", "006"]
+    );
+
+    let done = position(&mut client, &session_id).await;
+    assert_eq!(
+        done.summary,
+        "stage 4 of 4 (Paragraph writing): Assemble the final essay"
+    );
+    assert_eq!(done.stage_percent, 100);
+    let essays = client
+        .list_stage_documents(ListStageDocumentsRequest {
+            session_id: session_id.clone(),
+            stage_slug: "paragraph_writing".into(),
+            iteration: 1,
+        })
+        .await
+        .expect("documents")
+        .into_inner()
+        .documents;
+    let essay = essays
+        .iter()
+        .find(|d| d.document_key == "final_essay")
+        .expect("the final essay");
+    let content = client
+        .get_document_content(GetDocumentContentRequest {
+            resource_id: essay.resource_id.clone(),
+        })
+        .await
+        .expect("content")
+        .into_inner()
+        .content;
+    assert!(content.starts_with("# Final Essay"), "{content}");
+
+    // A major change to the outline runs argument development and paragraph
+    // writing again; the thesis stays.
+    client
+        .revisit_stage(RevisitStageRequest {
+            session_id: session_id.clone(),
+            stage_slug: "essay_structuring".into(),
+            impact: "major".into(),
+            reason: "two sections merge".into(),
+        })
+        .await
+        .expect("revisit");
+    env.wait_for_session(&session_id, "iteration_complete_pending_review", true)
+        .await;
+    let session = uuid::Uuid::parse_str(&session_id).expect("uuid");
+    let roots: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT stage_slug, count(*) FROM dialectic_generation_jobs
+         WHERE session_id = $1 AND job_type = 'PLAN' AND parent_job_id IS NULL GROUP BY 1",
+    )
+    .bind(session)
+    .fetch_all(env.store.pool())
+    .await
+    .expect("roots");
+    let roots: BTreeMap<String, i64> = roots.into_iter().collect();
+    assert_eq!(
+        roots,
+        BTreeMap::from([
+            ("thesis_development".to_string(), 1),
+            ("essay_structuring".to_string(), 1),
+            ("argument_development".to_string(), 2),
+            ("paragraph_writing".to_string(), 2),
+        ])
+    );
+    assert_eq!(inputs_of("final_essay", "paragraph").len(), 2);
+    env.teardown().await;
+}
