@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # The main job: set everything up, start all six services in one process, run a
-# whole session (thesis → antithesis → synthesis → parenthesis → paralysis) on the
-# sample prompt with the simulated models, advancing stage by stage until it is
-# ready for review, then show the rendered documents and a summary per stage.
+# whole session on a sample with the simulated models, advancing stage by
+# stage until it is ready for review, then show the rendered documents and a
+# summary per stage.
 #
-#   deploy/run.sh [extra `dialectic run` flags, e.g. --model simulated]
+#   deploy/run.sh [--pipeline dialectic|essay|contract_stack] [extra `dialectic run` flags]
+#
+# dialectic (default): thesis → antithesis → synthesis → parenthesis →
+#   paralysis on deploy/samples/dialectic-prompt.md with two models.
+# essay: the essay pipeline (seed 003) on deploy/samples/essay-prompt.md.
+# contract_stack: the contract-stack analysis (seed 004) over the base
+#   agreement and two amendments in deploy/samples/contract-stack/, then the
+#   blackboard its steps filled.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,11 +37,41 @@ cleanup() {
 trap cleanup EXIT
 echo "dialecticd running (pid $SERVER_PID, log $LOG)"
 
+PIPELINE=dialectic
+if [ "${1:-}" = "--pipeline" ]; then
+    PIPELINE="${2:?--pipeline needs a name: dialectic, essay or contract_stack}"
+    shift 2
+fi
+SAMPLES=deploy/samples
+case "$PIPELINE" in
+    dialectic)
+        NAME="Tool library"
+        SAMPLE=(--prompt-file "$SAMPLES/dialectic-prompt.md")
+        DEFAULT_MODELS=(--model simulated --model simulated-b)
+        ;;
+    essay)
+        NAME="Broadband essay"
+        SAMPLE=(--prompt-file "$SAMPLES/essay-prompt.md")
+        DEFAULT_MODELS=(--model simulated)
+        ;;
+    contract_stack)
+        NAME="Harbour Street lease"
+        SAMPLE=(--prompt-file "$SAMPLES/contract-stack/prompt.md")
+        for doc in "$SAMPLES"/contract-stack/0*.md; do
+            SAMPLE+=(--doc "$doc")
+        done
+        DEFAULT_MODELS=(--model simulated)
+        ;;
+    *)
+        echo "unknown pipeline $PIPELINE: use dialectic, essay or contract_stack" >&2
+        exit 2
+        ;;
+esac
 if [ "$#" -eq 0 ]; then
-    set -- --model simulated --model simulated-b
+    set -- "${DEFAULT_MODELS[@]}"
 fi
 OUT="$STATE_DIR/last-run.txt"
-"$BIN/dialectic" run --name "Tool library" --prompt-file deploy/sample-prompt.md \
+"$BIN/dialectic" run --name "$NAME" --pipeline "$PIPELINE" "${SAMPLE[@]}" \
     "$@" | tee "$OUT"
 
 PROJECT_ID=$(grep -Eo 'project[: ]+[0-9a-f-]{36}' "$OUT" | grep -Eo '[0-9a-f-]{36}' | head -n1 || true)
@@ -59,3 +96,10 @@ fi
 
 echo
 sed -n '/^stage  /,/^session /p' "$OUT"
+
+SESSION_ID=$(grep -Eo '^session [0-9a-f-]{36}' "$OUT" | grep -Eo '[0-9a-f-]{36}' | head -n1 || true)
+if [ "$PIPELINE" = contract_stack ] && [ -n "$SESSION_ID" ]; then
+    echo
+    echo "Blackboard of session $SESSION_ID:"
+    "$BIN/dialectic" blackboard --session "$SESSION_ID"
+fi

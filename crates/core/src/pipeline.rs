@@ -471,6 +471,24 @@ content = "# {{title}}\n\n{{content}}\n"
         }
     }
 
+    /// The README's minimal example and the shipped files are valid pipelines.
+    #[test]
+    fn the_readme_example_and_every_shipped_file_are_valid() {
+        let readme = include_str!("../../../README.md");
+        let section = &readme[readme.find("## Pipeline files").expect("section")..];
+        let start = section.find("```toml\n").expect("example") + "```toml\n".len();
+        let example = &section[start..start + section[start..].find("```").expect("end")];
+        let file = PipelineFile::parse(example).expect("the README example parses");
+        assert_eq!(file.validate(), Ok(()));
+        for text in [
+            include_str!("../../../pipelines/essay.toml"),
+            include_str!("../../../pipelines/contract_stack.toml"),
+        ] {
+            let file = PipelineFile::parse(text).expect("parses");
+            assert_eq!(file.validate(), Ok(()), "{}", file.name);
+        }
+    }
+
     #[test]
     fn the_shipped_dialectic_pipeline_is_valid() {
         let file = PipelineFile::parse(SHIPPED).expect("parses");

@@ -73,7 +73,7 @@ pub fn session(s: &Session) -> String {
 /// One row per stage: its jobs, its rendered documents and how it ended.
 pub fn summary(s: &Session, documents: &[StageDocument]) -> String {
     let mut out = format!(
-        "{:<12} {:>5} {:>8} {:>7} {:>10} {:>9}  {}\n",
+        "{:<20} {:>5} {:>8} {:>7} {:>10} {:>9}  {}\n",
         "stage", "plan", "execute", "render", "documents", "cost", "status"
     );
     for j in &s.jobs {
@@ -89,7 +89,7 @@ pub fn summary(s: &Session, documents: &[StageDocument]) -> String {
             "completed"
         };
         out.push_str(&format!(
-            "{:<12} {:>5} {:>8} {:>7} {:>10} {:>9}  {}\n",
+            "{:<20} {:>5} {:>8} {:>7} {:>10} {:>9}  {}\n",
             j.stage_slug, j.plan, j.execute, j.render, docs, j.cost, status
         ));
     }
@@ -97,6 +97,12 @@ pub fn summary(s: &Session, documents: &[StageDocument]) -> String {
         "session {} is {} (iteration {}), cost {} tokens\n",
         s.id, s.status, s.iteration, s.cost
     ));
+    for skip in &s.skipped_steps {
+        out.push_str(&format!("skipped {}: {}\n", skip.step_key, skip.reason));
+    }
+    if !s.notice.is_empty() {
+        out.push_str(&format!("notice: {}\n", s.notice));
+    }
     out
 }
 

@@ -323,6 +323,10 @@ struct RunArgs {
     no_auto_advance: bool,
     #[arg(long, default_value_t = 300)]
     timeout_secs: u64,
+    /// Upload this file to the project before the session starts (repeat
+    /// for several, in order; e.g. a base agreement, then its amendments).
+    #[arg(long = "doc")]
+    docs: Vec<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -855,6 +859,23 @@ fn project_document_line(d: &ProjectDocument) -> String {
 /// Uploads each file in turn (their order is the order steps read them in);
 /// each upload carries its own request id, so a retried call is not doubled.
 async fn add_docs(gateway: &Gateway, json: bool, project: &str, files: &[PathBuf]) -> Result<()> {
+    for document in upload_docs(gateway, project, files).await? {
+        if json {
+            print_json(&json::project_document(&document));
+        } else {
+            println!("{}", project_document_line(&document));
+        }
+    }
+    Ok(())
+}
+
+/// Uploads `files` to the project in order (each retry-safe by its request id).
+async fn upload_docs(
+    gateway: &Gateway,
+    project: &str,
+    files: &[PathBuf],
+) -> Result<Vec<ProjectDocument>> {
+    let mut uploaded = Vec::with_capacity(files.len());
     for file in files {
         let content = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
         let file_name = file
@@ -873,13 +894,9 @@ async fn add_docs(gateway: &Gateway, json: bool, project: &str, files: &[PathBuf
                 async move { c.add_project_document(request).await }
             })
             .await?;
-        if json {
-            print_json(&json::project_document(&document));
-        } else {
-            println!("{}", project_document_line(&document));
-        }
+        uploaded.push(document);
     }
-    Ok(())
+    Ok(uploaded)
 }
 
 async fn project_docs(gateway: &Gateway, json: bool, project: &str) -> Result<()> {
@@ -1205,10 +1222,17 @@ async fn run_session(gateway: &Gateway, json: bool, args: RunArgs) -> Result<()>
         until,
         no_auto_advance,
         timeout_secs,
+        docs,
     } = args;
     let project = gateway.create_project(prompt.request(&name)?).await?;
     if !json {
         println!("project {}", project.id);
+    }
+    let uploaded = upload_docs(gateway, &project.id, &docs).await?;
+    if !json {
+        for document in &uploaded {
+            println!("{}", project_document_line(document));
+        }
     }
     let session = gateway
         .start_session(&project.id, &models, !no_auto_advance)
@@ -1226,6 +1250,7 @@ async fn run_session(gateway: &Gateway, json: bool, args: RunArgs) -> Result<()>
     if json {
         print_json(&serde_json::json!({
             "project": json::project(&project),
+            "uploaded": uploaded.iter().map(json::project_document).collect::<Vec<_>>(),
             "session": json::session(&summary),
             "documents": documents.iter().map(json::document).collect::<Vec<_>>(),
         }));
