@@ -193,7 +193,8 @@ impl TestEnv {
     }
 
     /// Starts one service with `settings`; a gateway sends its commands to
-    /// the planner, wallet and indexer this env runs, whatever `settings` says.
+    /// the planner, wallet, indexer and executor this env runs, whatever
+    /// `settings` says.
     pub async fn start_with(&mut self, name: &str, mut settings: Settings) -> SocketAddr {
         if name == "gateway"
             && let Some((_, planner)) = self.running.get("planner")
@@ -209,6 +210,11 @@ impl TestEnv {
             && let Some((_, indexer)) = self.running.get("indexer")
         {
             settings.gateway.indexer_url = format!("http://{}", indexer.addr);
+        }
+        if name == "gateway"
+            && let Some((_, executor)) = self.running.get("executor")
+        {
+            settings.gateway.executor_url = format!("http://{}", executor.addr);
         }
         let shutdown = CancellationToken::new();
         let running = start_fn(name)(Arc::new(settings), shutdown.clone())

@@ -11,9 +11,10 @@ use dialectic_proto::v1::{
     GetDocumentContentRequest, GetProjectRequest, GetSessionRequest, GetStageRecipeRequest,
     GetWalletRequest, InstallPipelineRequest, ListModelsRequest, ListPipelinesRequest,
     ListProjectDocumentsRequest, ListProjectsRequest, ListRecipesRequest, ListSessionsRequest,
-    ListStageDocumentsRequest, ListWalletTransactionsRequest, PauseSessionRequest, RecipeEdge,
-    RegenerateDocumentRequest, ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest,
-    StageResponse, StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
+    ListStageDocumentsRequest, ListWalletTransactionsRequest, PauseSessionRequest, QueryRequest,
+    RecipeEdge, RegenerateDocumentRequest, ResumeSessionRequest, RevisitStageRequest,
+    SaveDocumentEditRequest, StageResponse, StartSessionRequest, SubmitStageResponsesRequest,
+    WatchSessionRequest,
 };
 use prost::Message;
 use std::collections::{BTreeMap, BTreeSet};
@@ -591,6 +592,30 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
         "a thousand models",
         Code::InvalidArgument,
         client.start_session(start(&project.id, vec!["simulated".into(); 1000]))
+    );
+    let question = |project_id: &str, text: String| QueryRequest {
+        project_id: project_id.into(),
+        text,
+        model: String::new(),
+        client_request_id: String::new(),
+    };
+    case!(
+        "Query",
+        "malformed project id",
+        Code::InvalidArgument,
+        client.query(question("nope", "When is the rent due?".into()))
+    );
+    case!(
+        "Query",
+        "an empty question",
+        Code::InvalidArgument,
+        client.query(question(&project.id, " \n ".into()))
+    );
+    case!(
+        "Query",
+        "a question over 4,000 characters",
+        Code::InvalidArgument,
+        client.query(question(&project.id, "why ".repeat(1_001)))
     );
     // Calls that take no ids still answer.
     case!(

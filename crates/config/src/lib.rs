@@ -160,6 +160,8 @@ pub struct GatewayConfig {
     pub wallet_url: String,
     /// The indexer, which indexes uploaded project documents (`AddProjectDocument`).
     pub indexer_url: String,
+    /// An executor, which makes the model calls of `Query`.
+    pub executor_url: String,
 }
 
 impl Default for GatewayConfig {
@@ -174,6 +176,7 @@ impl Default for GatewayConfig {
             planner_url: "http://127.0.0.1:7052".into(),
             wallet_url: "http://127.0.0.1:7056".into(),
             indexer_url: "http://127.0.0.1:7055".into(),
+            executor_url: "http://127.0.0.1:7053".into(),
         }
     }
 }
@@ -267,6 +270,8 @@ pub struct ExecutorConfig {
     /// Embedder for compression when the model row's `config.embedder` names none:
     /// `local` (hashed n-grams, no network) or `openai`.
     pub embedder: String,
+    /// The model (API identifier) that answers `Query` when the request names none.
+    pub query_model: String,
 }
 
 impl Default for ExecutorConfig {
@@ -286,6 +291,7 @@ impl Default for ExecutorConfig {
             provider_mode: "live".into(),
             indexer_url: "http://127.0.0.1:7055".into(),
             embedder: "local".into(),
+            query_model: "simulated".into(),
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod payload;
 pub mod pipeline;
 pub mod position;
 pub mod prompt;
+pub mod query;
 pub mod recipe;
 pub mod revisit;
 pub mod sanitize;

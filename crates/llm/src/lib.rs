@@ -5,6 +5,7 @@ pub mod embeddings;
 mod openai;
 mod replay;
 mod simulated;
+mod simulated_query;
 
 pub use replay::{ExchangeStore, Recording, Replay, exchange_key};
 
@@ -13,8 +14,9 @@ pub use openai::{Dialect, OpenAiProvider, OpenAiSettings, request_body};
 pub use simulated::{
     CLARIFY_QUESTION, DROP_KEY_ALWAYS_DIRECTIVE, DROP_KEY_DIRECTIVE, INPUTS_HEADING, INPUTS_KEY,
     LOW_CONFIDENCE_DIRECTIVE, MALFORMED_DIRECTIVE, SimulatedProvider, SimulatedSettings,
-    input_line, recorded_requests,
+    input_line, recorded_call_times, recorded_requests,
 };
+pub use simulated_query::{COMPOUND_DIRECTIVE, FABRICATE_DIRECTIVE, FABRICATED_QUOTE};
 
 use async_trait::async_trait;
 use dialectic_core::prompt::ChatRequest;

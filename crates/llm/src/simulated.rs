@@ -156,9 +156,20 @@ fn inputs_json(request: &ChatRequest) -> serde_json::Value {
 
 static TRANSCRIPT: std::sync::Mutex<Vec<ChatRequest>> = std::sync::Mutex::new(Vec::new());
 
+/// When each recorded call ran: (output type, started, finished).
+type CallTimes = Vec<(String, std::time::Instant, std::time::Instant)>;
+
+static CALL_TIMES: std::sync::Mutex<CallTimes> = std::sync::Mutex::new(Vec::new());
+
 /// Every request a recording simulated provider received in this process, in order.
 pub fn recorded_requests() -> Vec<ChatRequest> {
     TRANSCRIPT.lock().map(|t| t.clone()).unwrap_or_default()
+}
+
+/// When each call of a recording simulated provider started and finished, in
+/// the order they finished: whether calls overlapped, without timing anything.
+pub fn recorded_call_times() -> CallTimes {
+    CALL_TIMES.lock().map(|t| t.clone()).unwrap_or_default()
 }
 
 pub struct SimulatedProvider {
@@ -371,8 +382,16 @@ impl SimulatedProvider {
         if let (true, Ok(mut transcript)) = (self.settings.record_requests, TRANSCRIPT.lock()) {
             transcript.push(request.clone());
         }
+        let started = std::time::Instant::now();
         if self.settings.latency_ms > 0 {
             tokio::time::sleep(Duration::from_millis(self.settings.latency_ms)).await;
+        }
+        if let (true, Ok(mut times)) = (self.settings.record_requests, CALL_TIMES.lock()) {
+            times.push((
+                request.output_type.clone(),
+                started,
+                std::time::Instant::now(),
+            ));
         }
         if self.settings.failure_rate > 0.0 {
             let roll = digest(&[&call.to_string(), &request.model])[0] as f64 / 255.0;
@@ -388,6 +407,9 @@ impl SimulatedProvider {
             .find(|m| m.role == Role::User)
             .map(|m| m.content.as_str())
             .unwrap_or_default();
+        if let Some(reply) = crate::simulated_query::reply(request, first_user) {
+            return Ok(plain_reply(request, reply.to_string()));
+        }
         let (is_document, full) = self.full_document(request, first_user);
         if is_document && first_user.contains(MALFORMED_DIRECTIVE) {
             let text = "Here is the document you asked for: {\"content\": \"it was cut".to_string();
@@ -492,6 +514,29 @@ impl SimulatedProvider {
             usage_estimated: false,
             raw,
         })
+    }
+}
+
+/// A whole reply in one turn, usage counted as the other replies count it.
+fn plain_reply(request: &ChatRequest, text: String) -> ChatResponse {
+    let input_tokens = request
+        .system_instruction
+        .as_deref()
+        .map(estimate_tokens)
+        .unwrap_or(0)
+        + request
+            .messages
+            .iter()
+            .map(|m| estimate_tokens(&m.content))
+            .sum::<u64>();
+    let output_tokens = estimate_tokens(&text);
+    ChatResponse {
+        raw: serde_json::json!({ "provider": "simulated", "text": text }),
+        text,
+        finish_reason: FinishReason::Stop,
+        input_tokens,
+        output_tokens,
+        usage_estimated: false,
     }
 }
 

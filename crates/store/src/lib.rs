@@ -15,6 +15,7 @@ pub mod outbox;
 pub mod pipelines;
 pub mod position;
 pub mod project_documents;
+pub mod query;
 pub mod recipe_edit;
 pub mod recipes;
 pub mod records;

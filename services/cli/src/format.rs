@@ -1,7 +1,7 @@
 //! Pure text formatting and the watch stop rule, kept apart for testing.
 
 use dialectic_core::session::SessionStatus;
-use dialectic_proto::v1::{Session, SessionEvent, StageDocument, Wallet};
+use dialectic_proto::v1::{QueryResponse, Session, SessionEvent, StageDocument, Wallet};
 use tonic::{Code, Status};
 
 const REVIEW: &str = SessionStatus::REVIEW;
@@ -226,6 +226,46 @@ impl Stop {
             None => Verdict::Continue,
         }
     }
+}
+
+/// An answer, its citations (numbered as the answer may refer to them), its
+/// caveats and what it cost.
+pub fn answer(a: &QueryResponse) -> String {
+    let mut out = format!("{}\n", a.answer);
+    if !a.sub_queries.is_empty() {
+        out.push_str("\nasked as:\n");
+        for part in &a.sub_queries {
+            out.push_str(&format!("  - {part}\n"));
+        }
+    }
+    if !a.citations.is_empty() {
+        out.push_str("\ncitations:\n");
+        for (i, c) in a.citations.iter().enumerate() {
+            out.push_str(&format!(
+                "  [{}] {} ({}, characters {}..{}): \"{}\"\n",
+                i + 1,
+                c.source_name,
+                c.chunk_id,
+                c.start,
+                c.end,
+                c.quote
+            ));
+        }
+    }
+    if !a.caveats.is_empty() {
+        out.push_str("\ncaveats:\n");
+        for caveat in &a.caveats {
+            out.push_str(&format!("  - {caveat}\n"));
+        }
+    }
+    out.push_str(&format!(
+        "\n{} · confidence {:.2} · cost {}{}\n",
+        or_dash(&a.query_type),
+        a.confidence,
+        a.cost,
+        if a.cached { " (cached)" } else { "" }
+    ));
+    out
 }
 
 #[cfg(test)]

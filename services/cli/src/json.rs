@@ -2,8 +2,8 @@
 //! watching), with the API's field names, for scripts.
 
 use dialectic_proto::v1::{
-    BlackboardEntry, ExportUrl, Pipeline, Project, ProjectDocument, RecipeSummary, Session,
-    SessionEvent, StageDocument, StageRecipe, Wallet, WalletTransaction,
+    BlackboardEntry, ExportUrl, Pipeline, Project, ProjectDocument, QueryResponse, RecipeSummary,
+    Session, SessionEvent, StageDocument, StageRecipe, Wallet, WalletTransaction,
 };
 use serde_json::{Value, json};
 
@@ -113,4 +113,15 @@ pub fn recipe(r: &StageRecipe) -> Value {
 
 pub fn export_url(u: &ExportUrl) -> Value {
     json!({"url": u.url, "storage_key": u.storage_key, "size_bytes": u.size_bytes, "expires_at": time(&u.expires_at)})
+}
+
+pub fn answer(a: &QueryResponse) -> Value {
+    json!({
+        "answer": a.answer, "query_type": a.query_type, "confidence": a.confidence,
+        "cached": a.cached, "cost": a.cost, "sub_queries": a.sub_queries, "caveats": a.caveats,
+        "citations": a.citations.iter().map(|c| json!({
+            "source_id": c.source_id, "source_name": c.source_name, "chunk_id": c.chunk_id,
+            "start": c.start, "end": c.end, "quote": c.quote,
+        })).collect::<Vec<_>>(),
+    })
 }

@@ -13,9 +13,10 @@ use dialectic_proto::v1::{
     GetSessionRequest, GetStageRecipeRequest, GetWalletRequest, InstallPipelineRequest,
     ListModelsRequest, ListPipelinesRequest, ListProjectDocumentsRequest, ListProjectsRequest,
     ListRecipesRequest, ListSessionsRequest, ListStageDocumentsRequest, PauseSessionRequest,
-    Pipeline, Project, ProjectDocument, PromptFile, RecipeEdge, RegenerateDocumentRequest,
-    ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest, Session, StageDocument,
-    StageResponse, StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
+    Pipeline, Project, ProjectDocument, PromptFile, QueryRequest, RecipeEdge,
+    RegenerateDocumentRequest, ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest,
+    Session, StageDocument, StageResponse, StartSessionRequest, SubmitStageResponsesRequest,
+    WatchSessionRequest,
 };
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -239,6 +240,17 @@ enum Command {
     ProjectDocs {
         #[arg(long)]
         project: String,
+    },
+    /// Ask a project a question: an answer whose citations quote its
+    /// documents, with caveats and a confidence (cached answers cost nothing).
+    Ask {
+        #[arg(long)]
+        project: String,
+        /// The model that answers; default: the executor's query_model.
+        #[arg(long)]
+        model: Option<String>,
+        #[arg(required = true)]
+        question: Vec<String>,
     },
     /// A session's blackboard: the findings its steps published, by type.
     Blackboard {
@@ -468,6 +480,20 @@ async fn run(cli: Cli) -> Result<()> {
             session,
             entry_type,
         } => blackboard(&gateway, json, &session, entry_type.unwrap_or_default()).await,
+        Command::Ask {
+            project,
+            model,
+            question,
+        } => {
+            ask(
+                &gateway,
+                json,
+                &project,
+                model.unwrap_or_default(),
+                question.join(" "),
+            )
+            .await
+        }
         Command::DeleteProject { project } => delete_project(&gateway, json, project).await,
         Command::Sessions { project } => sessions(&gateway, json, project).await,
         Command::Export { project, out, url } => export(&gateway, json, project, out, url).await,
@@ -917,6 +943,34 @@ async fn project_docs(gateway: &Gateway, json: bool, project: &str) -> Result<()
         for d in &list.documents {
             println!("{}", project_document_line(d));
         }
+    }
+    Ok(())
+}
+
+async fn ask(
+    gateway: &Gateway,
+    json: bool,
+    project: &str,
+    model: String,
+    text: String,
+) -> Result<()> {
+    // A retried call answers the first one's answer, never asking twice.
+    let request_id = client_request_id();
+    let answer = gateway
+        .call(|mut c| {
+            let request = gateway.request(QueryRequest {
+                project_id: project.to_string(),
+                text: text.clone(),
+                model: model.clone(),
+                client_request_id: request_id.clone(),
+            });
+            async move { c.query(request).await }
+        })
+        .await?;
+    if json {
+        print_json(&json::answer(&answer));
+    } else {
+        print!("{}", format::answer(&answer));
     }
     Ok(())
 }

@@ -114,12 +114,9 @@ impl Billing {
     }
 
     pub async fn hold(&self, job: &JobRow, amount: i64) -> Result<Hold, AttemptError> {
-        let wallet_id = self.wallet_of(job.user_id).await?;
-        let entry = self
-            .client
-            .clone()
-            .hold(HoldRequest {
-                wallet_id: wallet_id.clone(),
+        self.place_hold(
+            job.user_id,
+            HoldRequest {
                 amount,
                 idempotency_key: format!("hold:{}:{}", job.id, job.attempt_count),
                 session_id: job.session_id.to_string(),
@@ -127,7 +124,45 @@ impl Billing {
                 attempt: u32::try_from(job.attempt_count).unwrap_or(0),
                 purpose: "model_call".into(),
                 expires_in_secs: HOLD_SECS,
-            })
+                ..Default::default()
+            },
+        )
+        .await
+    }
+
+    /// A hold for a model call that belongs to no job (a question's), under
+    /// keys derived from `key`.
+    pub async fn hold_for(
+        &self,
+        user: UserId,
+        key: &str,
+        amount: i64,
+    ) -> Result<Hold, AttemptError> {
+        self.place_hold(
+            user,
+            HoldRequest {
+                amount,
+                idempotency_key: format!("hold:{key}"),
+                purpose: "query".into(),
+                expires_in_secs: HOLD_SECS,
+                ..Default::default()
+            },
+        )
+        .await
+    }
+
+    async fn place_hold(
+        &self,
+        user: UserId,
+        mut request: HoldRequest,
+    ) -> Result<Hold, AttemptError> {
+        let wallet_id = self.wallet_of(user).await?;
+        request.wallet_id = wallet_id.clone();
+        let amount = request.amount;
+        let entry = self
+            .client
+            .clone()
+            .hold(request)
             .await
             .map_err(|s| wallet_error("hold", s))?
             .into_inner();
@@ -136,6 +171,26 @@ impl Billing {
             hold_id: entry.id,
             amount,
         })
+    }
+
+    /// Charges a jobless call what it cost (never more than was held).
+    pub async fn capture_for(
+        &self,
+        key: &str,
+        hold: &Hold,
+        actual: i64,
+    ) -> Result<(), AttemptError> {
+        self.client
+            .clone()
+            .capture(CaptureRequest {
+                wallet_id: hold.wallet_id.clone(),
+                hold_id: hold.hold_id.clone(),
+                amount: charged(hold, actual),
+                idempotency_key: format!("capture:{key}"),
+            })
+            .await
+            .map_err(|s| wallet_error("capture", s))?;
+        Ok(())
     }
 
     /// Charges what the call really cost (never more than was held).
@@ -160,13 +215,19 @@ impl Billing {
 
     /// Gives the hold back when no call was made (or the call failed before any output).
     pub async fn release(&self, job: &JobRow, hold: &Hold, reason: &str) {
+        self.release_for(&format!("{}:{}", job.id, job.attempt_count), hold, reason)
+            .await;
+    }
+
+    /// `release` for a hold placed under `key`.
+    pub async fn release_for(&self, key: &str, hold: &Hold, reason: &str) {
         let result = self
             .client
             .clone()
             .release(ReleaseRequest {
                 wallet_id: hold.wallet_id.clone(),
                 hold_id: hold.hold_id.clone(),
-                idempotency_key: format!("release:{}:{}", job.id, job.attempt_count),
+                idempotency_key: format!("release:{key}"),
                 reason: reason.to_string(),
             })
             .await;

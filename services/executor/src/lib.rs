@@ -13,6 +13,7 @@ mod gather;
 pub mod limits;
 mod persist;
 mod provider;
+mod query;
 mod request;
 mod seed_prompt;
 
@@ -25,7 +26,7 @@ use dialectic_llm::{ExchangeStore, SimulatedSettings};
 use dialectic_proto::v1::executor::executor_service_server::{
     ExecutorService, ExecutorServiceServer,
 };
-use dialectic_proto::v1::executor::{StatusRequest, StatusResponse};
+use dialectic_proto::v1::executor::{AnswerRequest, AnswerResponse, StatusRequest, StatusResponse};
 use dialectic_queue::keys;
 use dialectic_runtime::service_auth::ServiceKey;
 use dialectic_runtime::worker::{AttemptError, JobWork, JobWorker, WorkerStats};
@@ -64,6 +65,8 @@ struct Executor {
     /// Cancelled when the shutdown grace is over: a model call still running
     /// is abandoned and its hold released, so its job reruns elsewhere unpaid.
     hand_back: CancellationToken,
+    /// The model that answers questions when a request names none.
+    query_model: String,
 }
 
 fn now_ms() -> i64 {
@@ -102,8 +105,17 @@ fn retryable(code: &'static str, message: impl ToString) -> AttemptError {
     AttemptError::retryable(code, message)
 }
 
+/// The executor as the job worker runs it; the gRPC API shares it.
+struct Jobs(Arc<Executor>);
+
 #[async_trait::async_trait]
-impl JobWork for Executor {
+impl JobWork for Jobs {
+    async fn attempt(&self, job: &JobRow, worker: &str) -> Result<(), AttemptError> {
+        self.0.attempt(job, worker).await
+    }
+}
+
+impl Executor {
     /// One model call for one job, in stages: what it works from, the provider,
     /// the request (inputs, history, compression), the paid call, and the
     /// reply kept (or continued).
@@ -141,6 +153,7 @@ const CONTINUE_INSTRUCTION: &str = "Continue exactly where your previous reply s
 struct Api {
     slots: u32,
     stats: Arc<WorkerStats>,
+    executor: Arc<Executor>,
 }
 
 #[tonic::async_trait]
@@ -155,6 +168,17 @@ impl ExecutorService for Api {
             jobs_completed: self.stats.completed.load(Ordering::Relaxed),
         }))
     }
+
+    async fn answer(
+        &self,
+        request: tonic::Request<AnswerRequest>,
+    ) -> Result<tonic::Response<AnswerResponse>, tonic::Status> {
+        let request = request.into_inner();
+        // The question's text stays out of the logs: it may be confidential.
+        let span = tracing::info_span!("answer", project_id = %request.project_id, query_id = %request.query_id);
+        let answer = tracing::Instrument::instrument(self.executor.answer(request), span).await?;
+        Ok(tonic::Response::new(answer))
+    }
 }
 
 pub fn start(
@@ -162,6 +186,44 @@ pub fn start(
     shutdown: CancellationToken,
 ) -> BoxFuture<'static, Result<Running, RuntimeError>> {
     Box::pin(start_executor(settings, shutdown))
+}
+
+/// The wallet client, or None when billing is off.
+fn billing(settings: &Settings) -> Option<Arc<Billing>> {
+    if settings.executor.wallet_url.trim().is_empty() {
+        tracing::warn!("executor.wallet_url is empty: model calls are not billed");
+        return None;
+    }
+    match Billing::new(
+        settings.executor.wallet_url.trim(),
+        ServiceKey::from_settings(settings),
+    ) {
+        Ok(b) => Some(Arc::new(b)),
+        Err(e) => {
+            tracing::error!(error = %e, "billing disabled");
+            None
+        }
+    }
+}
+
+/// The indexer client for compression, or None when compression is off.
+fn indexer(settings: &Settings) -> Option<compress::GrpcIndexer> {
+    if settings.executor.indexer_url.trim().is_empty() {
+        tracing::warn!(
+            "executor.indexer_url is empty: oversized prompts fail instead of being compressed"
+        );
+        return None;
+    }
+    match compress::GrpcIndexer::new(
+        settings.executor.indexer_url.trim(),
+        ServiceKey::from_settings(settings),
+    ) {
+        Ok(i) => Some(i),
+        Err(e) => {
+            tracing::error!(error = %e, "compression disabled");
+            None
+        }
+    }
 }
 
 async fn start_executor(
@@ -172,78 +234,49 @@ async fn start_executor(
     let blob = dialectic_runtime::blob(&settings);
     let stats = Arc::new(WorkerStats::default());
     let slots = settings.executor.worker.slots.max(1);
+    let cache = Arc::new(OnceLock::new());
+    let hand_back = CancellationToken::new();
+    let executor = Arc::new(Executor {
+        store: store.clone(),
+        blob: blob.clone(),
+        simulated: SimulatedSettings {
+            latency_ms: settings.executor.simulated_latency_ms,
+            failure_rate: settings.executor.simulated_failure_rate,
+            record_requests: settings.executor.simulated_record_requests,
+            call_log: Some(settings.executor.simulated_call_log.trim())
+                .filter(|p| !p.is_empty())
+                .map(std::path::PathBuf::from),
+            paragraphs: 3,
+        },
+        max_continuations: settings.executor.max_continuations,
+        billing: billing(&settings),
+        cache: cache.clone(),
+        lease_secs: settings.executor.worker.lease_secs,
+        provider_mode: settings.executor.provider_mode.trim().to_string(),
+        counter: TokenCounter::new(cache.clone()),
+        indexer: indexer(&settings),
+        embedder: settings.executor.embedder.trim().to_string(),
+        hand_back: hand_back.clone(),
+        query_model: settings.executor.query_model.trim().to_string(),
+    });
     let server = dialectic_runtime::start_grpc(
         SERVICE_NAME,
         &settings.executor.worker.listen,
         tonic::service::Routes::new(ExecutorServiceServer::new(Api {
             slots: u32::from(slots),
             stats: stats.clone(),
+            executor: executor.clone(),
         })),
         dialectic_runtime::service_auth::ServiceKey::from_settings(&settings),
         shutdown.clone(),
     )
     .await?;
-    let cache = Arc::new(OnceLock::new());
-    let billing = if settings.executor.wallet_url.trim().is_empty() {
-        tracing::warn!("executor.wallet_url is empty: model calls are not billed");
-        None
-    } else {
-        match Billing::new(
-            settings.executor.wallet_url.trim(),
-            ServiceKey::from_settings(&settings),
-        ) {
-            Ok(b) => Some(Arc::new(b)),
-            Err(e) => {
-                tracing::error!(error = %e, "billing disabled");
-                None
-            }
-        }
-    };
-    let indexer = if settings.executor.indexer_url.trim().is_empty() {
-        tracing::warn!(
-            "executor.indexer_url is empty: oversized prompts fail instead of being compressed"
-        );
-        None
-    } else {
-        match compress::GrpcIndexer::new(
-            settings.executor.indexer_url.trim(),
-            ServiceKey::from_settings(&settings),
-        ) {
-            Ok(i) => Some(i),
-            Err(e) => {
-                tracing::error!(error = %e, "compression disabled");
-                None
-            }
-        }
-    };
-    let hand_back = CancellationToken::new();
     let handler: Arc<dyn Handler> = Arc::new(JobWorker {
         store: store.clone(),
         worker: format!("executor-{}", Uuid::now_v7().simple()),
         lease_secs: settings.executor.worker.lease_secs.max(1),
         job_types: &[JobType::Plan, JobType::Execute],
-        work: Executor {
-            store: store.clone(),
-            blob: blob.clone(),
-            simulated: SimulatedSettings {
-                latency_ms: settings.executor.simulated_latency_ms,
-                failure_rate: settings.executor.simulated_failure_rate,
-                record_requests: settings.executor.simulated_record_requests,
-                call_log: Some(settings.executor.simulated_call_log.trim())
-                    .filter(|p| !p.is_empty())
-                    .map(std::path::PathBuf::from),
-                paragraphs: 3,
-            },
-            max_continuations: settings.executor.max_continuations,
-            billing,
-            cache: cache.clone(),
-            lease_secs: settings.executor.worker.lease_secs,
-            provider_mode: settings.executor.provider_mode.trim().to_string(),
-            counter: TokenCounter::new(cache.clone()),
-            indexer,
-            embedder: settings.executor.embedder.trim().to_string(),
-            hand_back: hand_back.clone(),
-        },
+        work: Jobs(executor),
         stats,
     });
     let work_shutdown = shutdown.child_token();

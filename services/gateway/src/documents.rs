@@ -109,7 +109,11 @@ impl Gateway {
         )
         .await;
         match recorded {
-            Ok((row, true)) => Ok(document(row)),
+            Ok((row, true)) => {
+                // Answers to the project's questions may now be incomplete.
+                self.invalidate(project_id).await;
+                Ok(document(row))
+            }
             Ok((first, false)) => {
                 // A concurrent retry recorded its upload first: keep that one.
                 self.discard_object(&key).await;

@@ -34,11 +34,25 @@ pub enum GatewayError {
     /// The wallet's answer to a credit, passed on with its code.
     #[error("{}", .0.message())]
     Wallet(Status),
+    /// An executor's answer to a question, passed on with its code.
+    #[error("{}", .0.message())]
+    Executor(Status),
 }
 
 impl From<InvalidId> for GatewayError {
     fn from(e: InvalidId) -> Self {
         GatewayError::InvalidArgument(e.to_string())
+    }
+}
+
+/// An internal service's answer: its code, unless the service itself was
+/// out of reach (its connection failed), which is UNAVAILABLE.
+fn passed_on(service: &str, status: Status) -> Status {
+    match status.code() {
+        tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled => {
+            Status::unavailable(format!("{service} unavailable: {}", status.message()))
+        }
+        code => Status::new(code, status.message()),
     }
 }
 
@@ -71,19 +85,9 @@ impl From<GatewayError> for Status {
                 Status::from(GatewayError::Store(e))
             }
             GatewayError::Ledger(e) => Status::internal(e.to_string()),
-            GatewayError::Planner(status) => match status.code() {
-                // The planner itself is out of reach (its connection failed).
-                tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled => {
-                    Status::unavailable(format!("planner unavailable: {}", status.message()))
-                }
-                code => Status::new(code, status.message()),
-            },
-            GatewayError::Wallet(status) => match status.code() {
-                tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled => {
-                    Status::unavailable(format!("wallet unavailable: {}", status.message()))
-                }
-                code => Status::new(code, status.message()),
-            },
+            GatewayError::Planner(status) => passed_on("planner", status),
+            GatewayError::Wallet(status) => passed_on("wallet", status),
+            GatewayError::Executor(status) => passed_on("executor", status),
         };
         match status.code() {
             tonic::Code::Internal => tracing::error!(message = status.message(), "request failed"),

@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod convert;
 pub mod documents;
 pub mod error;
+pub mod query;
 pub mod regenerate;
 pub mod revisit;
 pub mod service;
@@ -18,6 +19,7 @@ use dialectic_config::Settings;
 use dialectic_core::ids::UserId;
 use dialectic_core::service_auth::ServiceName;
 use dialectic_proto::v1::dialectic_service_server::DialecticServiceServer;
+use dialectic_proto::v1::executor::executor_service_client::ExecutorServiceClient;
 use dialectic_proto::v1::indexer::indexer_service_client::IndexerServiceClient;
 use dialectic_proto::v1::planner::planner_service_client::PlannerServiceClient;
 use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
@@ -44,6 +46,7 @@ fn internal_clients(settings: &Settings) -> Result<Internal, RuntimeError> {
         planner: PlannerServiceClient::new(channel(&settings.gateway.planner_url)?),
         wallet: WalletServiceClient::new(channel(&settings.gateway.wallet_url)?),
         indexer: IndexerServiceClient::new(channel(&settings.gateway.indexer_url)?),
+        executor: ExecutorServiceClient::new(channel(&settings.gateway.executor_url)?),
     })
 }
 

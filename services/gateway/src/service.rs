@@ -12,14 +12,15 @@ use dialectic_core::position::Position;
 use dialectic_core::session::SessionStatus;
 use dialectic_core::slug::slugify;
 use dialectic_proto::v1::dialectic_service_server::DialecticService;
+use dialectic_proto::v1::executor::executor_service_client::ExecutorServiceClient;
 use dialectic_proto::v1::indexer::indexer_service_client::IndexerServiceClient;
 use dialectic_proto::v1::planner::planner_service_client::PlannerServiceClient;
 use dialectic_proto::v1::planner::{SessionCommand, SubmitStageResponsesCommand};
 use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
 use dialectic_proto::v1::{
     AddProjectDocumentRequest, GetBlackboardRequest, GetBlackboardResponse,
-    ListProjectDocumentsRequest, ListProjectDocumentsResponse, ProjectDocument, SessionPosition,
-    SkippedStep,
+    ListProjectDocumentsRequest, ListProjectDocumentsResponse, ProjectDocument, QueryRequest,
+    QueryResponse, SessionPosition, SkippedStep,
 };
 use dialectic_proto::v1::{
     CancelSessionRequest, CreditWalletRequest, DeleteProjectRequest, DeleteProjectResponse,
@@ -173,6 +174,8 @@ pub struct Internal {
     pub wallet: WalletServiceClient<InternalChannel>,
     /// Indexing uploaded project documents.
     pub indexer: IndexerServiceClient<InternalChannel>,
+    /// Answering questions (`Query`).
+    pub executor: ExecutorServiceClient<InternalChannel>,
 }
 
 pub struct Gateway {
@@ -265,6 +268,10 @@ impl Gateway {
 
     pub(crate) fn indexer(&self) -> IndexerServiceClient<InternalChannel> {
         self.internal.indexer.clone()
+    }
+
+    pub(crate) fn executor(&self) -> ExecutorServiceClient<InternalChannel> {
+        self.internal.executor.clone()
     }
 
     pub(crate) fn max_upload_bytes(&self) -> usize {
@@ -1250,6 +1257,19 @@ impl DialecticService for Gateway {
             .instrument(span)
             .await?;
         Ok(Response::new(document))
+    }
+
+    async fn query(
+        &self,
+        request: Request<QueryRequest>,
+    ) -> Result<Response<QueryResponse>, Status> {
+        let user = self.caller(request.metadata()).await?;
+        let req = request.into_inner();
+        // The question stays out of the span: it may be confidential.
+        let span = span!("query", user);
+        span.record("project_id", req.project_id.as_str());
+        let answer = Gateway::query(self, user, req).instrument(span).await?;
+        Ok(Response::new(answer))
     }
 
     async fn list_project_documents(
