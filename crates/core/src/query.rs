@@ -93,18 +93,39 @@ pub fn chunks(source: &Source) -> Vec<Chunk> {
     out
 }
 
-/// The `limit` chunks most like `question` (local embedding, cosine), in
-/// their sources' order.
-pub fn most_relevant(chunks: &[Chunk], question: &str, limit: usize) -> Vec<Chunk> {
+/// How much naming an entity the classifier extracted (a section number, a
+/// name) lifts a chunk over chunks that are only similar: the direct lookup.
+const ENTITY_BOOST: f64 = 1.0;
+
+/// The `limit` chunks most like `question` (local embedding, cosine), those
+/// that name one of `entities` first, in their sources' order.
+pub fn most_relevant(
+    chunks: &[Chunk],
+    question: &str,
+    entities: &[String],
+    limit: usize,
+) -> Vec<Chunk> {
     let query = hashed_ngram_embedding(question, LOCAL_DIMS);
+    let entities: Vec<String> = entities
+        .iter()
+        .map(|e| e.trim().to_lowercase())
+        .filter(|e| !e.is_empty())
+        .collect();
+    let names_one = |text: &str| {
+        let text = text.to_lowercase();
+        entities.iter().any(|e| text.contains(e.as_str()))
+    };
     let mut scored: Vec<(f64, usize)> = chunks
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            (
-                cosine(&query, &hashed_ngram_embedding(&c.text, LOCAL_DIMS)),
-                i,
-            )
+            let similar = cosine(&query, &hashed_ngram_embedding(&c.text, LOCAL_DIMS));
+            let boost = if names_one(&c.text) {
+                ENTITY_BOOST
+            } else {
+                0.0
+            };
+            (similar + boost, i)
         })
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -341,6 +362,20 @@ mod tests {
             (cut[1].start, cut[1].id.as_str()),
             (CHUNK_CHARS + 2, "r1:1")
         );
+    }
+
+    #[test]
+    fn chunks_naming_an_entity_come_first() {
+        let cut = chunks(&source(&format!(
+            "{}\n\n{}\n\n9.1 Termination on notice.",
+            "x".repeat(CHUNK_CHARS),
+            "Rent and payment terms are set out below. ".repeat(30)
+        )));
+        assert_eq!(cut.len(), 3);
+        let similar = most_relevant(&cut, "rent payment terms", &[], 1);
+        assert!(similar[0].text.starts_with("Rent"), "{similar:?}");
+        let named = most_relevant(&cut, "rent payment terms", &["9.1".to_string()], 1);
+        assert!(named[0].text.starts_with("9.1"), "{named:?}");
     }
 
     #[test]

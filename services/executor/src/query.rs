@@ -93,14 +93,13 @@ impl Executor {
             provider,
         };
         let (route, mut spent) = asking.classify(&req.text).await?;
-        let parts = futures::future::join_all(
-            route
-                .parts
-                .iter()
-                .enumerate()
-                .map(|(i, part)| asking.synthesize(i, &part.query_text, &chunks)),
-        )
-        .await;
+        let parts =
+            futures::future::join_all(
+                route.parts.iter().enumerate().map(|(i, part)| {
+                    asking.synthesize(i, &part.query_text, &route.entities, &chunks)
+                }),
+            )
+            .await;
         let mut answers = Vec::with_capacity(parts.len());
         for part in parts {
             let (answer, cost) = part?;
@@ -168,9 +167,10 @@ impl Asking<'_> {
         &self,
         part: usize,
         question: &str,
+        entities: &[String],
         chunks: &[Chunk],
     ) -> Result<(Answer, i64), Status> {
-        let given = query::most_relevant(chunks, question, CHUNKS_PER_PART);
+        let given = query::most_relevant(chunks, question, entities, CHUNKS_PER_PART);
         let mut request = self.request(
             "query_answer",
             ANSWER_PROMPT,
