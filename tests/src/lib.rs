@@ -465,12 +465,29 @@ impl TestEnv {
     }
 
     /// `start_all`, with the simulated provider keeping a transcript of every
-    /// request it receives ([`dialectic_llm::recorded_requests`]).
+    /// request it receives ([`dialectic_llm::recorded_requests`]); its model
+    /// calls are not billed.
     pub async fn start_all_recording(&mut self) {
         let mut settings = self.settings.clone();
         settings.executor.simulated_record_requests = true;
         for name in ALL_SERVICES {
             self.start_with(name, settings.clone()).await;
+            self.wait_serving(name).await;
+        }
+    }
+
+    /// `start_all` with settings `change` makes, the executor billing
+    /// through this env's wallet and compressing through its indexer.
+    pub async fn start_all_with(&mut self, change: impl Fn(&mut Settings)) {
+        let mut settings = self.settings.clone();
+        change(&mut settings);
+        for name in ALL_SERVICES {
+            let addr = self.start_with(name, settings.clone()).await;
+            match name {
+                "wallet" => settings.executor.wallet_url = format!("http://{addr}"),
+                "indexer" => settings.executor.indexer_url = format!("http://{addr}"),
+                _ => {}
+            }
             self.wait_serving(name).await;
         }
     }

@@ -102,9 +102,10 @@ async fn the_essay_runs_section_by_section_paragraph_by_paragraph_and_revisits()
         (4, 4, "paragraph_writing_paragraph")
     );
     assert_eq!((paused.unit.as_str(), paused.count), ("paragraph", 6));
+    // Paragraphs that started before the pause took finish; nothing new starts.
     assert!(
-        paused.index == 2 || paused.index == 3,
-        "one or two paragraphs written before the pause took: {paused:?}"
+        (2..=6).contains(&paused.index),
+        "at least the first paragraph written: {paused:?}"
     );
     assert_eq!(
         paused.summary,

@@ -215,19 +215,12 @@ async fn answers_quote_stored_text_and_are_cached_until_an_edit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn compound_questions_run_their_parts_in_parallel_and_strangers_get_not_found() {
     let mut env = TestEnv::new().await;
-    let mut settings = env.settings.clone();
     // Long enough that two calls started together overlap whatever the scheduling.
-    settings.executor.simulated_latency_ms = 300;
-    settings.executor.simulated_record_requests = true;
-    for name in dialectic_e2e::ALL_SERVICES {
-        let mut settings = settings.clone();
-        if name == "executor" {
-            settings.executor.wallet_url = format!("http://{}", env.addr("wallet"));
-            settings.executor.indexer_url = format!("http://{}", env.addr("indexer"));
-        }
-        env.start_with(name, settings).await;
-        env.wait_serving(name).await;
-    }
+    env.start_all_with(|s| {
+        s.executor.simulated_latency_ms = 300;
+        s.executor.simulated_record_requests = true;
+    })
+    .await;
     let mut client = env.gateway().await;
     let project = client
         .create_project(CreateProjectRequest {

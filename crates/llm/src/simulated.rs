@@ -489,16 +489,7 @@ impl SimulatedProvider {
         } else {
             (full, FinishReason::Stop)
         };
-        let input_tokens = request
-            .system_instruction
-            .as_deref()
-            .map(estimate_tokens)
-            .unwrap_or(0)
-            + request
-                .messages
-                .iter()
-                .map(|m| estimate_tokens(&m.content))
-                .sum::<u64>();
+        let input_tokens = prompt_tokens(request);
         let output_tokens = estimate_tokens(&text);
         let raw = serde_json::json!({
             "provider": "simulated",
@@ -517,9 +508,9 @@ impl SimulatedProvider {
     }
 }
 
-/// A whole reply in one turn, usage counted as the other replies count it.
-fn plain_reply(request: &ChatRequest, text: String) -> ChatResponse {
-    let input_tokens = request
+/// What a request's prompt counts, system instruction included.
+fn prompt_tokens(request: &ChatRequest) -> u64 {
+    request
         .system_instruction
         .as_deref()
         .map(estimate_tokens)
@@ -528,7 +519,12 @@ fn plain_reply(request: &ChatRequest, text: String) -> ChatResponse {
             .messages
             .iter()
             .map(|m| estimate_tokens(&m.content))
-            .sum::<u64>();
+            .sum::<u64>()
+}
+
+/// A whole reply in one turn, usage counted as the other replies count it.
+fn plain_reply(request: &ChatRequest, text: String) -> ChatResponse {
+    let input_tokens = prompt_tokens(request);
     let output_tokens = estimate_tokens(&text);
     ChatResponse {
         raw: serde_json::json!({ "provider": "simulated", "text": text }),

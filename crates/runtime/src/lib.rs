@@ -236,14 +236,25 @@ pub async fn start_grpc(
                 oversized_request_is_resource_exhausted,
             ))
             .add_routes(routes)
-            .serve_with_incoming_shutdown(
-                TcpListenerStream::new(listener),
-                shutdown.cancelled_owned(),
-            )
+            .serve_with_incoming_shutdown(incoming_nodelay(listener), shutdown.cancelled_owned())
             .await?;
         Ok(())
     });
     Ok(GrpcServer { addr, health, task })
+}
+
+/// Accepted connections with TCP_NODELAY. tonic sets it only on listeners it
+/// binds itself; with Nagle on, a reply's separate header, data and trailer
+/// writes wait for the client's delayed ACK, about 40 ms on every call.
+fn incoming_nodelay(
+    listener: TcpListener,
+) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    use futures::StreamExt;
+    TcpListenerStream::new(listener).map(|accepted| {
+        let stream = accepted?;
+        stream.set_nodelay(true)?;
+        Ok(stream)
+    })
 }
 
 /// Binds `listen` and reports the address actually bound (port 0 picks one).

@@ -180,23 +180,25 @@ impl Billing {
         hold: &Hold,
         actual: i64,
     ) -> Result<(), AttemptError> {
-        self.client
-            .clone()
-            .capture(CaptureRequest {
-                wallet_id: hold.wallet_id.clone(),
-                hold_id: hold.hold_id.clone(),
-                amount: charged(hold, actual),
-                idempotency_key: format!("capture:{key}"),
-            })
+        self.capture_keyed(format!("capture:{key}"), hold, actual)
             .await
-            .map_err(|s| wallet_error("capture", s))?;
-        Ok(())
     }
 
-    /// Charges what the call really cost (never more than was held).
+    /// Charges what the call really cost (never more than was held), under
+    /// the key the wallet's sweep would capture it with (`ledger::capture_key`).
     pub async fn capture(
         &self,
         job: &JobRow,
+        hold: &Hold,
+        actual: i64,
+    ) -> Result<(), AttemptError> {
+        let key = ledger::capture_key(job.id, job.attempt_count);
+        self.capture_keyed(key, hold, actual).await
+    }
+
+    async fn capture_keyed(
+        &self,
+        idempotency_key: String,
         hold: &Hold,
         actual: i64,
     ) -> Result<(), AttemptError> {
@@ -206,7 +208,7 @@ impl Billing {
                 wallet_id: hold.wallet_id.clone(),
                 hold_id: hold.hold_id.clone(),
                 amount: charged(hold, actual),
-                idempotency_key: ledger::capture_key(job.id, job.attempt_count),
+                idempotency_key,
             })
             .await
             .map_err(|s| wallet_error("capture", s))?;

@@ -5,7 +5,7 @@
 //!
 //!     cargo run --release -p dialectic-e2e --bin query-bench -- [questions per latency]
 
-use dialectic_e2e::{ALL_SERVICES, TestEnv};
+use dialectic_e2e::TestEnv;
 use dialectic_proto::v1::{AddProjectDocumentRequest, CreateProjectRequest, QueryRequest};
 use std::time::{Duration, Instant};
 
@@ -41,17 +41,8 @@ fn line(what: &str, mut samples: Vec<Duration>) {
 
 async fn rung(latency_ms: u64, questions: usize) {
     let mut env = TestEnv::new().await;
-    let mut settings = env.settings.clone();
-    settings.executor.simulated_latency_ms = latency_ms;
-    for name in ALL_SERVICES {
-        let mut settings = settings.clone();
-        if name == "executor" {
-            settings.executor.wallet_url = format!("http://{}", env.addr("wallet"));
-            settings.executor.indexer_url = format!("http://{}", env.addr("indexer"));
-        }
-        env.start_with(name, settings).await;
-        env.wait_serving(name).await;
-    }
+    env.start_all_with(|s| s.executor.simulated_latency_ms = latency_ms)
+        .await;
     let mut client = env.gateway().await;
     let project = client
         .create_project(CreateProjectRequest {
