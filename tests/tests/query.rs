@@ -250,6 +250,17 @@ async fn compound_questions_run_their_parts_in_parallel_and_strangers_get_not_fo
     .await;
     assert_eq!(answer.sub_queries.len(), 2, "{answer:?}");
     assert_citations_resolve(&env, &mut client, &project, &answer).await;
+    // Each part went to the synthesis with what its type asks for.
+    let focused: Vec<bool> = dialectic_llm::recorded_requests()
+        .into_iter()
+        .filter(|r| r.output_type == "query_answer")
+        .map(|r| {
+            r.messages[0]
+                .content
+                .contains(dialectic_core::query::focus("conflict_detection"))
+        })
+        .collect();
+    assert_eq!(focused.iter().filter(|f| **f).count(), 1, "{focused:?}");
     let parts: Vec<_> = dialectic_llm::recorded_call_times()
         .into_iter()
         .filter(|(output, _, _)| output == "query_answer")

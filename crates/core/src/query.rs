@@ -143,6 +143,24 @@ pub fn chunk_sections(chunks: &[Chunk]) -> String {
         .collect()
 }
 
+/// What the synthesis of one part is told for its query type: the seed's
+/// dispatch (truth → truth synthesis, conflict → conflict detection, ripple →
+/// ripple analysis) as instructions to one answering call.
+pub fn focus(query_type: &str) -> &'static str {
+    match query_type {
+        "truth_reconstitution" => {
+            "Say what is in force now and since when; where a later document changed it, cite the change."
+        }
+        "conflict_detection" => {
+            "Look for conflicts: text in force that contradicts other text, and references to text that was removed or moved; cite both sides of each."
+        }
+        "ripple_analysis" => {
+            "Say which clauses the proposed change would touch and how; cite each clause it affects."
+        }
+        _ => "Answer the question plainly.",
+    }
+}
+
 /// A sub-question the classifier split a compound question into.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SubQuery {

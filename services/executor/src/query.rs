@@ -10,7 +10,7 @@ use crate::billing::{self, Hold};
 use crate::provider::Provider;
 use dialectic_core::ids::{ProjectId, UserId};
 use dialectic_core::prompt::{ChatRequest, Message};
-use dialectic_core::query::{self, Answer, Chunk, Route, Source};
+use dialectic_core::query::{self, Answer, Chunk, Route, Source, SubQuery};
 use dialectic_core::sanitize::parse_model_json;
 use dialectic_core::shape::JsonKind;
 use dialectic_core::tokens::cost;
@@ -93,13 +93,14 @@ impl Executor {
             provider,
         };
         let (route, mut spent) = asking.classify(&req.text).await?;
-        let parts =
-            futures::future::join_all(
-                route.parts.iter().enumerate().map(|(i, part)| {
-                    asking.synthesize(i, &part.query_text, &route.entities, &chunks)
-                }),
-            )
-            .await;
+        let parts = futures::future::join_all(
+            route
+                .parts
+                .iter()
+                .enumerate()
+                .map(|(i, part)| asking.synthesize(i, part, &route.entities, &chunks)),
+        )
+        .await;
         let mut answers = Vec::with_capacity(parts.len());
         for part in parts {
             let (answer, cost) = part?;
@@ -163,20 +164,24 @@ impl Asking<'_> {
         Ok((query::route(question, &reply), cost))
     }
 
+    /// Answers one part, told what its query type asks for (the dispatch).
     async fn synthesize(
         &self,
-        part: usize,
-        question: &str,
+        index: usize,
+        part: &SubQuery,
         entities: &[String],
         chunks: &[Chunk],
     ) -> Result<(Answer, i64), Status> {
+        let question = &part.query_text;
         let given = query::most_relevant(chunks, question, entities, CHUNKS_PER_PART);
         let mut request = self.request(
             "query_answer",
             ANSWER_PROMPT,
             format!(
-                "{}\n<user_query>\n{question}\n</user_query>",
-                query::chunk_sections(&given)
+                "{}\nFocus ({}): {}\n<user_query>\n{question}\n</user_query>",
+                query::chunk_sections(&given),
+                part.query_type,
+                query::focus(&part.query_type)
             ),
             &["answer", "citations", "confidence"],
             2_000,
@@ -185,7 +190,7 @@ impl Asking<'_> {
             ("citations".to_string(), JsonKind::Array),
             ("confidence".to_string(), JsonKind::Number),
         ]);
-        let (reply, cost) = self.call(&format!("answer-{part}"), &request).await?;
+        let (reply, cost) = self.call(&format!("answer-{index}"), &request).await?;
         Ok((query::checked_answer(&reply, &given), cost))
     }
 
