@@ -90,10 +90,11 @@ fn check_pipeline(file: &std::path::Path) -> anyhow::Result<()> {
     let p = read_pipeline(file)?;
     let steps: usize = p.stages.iter().map(|s| s.steps.len()).sum();
     println!(
-        "{}: pipeline {}, {} stages, {steps} steps: valid",
+        "{}: pipeline {}, {}, {}: valid",
         file.display(),
         p.name,
-        p.stages.len()
+        counted(p.stages.len(), "stage"),
+        counted(steps, "step")
     );
     Ok(())
 }
@@ -106,11 +107,19 @@ async fn install_pipeline(settings: &Settings, file: &std::path::Path) -> anyhow
     Ok(())
 }
 
+/// "1 stage", "5 stages".
+fn counted(n: usize, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
+}
+
 fn installed_line(p: &dialectic_store::pipelines::Installed) -> String {
     if p.created {
         format!(
-            "installed pipeline {} version {}: {} stages, {} steps",
-            p.name, p.version, p.stages, p.steps
+            "installed pipeline {} version {}: {}, {}",
+            p.name,
+            p.version,
+            counted(p.stages, "stage"),
+            counted(p.steps, "step")
         )
     } else {
         format!(
