@@ -391,48 +391,19 @@ pub async fn session_counts(
 }
 
 /// How far a stage is, 0..=100: by the bands its steps declare when its jobs
-/// carry any, else the share of its non-RENDER jobs that reached a terminal status.
+/// carry any, else the share of its non-RENDER jobs that reached a terminal
+/// status. One query per step either way: the planner asks on every job event.
 pub async fn stage_percent(
     conn: &mut sqlx::PgConnection,
     session_id: SessionId,
     stage_slug: &str,
     iteration: i32,
 ) -> Result<u32, StoreError> {
-    let banded = banded_steps(conn, session_id, stage_slug, iteration).await?;
-    if !banded.is_empty() {
-        return Ok(dialectic_core::recipe::banded_percent(&banded));
-    }
-    let (done, total): (i64, i64) = sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE status = ANY($4)), count(*)
-         FROM dialectic_generation_jobs
-         WHERE session_id = $1 AND stage_slug = $2 AND iteration_number = $3 AND job_type <> 'RENDER'",
-    )
-    .bind(session_id)
-    .bind(stage_slug)
-    .bind(iteration)
-    .bind(&JobStatus::TERMINAL[..])
-    .fetch_one(&mut *conn)
-    .await?;
-    Ok(if total == 0 {
-        0
-    } else {
-        (done * 100 / total) as u32
-    })
-}
-
-/// Each banded step of a stage with jobs: its band, its done jobs, its jobs.
-async fn banded_steps(
-    conn: &mut sqlx::PgConnection,
-    session_id: SessionId,
-    stage_slug: &str,
-    iteration: i32,
-) -> Result<Vec<(ProgressBand, u64, u64)>, StoreError> {
-    let rows: Vec<(i16, i16, i64, i64)> = sqlx::query_as(
+    let steps: Vec<(Option<i16>, Option<i16>, i64, i64)> = sqlx::query_as(
         "SELECT (payload->'step'->'progress'->>0)::int2, (payload->'step'->'progress'->>1)::int2,
                 count(*) FILTER (WHERE status = ANY($4)), count(*)
          FROM dialectic_generation_jobs
          WHERE session_id = $1 AND stage_slug = $2 AND iteration_number = $3 AND job_type <> 'RENDER'
-           AND jsonb_typeof(payload->'step'->'progress') = 'array'
          GROUP BY payload->'step'->>'step_key', 1, 2",
     )
     .bind(session_id)
@@ -442,16 +413,23 @@ async fn banded_steps(
     .fetch_all(&mut *conn)
     .await?;
     let percent = |v: i16| v.clamp(0, 100) as u8;
-    Ok(rows
-        .into_iter()
-        .map(|(start, end, done, total)| {
-            (
-                ProgressBand(percent(start), percent(end)),
-                done.max(0) as u64,
-                total.max(0) as u64,
-            )
+    let count = |n: i64| n.max(0) as u64;
+    let banded: Vec<(ProgressBand, u64, u64)> = steps
+        .iter()
+        .filter_map(|(start, end, done, total)| {
+            Some((
+                ProgressBand(percent((*start)?), percent((*end)?)),
+                count(*done),
+                count(*total),
+            ))
         })
-        .collect())
+        .collect();
+    if !banded.is_empty() {
+        return Ok(dialectic_core::recipe::banded_percent(&banded));
+    }
+    let done: u64 = steps.iter().map(|s| count(s.2)).sum();
+    let total: u64 = steps.iter().map(|s| count(s.3)).sum();
+    Ok((done * 100).checked_div(total).unwrap_or(0) as u32)
 }
 
 /// The worker's final write for an attempt, in the transaction that records its
