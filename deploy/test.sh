@@ -13,6 +13,8 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/dialectic-target}"
 
 # The Helm chart: lint, render, Kubernetes schema validation, values schema, checkov.
 deploy/chart-check.sh
+# The protos: buf lint, buf breaking against proto/baseline.json (docs/proto.md).
+deploy/proto-check.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked

@@ -153,6 +153,7 @@ async fn entries_reach_later_steps_survive_a_lost_redis_copy_and_clear_on_revisi
             stage_slug: "find".into(),
             impact: "moderate".into(),
             reason: "new facts".into(),
+            impact_level: 0,
         })
         .await
         .expect("revisit");

@@ -206,6 +206,7 @@ async fn the_essay_runs_section_by_section_paragraph_by_paragraph_and_revisits()
             stage_slug: "essay_structuring".into(),
             impact: "major".into(),
             reason: "two sections merge".into(),
+            impact_level: 0,
         })
         .await
         .expect("revisit");

@@ -16,6 +16,7 @@ use dialectic_proto::v1::{
     SaveDocumentEditRequest, StageResponse, StartSessionRequest, SubmitStageResponsesRequest,
     WatchSessionRequest,
 };
+use dialectic_runtime::error_status::{self, StatusExt};
 use prost::Message;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -394,6 +395,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                         stage_slug: "thesis".into(),
                         impact: "major".into(),
                         reason: "hostile".into(),
+                        impact_level: 0,
                     })
                     .await,
             ),
@@ -693,6 +695,15 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
             ));
         } else if got != Code::Ok && message.trim().len() < 10 {
             failures.push(format!("{method} ({what}): no reason given: {message:?}"));
+        } else if let Err(status) = outcome {
+            // Every refusal names its reason in google.rpc.ErrorInfo, even an
+            // oversized message that tonic's decoder refuses before any handler.
+            match status.get_details_error_info() {
+                Some(info) if info.domain == error_status::DOMAIN && !info.reason.is_empty() => {}
+                other => {
+                    failures.push(format!("{method} ({what}): no ErrorInfo reason: {other:?}"))
+                }
+            }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

@@ -93,7 +93,7 @@ async fn the_shipped_pipeline_file_is_the_seeded_pipeline() {
 
     let unknown = pipelines::export(env.store.pool(), "sonnet").await;
     assert!(
-        matches!(unknown, Err(StoreError::NotFound(_))),
+        matches!(unknown, Err(StoreError::NotFound { .. })),
         "{unknown:?}"
     );
     env.teardown().await;

@@ -5,8 +5,8 @@
 
 use dialectic_e2e::{TestEnv, eventually};
 use dialectic_proto::v1::{
-    GetDocumentContentRequest, ListStageDocumentsRequest, RevisitStageRequest,
-    SaveDocumentEditRequest, StageDocument,
+    GetDocumentContentRequest, ListStageDocumentsRequest, RevisitImpact, RevisitStageRequest,
+    SaveDocumentEditRequest, SessionState, StageDocument,
 };
 use std::collections::BTreeMap;
 use tonic::Code;
@@ -58,18 +58,21 @@ async fn a_major_revisit_of_thesis_archives_later_documents_and_reruns_them() {
             stage_slug: "thesis".into(),
             impact: "huge".into(),
             reason: String::new(),
+            impact_level: 0,
         })
         .await
         .expect_err("unknown impact");
     assert_eq!(refused.code(), Code::InvalidArgument);
 
     // Minor: flagged for review, nothing archived, nothing moves.
+    // (typed: impact_level, the string left empty)
     let minor = client
         .revisit_stage(RevisitStageRequest {
             session_id: session_id.clone(),
             stage_slug: "thesis".into(),
-            impact: "minor".into(),
+            impact: String::new(),
             reason: "reworded".into(),
+            impact_level: RevisitImpact::Minor.into(),
         })
         .await
         .expect("minor")
@@ -78,6 +81,7 @@ async fn a_major_revisit_of_thesis_archives_later_documents_and_reruns_them() {
     assert!(minor.archived.is_empty());
     let session = minor.session.expect("session");
     assert_eq!(session.status, "iteration_complete_pending_review");
+    assert_eq!(session.state(), SessionState::Review);
     assert_eq!(
         documents(&mut client, &session_id).await.len(),
         before.len()
@@ -118,6 +122,7 @@ async fn a_major_revisit_of_thesis_archives_later_documents_and_reruns_them() {
             stage_slug: "thesis".into(),
             impact: "major".into(),
             reason: "now a repair café too".into(),
+            impact_level: 0,
         })
         .await
         .expect("major")
@@ -228,6 +233,7 @@ async fn a_moderate_revisit_archives_later_documents_and_waits_for_the_user() {
             stage_slug: "synthesis".into(),
             impact: "moderate".into(),
             reason: "the synthesis dropped the membership fee".into(),
+            impact_level: 0,
         })
         .await
         .expect("moderate")

@@ -4,7 +4,8 @@
 use dialectic_core::paths::{FileKind, PathContext};
 use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually};
 use dialectic_proto::v1::{
-    CreateProjectRequest, StageResponse, StartSessionRequest, SubmitStageResponsesRequest,
+    CreateProjectRequest, SessionEventKind, SessionState, StageResponse, StartSessionRequest,
+    SubmitStageResponsesRequest,
 };
 use std::collections::BTreeMap;
 
@@ -53,13 +54,21 @@ async fn a_session_with_two_models_runs_all_five_stages() {
     let watcher = tokio::spawn(async move {
         use futures::StreamExt;
         let mut transitions = Vec::new();
+        let mut untyped = Vec::new();
         // The stream ends by itself once the session waits for review.
         while let Some(Ok(event)) = events.next().await {
+            // Job events carry no session status, so no state either.
+            let stated = !event.session_status.is_empty();
+            if event.event_kind() == SessionEventKind::Unspecified
+                || (stated && event.state() == SessionState::Unspecified)
+            {
+                untyped.push(event.kind.clone());
+            }
             if event.kind == "stage_completed" {
                 transitions.push(event.session_status);
             }
         }
-        transitions
+        (transitions, untyped)
     });
     // A second watcher joins midway: a catch-up snapshot first, then the rest.
     let late_client = env.gateway().await;
@@ -98,16 +107,21 @@ async fn a_session_with_two_models_runs_all_five_stages() {
         (first, transitions)
     });
     settled(&env, &session_id, "iteration_complete_pending_review").await;
-    let transitions = tokio::time::timeout(std::time::Duration::from_secs(10), watcher)
+    let (transitions, untyped) = tokio::time::timeout(std::time::Duration::from_secs(10), watcher)
         .await
         .expect("the watch ended at review")
         .expect("watcher");
+    assert!(
+        untyped.is_empty(),
+        "events without a typed kind or state: {untyped:?}"
+    );
     let (snapshot, late_transitions) =
         tokio::time::timeout(std::time::Duration::from_secs(10), late)
             .await
             .expect("the late watch ended at review")
             .expect("late watcher");
     assert_eq!(snapshot.kind, "snapshot", "catch-up first: {snapshot:?}");
+    assert_eq!(snapshot.event_kind(), SessionEventKind::Snapshot);
     assert!(
         !snapshot.session_status.ends_with("thesis"),
         "joined after thesis: {snapshot:?}"

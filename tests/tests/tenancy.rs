@@ -14,6 +14,7 @@ use dialectic_proto::v1::{
     RevisitStageRequest, SaveDocumentEditRequest, StartSessionRequest, SubmitStageResponsesRequest,
     WatchSessionRequest,
 };
+use dialectic_runtime::error_status::StatusExt;
 use tonic::Code;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -300,6 +301,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
                     stage_slug: "thesis".into(),
                     impact: "major".into(),
                     reason: String::new(),
+                    impact_level: 0,
                 })
                 .await
                 .map(drop),
@@ -370,6 +372,12 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
     for (name, result) in calls {
         let status = result.expect_err(name);
         assert_eq!(status.code(), Code::NotFound, "{name}: {status:?}");
+        let info = status.get_details_error_info().expect(name);
+        assert_eq!(info.reason, "RESOURCE_NOT_FOUND", "{name}");
+        assert!(
+            info.metadata.contains_key("resource_type"),
+            "{name}: {info:?}"
+        );
     }
     // Nothing of mine changed: still mine, not deleted, not paused.
     let still = client

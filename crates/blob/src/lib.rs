@@ -5,6 +5,7 @@ use aws_credential_types::provider::{ProvideCredentials, future};
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
 use aws_sdk_s3::primitives::ByteStream;
+use dialectic_core::error::{ErrorCode, ErrorContract};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BlobError {
@@ -16,6 +17,34 @@ pub enum BlobError {
         key: String,
         message: String,
     },
+}
+
+impl ErrorContract for BlobError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            BlobError::NotFound(_) => ErrorCode::NotFound,
+            // The S3 adapter cannot tell an outage from a misconfiguration;
+            // UNAVAILABLE lets clients retry the common case, a store that is down.
+            BlobError::S3 { .. } => ErrorCode::Unavailable,
+        }
+    }
+
+    fn reason(&self) -> &'static str {
+        match self {
+            BlobError::NotFound(_) => "RESOURCE_NOT_FOUND",
+            BlobError::S3 { .. } => "OBJECT_STORAGE_UNAVAILABLE",
+        }
+    }
+
+    fn metadata(&self) -> Vec<(&'static str, String)> {
+        match self {
+            BlobError::NotFound(key) => vec![
+                ("resource_type", "object".to_string()),
+                ("resource_name", key.clone()),
+            ],
+            BlobError::S3 { operation, .. } => vec![("operation", operation.to_string())],
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -21,6 +21,7 @@ return #keys
 }
 pub(crate) use delete_tracked;
 
+use dialectic_core::error::{ErrorCode, ErrorContract};
 use futures::StreamExt;
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
@@ -32,6 +33,22 @@ pub enum CacheError {
     Redis(#[from] redis::RedisError),
     #[error("progress event is not valid JSON: {0}")]
     Json(#[from] serde_json::Error),
+}
+
+impl ErrorContract for CacheError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            CacheError::Redis(_) => ErrorCode::Unavailable,
+            CacheError::Json(_) => ErrorCode::Internal,
+        }
+    }
+
+    fn reason(&self) -> &'static str {
+        match self {
+            CacheError::Redis(_) => "CACHE_UNAVAILABLE",
+            CacheError::Json(_) => "CORRUPT_PROGRESS_EVENT",
+        }
+    }
 }
 
 /// One progress event, as published and as kept for catch-up.

@@ -6,6 +6,7 @@ pub mod blackboard;
 pub mod clarify;
 pub mod context;
 pub mod digest;
+pub mod error;
 pub mod fanout;
 pub mod gate;
 pub mod ids;

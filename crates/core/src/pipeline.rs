@@ -158,8 +158,9 @@ impl PipelineFile {
     }
 
     /// Checks the whole file: names, references between stages and steps,
-    /// step cycles, granularities, job and prompt types, input kinds, and
-    /// that every template an output names is defined.
+    /// step cycles, granularities, job and prompt types, input kinds, that
+    /// every template an output names is defined, and that every document
+    /// template parses and renders (`prompt::check_template`).
     pub fn validate(&self) -> Result<(), PipelineErrors> {
         let mut problems = Problems::default();
         if !is_slug(&self.name) {
@@ -265,6 +266,17 @@ fn check_stage(
         .iter()
         .map(|t| t.file_name.as_str())
         .collect();
+    for (index, template) in stage.document_templates.iter().enumerate() {
+        if let Err(e) = crate::prompt::check_template(&template.content) {
+            problems.add(
+                &format!(
+                    "{place}.document_templates[{index}] ({}).content",
+                    template.document_key
+                ),
+                format!("the template does not render: {e}"),
+            );
+        }
+    }
     let keys: BTreeSet<&str> = stage.steps.iter().map(|s| s.key.as_str()).collect();
     for (index, step) in stage.steps.iter().enumerate() {
         let place = format!("{place}.steps[{index}] ({})", step.key);
@@ -638,6 +650,28 @@ content = "# {{title}}\n\n{{content}}\n"
             found.contains(&"stages[1] (draft): a second stage with this slug".to_string()),
             "{found:?}"
         );
+    }
+
+    #[test]
+    fn a_document_template_that_does_not_render_is_refused() {
+        let broken = MINIMAL.replace(
+            r##"content = "# {{title}}\n\n{{content}}\n""##,
+            r##"content = "# {{title}}\n\n{% if model %}{{content}}\n""##,
+        );
+        let found = problems(&broken);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with(
+                "stages[0] (draft).document_templates[0] (note).content: the template does not render: line 3 of the template: "
+            ),
+            "{found:?}"
+        );
+        let jinja = MINIMAL.replace(
+            r##"content = "# {{title}}\n\n{{content}}\n""##,
+            r##"content = "# {{ title }}\n{# by #}{% if model %}_{{ model }}_{% endif %}\n\n{{content}}\n""##,
+        );
+        assert_ne!(jinja, MINIMAL);
+        assert!(problems(&jinja).is_empty(), "{:?}", problems(&jinja));
     }
 
     #[test]

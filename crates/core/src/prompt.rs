@@ -184,12 +184,143 @@ pub fn assemble(
     }
 }
 
-/// Replaces `{{name}}` placeholders; unknown placeholders are left as they are.
-pub fn fill_template(template: &str, vars: &[(&str, &str)]) -> String {
-    let mut out = template.to_string();
-    for (name, value) in vars {
-        out = out.replace(&format!("{{{{{name}}}}}"), value);
+/// A document template minijinja cannot parse or render, with its line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct TemplateError(pub String);
+
+impl From<minijinja::Error> for TemplateError {
+    fn from(e: minijinja::Error) -> Self {
+        let reason = e
+            .detail()
+            .map_or_else(|| e.kind().to_string(), str::to_string);
+        Self(match e.line() {
+            Some(line) => format!("line {line} of the template: {reason}"),
+            None => reason,
+        })
     }
+}
+
+/// The engine document templates run on: the template's text comes out as
+/// written (its trailing newline kept, no block trimming), and nothing is
+/// auto-escaped whatever the template's name.
+fn template_environment<'a>() -> Result<minijinja::Environment<'a>, TemplateError> {
+    let mut env = minijinja::Environment::new();
+    env.set_syntax(
+        minijinja::syntax::SyntaxConfig::builder()
+            .keep_trailing_newline(true)
+            .build()?,
+    );
+    env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
+    env.set_undefined_behavior(minijinja::UndefinedBehavior::Lenient);
+    Ok(env)
+}
+
+/// A variable a template uses that `vars` does not name: false and empty
+/// like an undefined value, but printed as its own placeholder `{{name}}`.
+#[derive(Debug)]
+struct Unknown(String);
+
+impl minijinja::value::Object for Unknown {
+    fn repr(self: &std::sync::Arc<Self>) -> minijinja::value::ObjectRepr {
+        minijinja::value::ObjectRepr::Plain
+    }
+
+    fn enumerate(self: &std::sync::Arc<Self>) -> minijinja::value::Enumerator {
+        minijinja::value::Enumerator::Empty
+    }
+
+    fn is_true(self: &std::sync::Arc<Self>) -> bool {
+        false
+    }
+
+    fn render(self: &std::sync::Arc<Self>, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{{{{{}}}}}", self.0)
+    }
+}
+
+/// Renders `template` with `vars`, each other variable it uses [`Unknown`].
+fn render_template(template: &str, vars: &[(&str, &str)]) -> Result<String, TemplateError> {
+    let env = template_environment()?;
+    let compiled = env.template_from_str(template)?;
+    let mut context: BTreeMap<String, minijinja::Value> = compiled
+        .undeclared_variables(false)
+        .into_iter()
+        .map(|name| {
+            let unknown = minijinja::Value::from_object(Unknown(name.clone()));
+            (name, unknown)
+        })
+        .collect();
+    for (name, value) in vars {
+        context.insert((*name).to_string(), minijinja::Value::from(*value));
+    }
+    Ok(compiled.render(minijinja::Value::from(context))?)
+}
+
+/// Checks a document template as a pipeline file is installed: it must parse
+/// and render (every variable bound to an empty string), so an unknown
+/// filter or tag is found there, not when a document renders.
+pub fn check_template(template: &str) -> Result<(), TemplateError> {
+    let env = template_environment()?;
+    let compiled = env.template_from_str(template)?;
+    let context: BTreeMap<String, minijinja::Value> = compiled
+        .undeclared_variables(false)
+        .into_iter()
+        .map(|name| (name, minijinja::Value::from("")))
+        .collect();
+    compiled.render(minijinja::Value::from(context))?;
+    Ok(())
+}
+
+/// Fills a document template (`pipelines/*.toml` `document_templates`) with
+/// minijinja: `{{name}}` (or `{{ name }}`) is the value of `name` in `vars`,
+/// and Jinja syntax (`{% if model %}…{% endif %}`, `{# note #}`) works in the
+/// template's text. What comes out is the template's text as written around
+/// the values: its trailing newline kept, no auto-escaping (`<` and `&` stay).
+///
+/// - A value is inserted as text and never read as a template, so `{{`, `{%`
+///   or `{#` in a model's reply stay as written. (The string replacement this
+///   replaced substituted one name after another over the whole text, so a
+///   reply containing `{{stage}}` had it replaced too; that no longer happens.)
+/// - A name `vars` does not hold prints as its own placeholder, `{{name}}`,
+///   as the string replacement left it (no shipped template uses one; a typo
+///   in an installed template stays visible in the document instead of
+///   vanishing); in `{% if %}` or `{% for %}` it is false and empty, like any
+///   undefined value. The renderer passes `title`, `content`, `model` and
+///   `stage`.
+/// - A template minijinja cannot parse or render is filled the way it was
+///   before the move to minijinja: each exact `{{name}}` of `vars` replaced,
+///   all else as written. Pipeline files are checked with [`check_template`]
+///   when installed, so only a template stored before that check can get here.
+pub fn fill_template(template: &str, vars: &[(&str, &str)]) -> String {
+    render_template(template, vars).unwrap_or_else(|_| fill_literally(template, vars))
+}
+
+/// One pass over `template`, replacing each exact `{{name}}` of `vars`; the
+/// inserted values are not scanned again.
+fn fill_literally(template: &str, vars: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let inner = &rest[start + 2..];
+        let known = vars.iter().find(|(name, _)| {
+            inner
+                .strip_prefix(name)
+                .is_some_and(|after| after.starts_with("}}"))
+        });
+        match known {
+            Some((name, value)) => {
+                out.push_str(value);
+                rest = &inner[name.len() + 2..];
+            }
+            None => {
+                out.push('{');
+                rest = &rest[start + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
     out
 }
 
@@ -253,5 +384,77 @@ mod tests {
             "# T\nC {{x}}"
         );
         assert_eq!(title_from_key("business_case"), "Business Case");
+    }
+
+    const VARS: [(&str, &str); 2] = [("title", "T"), ("content", "C")];
+
+    #[test]
+    fn templates_keep_their_text_and_newlines_and_escape_nothing() {
+        assert_eq!(
+            fill_template("# {{title}}\n\n{{content}}\n", &VARS),
+            "# T\n\nC\n"
+        );
+        assert_eq!(fill_template("{{content}}\n\n\n", &VARS), "C\n\n\n");
+        assert_eq!(fill_template("a\r\n{{title}}\r\n", &VARS), "a\r\nT\r\n");
+        assert_eq!(fill_template("  {{ title }}  \n", &VARS), "  T  \n");
+        assert_eq!(
+            fill_template("{{content}}", &[("content", "<b>&amp;\"'</b>")]),
+            "<b>&amp;\"'</b>"
+        );
+        assert_eq!(fill_template("", &VARS), "");
+    }
+
+    #[test]
+    fn values_are_text_never_template_syntax() {
+        let reply = "{{title}} {{ stage }} {% if x %}y{% endif %} {# z #} {%- raw -%}";
+        assert_eq!(
+            fill_template(
+                "{{content}}|{{stage}}",
+                &[("content", reply), ("stage", "thesis")]
+            ),
+            format!("{reply}|thesis")
+        );
+    }
+
+    #[test]
+    fn unknown_placeholders_stay_as_written() {
+        assert_eq!(
+            fill_template("{{titel}} {{ other }} {{title}}", &VARS),
+            "{{titel}} {{other}} T"
+        );
+        assert_eq!(
+            fill_template(
+                "{% if other %}yes{% else %}no{% endif %}{% for x in other %}{{x}}{% endfor %}{{ other.x }}",
+                &VARS
+            ),
+            "no"
+        );
+    }
+
+    #[test]
+    fn jinja_syntax_works_in_the_template_text() {
+        let template = "{# a note #}# {{title}}{% if model %} ({{model}}){% endif %}\n";
+        assert_eq!(fill_template(template, &VARS), "# T\n");
+        assert_eq!(
+            fill_template(template, &[("title", "T"), ("model", "m")]),
+            "# T (m)\n"
+        );
+    }
+
+    #[test]
+    fn a_template_that_does_not_parse_fills_as_before() {
+        let broken = "{{{title}}} {% nope {{content}} {# {{x}}\n";
+        assert!(check_template(broken).is_err());
+        assert_eq!(fill_template(broken, &VARS), "{T} {% nope C {# {{x}}\n");
+    }
+
+    #[test]
+    fn check_template_names_what_is_wrong_and_where() {
+        assert_eq!(check_template("# {{title}}\n\n{{content}}\n"), Ok(()));
+        assert_eq!(check_template("{% if model %}{{model}}{% endif %}"), Ok(()));
+        let unclosed = check_template("# {{title}}\n\n{% if model %}x\n").expect_err("unclosed");
+        assert!(unclosed.0.starts_with("line "), "{unclosed}");
+        assert!(check_template("{{ title | no_such_filter }}").is_err());
+        assert!(check_template("{% include \"other.md\" %}").is_err());
     }
 }

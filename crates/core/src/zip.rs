@@ -1,113 +1,84 @@
-//! A minimal zip writer for exports: entries are stored (not compressed), so
-//! every document comes out byte for byte, and any unzip tool reads it. Pure:
-//! the caller gathers the bytes and ships the archive. No zip64, so an archive
-//! holds fewer than 65,535 entries and under 4 GiB, which exports never reach;
-//! larger input is refused rather than written corrupt.
+//! The zip archive of an export, written with the `zip` crate. Entries are
+//! stored (not compressed), so every document comes out byte for byte; every
+//! entry carries the same fixed time (1980-01-01 00:00) and attributes, so one
+//! export of the same objects is byte-identical to the next; names are UTF-8
+//! (flagged as such when not ASCII); the archive switches to zip64 by itself
+//! when it holds 65,535 entries or more or grows past 4 GiB, and an entry of
+//! 4 GiB or more gets zip64 sizes. Pure: the caller gathers the bytes and
+//! ships the archive.
+
+use std::io::{Cursor, Write};
+
+use zip::write::SimpleFileOptions;
+use zip::{CompressionMethod, DateTime, System, ZipWriter};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ZipError {
-    #[error("an export holds at most 65535 files")]
-    TooManyEntries,
-    #[error("an export is limited to 4 GiB")]
-    TooLarge,
-    #[error("file name {0:?} is empty, absolute or climbs out of the archive")]
+    #[error("file name {0:?} is empty, absolute, too long or climbs out of the archive")]
     BadName(String),
+    #[error("file name {0:?} appears twice in the export")]
+    DuplicateName(String),
+    #[error("the export archive could not be written: {0}")]
+    Archive(String),
 }
 
-/// CRC-32 (IEEE), as zip requires.
-pub fn crc32(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &byte in data {
-        crc ^= u32::from(byte);
-        for _ in 0..8 {
-            let mask = (crc & 1).wrapping_neg();
-            crc = (crc >> 1) ^ (0xEDB8_8320 & mask);
-        }
-    }
-    !crc
+/// Relative, with no empty or `..` parts (nothing an unzip tool could place
+/// outside the folder it extracts into), and short enough for a zip header.
+fn safe_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('/')
+        && !name.split('/').any(|part| part == ".." || part.is_empty())
+        && name.len() < usize::from(u16::MAX) - 64
 }
 
-/// 1980-01-01 00:00 in DOS format: a fixed date makes one export of the same
-/// objects byte-identical to the next.
-const DOS_TIME: u16 = 0;
-const DOS_DATE: u16 = (1 << 5) | 1;
-/// Bit 11: names are UTF-8.
-const FLAGS: u16 = 0x0800;
+/// The options of every entry: stored, fixed time, plain file attributes of
+/// a fixed host system; zip64 sizes only for an entry that needs them.
+fn options(len: usize) -> SimpleFileOptions {
+    SimpleFileOptions::default()
+        .compression_method(CompressionMethod::Stored)
+        .last_modified_time(DateTime::DEFAULT)
+        .system(System::Unix)
+        .unix_permissions(0o644)
+        .large_file(len as u64 >= u64::from(u32::MAX))
+}
 
 /// Builds a stored zip of `(path, bytes)` entries, in the given order.
 pub fn write<'a>(
     entries: impl IntoIterator<Item = (&'a str, &'a [u8])>,
 ) -> Result<Vec<u8>, ZipError> {
-    let mut out = Vec::new();
-    let mut central = Vec::new();
-    let mut count: u16 = 0;
+    let archive_error = |e: zip::result::ZipError| ZipError::Archive(e.to_string());
+    let mut zip = ZipWriter::new(Cursor::new(Vec::new()));
+    let mut names = std::collections::HashSet::new();
     for (name, data) in entries {
-        if name.is_empty()
-            || name.starts_with('/')
-            || name.split('/').any(|part| part == ".." || part.is_empty())
-        {
+        if !safe_name(name) {
             return Err(ZipError::BadName(name.to_string()));
         }
-        count = count.checked_add(1).ok_or(ZipError::TooManyEntries)?;
-        if count == u16::MAX {
-            return Err(ZipError::TooManyEntries);
+        if !names.insert(name) {
+            return Err(ZipError::DuplicateName(name.to_string()));
         }
-        let size = u32::try_from(data.len()).map_err(|_| ZipError::TooLarge)?;
-        let name_len = u16::try_from(name.len()).map_err(|_| ZipError::BadName(name.into()))?;
-        let offset = u32::try_from(out.len()).map_err(|_| ZipError::TooLarge)?;
-        let crc = crc32(data);
-        // Local file header.
-        out.extend_from_slice(&0x0403_4b50u32.to_le_bytes());
-        for v in [20u16, FLAGS, 0, DOS_TIME, DOS_DATE] {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        for v in [crc, size, size] {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        out.extend_from_slice(&name_len.to_le_bytes());
-        out.extend_from_slice(&0u16.to_le_bytes());
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(data);
-        // Central directory record.
-        central.extend_from_slice(&0x0201_4b50u32.to_le_bytes());
-        for v in [20u16, 20, FLAGS, 0, DOS_TIME, DOS_DATE] {
-            central.extend_from_slice(&v.to_le_bytes());
-        }
-        for v in [crc, size, size] {
-            central.extend_from_slice(&v.to_le_bytes());
-        }
-        for v in [name_len, 0, 0, 0, 0] {
-            central.extend_from_slice(&v.to_le_bytes());
-        }
-        central.extend_from_slice(&0u32.to_le_bytes());
-        central.extend_from_slice(&offset.to_le_bytes());
-        central.extend_from_slice(name.as_bytes());
+        zip.start_file(name, options(data.len()))
+            .map_err(archive_error)?;
+        zip.write_all(data)
+            .map_err(|e| ZipError::Archive(e.to_string()))?;
     }
-    let central_offset = u32::try_from(out.len()).map_err(|_| ZipError::TooLarge)?;
-    let central_size = u32::try_from(central.len()).map_err(|_| ZipError::TooLarge)?;
-    out.extend_from_slice(&central);
-    // End of central directory.
-    out.extend_from_slice(&0x0605_4b50u32.to_le_bytes());
-    for v in [0u16, 0, count, count] {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-    out.extend_from_slice(&central_size.to_le_bytes());
-    out.extend_from_slice(&central_offset.to_le_bytes());
-    out.extend_from_slice(&0u16.to_le_bytes());
-    if u32::try_from(out.len()).is_err() {
-        return Err(ZipError::TooLarge);
-    }
-    Ok(out)
+    Ok(zip.finish().map_err(archive_error)?.into_inner())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read;
 
-    #[test]
-    fn crc32_matches_the_standard_check_value() {
-        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
-        assert_eq!(crc32(b""), 0);
+    fn read_back(archive: &[u8]) -> Vec<(String, Vec<u8>)> {
+        let mut zip = zip::ZipArchive::new(Cursor::new(archive)).expect("a zip");
+        (0..zip.len())
+            .map(|i| {
+                let mut file = zip.by_index(i).expect("entry");
+                let mut bytes = Vec::new();
+                file.read_to_end(&mut bytes).expect("read");
+                (file.name().expect("a UTF-8 name").to_string(), bytes)
+            })
+            .collect()
     }
 
     #[test]
@@ -116,21 +87,41 @@ mod tests {
         let b = write([("p/a.md", b"hello".as_slice()), ("p/b/c.json", b"{}")]).expect("zip");
         assert_eq!(a, b);
         assert_eq!(&a[..4], b"PK\x03\x04");
-        // The stored bytes appear verbatim after the first header and its name.
+        // Stored: the bytes appear verbatim after the first header and its name.
         assert_eq!(&a[30..36], b"p/a.md");
         assert_eq!(&a[36..41], b"hello");
         let eocd = &a[a.len() - 22..];
         assert_eq!(&eocd[..4], b"PK\x05\x06");
         assert_eq!(u16::from_le_bytes([eocd[10], eocd[11]]), 2);
+        let mut zip = zip::ZipArchive::new(Cursor::new(&a)).expect("a zip");
+        let file = zip.by_index(0).expect("entry");
+        assert_eq!(file.compression(), CompressionMethod::Stored);
+        assert_eq!(file.last_modified(), Some(DateTime::DEFAULT));
     }
 
     #[test]
-    fn unsafe_names_are_refused() {
-        for name in ["", "/etc/passwd", "p/../x", "p//x"] {
-            assert!(matches!(
-                write([(name, b"x".as_slice())]),
-                Err(ZipError::BadName(_))
-            ));
+    fn unsafe_and_repeated_names_are_refused() {
+        let long = "x".repeat(70_000);
+        for name in ["", "/etc/passwd", "p/../x", "../x", "p//x", "p/", &long] {
+            assert!(
+                matches!(write([(name, b"x".as_slice())]), Err(ZipError::BadName(_))),
+                "{name:.20}"
+            );
         }
+        assert_eq!(
+            write([("a", b"1".as_slice()), ("a", b"2")]),
+            Err(ZipError::DuplicateName("a".into()))
+        );
+    }
+
+    #[test]
+    fn more_entries_than_a_plain_zip_holds_switch_to_zip64() {
+        let names: Vec<String> = (0..70_000).map(|i| format!("p/{i:05}.md")).collect();
+        let archive = write(names.iter().map(|n| (n.as_str(), b"x".as_slice()))).expect("zip64");
+        // The zip64 end of central directory record is there.
+        assert!(archive.windows(4).any(|w| w == b"PK\x06\x06"));
+        let back = read_back(&archive);
+        assert_eq!(back.len(), 70_000);
+        assert_eq!(back[69_999], ("p/69999.md".to_string(), b"x".to_vec()));
     }
 }

@@ -10,6 +10,8 @@ use async_trait::async_trait;
 use dialectic_core::prompt::{ChatRequest, Role};
 use dialectic_core::tokens::estimate_tokens;
 use futures::StreamExt;
+use std::sync::atomic::AtomicU32;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 /// Which wire format the endpoint speaks.
@@ -387,61 +389,82 @@ impl OpenAiProvider {
 #[async_trait]
 impl ModelProvider for OpenAiProvider {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        use backon::Retryable;
         let body = request_body(self.settings.dialect, request);
-        let mut last = String::new();
-        for attempt in 0..=self.settings.max_retries {
-            match self.attempt(&body).await {
-                Ok(collected) => {
-                    let (input_tokens, output_tokens, usage_estimated) = match collected.usage {
-                        Some((i, o)) => (i, o, false),
-                        None => (
-                            request
-                                .messages
-                                .iter()
-                                .map(|m| estimate_tokens(&m.content))
-                                .sum(),
-                            estimate_tokens(&collected.text),
-                            true,
-                        ),
-                    };
-                    return Ok(ChatResponse {
-                        finish_reason: finish_reason(collected.finish.as_deref()),
-                        input_tokens,
-                        output_tokens,
-                        usage_estimated,
-                        raw: serde_json::Value::Array(collected.raw_events),
-                        text: collected.text,
-                    });
-                }
-                Err(AttemptFailure::Fatal(e)) => return Err(e),
-                Err(AttemptFailure::Retry { message, after }) => {
-                    last = message;
-                    if attempt == self.settings.max_retries {
-                        break;
+        let base = self.settings.retry_base;
+        // retry_base, doubling up to 256 times it, each wait stretched at
+        // random by up to as much again so replicas throttled together do not
+        // come back together.
+        let backoff = backon::ExponentialBuilder::new()
+            .with_min_delay(base)
+            .with_factor(2.0)
+            .with_max_delay(base.saturating_mul(1 << MAX_DOUBLINGS))
+            .with_max_times(self.settings.max_retries as usize)
+            .with_jitter();
+        // Retries so far, shared by `adjust` and `notify` (the future must be Send).
+        let retries = AtomicU32::new(0);
+        let outcome = (|| self.attempt(&body))
+            .retry(backoff)
+            .when(|failure| matches!(failure, AttemptFailure::Retry { .. }))
+            .adjust(|failure, delay| {
+                // None: out of retries. Retry-After is the least wait the
+                // server asked for; this retry's share of jitter comes on top.
+                let delay = delay?;
+                let after = match failure {
+                    AttemptFailure::Retry { after, .. } => *after,
+                    AttemptFailure::Fatal(_) => None,
+                };
+                Some(match after {
+                    Some(after) => {
+                        let unjittered =
+                            base.saturating_mul(1 << retries.load(Relaxed).min(MAX_DOUBLINGS));
+                        after + delay.saturating_sub(unjittered)
                     }
-                    let backoff = self.settings.retry_base.saturating_mul(1 << attempt.min(8));
-                    // Jitter spreads replicas that were throttled together.
-                    let jitter = Duration::from_millis(u64::from(rand_jitter()) % 100);
-                    let wait = after.unwrap_or(backoff) + jitter;
-                    tracing::warn!(attempt, wait_ms = wait.as_millis() as u64, reason = %last, "retrying model call");
-                    tokio::time::sleep(wait).await;
+                    None => delay,
+                })
+            })
+            .notify(|failure, wait| {
+                let attempt = retries.fetch_add(1, Relaxed);
+                if let AttemptFailure::Retry { message, .. } = failure {
+                    tracing::warn!(attempt, wait_ms = wait.as_millis() as u64, reason = %message, "retrying model call");
                 }
+            })
+            .await;
+        let collected = match outcome {
+            Ok(collected) => collected,
+            Err(AttemptFailure::Fatal(e)) => return Err(e),
+            Err(AttemptFailure::Retry { message, .. }) => {
+                return Err(LlmError::Transient(format!(
+                    "gave up after {} attempts: {message}",
+                    self.settings.max_retries + 1
+                )));
             }
-        }
-        Err(LlmError::Transient(format!(
-            "gave up after {} attempts: {last}",
-            self.settings.max_retries + 1
-        )))
+        };
+        let (input_tokens, output_tokens, usage_estimated) = match collected.usage {
+            Some((i, o)) => (i, o, false),
+            None => (
+                request
+                    .messages
+                    .iter()
+                    .map(|m| estimate_tokens(&m.content))
+                    .sum(),
+                estimate_tokens(&collected.text),
+                true,
+            ),
+        };
+        Ok(ChatResponse {
+            finish_reason: finish_reason(collected.finish.as_deref()),
+            input_tokens,
+            output_tokens,
+            usage_estimated,
+            raw: serde_json::Value::Array(collected.raw_events),
+            text: collected.text,
+        })
     }
 }
 
-/// A little randomness without a dependency: the clock's sub-second noise.
-fn rand_jitter() -> u32 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0)
-}
+/// The back-off doubles at most this many times (256 × `retry_base`).
+const MAX_DOUBLINGS: u32 = 8;
 
 #[cfg(test)]
 mod tests {

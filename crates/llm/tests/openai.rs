@@ -121,6 +121,59 @@ async fn throttling_and_server_errors_are_retried_honouring_retry_after() {
 }
 
 #[tokio::test]
+async fn a_retryable_status_is_tried_max_retries_plus_one_times_then_given_up() {
+    let busy = || {
+        http(
+            "503 Service Unavailable",
+            "application/json",
+            "",
+            r#"{"error":"busy"}"#,
+        )
+    };
+    // More replies than the client may ask for: a fourth request would succeed.
+    let server = serve(vec![
+        busy(),
+        busy(),
+        busy(),
+        sse(&[CHUNK_A, CHUNK_B, "[DONE]"]),
+    ])
+    .await;
+    let started = std::time::Instant::now();
+    let error = client(&server.url)
+        .chat(&request())
+        .await
+        .expect_err("gives up after max_retries");
+    assert!(
+        matches!(&error, LlmError::Transient(m) if m.contains("gave up after 3 attempts") && m.contains("503")),
+        "{error}"
+    );
+    assert_eq!(server.requests.lock().expect("lock").len(), 3);
+    // retry_base 10 ms: waits of 10 then 20 ms, each plus up to as much again.
+    assert!(started.elapsed() >= Duration::from_millis(30));
+
+    // A 429 that says the quota is gone will not pass by waiting.
+    let quota = serve(vec![
+        http(
+            "429 Too Many Requests",
+            "application/json",
+            "Retry-After: 0\r\n",
+            r#"{"error":{"code":"insufficient_quota"}}"#,
+        ),
+        sse(&[CHUNK_A, CHUNK_B, "[DONE]"]),
+    ])
+    .await;
+    let error = client(&quota.url)
+        .chat(&request())
+        .await
+        .expect_err("quota exhausted");
+    assert!(
+        matches!(&error, LlmError::Permanent(m) if m.contains("quota exhausted")),
+        "{error}"
+    );
+    assert_eq!(quota.requests.lock().expect("lock").len(), 1);
+}
+
+#[tokio::test]
 async fn requests_that_cannot_succeed_are_not_retried() {
     let server = serve(vec![
         http(

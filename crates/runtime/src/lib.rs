@@ -4,6 +4,7 @@
 
 pub mod blackboard;
 mod consumer;
+pub mod error_status;
 pub mod observe;
 pub mod service_auth;
 pub mod worker;
@@ -135,7 +136,9 @@ pub async fn sleep_or_shutdown(delay: Duration, shutdown: &CancellationToken) ->
     }
 }
 
-/// Calls `attempt` until it succeeds, backing off from 200 ms to 5 s.
+/// Calls `attempt` until it succeeds, backing off exponentially from 200 ms
+/// to 5 s, each wait stretched at random by up to as much again (jitter), so
+/// processes that lost a dependency together do not come back in step.
 /// Returns None when shutdown comes first.
 pub async fn retry_with_backoff<T, E, F, Fut>(
     what: &str,
@@ -147,22 +150,44 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, E>>,
 {
-    let mut delay = Duration::from_millis(200);
-    loop {
-        if shutdown.is_cancelled() {
-            return None;
-        }
-        match attempt().await {
-            Ok(value) => return Some(value),
-            Err(e) => {
-                tracing::warn!(dependency = what, error = %e, retry_in_ms = delay.as_millis() as u64, "not reachable yet");
-                if !sleep_or_shutdown(delay, shutdown).await {
-                    return None;
-                }
-                delay = (delay * 2).min(Duration::from_secs(5));
+    use backon::Retryable;
+    /// Why a try came to nothing: shutdown ends the retries, a failure does not.
+    enum Failure<E> {
+        Shutdown,
+        Failed(E),
+    }
+    let backoff = backon::ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_secs(5))
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times();
+    let try_once = || {
+        let pending = (!shutdown.is_cancelled()).then(&mut attempt);
+        async move {
+            match pending {
+                Some(pending) => pending.await.map_err(Failure::Failed),
+                None => Err(Failure::Shutdown),
             }
         }
-    }
+    };
+    let token = shutdown.clone();
+    try_once
+        .retry(backoff)
+        .sleep(move |delay| {
+            let token = token.clone();
+            async move {
+                sleep_or_shutdown(delay, &token).await;
+            }
+        })
+        .when(|failure| matches!(failure, Failure::Failed(_)))
+        .notify(|failure, delay| {
+            if let Failure::Failed(e) = failure {
+                tracing::warn!(dependency = what, error = %e, retry_in_ms = delay.as_millis() as u64, "not reachable yet");
+            }
+        })
+        .await
+        .ok()
 }
 
 /// The health statuses one service publishes.
@@ -232,9 +257,7 @@ pub async fn start_grpc(
         tonic::transport::Server::builder()
             .layer(observe::GrpcObserveLayer::new(&name))
             .layer(service_auth::ServiceAuthLayer::new(key))
-            .layer(tower::util::MapResponseLayer::new(
-                oversized_request_is_resource_exhausted,
-            ))
+            .layer(tower::util::MapResponseLayer::new(describe_tonic_refusal))
             .add_routes(routes)
             .serve_with_incoming_shutdown(incoming_nodelay(listener), shutdown.cancelled_owned())
             .await?;
@@ -266,6 +289,37 @@ pub(crate) async fn bind(listen: &str) -> Result<(TcpListener, SocketAddr), Runt
     let listener = TcpListener::bind(listen).await.map_err(bind_error)?;
     let addr = listener.local_addr().map_err(bind_error)?;
     Ok((listener, addr))
+}
+
+/// tonic's own refusals (an oversized or undecodable request, an unknown
+/// method) answer before any dialectic code runs, as trailers-only responses
+/// with the status in the headers. They get the ErrorInfo every other error
+/// carries here, so a client can rely on a reason whatever refused it.
+fn describe_tonic_refusal(
+    response: tonic::codegen::http::Response<tonic::body::Body>,
+) -> tonic::codegen::http::Response<tonic::body::Body> {
+    const DETAILS: &str = "grpc-status-details-bin";
+    let mut response = oversized_request_is_resource_exhausted(response);
+    let headers = response.headers_mut();
+    let code = headers
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<i32>().ok())
+        .map(tonic::Code::from)
+        .filter(|code| *code != tonic::Code::Ok);
+    if let Some(code) = code
+        && !headers.contains_key(DETAILS)
+    {
+        let mut described = tonic::codegen::http::HeaderMap::new();
+        if error_status::refusal(code)
+            .add_header(&mut described)
+            .is_ok()
+            && let Some(details) = described.remove(DETAILS)
+        {
+            headers.insert(DETAILS, details);
+        }
+    }
+    response
 }
 
 /// tonic refuses a request above a server's `max_decoding_message_size` with
@@ -584,4 +638,60 @@ pub fn supervise(
         tracing::info!(service, "stopped");
     });
     Running { addr, done }
+}
+
+#[cfg(test)]
+mod retry_tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Instant;
+
+    #[tokio::test]
+    async fn retries_after_growing_waits_until_the_dependency_answers() {
+        let calls = AtomicU32::new(0);
+        let started = Instant::now();
+        let value = retry_with_backoff("test", &CancellationToken::new(), || async {
+            match calls.fetch_add(1, Ordering::SeqCst) {
+                0 | 1 => Err("refused"),
+                n => Ok(n),
+            }
+        })
+        .await;
+        assert_eq!(value, Some(2));
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        // 200 ms then 400 ms, each with up to as much again of jitter.
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(600), "{waited:?}");
+        assert!(waited < Duration::from_millis(2500), "{waited:?}");
+    }
+
+    #[tokio::test]
+    async fn shutdown_ends_the_retries_even_mid_wait() {
+        let shutdown = CancellationToken::new();
+        let calls = AtomicU32::new(0);
+        let cancel = shutdown.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            cancel.cancel();
+        });
+        let started = Instant::now();
+        let value: Option<()> = retry_with_backoff("test", &shutdown, || async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Err("refused")
+        })
+        .await;
+        assert_eq!(value, None);
+        assert!(started.elapsed() < Duration::from_secs(2));
+        let tries = calls.load(Ordering::SeqCst);
+        assert!((1..=2).contains(&tries), "{tries} tries");
+
+        let calls = AtomicU32::new(0);
+        let value: Option<()> = retry_with_backoff("test", &shutdown, || async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Ok::<(), &str>(())
+        })
+        .await;
+        assert_eq!(value, None, "no attempt once shut down");
+        assert_eq!(calls.load(Ordering::SeqCst), 0);
+    }
 }

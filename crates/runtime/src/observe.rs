@@ -66,11 +66,7 @@ async fn answer(mut stream: TcpStream) -> std::io::Result<()> {
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let path = path.split('?').next().unwrap_or("");
     let (status, content_type, body) = match (method, path) {
-        ("GET", "/metrics") => (
-            "200 OK",
-            "text/plain; version=0.0.4; charset=utf-8",
-            metrics::render(),
-        ),
+        ("GET", "/metrics") => ("200 OK", metrics::CONTENT_TYPE, metrics::render()),
         ("GET", _) => ("404 Not Found", "text/plain", "try /metrics\n".to_string()),
         _ => (
             "405 Method Not Allowed",

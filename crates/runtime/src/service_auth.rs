@@ -3,6 +3,8 @@
 //! a valid token from an admitted caller, and the client interceptor that
 //! signs every internal call this service makes.
 
+use crate::error_status::Failure;
+use dialectic_core::error::ErrorCode;
 use dialectic_core::service_auth::{self, HEADER, ServiceName, TokenError};
 use std::future::Future;
 use std::pin::Pin;
@@ -53,15 +55,18 @@ fn check<B>(key: &ServiceKey, request: &mut http::Request<B>) -> Result<(), toni
         .ok_or(TokenError::Missing)
         .and_then(|token| service_auth::verify(&key.0, token, now_unix()))
         .map_err(|e| {
-            tonic::Status::unauthenticated(format!(
-                "{path} is internal: {e}; services share internal.token_secret"
-            ))
+            let message = format!("{path} is internal: {e}; services share internal.token_secret");
+            Failure::new(
+                ErrorCode::Unauthenticated,
+                "SERVICE_TOKEN_REJECTED",
+                message,
+            )
         })?;
     if service_auth::admits(&path, service) != Some(true) {
-        return Err(tonic::Status::permission_denied(format!(
-            "the {} service may not call {path}",
-            service.as_str()
-        )));
+        let message = format!("the {} service may not call {path}", service.as_str());
+        let refused = Failure::new(ErrorCode::PermissionDenied, "SERVICE_NOT_ADMITTED", message)
+            .with("service", service.as_str());
+        return Err(refused.into());
     }
     request.extensions_mut().insert(Caller(service));
     Ok(())
@@ -136,11 +141,10 @@ pub struct InternalInterceptor {
 impl tonic::service::Interceptor for InternalInterceptor {
     fn call(&mut self, request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
         let mut request = crate::observe::TraceInterceptor.call(request)?;
-        let token = self
-            .key
-            .mint(self.me)
-            .parse()
-            .map_err(|_| tonic::Status::internal("a service token is not valid metadata"))?;
+        let token = self.key.mint(self.me).parse().map_err(|_| {
+            let message = "a service token is not valid metadata";
+            tonic::Status::from(Failure::new(ErrorCode::Internal, "INTERNAL", message))
+        })?;
         request.metadata_mut().insert(HEADER, token);
         Ok(request)
     }

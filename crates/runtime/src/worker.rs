@@ -3,8 +3,9 @@
 //! record the outcome only while it still owns the attempt.
 
 use crate::CancellationToken;
+use dialectic_core::error::{ErrorCode, ErrorContract};
 use dialectic_core::ids::JobId;
-use dialectic_core::job::JobType;
+use dialectic_core::job::{INSUFFICIENT_BALANCE, JobType};
 use dialectic_proto::ENVELOPE_VERSION;
 use dialectic_proto::v1::queue::{
     Envelope, JobFailed, JobOutcome, JobStarted, JobSucceeded, envelope::Body, job_outcome,
@@ -169,6 +170,41 @@ impl AttemptError {
         AttemptError::Retryable {
             code,
             message: message.to_string(),
+        }
+    }
+}
+
+/// For the attempts a client waits on (a query's model calls): a short
+/// balance reads as the ledger's own failure, anything else names the job
+/// error code in the metadata.
+impl ErrorContract for AttemptError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            AttemptError::Permanent { .. } => ErrorCode::FailedPrecondition,
+            AttemptError::Retryable { .. } | AttemptError::Lost => ErrorCode::Unavailable,
+            AttemptError::Store(e) => e.code(),
+        }
+    }
+
+    fn reason(&self) -> &'static str {
+        match self {
+            AttemptError::Permanent { code, .. } if *code == INSUFFICIENT_BALANCE => {
+                "INSUFFICIENT_FUNDS"
+            }
+            AttemptError::Permanent { .. } => "ATTEMPT_REFUSED",
+            AttemptError::Retryable { .. } => "ATTEMPT_RETRYABLE",
+            AttemptError::Lost => "LEASE_LOST",
+            AttemptError::Store(e) => e.reason(),
+        }
+    }
+
+    fn metadata(&self) -> Vec<(&'static str, String)> {
+        match self {
+            AttemptError::Permanent { code, .. } | AttemptError::Retryable { code, .. } => {
+                vec![("job_error", code.to_string())]
+            }
+            AttemptError::Lost => Vec::new(),
+            AttemptError::Store(e) => e.metadata(),
         }
     }
 }

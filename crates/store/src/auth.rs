@@ -79,7 +79,7 @@ pub async fn insert_key(
     .execute(pool)
     .await?;
     if inserted.rows_affected() == 0 {
-        return Err(StoreError::NotFound(format!("user {user_id}")));
+        return Err(StoreError::not_found("user", user_id));
     }
     Ok(id)
 }

@@ -121,7 +121,7 @@ pub async fn get(executor: impl sqlx::PgExecutor<'_>, id: JobId) -> Result<JobRo
     .bind(id)
     .fetch_optional(executor)
     .await?
-    .ok_or_else(|| StoreError::NotFound(format!("job {id}")))
+    .ok_or_else(|| StoreError::not_found("job", id))
 }
 
 pub async fn lock(tx: &mut Tx<'_>, id: JobId) -> Result<JobRow, StoreError> {
@@ -131,7 +131,7 @@ pub async fn lock(tx: &mut Tx<'_>, id: JobId) -> Result<JobRow, StoreError> {
     .bind(id)
     .fetch_optional(&mut **tx)
     .await?
-    .ok_or_else(|| StoreError::NotFound(format!("job {id}")))
+    .ok_or_else(|| StoreError::not_found("job", id))
 }
 
 /// Writes a status the planner decided; `error` and `results` are kept when None.

@@ -6,6 +6,7 @@
 
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
+use dialectic_core::error::{ErrorCode, ErrorContract};
 use dialectic_core::ids::{JobId, SessionId, UserId};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -30,6 +31,68 @@ pub enum LedgerError {
     EmptyKey,
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// One mapping wherever a ledger error reaches a client (the wallet, the
+/// gateway's credit path): a short balance is a precondition, not a bug.
+impl ErrorContract for LedgerError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            LedgerError::UnknownWallet(_) | LedgerError::UnknownHold(_) => ErrorCode::NotFound,
+            LedgerError::NonPositiveAmount(_)
+            | LedgerError::EmptyKey
+            | LedgerError::CaptureExceedsHold { .. } => ErrorCode::InvalidArgument,
+            LedgerError::InsufficientFunds { .. } | LedgerError::HoldClosed(_) => {
+                ErrorCode::FailedPrecondition
+            }
+            LedgerError::KeyReuse(_) => ErrorCode::AlreadyExists,
+            LedgerError::Store(e) => e.code(),
+        }
+    }
+
+    fn reason(&self) -> &'static str {
+        match self {
+            LedgerError::UnknownWallet(_) => "WALLET_NOT_FOUND",
+            LedgerError::UnknownHold(_) => "HOLD_NOT_FOUND",
+            LedgerError::NonPositiveAmount(_) => "NON_POSITIVE_AMOUNT",
+            LedgerError::InsufficientFunds { .. } => "INSUFFICIENT_FUNDS",
+            LedgerError::CaptureExceedsHold { .. } => "CAPTURE_EXCEEDS_HOLD",
+            LedgerError::HoldClosed(_) => "HOLD_CLOSED",
+            LedgerError::KeyReuse(_) => "IDEMPOTENCY_KEY_REUSED",
+            LedgerError::EmptyKey => "IDEMPOTENCY_KEY_EMPTY",
+            LedgerError::Store(e) => e.reason(),
+        }
+    }
+
+    fn metadata(&self) -> Vec<(&'static str, String)> {
+        match self {
+            LedgerError::UnknownWallet(id) => vec![("wallet_id", id.to_string())],
+            LedgerError::UnknownHold(id) | LedgerError::HoldClosed(id) => {
+                vec![("hold_id", id.to_string())]
+            }
+            LedgerError::InsufficientFunds {
+                requested,
+                available,
+            } => vec![
+                ("requested", requested.to_string()),
+                ("available", available.to_string()),
+            ],
+            LedgerError::CaptureExceedsHold { requested, held } => vec![
+                ("requested", requested.to_string()),
+                ("held", held.to_string()),
+            ],
+            LedgerError::Store(e) => e.metadata(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn field(&self) -> Option<&str> {
+        match self {
+            LedgerError::NonPositiveAmount(_) => Some("amount"),
+            LedgerError::EmptyKey => Some("idempotency_key"),
+            _ => None,
+        }
+    }
 }
 
 impl From<sqlx::Error> for LedgerError {

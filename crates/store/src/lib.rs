@@ -25,6 +25,7 @@ pub mod skips;
 pub mod stats;
 pub mod traces;
 
+use dialectic_core::error::{ErrorCode, ErrorContract};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
 use std::str::FromStr;
@@ -41,8 +42,11 @@ pub enum StoreError {
     Database(#[from] sqlx::Error),
     #[error("migration: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
-    #[error("{0} not found")]
-    NotFound(String),
+    #[error("{resource} {name} not found")]
+    NotFound {
+        resource: &'static str,
+        name: String,
+    },
     #[error("invalid stored data: {0}")]
     Corrupt(String),
     #[error("{0}")]
@@ -50,6 +54,14 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// `resource` is what kind of thing was looked for ("session"), `name` which one.
+    pub fn not_found(resource: &'static str, name: impl std::fmt::Display) -> Self {
+        StoreError::NotFound {
+            resource,
+            name: name.to_string(),
+        }
+    }
+
     /// Worth retrying: the database is unreachable or the transaction lost a race.
     pub fn is_transient(&self) -> bool {
         match self {
@@ -65,6 +77,39 @@ impl StoreError {
                 _ => false,
             },
             _ => false,
+        }
+    }
+}
+
+impl ErrorContract for StoreError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            StoreError::NotFound { .. } => ErrorCode::NotFound,
+            StoreError::Invalid(_) => ErrorCode::InvalidArgument,
+            e if e.is_transient() => ErrorCode::Unavailable,
+            _ => ErrorCode::Internal,
+        }
+    }
+
+    fn reason(&self) -> &'static str {
+        match self {
+            StoreError::NotFound { .. } => "RESOURCE_NOT_FOUND",
+            StoreError::Invalid(_) => "INVALID_REQUEST",
+            StoreError::Corrupt(_) => "CORRUPT_STORED_DATA",
+            e if e.is_transient() => "DATABASE_UNAVAILABLE",
+            _ => "DATABASE_ERROR",
+        }
+    }
+
+    fn metadata(&self) -> Vec<(&'static str, String)> {
+        match self {
+            StoreError::NotFound { resource, name } => {
+                vec![
+                    ("resource_type", resource.to_string()),
+                    ("resource_name", name.clone()),
+                ]
+            }
+            _ => Vec::new(),
         }
     }
 }

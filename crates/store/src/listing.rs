@@ -91,7 +91,7 @@ pub async fn delete_project(
     .bind(user_id)
     .fetch_optional(&mut **tx)
     .await?
-    .ok_or_else(|| StoreError::NotFound(format!("project {project_id}")))?;
+    .ok_or_else(|| StoreError::not_found("project", project_id))?;
     // Sessions locked first, so no planner transition of theirs interleaves.
     // (A claim racing this transaction may still start one job; its outputs
     // land under a deleted project and are never read.)

@@ -67,7 +67,7 @@ pub async fn list(pool: &PgPool) -> Result<Vec<PipelineVersion>, StoreError> {
 pub async fn export(pool: &PgPool, name: &str) -> Result<PipelineFile, StoreError> {
     let mut conn = pool.acquire().await?;
     let Some(newest) = newest_version(&mut conn, name).await? else {
-        return Err(StoreError::NotFound(format!("pipeline {name}")));
+        return Err(StoreError::not_found("pipeline", name));
     };
     export_version(&mut conn, newest.id).await
 }

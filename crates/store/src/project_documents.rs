@@ -81,7 +81,7 @@ pub async fn insert(
             let request = d.client_request_id.unwrap_or_default();
             by_request(pool, d.project_id, request)
                 .await?
-                .ok_or_else(|| StoreError::NotFound(format!("upload {request}")))?
+                .ok_or_else(|| StoreError::not_found("upload", request))?
                 .id
         }
     };
@@ -89,7 +89,7 @@ pub async fn insert(
         .await?
         .into_iter()
         .find(|r| r.id == id)
-        .ok_or_else(|| StoreError::NotFound(format!("document {id}")))?;
+        .ok_or_else(|| StoreError::not_found("document", id))?;
     Ok((row, inserted.is_some()))
 }
 

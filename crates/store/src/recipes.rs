@@ -122,9 +122,7 @@ async fn load_recipe(
     stage_slug: &str,
 ) -> Result<Recipe, StoreError> {
     let Some((instance_id, template_id, is_cloned)) = instance else {
-        return Err(StoreError::NotFound(format!(
-            "a recipe for stage {stage_slug}"
-        )));
+        return Err(StoreError::not_found("recipe for stage", stage_slug));
     };
     let (steps, edges): (Vec<StepRecord>, Vec<(Uuid, Uuid)>) = if is_cloned {
         let steps = sqlx::query_as::<_, StepRecord>(

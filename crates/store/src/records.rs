@@ -196,7 +196,7 @@ pub async fn insert_project(
     .await?;
     existing
         .map(|r| (r, false))
-        .ok_or_else(|| StoreError::NotFound(format!("pipeline {:?}", p.pipeline)))
+        .ok_or_else(|| StoreError::not_found("pipeline", format!("{:?}", p.pipeline)))
 }
 
 pub async fn project_for_user(
@@ -211,7 +211,7 @@ pub async fn project_for_user(
     .bind(user_id)
     .fetch_optional(pool)
     .await?
-    .ok_or_else(|| StoreError::NotFound(format!("project {id}")))
+    .ok_or_else(|| StoreError::not_found("project", id))
 }
 
 pub async fn project(tx: &mut Tx<'_>, id: ProjectId) -> Result<ProjectRow, StoreError> {
@@ -221,7 +221,7 @@ pub async fn project(tx: &mut Tx<'_>, id: ProjectId) -> Result<ProjectRow, Store
     .bind(id)
     .fetch_optional(&mut **tx)
     .await?
-    .ok_or_else(|| StoreError::NotFound(format!("project {id}")))
+    .ok_or_else(|| StoreError::not_found("project", id))
 }
 
 const MODEL_COLUMNS: &str =
@@ -258,7 +258,7 @@ pub async fn model_by_identifier(
     .bind(api_identifier)
     .fetch_optional(executor)
     .await?
-    .ok_or_else(|| StoreError::NotFound(format!("model {api_identifier}")))
+    .ok_or_else(|| StoreError::not_found("model", api_identifier))
 }
 
 pub async fn model(
@@ -268,7 +268,7 @@ pub async fn model(
     models_by_id(executor, &[id])
         .await?
         .pop()
-        .ok_or_else(|| StoreError::NotFound(format!("model {id}")))
+        .ok_or_else(|| StoreError::not_found("model", id))
 }
 
 /// The process template (pipeline version) of the session bound as `$1`:
@@ -335,7 +335,7 @@ pub async fn insert_session(
             return Ok((row, false));
         }
     }
-    Err(StoreError::NotFound(format!("project {}", s.project_id)))
+    Err(StoreError::not_found("project", s.project_id))
 }
 
 pub async fn session_for_user(
@@ -351,7 +351,7 @@ pub async fn session_for_user(
     .bind(user_id)
     .fetch_optional(executor)
     .await?
-    .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
+    .ok_or_else(|| StoreError::not_found("session", id))
 }
 
 pub async fn lock_session(tx: &mut Tx<'_>, id: SessionId) -> Result<SessionRow, StoreError> {
@@ -361,7 +361,7 @@ pub async fn lock_session(tx: &mut Tx<'_>, id: SessionId) -> Result<SessionRow, 
     .bind(id)
     .fetch_optional(&mut **tx)
     .await?
-    .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
+    .ok_or_else(|| StoreError::not_found("session", id))
 }
 
 /// The first stage of the session's process (a new iteration starts there).
@@ -374,7 +374,7 @@ pub async fn first_stage(tx: &mut Tx<'_>, session_id: SessionId) -> Result<Strin
     .bind(session_id)
     .fetch_optional(&mut **tx)
     .await?
-    .ok_or_else(|| StoreError::NotFound(format!("session {session_id}")))
+    .ok_or_else(|| StoreError::not_found("session", session_id))
 }
 
 /// Stores a state that core's session machine produced (the planner is its
@@ -402,7 +402,7 @@ pub async fn write_session_state(
     .bind(state.effective().stage())
     .fetch_optional(&mut **tx)
     .await?
-    .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
+    .ok_or_else(|| StoreError::not_found("session", id))
 }
 
 /// Moves the session's iteration counter on by one.
@@ -434,7 +434,7 @@ pub async fn project_of_session(
         .bind(session_id)
         .fetch_optional(&mut **tx)
         .await?
-        .ok_or_else(|| StoreError::NotFound(format!("session {session_id}")))
+        .ok_or_else(|| StoreError::not_found("session", session_id))
 }
 
 /// Up to `limit` sessions, locked, that nothing happened in for `idle_secs`:
@@ -543,7 +543,7 @@ pub async fn stage_in_process(
     .bind(stage_slug)
     .fetch_optional(executor)
     .await?
-    .ok_or_else(|| StoreError::NotFound(format!("stage {stage_slug} in the session's process")))
+    .ok_or_else(|| StoreError::not_found("stage", format!("{stage_slug} in the session's process")))
 }
 
 pub struct NewContribution<'a> {
@@ -585,7 +585,7 @@ pub async fn lock_contribution(tx: &mut Tx<'_>, id: ContributionId) -> Result<bo
         .bind(id)
         .fetch_optional(&mut **tx)
         .await?
-        .ok_or_else(|| StoreError::NotFound(format!("contribution {id}")))
+        .ok_or_else(|| StoreError::not_found("contribution", id))
 }
 
 /// A user's edit becomes the only latest version of its document chain.
@@ -703,7 +703,7 @@ pub async fn contribution(
     .bind(id)
     .fetch_optional(executor)
     .await?
-    .ok_or_else(|| StoreError::NotFound(format!("contribution {id}")))
+    .ok_or_else(|| StoreError::not_found("contribution", id))
 }
 
 /// The contribution a completed job produced (its last successful attempt).
@@ -830,7 +830,7 @@ pub async fn resource_for_user(
     .bind(user_id)
     .fetch_optional(pool)
     .await?
-    .ok_or_else(|| StoreError::NotFound(format!("document {id}")))
+    .ok_or_else(|| StoreError::not_found("document", id))
 }
 
 /// Template text for a stage's document in the session's pipeline version
@@ -854,7 +854,7 @@ pub async fn document_template(
     .fetch_optional(executor)
     .await?
     .ok_or_else(|| {
-        StoreError::NotFound(format!("document template for {stage_slug}/{document_key}"))
+        StoreError::not_found("document template", format!("{stage_slug}/{document_key}"))
     })
 }
 
@@ -866,7 +866,7 @@ pub async fn prompt_text(
         .bind(name)
         .fetch_optional(executor)
         .await?
-        .ok_or_else(|| StoreError::NotFound(format!("system prompt {name}")))
+        .ok_or_else(|| StoreError::not_found("system prompt", name))
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -889,7 +889,10 @@ pub async fn wallet_balance(
     .bind(user_id)
     .fetch_optional(pool)
     .await?
-    .ok_or_else(|| StoreError::NotFound("wallet".into()))
+    .ok_or_else(|| {
+        let name = wallet_id.map_or_else(|| format!("of user {user_id:?}"), |id| id.to_string());
+        StoreError::not_found("wallet", name)
+    })
 }
 
 /// Provenance of context compression: which inputs of a contribution were

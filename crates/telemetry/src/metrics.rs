@@ -1,28 +1,71 @@
-//! Prometheus metrics: a small process-wide registry (counters, gauges and
-//! histograms with labels) rendered in the text exposition format. Hand-rolled
-//! because the services need only these three kinds and the text format; the
-//! whole thing is smaller than the dependency it replaces.
+//! Prometheus metrics: one process-wide `prometheus-client` registry with the
+//! counters, gauges and histograms every service may record, each a family
+//! keyed by its label values, rendered in the Prometheus text format (0.0.4).
+//!
+//! The statics below keep call sites short (`GRPC_REQUESTS.inc(&[..])`): each
+//! names its series as Prometheus exposes them, declares its label names once
+//! and takes label values in that order. A wrong number of values is a bug in
+//! the caller, and is ignored rather than turned into a panic.
 //!
 //! Metrics are process-wide, like Prometheus scrapes them: when `dialecticd`
 //! runs several services in one process they share one `/metrics`, and the
 //! series carry a `service` label where it matters (gRPC).
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::Mutex;
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder, prometheus_text};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::Counter as CounterMetric;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::gauge::Gauge as GaugeMetric;
+use prometheus_client::metrics::histogram::Histogram as HistogramMetric;
+use prometheus_client::registry::Registry;
+use std::collections::BTreeSet;
+use std::sync::atomic::AtomicU64;
+use std::sync::{LazyLock, Mutex, OnceLock};
 
-type Labels = Vec<String>;
+/// `Content-Type` of what [`render`] returns.
+pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 
-fn key(labels: &[&str]) -> Labels {
-    labels.iter().map(|l| (*l).to_string()).collect()
+/// One series' labels: each declared name with its value, in declared order.
+type LabelSet = Vec<(&'static str, String)>;
+
+fn label_set(names: &'static [&'static str], values: &[&str]) -> Option<LabelSet> {
+    (names.len() == values.len()).then(|| {
+        names
+            .iter()
+            .zip(values)
+            .map(|(name, value)| (*name, (*value).to_string()))
+            .collect()
+    })
 }
 
-/// A monotonically increasing count per label set.
+/// A family registered so that its `# HELP` and `# TYPE` lines appear even
+/// before its first series does (a registry leaves out empty families): every
+/// service's `/metrics` declares every metric, whichever it records.
+#[derive(Debug)]
+struct Declared<F>(F);
+
+impl<F: EncodeMetric> EncodeMetric for Declared<F> {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        self.0.metric_type()
+    }
+
+    fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+/// A monotonically increasing count per label set. `name` is the exposed
+/// series name, `_total` included: the registry adds that suffix itself, so
+/// it is registered without it.
 pub struct Counter {
     name: &'static str,
     help: &'static str,
     labels: &'static [&'static str],
-    values: Mutex<BTreeMap<Labels, f64>>,
+    family: OnceLock<Family<LabelSet, CounterMetric<f64, AtomicU64>>>,
 }
 
 impl Counter {
@@ -35,8 +78,12 @@ impl Counter {
             name,
             help,
             labels,
-            values: Mutex::new(BTreeMap::new()),
+            family: OnceLock::new(),
         }
+    }
+
+    fn family(&self) -> &Family<LabelSet, CounterMetric<f64, AtomicU64>> {
+        self.family.get_or_init(Family::default)
     }
 
     pub fn inc(&self, labels: &[&str]) {
@@ -44,29 +91,23 @@ impl Counter {
     }
 
     pub fn add(&self, labels: &[&str], by: f64) {
-        if by < 0.0 || labels.len() != self.labels.len() {
-            return; // a counter never goes down; a wrong label count is a bug, not a panic
+        if by.is_nan() || by < 0.0 {
+            return; // a counter never goes down (and NaN is no count)
         }
-        if let Ok(mut values) = self.values.lock() {
-            *values.entry(key(labels)).or_insert(0.0) += by;
+        if let Some(set) = label_set(self.labels, labels) {
+            self.family().get_or_create(&set).inc_by(by);
         }
     }
 
     pub fn get(&self, labels: &[&str]) -> f64 {
-        self.values
-            .lock()
-            .ok()
-            .and_then(|v| v.get(&key(labels)).copied())
+        label_set(self.labels, labels)
+            .and_then(|set| self.family().get(&set).map(|c| c.get()))
             .unwrap_or(0.0)
     }
 
-    fn render(&self, out: &mut String) {
-        header(out, self.name, self.help, "counter");
-        if let Ok(values) = self.values.lock() {
-            for (labels, value) in values.iter() {
-                sample(out, self.name, "", self.labels, labels, None, *value);
-            }
-        }
+    pub fn register(&self, registry: &mut Registry) {
+        let name = self.name.strip_suffix("_total").unwrap_or(self.name);
+        registry.register(name, self.help, Declared(self.family().clone()));
     }
 }
 
@@ -75,7 +116,10 @@ pub struct Gauge {
     name: &'static str,
     help: &'static str,
     labels: &'static [&'static str],
-    values: Mutex<BTreeMap<Labels, f64>>,
+    family: OnceLock<Family<LabelSet, GaugeMetric<f64, AtomicU64>>>,
+    /// Every label set ever set, so [`Gauge::replace_all`] can zero the ones
+    /// it does not mention (the family cannot be listed).
+    known: Mutex<BTreeSet<LabelSet>>,
 }
 
 impl Gauge {
@@ -88,57 +132,64 @@ impl Gauge {
             name,
             help,
             labels,
-            values: Mutex::new(BTreeMap::new()),
+            family: OnceLock::new(),
+            known: Mutex::new(BTreeSet::new()),
         }
     }
 
+    fn family(&self) -> &Family<LabelSet, GaugeMetric<f64, AtomicU64>> {
+        self.family.get_or_init(Family::default)
+    }
+
     pub fn set(&self, labels: &[&str], value: f64) {
-        if labels.len() != self.labels.len() {
+        let Some(set) = label_set(self.labels, labels) else {
             return;
-        }
-        if let Ok(mut values) = self.values.lock() {
-            values.insert(key(labels), value);
+        };
+        if let Ok(mut known) = self.known.lock() {
+            self.family().get_or_create(&set).set(value);
+            known.insert(set);
         }
     }
 
     /// Replaces every series at once (e.g. counts per status read from the
     /// database), so a status that no longer occurs drops to zero.
     pub fn replace_all(&self, series: &[(Vec<String>, f64)]) {
-        if let Ok(mut values) = self.values.lock() {
-            for value in values.values_mut() {
-                *value = 0.0;
-            }
-            for (labels, value) in series {
-                if labels.len() == self.labels.len() {
-                    values.insert(labels.clone(), *value);
-                }
+        let Ok(mut known) = self.known.lock() else {
+            return;
+        };
+        let mut fresh = BTreeSet::new();
+        for (values, value) in series {
+            let values: Vec<&str> = values.iter().map(String::as_str).collect();
+            if let Some(set) = label_set(self.labels, &values) {
+                self.family().get_or_create(&set).set(*value);
+                fresh.insert(set);
             }
         }
+        for stale in known.difference(&fresh) {
+            self.family().get_or_create(stale).set(0.0);
+        }
+        known.extend(fresh);
     }
 
     pub fn get(&self, labels: &[&str]) -> f64 {
-        self.values
-            .lock()
-            .ok()
-            .and_then(|v| v.get(&key(labels)).copied())
+        label_set(self.labels, labels)
+            .and_then(|set| self.family().get(&set).map(|g| g.get()))
             .unwrap_or(0.0)
     }
 
-    fn render(&self, out: &mut String) {
-        header(out, self.name, self.help, "gauge");
-        if let Ok(values) = self.values.lock() {
-            for (labels, value) in values.iter() {
-                sample(out, self.name, "", self.labels, labels, None, *value);
-            }
-        }
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(self.name, self.help, Declared(self.family().clone()));
     }
 }
 
-#[derive(Clone, Default)]
-struct HistogramData {
-    counts: Vec<u64>,
-    sum: f64,
-    count: u64,
+/// Builds each series' histogram with the metric's buckets.
+#[derive(Clone, Copy)]
+struct Buckets(&'static [f64]);
+
+impl MetricConstructor<HistogramMetric> for Buckets {
+    fn new_metric(&self) -> HistogramMetric {
+        HistogramMetric::new(self.0.iter().copied())
+    }
 }
 
 /// Observations in cumulative buckets per label set.
@@ -147,7 +198,7 @@ pub struct Histogram {
     help: &'static str,
     labels: &'static [&'static str],
     buckets: &'static [f64],
-    values: Mutex<BTreeMap<Labels, HistogramData>>,
+    family: OnceLock<Family<LabelSet, HistogramMetric, Buckets>>,
 }
 
 /// Seconds, from a fast gRPC call to a long model call.
@@ -167,120 +218,27 @@ impl Histogram {
             help,
             labels,
             buckets,
-            values: Mutex::new(BTreeMap::new()),
+            family: OnceLock::new(),
         }
+    }
+
+    fn family(&self) -> &Family<LabelSet, HistogramMetric, Buckets> {
+        self.family
+            .get_or_init(|| Family::new_with_constructor(Buckets(self.buckets)))
     }
 
     pub fn observe(&self, labels: &[&str], value: f64) {
-        if labels.len() != self.labels.len() || !value.is_finite() {
+        if !value.is_finite() {
             return;
         }
-        if let Ok(mut values) = self.values.lock() {
-            let data = values.entry(key(labels)).or_insert_with(|| HistogramData {
-                counts: vec![0; self.buckets.len()],
-                ..Default::default()
-            });
-            for (i, bound) in self.buckets.iter().enumerate() {
-                if value <= *bound {
-                    data.counts[i] += 1;
-                }
-            }
-            data.sum += value;
-            data.count += 1;
+        if let Some(set) = label_set(self.labels, labels) {
+            self.family().get_or_create(&set).observe(value);
         }
     }
 
-    pub fn count(&self, labels: &[&str]) -> u64 {
-        self.values
-            .lock()
-            .ok()
-            .and_then(|v| v.get(&key(labels)).map(|d| d.count))
-            .unwrap_or(0)
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(self.name, self.help, Declared(self.family().clone()));
     }
-
-    fn render(&self, out: &mut String) {
-        header(out, self.name, self.help, "histogram");
-        if let Ok(values) = self.values.lock() {
-            for (labels, data) in values.iter() {
-                for (bound, count) in self.buckets.iter().zip(&data.counts) {
-                    let le = format_value(*bound);
-                    sample(
-                        out,
-                        self.name,
-                        "_bucket",
-                        self.labels,
-                        labels,
-                        Some(&le),
-                        *count as f64,
-                    );
-                }
-                sample(
-                    out,
-                    self.name,
-                    "_bucket",
-                    self.labels,
-                    labels,
-                    Some("+Inf"),
-                    data.count as f64,
-                );
-                sample(out, self.name, "_sum", self.labels, labels, None, data.sum);
-                sample(
-                    out,
-                    self.name,
-                    "_count",
-                    self.labels,
-                    labels,
-                    None,
-                    data.count as f64,
-                );
-            }
-        }
-    }
-}
-
-fn header(out: &mut String, name: &str, help: &str, kind: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-fn escape(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-fn format_value(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{}", v as i64)
-    } else {
-        format!("{v}")
-    }
-}
-
-fn sample(
-    out: &mut String,
-    name: &str,
-    suffix: &str,
-    names: &[&str],
-    values: &[String],
-    le: Option<&str>,
-    value: f64,
-) {
-    let mut pairs: Vec<String> = names
-        .iter()
-        .zip(values)
-        .map(|(n, v)| format!("{n}=\"{}\"", escape(v)))
-        .collect();
-    if let Some(le) = le {
-        pairs.push(format!("le=\"{le}\""));
-    }
-    let labels = if pairs.is_empty() {
-        String::new()
-    } else {
-        format!("{{{}}}", pairs.join(","))
-    };
-    let _ = writeln!(out, "{name}{suffix}{labels} {}", format_value(value));
 }
 
 // ---- The metrics every service may record -------------------------------------
@@ -359,23 +317,40 @@ pub static DOCUMENTS_RENDERED: Counter = Counter::new(
     &["stage"],
 );
 
-/// The whole registry in the Prometheus text format (version 0.0.4).
+static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
+    let mut registry = Registry::default();
+    GRPC_REQUESTS.register(&mut registry);
+    GRPC_DURATION.register(&mut registry);
+    QUEUE_LAG.register(&mut registry);
+    MESSAGES_CONSUMED.register(&mut registry);
+    OUTBOX_PENDING.register(&mut registry);
+    JOBS.register(&mut registry);
+    JOB_DURATION.register(&mut registry);
+    MODEL_CALLS.register(&mut registry);
+    MODEL_TOKENS.register(&mut registry);
+    MODEL_COST.register(&mut registry);
+    WALLET_OPERATIONS.register(&mut registry);
+    WALLET_HELD.register(&mut registry);
+    COMPRESSION_STEPS.register(&mut registry);
+    DOCUMENTS_RENDERED.register(&mut registry);
+    registry
+});
+
+/// The process-wide registry holding every metric above.
+pub fn registry() -> &'static Registry {
+    &REGISTRY
+}
+
+/// The whole registry in the Prometheus text format (version 0.0.4, see
+/// [`CONTENT_TYPE`]).
 pub fn render() -> String {
+    encode(registry())
+}
+
+fn encode(registry: &Registry) -> String {
     let mut out = String::with_capacity(8 * 1024);
-    GRPC_REQUESTS.render(&mut out);
-    GRPC_DURATION.render(&mut out);
-    QUEUE_LAG.render(&mut out);
-    MESSAGES_CONSUMED.render(&mut out);
-    OUTBOX_PENDING.render(&mut out);
-    JOBS.render(&mut out);
-    JOB_DURATION.render(&mut out);
-    MODEL_CALLS.render(&mut out);
-    MODEL_TOKENS.render(&mut out);
-    MODEL_COST.render(&mut out);
-    WALLET_OPERATIONS.render(&mut out);
-    WALLET_HELD.render(&mut out);
-    COMPRESSION_STEPS.render(&mut out);
-    DOCUMENTS_RENDERED.render(&mut out);
+    // Writing to a String cannot fail, nor can encoding these metric types.
+    let _ = prometheus_text::encode(&mut out, registry);
     out
 }
 
@@ -388,21 +363,30 @@ mod tests {
         static C: Counter = Counter::new("t_total", "a counter", &["a"]);
         static H: Histogram = Histogram::new("t_seconds", "a histogram", &["a"], &[0.1, 1.0]);
         static G: Gauge = Gauge::new("t_gauge", "a gauge", &["s"]);
+        static U: Gauge = Gauge::new("t_plain", "an unlabelled gauge", &[]);
         C.inc(&["x\"y"]);
         C.add(&["x\"y"], 2.0);
         C.add(&["x\"y"], -5.0);
+        C.add(&["x\"y"], f64::NAN);
         C.inc(&["too", "many"]);
         H.observe(&["x"], 0.0625);
         H.observe(&["x"], 0.5);
         H.observe(&["x"], 5.0);
+        H.observe(&["x"], f64::INFINITY);
         G.replace_all(&[(vec!["running".into()], 3.0), (vec!["done".into()], 1.0)]);
         G.replace_all(&[(vec!["done".into()], 2.0)]);
-        let mut out = String::new();
-        C.render(&mut out);
-        H.render(&mut out);
-        G.render(&mut out);
+        U.set(&[], 7.0);
+        let mut registry = Registry::default();
+        C.register(&mut registry);
+        H.register(&mut registry);
+        G.register(&mut registry);
+        U.register(&mut registry);
+        let out = encode(&registry);
+        assert!(out.contains("# HELP t_total a counter"), "{out}");
         assert!(out.contains("# TYPE t_total counter\n"), "{out}");
-        assert!(out.contains("t_total{a=\"x\\\"y\"} 3\n"), "{out}");
+        assert!(out.contains("t_total{a=\"x\\\"y\"} 3"), "{out}");
+        assert!(!out.contains("t_total_total"), "{out}");
+        assert!(out.contains("# TYPE t_seconds histogram\n"), "{out}");
         assert!(
             out.contains("t_seconds_bucket{a=\"x\",le=\"0.1\"} 1\n"),
             "{out}"
@@ -417,8 +401,45 @@ mod tests {
         );
         assert!(out.contains("t_seconds_sum{a=\"x\"} 5.5625\n"), "{out}");
         assert!(out.contains("t_seconds_count{a=\"x\"} 3\n"), "{out}");
-        assert!(out.contains("t_gauge{s=\"running\"} 0\n"), "{out}");
-        assert!(out.contains("t_gauge{s=\"done\"} 2\n"), "{out}");
+        assert!(out.contains("# TYPE t_gauge gauge\n"), "{out}");
+        assert!(out.contains("t_gauge{s=\"running\"} 0"), "{out}");
+        assert!(out.contains("t_gauge{s=\"done\"} 2"), "{out}");
+        assert!(out.contains("\nt_plain 7"), "{out}");
+        assert_eq!(C.get(&["x\"y"]), 3.0);
         assert_eq!(C.get(&["too", "many"]), 0.0);
+        assert_eq!(G.get(&["running"]), 0.0);
+    }
+
+    #[test]
+    fn the_registry_exposes_every_metric_under_its_documented_name() {
+        GRPC_REQUESTS.inc(&["svc", "/m", "0"]);
+        let out = render();
+        for (name, kind) in [
+            ("dialectic_grpc_requests_total", "counter"),
+            ("dialectic_grpc_request_duration_seconds", "histogram"),
+            ("dialectic_queue_lag_seconds", "histogram"),
+            ("dialectic_messages_consumed_total", "counter"),
+            ("dialectic_outbox_pending", "gauge"),
+            ("dialectic_jobs", "gauge"),
+            ("dialectic_job_duration_seconds", "histogram"),
+            ("dialectic_model_calls_total", "counter"),
+            ("dialectic_model_tokens_total", "counter"),
+            ("dialectic_model_cost_total", "counter"),
+            ("dialectic_wallet_operations_total", "counter"),
+            ("dialectic_wallet_held", "gauge"),
+            ("dialectic_compression_steps_total", "counter"),
+            ("dialectic_documents_rendered_total", "counter"),
+        ] {
+            assert!(
+                out.contains(&format!("# TYPE {name} {kind}\n")),
+                "{name}: {out}"
+            );
+        }
+        assert!(
+            out.contains(
+                "\ndialectic_grpc_requests_total{service=\"svc\",method=\"/m\",code=\"0\"} 1"
+            ),
+            "{out}"
+        );
     }
 }

@@ -3,6 +3,7 @@
 mod admin;
 mod format;
 mod json;
+mod progress;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Parser, Subcommand};
@@ -217,7 +218,8 @@ enum Command {
         #[arg(long)]
         session: String,
     },
-    /// Print a session's events until it needs the user (or reaches --until).
+    /// Show a session's progress until it needs the user (or reaches --until):
+    /// a bar per stage on a terminal, else one line per event.
     Watch {
         #[arg(long)]
         session: String,
@@ -625,6 +627,7 @@ async fn revisit(
                 stage_slug: stage.clone(),
                 impact: impact.clone(),
                 reason: reason.clone(),
+                impact_level: 0,
             });
             async move { c.revisit_stage(request).await }
         })
@@ -755,11 +758,15 @@ async fn status(gateway: &Gateway, json: bool, session: String) -> Result<()> {
 
 async fn watch(
     gateway: &Gateway,
-    _json: bool,
+    json: bool,
     session: String,
     until: Option<String>,
 ) -> Result<()> {
-    gateway.watch(&session, until.as_deref(), None).await?;
+    let mut view = progress::View::new(json, &session);
+    gateway
+        .watch(&session, until.as_deref(), None, &mut view)
+        .await?;
+    view.finish();
 
     Ok(())
 }
@@ -1295,10 +1302,14 @@ async fn run_session(gateway: &Gateway, json: bool, args: RunArgs) -> Result<()>
         println!("session {} {}", session.id, session.status);
     }
     let deadline = Instant::now() + Duration::from_secs(timeout_secs);
+    let mut view = progress::View::new(json, &session.id);
     gateway
-        .watch(&session.id, Some(&until), Some(deadline))
+        .watch(&session.id, Some(&until), Some(deadline), &mut view)
         .await?;
-    gateway.wait_for_renders(&session.id, deadline).await?;
+    gateway
+        .wait_for_renders(&session.id, deadline, &mut view)
+        .await?;
+    view.finish();
     let documents = gateway.docs(&session.id, "").await?;
     let summary = gateway.session(&session.id).await?;
     if json {
@@ -1448,14 +1459,15 @@ impl Gateway {
             .await?)
     }
 
-    /// Prints events until `format::Stop` says so. A dropped stream is watched
-    /// again (the new snapshot carries the current status); without a deadline
-    /// it gives up after STARTUP_PATIENCE of failed attempts.
+    /// Shows events in `view` until `format::Stop` says so. A dropped stream is
+    /// watched again (the new snapshot carries the current status); without a
+    /// deadline it gives up after STARTUP_PATIENCE of failed attempts.
     async fn watch(
         &self,
         session: &str,
         until: Option<&str>,
         deadline: Option<Instant>,
+        view: &mut progress::View,
     ) -> Result<()> {
         let mut stop = format::Stop::new(until);
         let mut last_ok = Instant::now();
@@ -1469,16 +1481,26 @@ impl Gateway {
                         async move { c.watch_session(request).await }
                     })
                     .await?;
-                while let Some(item) = stream.next().await {
+                // Bars also need the job counts, which no event carries.
+                let mut ticker = tokio::time::interval(progress::TICK);
+                ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    let item = tokio::select! {
+                        item = stream.next() => item,
+                        _ = ticker.tick(), if view.wants_counts() => {
+                            self.read_counts(session, view, false).await;
+                            continue;
+                        }
+                    };
+                    let Some(item) = item else { break };
                     let event = item?;
-                    if self.json {
-                        print_json(&json::event(&event));
-                    } else {
-                        println!("{}", format::event(&event));
-                    }
+                    view.event(&event);
                     match stop.observe(&event.session_status) {
                         format::Verdict::Continue => {}
-                        format::Verdict::Reached => return Ok(true),
+                        format::Verdict::Reached => {
+                            self.read_counts(session, view, true).await;
+                            return Ok(true);
+                        }
                         format::Verdict::Ended(status) => {
                             return Err(anyhow!(
                                 "session ended as {status} before reaching {}",
@@ -1512,17 +1534,42 @@ impl Gateway {
                     }
                 }
             }
-            note("event stream ended; watching again");
+            view.note("event stream ended; watching again");
             tokio::time::sleep(RETRY_DELAY).await;
         }
     }
 
+    /// Reads the job counts `view`'s bars draw, when they are due (or
+    /// `now`): one brief attempt, best effort, so events keep flowing.
+    async fn read_counts(&self, session: &str, view: &mut progress::View, now: bool) {
+        if !view.wants_counts() || !(now || view.counts_due(Instant::now())) {
+            return;
+        }
+        let mut client = self.client.clone();
+        let request = self.request(GetSessionRequest {
+            session_id: session.to_string(),
+        });
+        let read = tokio::time::timeout(Duration::from_secs(2), client.get_session(request)).await;
+        view.counts(
+            read.ok()
+                .and_then(Result::ok)
+                .map(tonic::Response::into_inner),
+        );
+    }
+
     /// RENDER jobs do not gate a stage, so the last documents may still be
     /// rendering when the status moves on: wait until no job is in flight.
-    async fn wait_for_renders(&self, session: &str, deadline: Instant) -> Result<()> {
+    async fn wait_for_renders(
+        &self,
+        session: &str,
+        deadline: Instant,
+        view: &mut progress::View,
+    ) -> Result<()> {
         loop {
             let s = self.session(session).await?;
-            if s.jobs.iter().all(|j| j.in_flight == 0) {
+            let idle = s.jobs.iter().all(|j| j.in_flight == 0);
+            view.counts(Some(s));
+            if idle {
                 return Ok(());
             }
             if Instant::now() >= deadline {

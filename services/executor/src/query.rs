@@ -8,6 +8,7 @@
 use crate::Executor;
 use crate::billing::{self, Hold};
 use crate::provider::Provider;
+use dialectic_core::error::ErrorCode;
 use dialectic_core::ids::{ProjectId, UserId};
 use dialectic_core::prompt::{ChatRequest, Message};
 use dialectic_core::query::{self, Answer, Chunk, Route, Source, SubQuery};
@@ -15,6 +16,7 @@ use dialectic_core::sanitize::parse_model_json;
 use dialectic_core::shape::JsonKind;
 use dialectic_core::tokens::cost;
 use dialectic_proto::v1::executor::{AnswerCitation, AnswerRequest, AnswerResponse};
+use dialectic_runtime::error_status::{self, Failure};
 use dialectic_runtime::worker::AttemptError;
 use dialectic_store::StoreError;
 use dialectic_store::query as sources;
@@ -50,39 +52,25 @@ struct Asking<'a> {
 }
 
 fn status(e: AttemptError) -> Status {
-    match e {
-        AttemptError::Permanent { code, message }
-            if code == dialectic_core::job::INSUFFICIENT_BALANCE =>
-        {
-            Status::failed_precondition(format!("insufficient balance: {message}"))
-        }
-        AttemptError::Permanent { code, message } => {
-            Status::failed_precondition(format!("{code}: {message}"))
-        }
-        AttemptError::Retryable { code, message } => {
-            Status::unavailable(format!("{code}: {message}"))
-        }
-        AttemptError::Store(e) if e.is_transient() => Status::unavailable(format!("database: {e}")),
-        other => Status::internal(other.to_string()),
-    }
+    error_status::status(&e)
+}
+
+/// A model's call or reply that failed a question: worth asking again.
+fn model_failure(reason: &'static str, message: String) -> Status {
+    Failure::new(ErrorCode::Unavailable, reason, message).into()
 }
 
 impl Executor {
     pub(crate) async fn answer(&self, req: AnswerRequest) -> Result<AnswerResponse, Status> {
-        let project = ProjectId::parse(&req.project_id)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let user =
-            UserId::parse(&req.user_id).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let project = ProjectId::parse(&req.project_id).map_err(|e| error_status::status(&e))?;
+        let user = UserId::parse(&req.user_id).map_err(|e| error_status::status(&e))?;
         let identifier = match req.model.trim() {
             "" => self.query_model.as_str(),
             named => named,
         };
         let model = records::model_by_identifier(self.store.pool(), identifier)
             .await
-            .map_err(|e| match e {
-                StoreError::NotFound(what) => Status::not_found(format!("{what} not found")),
-                other => Status::unavailable(format!("database: {other}")),
-            })?;
+            .map_err(|e| error_status::status(&e))?;
         let provider = self.provider(&model).await.map_err(status)?;
         let chunks = self.chunks_of(project).await?;
         let asking = Asking {
@@ -112,7 +100,7 @@ impl Executor {
 
     /// Every chunk of the project's sources: documents (read from S3) and findings.
     async fn chunks_of(&self, project: ProjectId) -> Result<Vec<Chunk>, Status> {
-        let unavailable = |e: StoreError| Status::unavailable(e.to_string());
+        let unavailable = |e: StoreError| error_status::status(&e);
         let mut found = Vec::new();
         for doc in sources::documents(self.store.pool(), project)
             .await
@@ -122,7 +110,7 @@ impl Executor {
                 .blob
                 .get_string(&doc.storage_key)
                 .await
-                .map_err(|e| Status::unavailable(format!("object storage: {e}")))?;
+                .map_err(|e| error_status::status(&e))?;
             let text = if doc.json {
                 parse_model_json(&text)
                     .ok()
@@ -230,7 +218,10 @@ impl Asking<'_> {
                         .release_for(&key, hold, "the model call failed")
                         .await;
                 }
-                return Err(Status::unavailable(format!("the model call failed: {e}")));
+                return Err(model_failure(
+                    "MODEL_CALL_FAILED",
+                    format!("the model call failed: {e}"),
+                ));
             }
         };
         let actual = cost(
@@ -249,8 +240,12 @@ impl Asking<'_> {
             }
             _ => actual,
         };
-        let (reply, _) = parse_model_json(&response.text)
-            .map_err(|e| Status::unavailable(format!("the model's reply is not JSON: {e}")))?;
+        let (reply, _) = parse_model_json(&response.text).map_err(|e| {
+            model_failure(
+                "MODEL_REPLY_NOT_JSON",
+                format!("the model's reply is not JSON: {e}"),
+            )
+        })?;
         Ok((reply, charged))
     }
 

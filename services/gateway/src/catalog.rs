@@ -46,6 +46,7 @@ fn pipeline(v: pipelines::PipelineVersion, current: bool) -> Pipeline {
 pub fn transaction(t: ledger::Transaction) -> WalletTransaction {
     WalletTransaction {
         id: t.id.to_string(),
+        transaction_kind: convert::transaction_kind(&t.kind),
         kind: t.kind,
         amount: t.amount,
         balance_after: t.balance_after,
@@ -60,6 +61,7 @@ pub fn transaction(t: ledger::Transaction) -> WalletTransaction {
 fn entry(e: dialectic_proto::v1::wallet::LedgerEntry) -> WalletTransaction {
     WalletTransaction {
         id: e.id,
+        transaction_kind: convert::transaction_kind(&e.kind),
         kind: e.kind,
         amount: e.amount,
         balance_after: e.balance_after,
@@ -71,7 +73,7 @@ fn entry(e: dialectic_proto::v1::wallet::LedgerEntry) -> WalletTransaction {
 }
 
 fn cursor(token: &str) -> Result<Option<listing::Cursor>, GatewayError> {
-    convert::parse_page_token(token).map_err(GatewayError::InvalidArgument)
+    convert::parse_page_token(token).map_err(|e| GatewayError::bad("page_token", e))
 }
 
 impl Gateway {
@@ -83,7 +85,7 @@ impl Gateway {
         req: CreditWalletRequest,
     ) -> Result<WalletTransaction, GatewayError> {
         if !dialectic_store::auth::is_admin(self.store.pool(), admin).await? {
-            return Err(GatewayError::PermissionDenied(
+            return Err(GatewayError::AdminOnly(
                 "only an administrator credits wallets".into(),
             ));
         }
@@ -126,11 +128,8 @@ impl Gateway {
         resource_id: &str,
     ) -> Result<DocumentChunks, GatewayError> {
         let id = ResourceId::parse(resource_id)?;
-        let resource = records::resource_for_user(self.store.pool(), user, id).await?;
-        let identity = resource.source_contribution_id.ok_or_else(|| {
-            GatewayError::InvalidArgument("this resource is not a rendered document".into())
-        })?;
-        let root = records::contribution(self.store.pool(), identity).await?;
+        let (resource, root) = self.document_root(user, id).await?;
+        let identity = root.id;
         let chain = records::document_chain(
             self.store.pool(),
             root.session_id,
@@ -271,12 +270,12 @@ impl Gateway {
         content: &str,
     ) -> Result<InstallPipelineResponse, GatewayError> {
         if !dialectic_store::auth::is_admin(self.store.pool(), user).await? {
-            return Err(GatewayError::PermissionDenied(
+            return Err(GatewayError::AdminOnly(
                 "pipelines are shared by every user; only an administrator may install one".into(),
             ));
         }
         let file = dialectic_core::pipeline::PipelineFile::parse(content)
-            .map_err(|e| GatewayError::InvalidArgument(e.to_string()))?;
+            .map_err(|e| GatewayError::bad("content", e.to_string()))?;
         let installed = pipelines::install(self.store.pool(), &file).await?;
         let version = pipelines::list(self.store.pool())
             .await?
@@ -314,7 +313,7 @@ impl Gateway {
         req: EditStageRecipeRequest,
     ) -> Result<StageRecipe, GatewayError> {
         if !dialectic_store::auth::is_admin(self.store.pool(), user).await? {
-            return Err(GatewayError::PermissionDenied(
+            return Err(GatewayError::AdminOnly(
                 "recipes are shared by every user; only an administrator may change them".into(),
             ));
         }
@@ -322,10 +321,13 @@ impl Gateway {
         let pool = self.store.pool();
         let edit_error = |e: RecipeEditError| match e {
             RecipeEditError::Store(e) => GatewayError::Store(e),
-            e @ (RecipeEditError::UnknownStage(_) | RecipeEditError::UnknownStepKey { .. }) => {
-                GatewayError::NotFound(e.to_string())
+            RecipeEditError::UnknownStage(stage) => {
+                GatewayError::not_found("recipe for stage", stage)
             }
-            e => GatewayError::InvalidArgument(e.to_string()),
+            RecipeEditError::UnknownStepKey { stage, step_key } => {
+                GatewayError::not_found("recipe step", format!("{step_key} of stage {stage}"))
+            }
+            e => GatewayError::bad("add_edges", e.to_string()),
         };
         for key in &req.skip {
             recipe_edit::set_step_skipped(pool, stage, key, true)
@@ -348,15 +350,14 @@ impl Gateway {
     pub(crate) async fn stage_recipe(&self, stage_slug: &str) -> Result<StageRecipe, GatewayError> {
         let stage_slug = stage_slug.trim();
         if stage_slug.is_empty() {
-            return Err(GatewayError::InvalidArgument(
-                "stage_slug is required (see ListRecipes)".into(),
+            return Err(GatewayError::bad(
+                "stage_slug",
+                "stage_slug is required (see ListRecipes)",
             ));
         }
         let listed = recipes::stage_recipes(self.store.pool()).await?;
         let Some((_, _, is_cloned, _)) = listed.iter().find(|(slug, ..)| slug == stage_slug) else {
-            return Err(GatewayError::NotFound(format!(
-                "recipe for stage {stage_slug}"
-            )));
+            return Err(GatewayError::not_found("recipe for stage", stage_slug));
         };
         let mut conn = self
             .store
@@ -376,6 +377,7 @@ impl Gateway {
                 step_key: step.step_key.clone(),
                 name: step.step_name.clone(),
                 job_type: step.job_type.as_str().to_string(),
+                job_kind: convert::job_kind(step.job_type.as_str()),
                 granularity_strategy: step.granularity.as_str().to_string(),
                 output_type: step.output_type.clone(),
                 skipped: step.is_skipped,
@@ -414,7 +416,7 @@ impl Gateway {
             files.push((path, body));
         }
         let zip = dialectic_core::zip::write(files.iter().map(|(p, b)| (p.as_str(), b.as_slice())))
-            .map_err(|e| GatewayError::FailedPrecondition(e.to_string()))?;
+            .map_err(|e| GatewayError::refused("EXPORT_TOO_LARGE", e.to_string()))?;
         Ok((project, zip))
     }
 

@@ -7,6 +7,7 @@ use dialectic_core::ids::ModelId;
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::session::SessionStatus;
 use dialectic_proto::v1::{BlackboardEntry, SessionPosition};
+use dialectic_proto::v1::{JobType as ApiJobType, SessionEventKind, SessionState, TransactionKind};
 use dialectic_proto::v1::{Model, Project, SessionEvent, StageDocument, StageJobCounts};
 use dialectic_store::gates::LowConfidence;
 use dialectic_store::records::{ModelRow, ProjectRow, ResourceRow};
@@ -160,9 +161,43 @@ pub fn document(row: &ResourceRow, names: &HashMap<ModelId, String>) -> StageDoc
     }
 }
 
+/// The typed twin of a stored lower-case name: `{PREFIX}_{NAME}` in the
+/// enum, UNSPECIFIED for a name the proto does not know (yet).
+fn typed<E: Into<i32>>(prefix: &str, name: &str, lookup: fn(&str) -> Option<E>) -> i32 {
+    lookup(&format!("{prefix}_{}", name.to_ascii_uppercase())).map_or(0, Into::into)
+}
+
+pub fn event_kind(kind: &str) -> i32 {
+    typed("SESSION_EVENT_KIND", kind, SessionEventKind::from_str_name)
+}
+
+pub fn job_kind(job_type: &str) -> i32 {
+    typed("JOB_TYPE", job_type, ApiJobType::from_str_name)
+}
+
+pub fn transaction_kind(kind: &str) -> i32 {
+    typed("TRANSACTION_KIND", kind, TransactionKind::from_str_name)
+}
+
+/// A stored session status as its state; the stage it names is `current_stage`.
+pub fn session_state(status: &str) -> i32 {
+    let state = match SessionStatus::parse(status) {
+        Ok(SessionStatus::Pending(_)) => SessionState::Pending,
+        Ok(SessionStatus::Running(_)) => SessionState::Running,
+        Ok(SessionStatus::IterationCompletePendingReview) => SessionState::Review,
+        Ok(SessionStatus::Paused) => SessionState::Paused,
+        Ok(SessionStatus::Abandoned) => SessionState::Abandoned,
+        Err(_) => SessionState::Unspecified,
+    };
+    state.into()
+}
+
 pub fn event(e: ProgressEvent) -> SessionEvent {
     SessionEvent {
         session_id: e.session_id,
+        event_kind: event_kind(&e.kind),
+        state: session_state(&e.session_status),
+        job_kind: job_kind(&e.job_type),
         kind: e.kind,
         session_status: e.session_status,
         stage_slug: e.stage_slug,
@@ -287,6 +322,57 @@ mod tests {
             ..Default::default()
         });
         assert_eq!((e.kind.as_str(), e.stage_percent), ("job_started", 100));
+        assert_eq!(e.event_kind(), SessionEventKind::JobStarted);
+    }
+
+    /// Every kind the services emit has its enum value: a new kind added to
+    /// the code but not to the proto fails here.
+    #[test]
+    fn every_emitted_event_kind_is_typed() {
+        let emitted = [
+            "snapshot",
+            "session_status",
+            "session_paused",
+            "session_resumed",
+            "session_cancelled",
+            "session_abandoned",
+            "idle_warning",
+            "stage_started",
+            "stage_completed",
+            "stage_failed",
+            "job_started",
+            "job_status",
+            "continuation_queued",
+            "render_completed",
+            "context_compressed",
+            "wallet_insufficient",
+            "document_regeneration_started",
+            "step_skipped",
+            "skip_ignored",
+            "blackboard_entry",
+            "confidence_rerun",
+            "low_confidence",
+            "clarification_requested",
+            "clarification_ignored",
+        ];
+        for kind in emitted {
+            assert_ne!(event_kind(kind), 0, "{kind} has no SessionEventKind");
+        }
+        assert_eq!(event_kind("something_new"), 0);
+        for (stored, typed) in [("plan", ApiJobType::Plan), ("EXECUTE", ApiJobType::Execute)] {
+            assert_eq!(job_kind(stored), i32::from(typed));
+        }
+        for kind in ["credit", "hold", "capture", "release", "debit"] {
+            assert_ne!(transaction_kind(kind), 0, "{kind}");
+        }
+        assert_eq!(
+            session_state("running_thesis"),
+            i32::from(SessionState::Running)
+        );
+        assert_eq!(
+            session_state("iteration_complete_pending_review"),
+            i32::from(SessionState::Review)
+        );
     }
 }
 

@@ -60,15 +60,14 @@ impl Gateway {
             .unwrap_or_default()
             .trim();
         if file_name.is_empty() {
-            return Err(GatewayError::InvalidArgument(
-                "file_name is required".into(),
-            ));
+            return Err(GatewayError::bad("file_name", "file_name is required"));
         }
         let (_, text) = uploaded_text("file", file_name, &req.content, self.max_upload_bytes())?;
         if text.trim().is_empty() {
-            return Err(GatewayError::InvalidArgument(format!(
-                "file {file_name} has no text in it"
-            )));
+            return Err(GatewayError::bad(
+                "content",
+                format!("file {file_name} has no text in it"),
+            ));
         }
         let indexed = self
             .indexer()
@@ -79,10 +78,13 @@ impl Gateway {
             })
             .await
             .map_err(|status| {
-                GatewayError::Unavailable(format!(
-                    "the indexer could not index {file_name}: {}",
-                    status.message()
-                ))
+                GatewayError::unavailable(
+                    "INDEXER_UNAVAILABLE",
+                    format!(
+                        "the indexer could not index {file_name}: {}",
+                        status.message()
+                    ),
+                )
             })?
             .into_inner();
         let id = ResourceId::new();

@@ -1,135 +1,240 @@
 use dialectic_blob::BlobError;
 use dialectic_cache::CacheError;
+use dialectic_core::error::{ErrorCode, ErrorContract};
 use dialectic_core::ids::InvalidId;
+use dialectic_runtime::error_status::{self, passed_on};
 use dialectic_store::StoreError;
+use dialectic_store::ledger::LedgerError;
 use tonic::Status;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
-    #[error("{0}")]
-    InvalidArgument(String),
-    #[error("{0} not found")]
-    NotFound(String),
-    #[error("{0}")]
-    FailedPrecondition(String),
-    #[error("{0}")]
-    Unavailable(String),
+    /// A request field is wrong; `field` names it in the BadRequest detail.
+    #[error("{message}")]
+    BadField {
+        field: &'static str,
+        message: String,
+    },
+    #[error("{resource} {name} not found")]
+    NotFound {
+        resource: &'static str,
+        name: String,
+    },
+    /// The request is well formed but the state it acts on does not take it.
+    #[error("{message}")]
+    Refused {
+        reason: &'static str,
+        message: String,
+    },
+    /// Retry later: a dependency is down or a concurrent request won.
+    #[error("{message}")]
+    Unavailable {
+        reason: &'static str,
+        message: String,
+    },
     #[error("{0}")]
     Unauthenticated(String),
+    /// Only an administrator may do this.
     #[error("{0}")]
-    PermissionDenied(String),
+    AdminOnly(String),
+    #[error(transparent)]
+    Id(#[from] InvalidId),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
     Blob(#[from] BlobError),
     #[error(transparent)]
     Cache(#[from] CacheError),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
     #[error("{0}")]
     Internal(String),
-    #[error(transparent)]
-    Ledger(#[from] dialectic_store::ledger::LedgerError),
-    /// The planner's answer to a command, passed on with its code.
+    /// The planner's answer to a command, passed on with its code and details.
     #[error("{}", .0.message())]
     Planner(#[from] Status),
-    /// The wallet's answer to a credit, passed on with its code.
+    /// The wallet's answer to a credit, passed on with its code and details.
     #[error("{}", .0.message())]
     Wallet(Status),
-    /// An executor's answer to a question, passed on with its code.
+    /// An executor's answer to a question, passed on with its code and details.
     #[error("{}", .0.message())]
     Executor(Status),
 }
 
-impl From<InvalidId> for GatewayError {
-    fn from(e: InvalidId) -> Self {
-        GatewayError::InvalidArgument(e.to_string())
+impl GatewayError {
+    pub fn bad(field: &'static str, message: impl Into<String>) -> Self {
+        GatewayError::BadField {
+            field,
+            message: message.into(),
+        }
+    }
+
+    pub fn not_found(resource: &'static str, name: impl std::fmt::Display) -> Self {
+        GatewayError::NotFound {
+            resource,
+            name: name.to_string(),
+        }
+    }
+
+    pub fn refused(reason: &'static str, message: impl Into<String>) -> Self {
+        GatewayError::Refused {
+            reason,
+            message: message.into(),
+        }
+    }
+
+    pub fn unavailable(reason: &'static str, message: impl Into<String>) -> Self {
+        GatewayError::Unavailable {
+            reason,
+            message: message.into(),
+        }
+    }
+
+    /// The error of a wrapped crate, which describes itself.
+    fn inner(&self) -> Option<&dyn ErrorContract> {
+        match self {
+            GatewayError::Id(e) => Some(e),
+            GatewayError::Store(e) => Some(e),
+            GatewayError::Blob(e) => Some(e),
+            GatewayError::Cache(e) => Some(e),
+            GatewayError::Ledger(e) => Some(e),
+            _ => None,
+        }
     }
 }
 
-/// An internal service's answer: its code, unless the service itself was
-/// out of reach (its connection failed), which is UNAVAILABLE.
-fn passed_on(service: &str, status: Status) -> Status {
-    match status.code() {
-        tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled => {
-            Status::unavailable(format!("{service} unavailable: {}", status.message()))
+impl ErrorContract for GatewayError {
+    fn code(&self) -> ErrorCode {
+        if let Some(inner) = self.inner() {
+            return inner.code();
         }
-        code => Status::new(code, status.message()),
+        match self {
+            GatewayError::BadField { .. } => ErrorCode::InvalidArgument,
+            GatewayError::NotFound { .. } => ErrorCode::NotFound,
+            GatewayError::Refused { .. } => ErrorCode::FailedPrecondition,
+            GatewayError::Unavailable { .. } => ErrorCode::Unavailable,
+            GatewayError::Unauthenticated(_) => ErrorCode::Unauthenticated,
+            GatewayError::AdminOnly(_) => ErrorCode::PermissionDenied,
+            // Upstream answers are passed on whole (see `From`); never described here.
+            _ => ErrorCode::Internal,
+        }
+    }
+
+    fn reason(&self) -> &'static str {
+        if let Some(inner) = self.inner() {
+            return inner.reason();
+        }
+        match self {
+            GatewayError::BadField { .. } => "INVALID_FIELD",
+            GatewayError::NotFound { .. } => "RESOURCE_NOT_FOUND",
+            GatewayError::Refused { reason, .. } | GatewayError::Unavailable { reason, .. } => {
+                reason
+            }
+            GatewayError::Unauthenticated(_) => "API_KEY_REJECTED",
+            GatewayError::AdminOnly(_) => "ADMIN_REQUIRED",
+            _ => "INTERNAL",
+        }
+    }
+
+    fn metadata(&self) -> Vec<(&'static str, String)> {
+        if let Some(inner) = self.inner() {
+            return inner.metadata();
+        }
+        match self {
+            GatewayError::NotFound { resource, name } => vec![
+                ("resource_type", resource.to_string()),
+                ("resource_name", name.clone()),
+            ],
+            _ => Vec::new(),
+        }
+    }
+
+    fn field(&self) -> Option<&str> {
+        if let Some(inner) = self.inner() {
+            return inner.field();
+        }
+        match self {
+            GatewayError::BadField { field, .. } => Some(field),
+            _ => None,
+        }
     }
 }
 
 impl From<GatewayError> for Status {
     fn from(e: GatewayError) -> Self {
-        let status = match e {
-            GatewayError::InvalidArgument(m) => Status::invalid_argument(m),
-            GatewayError::NotFound(what) => Status::not_found(format!("{what} not found")),
-            GatewayError::Unavailable(m) => Status::unavailable(m),
-            GatewayError::Unauthenticated(m) => Status::unauthenticated(m),
-            GatewayError::PermissionDenied(m) => Status::permission_denied(m),
-            GatewayError::FailedPrecondition(m) => Status::failed_precondition(m),
-            GatewayError::Store(StoreError::NotFound(what)) => {
-                Status::not_found(format!("{what} not found"))
-            }
-            GatewayError::Store(StoreError::Invalid(m)) => Status::invalid_argument(m),
-            GatewayError::Store(e) if e.is_transient() => {
-                Status::unavailable(format!("database unavailable: {e}"))
-            }
-            GatewayError::Store(e) => Status::internal(e.to_string()),
-            GatewayError::Blob(BlobError::NotFound(key)) => {
-                Status::not_found(format!("stored object {key} not found"))
-            }
-            // The S3 adapter cannot tell an outage from a misconfiguration;
-            // UNAVAILABLE lets clients retry the common case, a store that is down.
-            GatewayError::Blob(e) => Status::unavailable(format!("object storage: {e}")),
-            GatewayError::Cache(e) => Status::unavailable(format!("progress cache: {e}")),
-            GatewayError::Internal(m) => Status::internal(m),
-            GatewayError::Ledger(dialectic_store::ledger::LedgerError::Store(e)) => {
-                Status::from(GatewayError::Store(e))
-            }
-            GatewayError::Ledger(e) => Status::internal(e.to_string()),
+        match e {
             GatewayError::Planner(status) => passed_on("planner", status),
             GatewayError::Wallet(status) => passed_on("wallet", status),
             GatewayError::Executor(status) => passed_on("executor", status),
-        };
-        match status.code() {
-            tonic::Code::Internal => tracing::error!(message = status.message(), "request failed"),
-            tonic::Code::Unavailable => {
-                tracing::warn!(message = status.message(), "dependency unavailable")
-            }
-            _ => {}
+            e => error_status::status(&e),
         }
-        status
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tonic::Code;
+
+    fn described(e: GatewayError) -> (Code, Option<String>) {
+        let status = Status::from(e);
+        (status.code(), error_status::reason(&status))
+    }
 
     #[test]
-    fn errors_map_to_codes() {
-        let code = |e: GatewayError| Status::from(e).code();
-        assert_eq!(
-            code(GatewayError::InvalidArgument("x".into())),
-            tonic::Code::InvalidArgument
-        );
-        assert_eq!(
-            code(StoreError::NotFound("session 1".into()).into()),
-            tonic::Code::NotFound
-        );
-        assert_eq!(
-            code(StoreError::Corrupt("bad".into()).into()),
-            tonic::Code::Internal
-        );
-        assert_eq!(
-            code(
+    fn errors_map_to_codes_and_reasons() {
+        let cases = [
+            (
+                GatewayError::bad("name", "name is required"),
+                Code::InvalidArgument,
+                "INVALID_FIELD",
+            ),
+            (
+                StoreError::not_found("session", "1").into(),
+                Code::NotFound,
+                "RESOURCE_NOT_FOUND",
+            ),
+            (
+                StoreError::Corrupt("bad".into()).into(),
+                Code::Internal,
+                "CORRUPT_STORED_DATA",
+            ),
+            (
                 dialectic_core::ids::SessionId::parse("nope")
                     .unwrap_err()
-                    .into()
+                    .into(),
+                Code::InvalidArgument,
+                "INVALID_ID",
             ),
-            tonic::Code::InvalidArgument
-        );
-        assert_eq!(
-            code(GatewayError::Unavailable("redis".into())),
-            tonic::Code::Unavailable
-        );
+            (
+                GatewayError::unavailable("CACHE_UNAVAILABLE", "redis"),
+                Code::Unavailable,
+                "CACHE_UNAVAILABLE",
+            ),
+            (
+                LedgerError::InsufficientFunds {
+                    requested: 5,
+                    available: 1,
+                }
+                .into(),
+                Code::FailedPrecondition,
+                "INSUFFICIENT_FUNDS",
+            ),
+            (
+                GatewayError::AdminOnly("no".into()),
+                Code::PermissionDenied,
+                "ADMIN_REQUIRED",
+            ),
+        ];
+        for (error, code, reason) in cases {
+            assert_eq!(described(error), (code, Some(reason.to_string())));
+        }
+    }
+
+    #[test]
+    fn a_bad_field_names_the_field() {
+        use dialectic_runtime::error_status::StatusExt;
+        let status = Status::from(GatewayError::bad("name", "name is required"));
+        let bad = status.get_details_bad_request().expect("BadRequest");
+        assert_eq!(bad.field_violations[0].field, "name");
     }
 }

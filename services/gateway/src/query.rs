@@ -55,12 +55,13 @@ impl Gateway {
         records::project_for_user(self.store.pool(), user, project).await?;
         let text = req.text.trim();
         if text.is_empty() {
-            return Err(GatewayError::InvalidArgument("text: ask a question".into()));
+            return Err(GatewayError::bad("text", "text: ask a question"));
         }
         if text.chars().count() > MAX_QUESTION_CHARS {
-            return Err(GatewayError::InvalidArgument(format!(
-                "text: a question is at most {MAX_QUESTION_CHARS} characters"
-            )));
+            return Err(GatewayError::bad(
+                "text",
+                format!("text: a question is at most {MAX_QUESTION_CHARS} characters"),
+            ));
         }
         let project_key = project.to_string();
         // A retry's answer first, then the question's.

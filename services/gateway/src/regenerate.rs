@@ -18,10 +18,10 @@ use dialectic_store::{jobs, records};
 /// Longest client request id accepted (it is stored and compared, never parsed).
 const MAX_REQUEST_ID: usize = 200;
 
-fn required<'a>(value: &'a str, what: &str) -> Result<&'a str, GatewayError> {
+fn required<'a>(value: &'a str, field: &'static str) -> Result<&'a str, GatewayError> {
     let value = value.trim();
     if value.is_empty() {
-        return Err(GatewayError::InvalidArgument(format!("{what} is required")));
+        return Err(GatewayError::bad(field, format!("{field} is required")));
     }
     Ok(value)
 }
@@ -43,10 +43,13 @@ fn waits_after(
         Some(next) => SessionStatus::Pending(next.to_string()),
         None => SessionStatus::IterationCompletePendingReview,
     };
-    Err(GatewayError::FailedPrecondition(format!(
-        "session is {}; a document of {stage} is regenerated while the session waits for you right after that stage ({when})",
-        session.status
-    )))
+    Err(GatewayError::refused(
+        "SESSION_NOT_AT_REVIEW",
+        format!(
+            "session is {}; a document of {stage} is regenerated while the session waits for you right after that stage ({when})",
+            session.status
+        ),
+    ))
 }
 
 /// The document a call names, to compare with an earlier call's.
@@ -65,13 +68,14 @@ impl Gateway {
     ) -> Result<RegenerateDocumentResponse, GatewayError> {
         let session_id = SessionId::parse(&req.session_id)?;
         let stage = required(&req.stage_slug, "stage_slug")?;
-        let model = required(&req.model, "model (api_identifier or id)")?;
+        let model = required(&req.model, "model")?;
         let document_key = required(&req.document_key, "document_key")?;
         let request_id = Some(req.client_request_id.trim()).filter(|r| !r.is_empty());
         if request_id.is_some_and(|r| r.len() > MAX_REQUEST_ID) {
-            return Err(GatewayError::InvalidArgument(format!(
-                "client_request_id may hold at most {MAX_REQUEST_ID} bytes"
-            )));
+            return Err(GatewayError::bad(
+                "client_request_id",
+                format!("client_request_id may hold at most {MAX_REQUEST_ID} bytes"),
+            ));
         }
         let resource = match req.resource_id.trim() {
             "" => None,
@@ -85,7 +89,7 @@ impl Gateway {
             .iter()
             .copied()
             .find(|id| id.to_string() == model || names.get(id).is_some_and(|n| n == model))
-            .ok_or_else(|| GatewayError::NotFound(format!("model {model} in this session")))?;
+            .ok_or_else(|| GatewayError::not_found("model", format!("{model} in this session")))?;
         let asked = Asked {
             session_id: session.id,
             stage,
@@ -115,21 +119,30 @@ impl Gateway {
         }
         let doc = match documents.len() {
             0 => {
-                return Err(GatewayError::NotFound(format!(
-                    "document {document_key} of model {model} in stage {stage} (iteration {iteration})"
-                )));
+                return Err(GatewayError::not_found(
+                    "document",
+                    format!(
+                        "{document_key} of model {model} in stage {stage} (iteration {iteration})"
+                    ),
+                ));
             }
             1 => documents.remove(0),
             n => {
-                return Err(GatewayError::InvalidArgument(format!(
-                    "model {model} wrote {n} {document_key} documents in {stage}; name one with resource_id (see ListStageDocuments)"
-                )));
+                return Err(GatewayError::bad(
+                    "resource_id",
+                    format!(
+                        "model {model} wrote {n} {document_key} documents in {stage}; name one with resource_id (see ListStageDocuments)"
+                    ),
+                ));
             }
         };
         let not_regenerable = || {
-            GatewayError::FailedPrecondition(format!(
-                "document {document_key} was not written by a recipe step's EXECUTE job, so there is nothing to run again"
-            ))
+            GatewayError::refused(
+                "DOCUMENT_NOT_REGENERABLE",
+                format!(
+                    "document {document_key} was not written by a recipe step's EXECUTE job, so there is nothing to run again"
+                ),
+            )
         };
         let identity = doc.source_contribution_id.ok_or_else(not_regenerable)?;
         let root = records::contribution(pool, identity).await?;
@@ -162,8 +175,9 @@ impl Gateway {
             };
             return match earlier {
                 Some(earlier) => self.earlier_answer(user, earlier, &asked).await,
-                None => Err(GatewayError::Unavailable(
-                    "a concurrent regeneration won; try again".into(),
+                None => Err(GatewayError::unavailable(
+                    "CONCURRENT_REGENERATION",
+                    "a concurrent regeneration won; try again",
                 )),
             };
         }
@@ -192,10 +206,13 @@ impl Gateway {
             || earlier.model_id != Some(asked.model_id)
             || earlier.document_key != asked.document_key
         {
-            return Err(GatewayError::InvalidArgument(format!(
-                "client_request_id {} was used for another regeneration",
-                earlier.client_request_id.unwrap_or_default()
-            )));
+            return Err(GatewayError::bad(
+                "client_request_id",
+                format!(
+                    "client_request_id {} was used for another regeneration",
+                    earlier.client_request_id.unwrap_or_default()
+                ),
+            ));
         }
         let row = records::session_for_user(self.store.pool(), user, session_id).await?;
         Ok(RegenerateDocumentResponse {

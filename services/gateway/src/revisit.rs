@@ -5,7 +5,7 @@ use crate::service::Gateway;
 use dialectic_core::ids::{SessionId, UserId};
 use dialectic_core::revisit::Impact;
 use dialectic_proto::v1::planner::RevisitStageCommand;
-use dialectic_proto::v1::{RevisitStageRequest, RevisitStageResponse};
+use dialectic_proto::v1::{RevisitImpact, RevisitStageRequest, RevisitStageResponse};
 use dialectic_store::records;
 
 impl Gateway {
@@ -15,12 +15,12 @@ impl Gateway {
         req: RevisitStageRequest,
     ) -> Result<RevisitStageResponse, GatewayError> {
         let session_id = SessionId::parse(&req.session_id)?;
-        let impact =
-            Impact::parse(&req.impact).map_err(|e| GatewayError::InvalidArgument(e.to_string()))?;
+        let impact = impact_of(&req)?;
         let stage = req.stage_slug.trim();
         if stage.is_empty() {
-            return Err(GatewayError::InvalidArgument(
-                "stage_slug names the earlier stage that changed".into(),
+            return Err(GatewayError::bad(
+                "stage_slug",
+                "stage_slug names the earlier stage that changed",
             ));
         }
         let session = records::session_for_user(self.store.pool(), user, session_id).await?;
@@ -42,5 +42,21 @@ impl Gateway {
             archived: done.archived,
             revision: done.revision,
         })
+    }
+}
+
+/// The typed `impact_level`, or the older `impact` string when it is unspecified.
+fn impact_of(req: &RevisitStageRequest) -> Result<Impact, GatewayError> {
+    match RevisitImpact::try_from(req.impact_level) {
+        Ok(RevisitImpact::Minor) => Ok(Impact::Minor),
+        Ok(RevisitImpact::Moderate) => Ok(Impact::Moderate),
+        Ok(RevisitImpact::Major) => Ok(Impact::Major),
+        Ok(RevisitImpact::Unspecified) => {
+            Impact::parse(&req.impact).map_err(|e| GatewayError::bad("impact", e.to_string()))
+        }
+        Err(_) => Err(GatewayError::bad(
+            "impact_level",
+            format!("impact_level {} is not a RevisitImpact", req.impact_level),
+        )),
     }
 }

@@ -5,6 +5,7 @@ use crate::error::GatewayError;
 use dialectic_blob::BlobStore;
 use dialectic_cache::{Cache, ProgressEvent};
 use dialectic_core::apikey;
+use dialectic_core::error::ErrorCode;
 use dialectic_core::ids::{ContributionId, ModelId, ProjectId, ResourceId, SessionId, UserId};
 use dialectic_core::job::JobStatus;
 use dialectic_core::paths::{FileKind, PathContext};
@@ -40,6 +41,7 @@ use dialectic_proto::v1::{
 };
 use dialectic_runtime::CancellationToken;
 use dialectic_runtime::blackboard;
+use dialectic_runtime::error_status::Failure;
 use dialectic_runtime::service_auth::InternalChannel;
 use dialectic_store::ledger;
 use dialectic_store::records::{
@@ -55,6 +57,8 @@ use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 use uuid::Uuid;
+
+mod rpc;
 
 /// The session commands that need nothing but the session's id.
 pub(crate) enum Command {
@@ -111,7 +115,7 @@ fn uploaded_prompt(
 /// extension or none, at most `max_bytes`, UTF-8 (a BOM is dropped); gives
 /// its name without the extension and its text.
 pub(crate) fn uploaded_text(
-    field: &str,
+    field: &'static str,
     file_name: &str,
     content: &[u8],
     max_bytes: usize,
@@ -126,22 +130,29 @@ pub(crate) fn uploaded_text(
         _ => (base, String::new()),
     };
     if !extension.is_empty() && !PROMPT_FILE_EXTENSIONS.contains(&extension.as_str()) {
-        return Err(GatewayError::InvalidArgument(format!(
-            "{field} {base}: .{extension} is not text; upload .md, .markdown or .txt"
-        )));
+        return Err(GatewayError::bad(
+            field,
+            format!("{field} {base}: .{extension} is not text; upload .md, .markdown or .txt"),
+        ));
     }
     if content.len() > max_bytes {
-        return Err(GatewayError::InvalidArgument(format!(
-            "{field} is {} bytes; the limit is {max_bytes} bytes",
-            content.len()
-        )));
+        return Err(GatewayError::bad(
+            field,
+            format!(
+                "{field} is {} bytes; the limit is {max_bytes} bytes",
+                content.len()
+            ),
+        ));
     }
     let content = content.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(content);
     let text = std::str::from_utf8(content).map_err(|e| {
-        GatewayError::InvalidArgument(format!(
-            "{field} {base} is not UTF-8 text (invalid byte at offset {})",
-            e.valid_up_to()
-        ))
+        GatewayError::bad(
+            field,
+            format!(
+                "{field} {base} is not UTF-8 text (invalid byte at offset {})",
+                e.valid_up_to()
+            ),
+        )
     })?;
     Ok((stem.to_string(), text.to_string()))
 }
@@ -279,9 +290,9 @@ impl Gateway {
     }
 
     fn cache(&self) -> Result<&Cache, GatewayError> {
-        self.cache
-            .get()
-            .ok_or_else(|| GatewayError::Unavailable("redis is not connected yet".into()))
+        self.cache.get().ok_or_else(|| {
+            GatewayError::unavailable("CACHE_UNAVAILABLE", "redis is not connected yet")
+        })
     }
 
     pub(crate) async fn model_names(
@@ -364,6 +375,7 @@ impl Gateway {
         Ok(Session {
             id: row.id.to_string(),
             project_id: row.project_id.to_string(),
+            state: convert::session_state(&row.status),
             status: row.status,
             iteration: u32::try_from(row.iteration_count).unwrap_or(0),
             current_stage,
@@ -452,8 +464,9 @@ impl Gateway {
         let session_id = SessionId::parse(&req.session_id)?;
         let reviewed = req.stage_slug.trim();
         if reviewed.is_empty() {
-            return Err(GatewayError::InvalidArgument(
-                "stage_slug names the stage whose documents were reviewed".into(),
+            return Err(GatewayError::bad(
+                "stage_slug",
+                "stage_slug names the stage whose documents were reviewed",
             ));
         }
         let row = records::session_for_user(self.store.pool(), user, session_id).await?;
@@ -491,10 +504,7 @@ impl Gateway {
                 let id = ResourceId::parse(&response.resource_id)?;
                 let resource = records::resource_for_user(self.store.pool(), user, id).await?;
                 if resource.session_id != Some(session.id) {
-                    return Err(GatewayError::NotFound(format!(
-                        "document {}",
-                        response.resource_id
-                    )));
+                    return Err(GatewayError::not_found("document", &response.resource_id));
                 }
                 resource.document_key.unwrap_or(resource.file_name)
             } else {
@@ -513,8 +523,9 @@ impl Gateway {
         let uploaded = match &req.prompt_file {
             Some(file) if !file.content.is_empty() || !file.file_name.is_empty() => {
                 if !req.initial_user_prompt.is_empty() {
-                    return Err(GatewayError::InvalidArgument(
-                        "give initial_user_prompt or prompt_file, not both".into(),
+                    return Err(GatewayError::bad(
+                        "prompt_file",
+                        "give initial_user_prompt or prompt_file, not both",
                     ));
                 }
                 Some(uploaded_prompt(
@@ -537,19 +548,23 @@ impl Gateway {
             None => (req.name.trim(), req.initial_user_prompt.as_str()),
         };
         if name.is_empty() {
-            return Err(GatewayError::InvalidArgument("name is required".into()));
+            return Err(GatewayError::bad("name", "name is required"));
         }
         if prompt.trim().is_empty() {
-            return Err(GatewayError::InvalidArgument(
-                "initial_user_prompt (or a prompt_file with text in it) is required".into(),
+            return Err(GatewayError::bad(
+                "initial_user_prompt",
+                "initial_user_prompt (or a prompt_file with text in it) is required",
             ));
         }
         if prompt.len() > self.max_prompt_bytes {
-            return Err(GatewayError::InvalidArgument(format!(
-                "initial_user_prompt is {} bytes; the limit is {} bytes",
-                prompt.len(),
-                self.max_prompt_bytes
-            )));
+            return Err(GatewayError::bad(
+                "initial_user_prompt",
+                format!(
+                    "initial_user_prompt is {} bytes; the limit is {} bytes",
+                    prompt.len(),
+                    self.max_prompt_bytes
+                ),
+            ));
         }
         let id = ProjectId::new();
         tracing::Span::current().record("project_id", tracing::field::display(id));
@@ -612,16 +627,20 @@ impl Gateway {
             .map(|m| (m.id, m.api_identifier))
             .collect();
         if req.models.len() > convert::MAX_MODELS_PER_SESSION {
-            return Err(GatewayError::InvalidArgument(format!(
-                "{} models requested; a session takes at most {}",
-                req.models.len(),
-                convert::MAX_MODELS_PER_SESSION
-            )));
+            return Err(GatewayError::bad(
+                "models",
+                format!(
+                    "{} models requested; a session takes at most {}",
+                    req.models.len(),
+                    convert::MAX_MODELS_PER_SESSION
+                ),
+            ));
         }
         let model_ids = convert::resolve_models(&req.models, &active).map_err(|name| {
-            GatewayError::InvalidArgument(format!(
-                "unknown model {name:?}; see ListModels for the available ones"
-            ))
+            GatewayError::bad(
+                "models",
+                format!("unknown model {name:?}; see ListModels for the available ones"),
+            )
         })?;
         let session_id = SessionId::new();
         let mut tx = self.store.begin().await?;
@@ -668,7 +687,7 @@ impl Gateway {
         let iteration = match req.iteration {
             0 => None,
             n => Some(i32::try_from(n).map_err(|_| {
-                GatewayError::InvalidArgument(format!("iteration {n} is out of range"))
+                GatewayError::bad("iteration", format!("iteration {n} is out of range"))
             })?),
         };
         let stage = optional(&req.stage_slug).map(str::to_string);
@@ -776,6 +795,21 @@ impl Gateway {
         .await
     }
 
+    /// The rendered document `id` names (another user's is NOT_FOUND) and
+    /// its first chunk, whose id is the identity its chunks and edits share.
+    pub(crate) async fn document_root(
+        &self,
+        user: UserId,
+        id: ResourceId,
+    ) -> Result<(records::ResourceRow, records::ContributionRow), GatewayError> {
+        let resource = records::resource_for_user(self.store.pool(), user, id).await?;
+        let identity = resource.source_contribution_id.ok_or_else(|| {
+            GatewayError::bad("resource_id", "this resource is not a rendered document")
+        })?;
+        let root = records::contribution(self.store.pool(), identity).await?;
+        Ok((resource, root))
+    }
+
     /// Seed 000 function 5: a user's edit is a new version of the document's
     /// chain (latest from now on) and gets re-rendered; later stages read it.
     async fn save_document_edit(
@@ -785,18 +819,16 @@ impl Gateway {
     ) -> Result<StageDocument, GatewayError> {
         let id = ResourceId::parse(&req.resource_id)?;
         if req.content.trim().is_empty() {
-            return Err(GatewayError::InvalidArgument("content is empty".into()));
+            return Err(GatewayError::bad("content", "content is empty"));
         }
         if req.content.len() > MAX_EDIT_BYTES {
-            return Err(GatewayError::InvalidArgument(format!(
-                "an edited document may hold at most {MAX_EDIT_BYTES} bytes"
-            )));
+            return Err(GatewayError::bad(
+                "content",
+                format!("an edited document may hold at most {MAX_EDIT_BYTES} bytes"),
+            ));
         }
-        let resource = records::resource_for_user(self.store.pool(), user, id).await?;
-        let identity = resource.source_contribution_id.ok_or_else(|| {
-            GatewayError::InvalidArgument("this resource is not a rendered document".into())
-        })?;
-        let root = records::contribution(self.store.pool(), identity).await?;
+        let (resource, root) = self.document_root(user, id).await?;
+        let identity = root.id;
         let mut context = PathContext::deconstruct(&root.raw_response_storage_path)
             .map_err(|e| GatewayError::Internal(format!("document path: {e}")))?;
         let FileKind::RawChunk { name, .. } = context.file else {
@@ -930,7 +962,12 @@ impl Gateway {
                             }
                             None => {
                                 let _ = tx
-                                    .send(Err(Status::unavailable("progress feed closed; watch again")))
+                                    .send(Err(Failure::new(
+                                        ErrorCode::Unavailable,
+                                        "PROGRESS_FEED_CLOSED",
+                                        "progress feed closed; watch again",
+                                    )
+                                    .into()))
                                     .await;
                                 break;
                             }
@@ -942,510 +979,6 @@ impl Gateway {
             .in_current_span(),
         );
         Ok(ReceiverStream::new(rx))
-    }
-}
-
-macro_rules! span {
-    ($name:literal, $user:expr) => {
-        tracing::info_span!(
-            $name,
-            user_id = %$user,
-            project_id = tracing::field::Empty,
-            session_id = tracing::field::Empty,
-        )
-    };
-}
-
-#[tonic::async_trait]
-impl DialecticService for Gateway {
-    async fn create_project(
-        &self,
-        request: Request<CreateProjectRequest>,
-    ) -> Result<Response<Project>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let span = span!("create_project", user);
-        let project = Gateway::create_project(self, user, request.into_inner())
-            .instrument(span)
-            .await?;
-        Ok(Response::new(project))
-    }
-
-    async fn get_project(
-        &self,
-        request: Request<GetProjectRequest>,
-    ) -> Result<Response<Project>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let req = request.into_inner();
-        let span = span!("get_project", user);
-        span.record("project_id", req.project_id.as_str());
-        async {
-            let id = ProjectId::parse(&req.project_id)?;
-            let row = records::project_for_user(self.store.pool(), user, id).await?;
-            Ok::<_, GatewayError>(Response::new(convert::project(row)))
-        }
-        .instrument(span)
-        .await
-        .map_err(Status::from)
-    }
-
-    async fn start_session(
-        &self,
-        request: Request<StartSessionRequest>,
-    ) -> Result<Response<Session>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let req = request.into_inner();
-        let span = span!("start_session", user);
-        span.record("project_id", req.project_id.as_str());
-        let session = Gateway::start_session(self, user, req)
-            .instrument(span.clone())
-            .await?;
-        self.remember_trace(&session.id, &span).await;
-        Ok(Response::new(session))
-    }
-
-    async fn submit_stage_responses(
-        &self,
-        request: Request<SubmitStageResponsesRequest>,
-    ) -> Result<Response<Session>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let req = request.into_inner();
-        let span = span!("submit_stage_responses", user);
-        span.record("session_id", req.session_id.as_str());
-        self.continue_trace(&req.session_id, &span).await;
-        let session = Gateway::submit_stage_responses(self, user, req)
-            .instrument(span)
-            .await?;
-        Ok(Response::new(session))
-    }
-
-    async fn pause_session(
-        &self,
-        request: Request<PauseSessionRequest>,
-    ) -> Result<Response<Session>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let req = request.into_inner();
-        let span = span!("pause_session", user);
-        span.record("session_id", req.session_id.as_str());
-        self.session_command(user, &req.session_id, Command::Pause)
-            .instrument(span)
-            .await
-            .map(Response::new)
-            .map_err(Status::from)
-    }
-
-    async fn resume_session(
-        &self,
-        request: Request<ResumeSessionRequest>,
-    ) -> Result<Response<Session>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let req = request.into_inner();
-        let span = span!("resume_session", user);
-        span.record("session_id", req.session_id.as_str());
-        self.continue_trace(&req.session_id, &span).await;
-        self.session_command(user, &req.session_id, Command::Resume)
-            .instrument(span)
-            .await
-            .map(Response::new)
-            .map_err(Status::from)
-    }
-
-    async fn get_session(
-        &self,
-        request: Request<GetSessionRequest>,
-    ) -> Result<Response<Session>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let req = request.into_inner();
-        let span = span!("get_session", user);
-        span.record("session_id", req.session_id.as_str());
-        async {
-            let id = SessionId::parse(&req.session_id)?;
-            let row = records::session_for_user(self.store.pool(), user, id).await?;
-            tracing::Span::current().record("project_id", tracing::field::display(row.project_id));
-            self.session_view(row, true).await
-        }
-        .instrument(span)
-        .await
-        .map(Response::new)
-        .map_err(Status::from)
-    }
-
-    async fn get_blackboard(
-        &self,
-        request: Request<GetBlackboardRequest>,
-    ) -> Result<Response<GetBlackboardResponse>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let req = request.into_inner();
-        let span = span!("get_blackboard", user);
-        span.record("session_id", req.session_id.as_str());
-        async {
-            let id = SessionId::parse(&req.session_id)?;
-            records::session_for_user(self.store.pool(), user, id).await?;
-            let wanted = Some(req.entry_type.trim()).filter(|t| !t.is_empty());
-            let entries = blackboard::entries(&self.store, self.cache.get(), id, wanted).await?;
-            Ok::<_, GatewayError>(GetBlackboardResponse {
-                entries: entries.into_iter().map(convert::board_entry).collect(),
-            })
-        }
-        .instrument(span)
-        .await
-        .map(Response::new)
-        .map_err(Status::from)
-    }
-
-    async fn list_stage_documents(
-        &self,
-        request: Request<ListStageDocumentsRequest>,
-    ) -> Result<Response<ListStageDocumentsResponse>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let req = request.into_inner();
-        let span = span!("list_stage_documents", user);
-        span.record("session_id", req.session_id.as_str());
-        let docs = self.list_documents(user, req).instrument(span).await?;
-        Ok(Response::new(docs))
-    }
-
-    async fn get_document_content(
-        &self,
-        request: Request<GetDocumentContentRequest>,
-    ) -> Result<Response<DocumentContent>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let req = request.into_inner();
-        let span = tracing::info_span!("get_document_content", user_id = %user, resource_id = %req.resource_id);
-        let content = self.document_content(user, req).instrument(span).await?;
-        Ok(Response::new(content))
-    }
-
-    async fn save_document_edit(
-        &self,
-        request: Request<SaveDocumentEditRequest>,
-    ) -> Result<Response<StageDocument>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let req = request.into_inner();
-        let span = tracing::info_span!("save_document_edit", user_id = %user, resource_id = %req.resource_id);
-        let document = self.save_document_edit(user, req).instrument(span).await?;
-        Ok(Response::new(document))
-    }
-
-    async fn credit_wallet(
-        &self,
-        request: Request<CreditWalletRequest>,
-    ) -> Result<Response<WalletTransaction>, Status> {
-        let admin = self.caller(request.metadata()).await?;
-        let span = span!("credit_wallet", admin);
-        self.credit_as_admin(admin, request.into_inner())
-            .instrument(span)
-            .await
-            .map(Response::new)
-            .map_err(Status::from)
-    }
-
-    async fn get_wallet(
-        &self,
-        request: Request<GetWalletRequest>,
-    ) -> Result<Response<Wallet>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let history = match request.get_ref().history {
-            0 => 20,
-            n => n.min(200),
-        };
-        let span = span!("get_wallet", user);
-        async {
-            let wallet = records::wallet_balance(self.store.pool(), None, Some(user)).await?;
-            let rows = ledger::transactions(self.store.pool(), wallet.id, i64::from(history), None)
-                .await?;
-            Ok::<_, GatewayError>(Response::new(Wallet {
-                wallet_id: wallet.id.to_string(),
-                total: wallet.balance,
-                held: wallet.held,
-                available: wallet.balance - wallet.held,
-                history: rows.into_iter().map(crate::catalog::transaction).collect(),
-            }))
-        }
-        .instrument(span)
-        .await
-        .map_err(Status::from)
-    }
-
-    async fn list_models(
-        &self,
-        request: Request<ListModelsRequest>,
-    ) -> Result<Response<ListModelsResponse>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let span = span!("list_models", user);
-        async {
-            let rows = records::active_models(self.store.pool()).await?;
-            Ok::<_, GatewayError>(Response::new(ListModelsResponse {
-                models: rows.iter().map(convert::model).collect(),
-            }))
-        }
-        .instrument(span)
-        .await
-        .map_err(Status::from)
-    }
-
-    async fn list_projects(
-        &self,
-        request: Request<ListProjectsRequest>,
-    ) -> Result<Response<ListProjectsResponse>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let span = span!("list_projects", user);
-        let page = Gateway::list_projects(self, user, request.into_inner())
-            .instrument(span)
-            .await?;
-        Ok(Response::new(page))
-    }
-
-    async fn delete_project(
-        &self,
-        request: Request<DeleteProjectRequest>,
-    ) -> Result<Response<DeleteProjectResponse>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let req = request.into_inner();
-        let span = span!("delete_project", user);
-        span.record("project_id", req.project_id.as_str());
-        let done = Gateway::delete_project(self, user, &req.project_id)
-            .instrument(span)
-            .await?;
-        Ok(Response::new(done))
-    }
-
-    async fn list_sessions(
-        &self,
-        request: Request<ListSessionsRequest>,
-    ) -> Result<Response<ListSessionsResponse>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let req = request.into_inner();
-        let span = span!("list_sessions", user);
-        span.record("project_id", req.project_id.as_str());
-        let page = Gateway::list_sessions(self, user, req)
-            .instrument(span)
-            .await?;
-        Ok(Response::new(page))
-    }
-
-    async fn list_wallet_transactions(
-        &self,
-        request: Request<ListWalletTransactionsRequest>,
-    ) -> Result<Response<ListWalletTransactionsResponse>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let span = span!("list_wallet_transactions", user);
-        let page = Gateway::list_wallet_transactions(self, user, request.into_inner())
-            .instrument(span)
-            .await?;
-        Ok(Response::new(page))
-    }
-
-    async fn list_recipes(
-        &self,
-        request: Request<ListRecipesRequest>,
-    ) -> Result<Response<ListRecipesResponse>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let span = span!("list_recipes", user);
-        let recipes = Gateway::list_recipes(self).instrument(span).await?;
-        Ok(Response::new(recipes))
-    }
-
-    async fn add_project_document(
-        &self,
-        request: Request<AddProjectDocumentRequest>,
-    ) -> Result<Response<ProjectDocument>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let req = request.into_inner();
-        let span = span!("add_project_document", user);
-        span.record("project_id", req.project_id.as_str());
-        let document = Gateway::add_project_document(self, user, req)
-            .instrument(span)
-            .await?;
-        Ok(Response::new(document))
-    }
-
-    async fn query(
-        &self,
-        request: Request<QueryRequest>,
-    ) -> Result<Response<QueryResponse>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let req = request.into_inner();
-        // The question stays out of the span: it may be confidential.
-        let span = span!("query", user);
-        span.record("project_id", req.project_id.as_str());
-        let answer = Gateway::query(self, user, req).instrument(span).await?;
-        Ok(Response::new(answer))
-    }
-
-    async fn list_project_documents(
-        &self,
-        request: Request<ListProjectDocumentsRequest>,
-    ) -> Result<Response<ListProjectDocumentsResponse>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let span = span!("list_project_documents", user);
-        let documents = self
-            .list_project_documents(user, &request.get_ref().project_id)
-            .instrument(span)
-            .await?;
-        Ok(Response::new(documents))
-    }
-
-    async fn list_pipelines(
-        &self,
-        request: Request<ListPipelinesRequest>,
-    ) -> Result<Response<ListPipelinesResponse>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let span = span!("list_pipelines", user);
-        let pipelines = Gateway::list_pipelines(self).instrument(span).await?;
-        Ok(Response::new(pipelines))
-    }
-
-    async fn install_pipeline(
-        &self,
-        request: Request<InstallPipelineRequest>,
-    ) -> Result<Response<InstallPipelineResponse>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let span = span!("install_pipeline", user);
-        let installed = Gateway::install_pipeline(self, user, &request.get_ref().content)
-            .instrument(span)
-            .await?;
-        Ok(Response::new(installed))
-    }
-
-    async fn get_stage_recipe(
-        &self,
-        request: Request<GetStageRecipeRequest>,
-    ) -> Result<Response<StageRecipe>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let span = span!("get_stage_recipe", user);
-        let recipe = self
-            .stage_recipe(&request.get_ref().stage_slug)
-            .instrument(span)
-            .await?;
-        Ok(Response::new(recipe))
-    }
-
-    async fn cancel_session(
-        &self,
-        request: Request<CancelSessionRequest>,
-    ) -> Result<Response<Session>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let req = request.into_inner();
-        let span = span!("cancel_session", user);
-        span.record("session_id", req.session_id.as_str());
-        let session = Gateway::cancel(self, user, &req.session_id)
-            .instrument(span)
-            .await?;
-        Ok(Response::new(session))
-    }
-
-    async fn get_document_chunks(
-        &self,
-        request: Request<GetDocumentContentRequest>,
-    ) -> Result<Response<DocumentChunks>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let req = request.into_inner();
-        let span = tracing::info_span!("get_document_chunks", user_id = %user, resource_id = %req.resource_id);
-        let chunks = self
-            .document_chunks(user, &req.resource_id)
-            .instrument(span)
-            .await?;
-        Ok(Response::new(chunks))
-    }
-
-    async fn revisit_stage(
-        &self,
-        request: Request<RevisitStageRequest>,
-    ) -> Result<Response<RevisitStageResponse>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let req = request.into_inner();
-        let span = span!("revisit_stage", user);
-        span.record("session_id", req.session_id.as_str());
-        let done = Gateway::revisit_stage(self, user, req)
-            .instrument(span)
-            .await?;
-        Ok(Response::new(done))
-    }
-
-    async fn regenerate_document(
-        &self,
-        request: Request<RegenerateDocumentRequest>,
-    ) -> Result<Response<RegenerateDocumentResponse>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let req = request.into_inner();
-        let span = span!("regenerate_document", user);
-        span.record("session_id", req.session_id.as_str());
-        let done = Gateway::regenerate_document(self, user, req)
-            .instrument(span)
-            .await?;
-        Ok(Response::new(done))
-    }
-
-    async fn edit_stage_recipe(
-        &self,
-        request: Request<EditStageRecipeRequest>,
-    ) -> Result<Response<StageRecipe>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let span = span!("edit_stage_recipe", user);
-        let recipe = Gateway::edit_stage_recipe(self, user, request.into_inner())
-            .instrument(span)
-            .await?;
-        Ok(Response::new(recipe))
-    }
-
-    type ExportProjectStream = ReceiverStream<Result<ExportChunk, Status>>;
-
-    async fn export_project(
-        &self,
-        request: Request<ExportProjectRequest>,
-    ) -> Result<Response<Self::ExportProjectStream>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let req = request.into_inner();
-        let span = span!("export_project", user);
-        span.record("project_id", req.project_id.as_str());
-        let (project, zip) = self
-            .export_zip(user, &req.project_id)
-            .instrument(span)
-            .await?;
-        // Built whole first, so a failure is a status before any byte is sent.
-        let (tx, rx) = mpsc::channel(4);
-        tokio::spawn(async move {
-            let mut file_name = format!("{}.zip", project.slug);
-            for chunk in zip.chunks(EXPORT_CHUNK_BYTES) {
-                let message = ExportChunk {
-                    file_name: std::mem::take(&mut file_name),
-                    data: chunk.to_vec(),
-                };
-                if tx.send(Ok(message)).await.is_err() {
-                    break;
-                }
-            }
-        });
-        Ok(Response::new(ReceiverStream::new(rx)))
-    }
-
-    async fn get_export_url(
-        &self,
-        request: Request<ExportProjectRequest>,
-    ) -> Result<Response<ExportUrl>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let req = request.into_inner();
-        let span = span!("get_export_url", user);
-        span.record("project_id", req.project_id.as_str());
-        let url = self
-            .export_url(user, &req.project_id)
-            .instrument(span)
-            .await?;
-        Ok(Response::new(url))
-    }
-
-    type WatchSessionStream = ReceiverStream<Result<SessionEvent, Status>>;
-
-    async fn watch_session(
-        &self,
-        request: Request<WatchSessionRequest>,
-    ) -> Result<Response<Self::WatchSessionStream>, Status> {
-        let user = self.caller(request.metadata()).await?;
-        let req = request.into_inner();
-        let span = span!("watch_session", user);
-        span.record("session_id", req.session_id.as_str());
-        let stream = self.watch(user, req).instrument(span).await?;
-        Ok(Response::new(stream))
     }
 }
 
@@ -1466,7 +999,10 @@ mod tests {
             assert!(
                 matches!(
                     uploaded_prompt(name, body, 100),
-                    Err(GatewayError::InvalidArgument(_))
+                    Err(GatewayError::BadField {
+                        field: "prompt_file",
+                        ..
+                    })
                 ),
                 "{name} was taken"
             );

@@ -6,12 +6,14 @@
 
 use dialectic_config::Settings;
 use dialectic_core::context::{chunk_text, cosine, normalise};
+use dialectic_core::error::{ErrorCode, ErrorContract};
 use dialectic_llm::embeddings::{Embedder, LocalEmbedder, OpenAiEmbedder};
 use dialectic_proto::v1::indexer::indexer_service_server::{IndexerService, IndexerServiceServer};
 use dialectic_proto::v1::indexer::{
     CountTokensRequest, CountTokensResponse, IndexRequest, IndexResponse, RetrieveRequest,
     RetrieveResponse,
 };
+use dialectic_runtime::error_status;
 use dialectic_runtime::{CancellationToken, Dependencies, Running, RuntimeError, supervise};
 use dialectic_store::index::{self, IndexKey, IndexedChunk};
 use dialectic_store::{Store, StoreError};
@@ -24,36 +26,67 @@ pub const SERVICE_NAME: &str = "dialectic.v1.indexer.IndexerService";
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexerError {
-    #[error("{0}")]
-    InvalidArgument(String),
+    #[error("unknown embedder {0:?} (local or openai)")]
+    UnknownEmbedder(String),
+    #[error("embedder \"openai\" needs indexer.embeddings_base_url")]
+    EmbedderNotConfigured,
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
     Tokenizer(#[from] TokenizerError),
     #[error("embedding failed: {0}")]
     Embedding(#[from] dialectic_llm::LlmError),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ErrorContract for IndexerError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            IndexerError::UnknownEmbedder(_)
+            | IndexerError::EmbedderNotConfigured
+            | IndexerError::Tokenizer(TokenizerError::Unknown(_)) => ErrorCode::InvalidArgument,
+            IndexerError::Store(e) => e.code(),
+            IndexerError::Embedding(e) if e.retryable() => ErrorCode::Unavailable,
+            IndexerError::Embedding(_) => ErrorCode::FailedPrecondition,
+            IndexerError::Tokenizer(_) | IndexerError::Internal(_) => ErrorCode::Internal,
+        }
+    }
+
+    fn reason(&self) -> &'static str {
+        match self {
+            IndexerError::UnknownEmbedder(_) => "UNKNOWN_EMBEDDER",
+            IndexerError::EmbedderNotConfigured => "EMBEDDER_NOT_CONFIGURED",
+            IndexerError::Store(e) => e.reason(),
+            IndexerError::Tokenizer(TokenizerError::Unknown(_)) => "UNKNOWN_TOKENIZER",
+            IndexerError::Tokenizer(_) => "TOKENIZER_UNAVAILABLE",
+            IndexerError::Embedding(e) if e.retryable() => "EMBEDDER_UNAVAILABLE",
+            IndexerError::Embedding(_) => "EMBEDDING_REFUSED",
+            IndexerError::Internal(_) => "INTERNAL",
+        }
+    }
+
+    fn metadata(&self) -> Vec<(&'static str, String)> {
+        match self {
+            IndexerError::Store(e) => e.metadata(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn field(&self) -> Option<&str> {
+        match self {
+            IndexerError::UnknownEmbedder(_) | IndexerError::EmbedderNotConfigured => {
+                Some("embedder")
+            }
+            IndexerError::Tokenizer(TokenizerError::Unknown(_)) => Some("tokenizer"),
+            _ => None,
+        }
+    }
 }
 
 impl From<IndexerError> for Status {
     fn from(e: IndexerError) -> Self {
-        match e {
-            IndexerError::InvalidArgument(m) => Status::invalid_argument(m),
-            IndexerError::Tokenizer(TokenizerError::Unknown(name)) => {
-                Status::invalid_argument(format!("unknown tokenizer {name:?}"))
-            }
-            IndexerError::Store(StoreError::NotFound(what)) => {
-                Status::not_found(format!("{what} not found"))
-            }
-            IndexerError::Store(e) if e.is_transient() => {
-                Status::unavailable(format!("database unavailable: {e}"))
-            }
-            IndexerError::Embedding(e) if e.retryable() => Status::unavailable(e.to_string()),
-            IndexerError::Embedding(e) => Status::failed_precondition(e.to_string()),
-            other => {
-                tracing::error!(error = %other, "request failed");
-                Status::internal(other.to_string())
-            }
-        }
+        error_status::status(&e)
     }
 }
 
@@ -134,14 +167,8 @@ impl Indexer {
                 .openai
                 .clone()
                 .map(|e| e as Arc<dyn Embedder>)
-                .ok_or_else(|| {
-                    IndexerError::InvalidArgument(
-                        "embedder \"openai\" needs indexer.embeddings_base_url".into(),
-                    )
-                }),
-            other => Err(IndexerError::InvalidArgument(format!(
-                "unknown embedder {other:?} (local or openai)"
-            ))),
+                .ok_or(IndexerError::EmbedderNotConfigured),
+            other => Err(IndexerError::UnknownEmbedder(other.to_string())),
         }
     }
 
@@ -183,7 +210,7 @@ impl Indexer {
                 .collect::<Vec<_>>()
         })
         .await
-        .map_err(|e| IndexerError::InvalidArgument(format!("chunking failed: {e}")))?;
+        .map_err(|e| IndexerError::Internal(format!("chunking failed: {e}")))?;
         let bodies: Vec<String> = pieces.iter().map(|(c, _)| c.clone()).collect();
         let embedded = embedder.embed(&bodies).await?;
         let counted: u64 = pieces.iter().map(|(_, n)| n).sum();
@@ -377,9 +404,11 @@ mod tests {
 
     #[test]
     fn errors_map_to_codes() {
+        let status = Status::from(IndexerError::UnknownEmbedder("x".into()));
+        assert_eq!(status.code(), tonic::Code::InvalidArgument);
         assert_eq!(
-            Status::from(IndexerError::InvalidArgument("x".into())).code(),
-            tonic::Code::InvalidArgument
+            error_status::reason(&status).as_deref(),
+            Some("UNKNOWN_EMBEDDER")
         );
     }
 }

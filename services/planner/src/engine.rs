@@ -7,6 +7,7 @@ use dialectic_cache::{Cache, ProgressEvent};
 use dialectic_config::PlannerConfig;
 use dialectic_core::blackboard::BoardEntry;
 use dialectic_core::clarify::{Clarification, ClarificationRequest};
+use dialectic_core::error::{ErrorCode, ErrorContract};
 use dialectic_core::fanout::{Anchor, FanOutJob, SourceDoc, fan_out};
 use dialectic_core::ids::{ContributionId, InvalidId, JobId, ProjectId, SessionId, StepId};
 use dialectic_core::job::{
@@ -26,6 +27,7 @@ use dialectic_proto::v1::queue::{
     BoardEntry as QueueBoardEntry, JobOutcome, JobSucceeded, ResumeSession,
     SkipStep as QueueSkipStep, StartStage, job_outcome,
 };
+use dialectic_runtime::error_status;
 use dialectic_store::jobs::{self, JobRow, NewJob};
 use dialectic_store::{
     Store, StoreError, Tx, blackboard, clarifications, inputs, outbox, project_documents, recipes,
@@ -65,19 +67,42 @@ impl From<InvalidTransition> for PlannerError {
     }
 }
 
+impl ErrorContract for PlannerError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            PlannerError::Store(e) => e.code(),
+            PlannerError::Blob(e) => e.code(),
+            PlannerError::Refused(_) => ErrorCode::FailedPrecondition,
+            PlannerError::Unavailable(_) => ErrorCode::Unavailable,
+            PlannerError::BadMessage(_) => ErrorCode::InvalidArgument,
+            PlannerError::Recipe { .. } => ErrorCode::Internal,
+        }
+    }
+
+    fn reason(&self) -> &'static str {
+        match self {
+            PlannerError::Store(e) => e.reason(),
+            PlannerError::Blob(e) => e.reason(),
+            PlannerError::Refused(_) => "TRANSITION_REFUSED",
+            PlannerError::Unavailable(_) => "CONCURRENT_UPDATE",
+            PlannerError::BadMessage(_) => "INVALID_COMMAND",
+            PlannerError::Recipe { .. } => "RECIPE_UNPLANNABLE",
+        }
+    }
+
+    fn metadata(&self) -> Vec<(&'static str, String)> {
+        match self {
+            PlannerError::Store(e) => e.metadata(),
+            PlannerError::Blob(e) => e.metadata(),
+            PlannerError::Recipe { stage, .. } => vec![("stage", stage.clone())],
+            _ => Vec::new(),
+        }
+    }
+}
+
 impl From<PlannerError> for tonic::Status {
     fn from(e: PlannerError) -> Self {
-        match e {
-            PlannerError::Store(StoreError::NotFound(what)) => {
-                tonic::Status::not_found(format!("{what} not found"))
-            }
-            PlannerError::Refused(reason) => tonic::Status::failed_precondition(reason),
-            PlannerError::Unavailable(reason) => tonic::Status::unavailable(reason),
-            PlannerError::BadMessage(reason) => tonic::Status::invalid_argument(reason),
-            PlannerError::Blob(e) => tonic::Status::unavailable(format!("object storage: {e}")),
-            e if e.is_transient() => tonic::Status::unavailable(e.to_string()),
-            e => tonic::Status::internal(e.to_string()),
-        }
+        error_status::status(&e)
     }
 }
 
@@ -151,8 +176,8 @@ pub(crate) async fn lock_known_session(
 ) -> Result<Option<records::SessionRow>, PlannerError> {
     match records::lock_session(&mut unit.tx, session_id).await {
         Ok(s) => Ok(Some(s)),
-        Err(StoreError::NotFound(what)) => {
-            tracing::warn!(%what, "command for an unknown session; ignoring");
+        Err(missing @ StoreError::NotFound { .. }) => {
+            tracing::warn!(%missing, "command for an unknown session; ignoring");
             Ok(None)
         }
         Err(e) => Err(e.into()),
@@ -458,8 +483,8 @@ impl Engine {
         let mut unit = self.begin(traceparent).await?;
         let job = match jobs::lock(&mut unit.tx, job_id).await {
             Ok(j) => j,
-            Err(StoreError::NotFound(what)) => {
-                tracing::warn!(%what, "outcome for an unknown job; ignoring");
+            Err(missing @ StoreError::NotFound { .. }) => {
+                tracing::warn!(%missing, "outcome for an unknown job; ignoring");
                 return Ok(());
             }
             Err(e) => return Err(e.into()),

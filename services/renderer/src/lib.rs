@@ -5,6 +5,7 @@
 
 use dialectic_blob::BlobStore;
 use dialectic_config::Settings;
+use dialectic_core::error::ErrorCode;
 use dialectic_core::ids::{ContributionId, JobId, ResourceId, SessionId};
 use dialectic_core::job::JobType;
 use dialectic_core::paths::{FileKind, PathContext};
@@ -15,6 +16,7 @@ use dialectic_proto::v1::renderer::renderer_service_server::{
 };
 use dialectic_proto::v1::renderer::{RenderPreviewRequest, RenderPreviewResponse};
 use dialectic_queue::keys;
+use dialectic_runtime::error_status::{self, Failure};
 use dialectic_runtime::worker::{self, AttemptError, JobWork, JobWorker, WorkerStats};
 use dialectic_runtime::{
     CancellationToken, ConsumerOptions, Dependencies, Handler, Running, RuntimeError, run_consumer,
@@ -108,8 +110,8 @@ impl Renderer {
         .await
         {
             Ok(t) => t,
-            Err(StoreError::NotFound(what)) => {
-                tracing::warn!(%what, "no document template; using the plain one");
+            Err(missing @ StoreError::NotFound { .. }) => {
+                tracing::warn!(%missing, "no document template; using the plain one");
                 FALLBACK_TEMPLATE.to_string()
             }
             Err(e) => return Err(e.into()),
@@ -308,31 +310,32 @@ impl RendererService for Api {
         request: tonic::Request<RenderPreviewRequest>,
     ) -> Result<tonic::Response<RenderPreviewResponse>, tonic::Status> {
         let request = request.into_inner();
-        let identity = ContributionId::parse(&request.document_identity).map_err(|_| {
-            tonic::Status::invalid_argument("document_identity must be a contribution UUID")
-        })?;
+        let identity = ContributionId::parse(&request.document_identity)
+            .map_err(|e| error_status::status(&e))?;
         let mut conn = self
             .renderer
             .store
             .pool()
             .acquire()
             .await
-            .map_err(|e| tonic::Status::unavailable(format!("database: {e}")))?;
+            .map_err(|e| error_status::status(&StoreError::from(e)))?;
         let (rendered, root) =
             self.renderer
                 .render(&mut conn, identity)
                 .await
                 .map_err(|e| match e {
-                    AttemptError::Store(StoreError::NotFound(what)) => {
-                        tonic::Status::not_found(format!("{what} not found"))
+                    AttemptError::Store(e) => error_status::status(&e),
+                    AttemptError::Retryable { .. } => {
+                        Failure::new(ErrorCode::Unavailable, "RENDER_RETRYABLE", e.to_string())
+                            .into()
                     }
-                    AttemptError::Retryable { .. } => tonic::Status::unavailable(e.to_string()),
-                    other => tonic::Status::internal(other.to_string()),
+                    other => {
+                        Failure::new(ErrorCode::Internal, "RENDER_FAILED", other.to_string()).into()
+                    }
                 })?;
         if !request.session_id.is_empty() && request.session_id != root.session_id.to_string() {
-            return Err(tonic::Status::not_found(
-                "document not found in that session",
-            ));
+            let missing = StoreError::not_found("document", format!("{identity} in that session"));
+            return Err(error_status::status(&missing));
         }
         Ok(tonic::Response::new(RenderPreviewResponse {
             markdown: rendered.markdown,

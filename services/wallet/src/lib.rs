@@ -2,6 +2,7 @@
 //! for now it answers balance queries.
 
 use dialectic_config::Settings;
+use dialectic_core::error::{ErrorCode, ErrorContract};
 use dialectic_core::ids::UserId;
 use dialectic_core::service_auth::ServiceName;
 use dialectic_proto::v1::wallet::wallet_service_server::{WalletService, WalletServiceServer};
@@ -9,6 +10,7 @@ use dialectic_proto::v1::wallet::{
     Balance, CaptureRequest, CreditRequest, GetBalanceRequest, HoldRequest, LedgerEntry,
     ListTransactionsRequest, ListTransactionsResponse, ReleaseRequest,
 };
+use dialectic_runtime::error_status;
 use dialectic_runtime::{CancellationToken, Dependencies, Running, RuntimeError, supervise};
 use dialectic_store::ledger::{self, LedgerError, References, Transaction};
 use dialectic_store::{Store, StoreError, records};
@@ -24,8 +26,11 @@ pub const SERVICE_NAME: &str = "dialectic.v1.wallet.WalletService";
 
 #[derive(Debug, thiserror::Error)]
 pub enum WalletError {
-    #[error("{0}")]
-    InvalidArgument(String),
+    #[error("{message}")]
+    InvalidArgument {
+        field: &'static str,
+        message: String,
+    },
     #[error("{0}")]
     PermissionDenied(String),
     #[error(transparent)]
@@ -36,40 +41,56 @@ pub enum WalletError {
     Internal(String),
 }
 
+impl WalletError {
+    fn bad(field: &'static str, message: impl Into<String>) -> Self {
+        WalletError::InvalidArgument {
+            field,
+            message: message.into(),
+        }
+    }
+}
+
+impl ErrorContract for WalletError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            WalletError::InvalidArgument { .. } => ErrorCode::InvalidArgument,
+            WalletError::PermissionDenied(_) => ErrorCode::PermissionDenied,
+            WalletError::Ledger(e) => e.code(),
+            WalletError::Store(e) => e.code(),
+            WalletError::Internal(_) => ErrorCode::Internal,
+        }
+    }
+
+    fn reason(&self) -> &'static str {
+        match self {
+            WalletError::InvalidArgument { .. } => "INVALID_FIELD",
+            WalletError::PermissionDenied(_) => "CALLER_NOT_ALLOWED",
+            WalletError::Ledger(e) => e.reason(),
+            WalletError::Store(e) => e.reason(),
+            WalletError::Internal(_) => "INTERNAL",
+        }
+    }
+
+    fn metadata(&self) -> Vec<(&'static str, String)> {
+        match self {
+            WalletError::Ledger(e) => e.metadata(),
+            WalletError::Store(e) => e.metadata(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn field(&self) -> Option<&str> {
+        match self {
+            WalletError::InvalidArgument { field, .. } => Some(field),
+            WalletError::Ledger(e) => e.field(),
+            _ => None,
+        }
+    }
+}
+
 impl From<WalletError> for Status {
     fn from(e: WalletError) -> Self {
-        match e {
-            WalletError::InvalidArgument(m) => Status::invalid_argument(m),
-            WalletError::PermissionDenied(m) => Status::permission_denied(m),
-            WalletError::Ledger(l) => match l {
-                LedgerError::UnknownWallet(_) | LedgerError::UnknownHold(_) => {
-                    Status::not_found(l.to_string())
-                }
-                LedgerError::NonPositiveAmount(_)
-                | LedgerError::EmptyKey
-                | LedgerError::CaptureExceedsHold { .. } => Status::invalid_argument(l.to_string()),
-                LedgerError::InsufficientFunds { .. } | LedgerError::HoldClosed(_) => {
-                    Status::failed_precondition(l.to_string())
-                }
-                LedgerError::KeyReuse(_) => Status::already_exists(l.to_string()),
-                LedgerError::Store(e) => Status::from(WalletError::Store(e)),
-            },
-            WalletError::Store(StoreError::NotFound(what)) => {
-                Status::not_found(format!("{what} not found"))
-            }
-            WalletError::Store(e) if e.is_transient() => {
-                tracing::warn!(error = %e, "database unavailable");
-                Status::unavailable(format!("database unavailable: {e}"))
-            }
-            WalletError::Store(e) => {
-                tracing::error!(error = %e, "request failed");
-                Status::internal(e.to_string())
-            }
-            WalletError::Internal(m) => {
-                tracing::error!(message = %m, "request failed");
-                Status::internal(m)
-            }
-        }
+        error_status::status(&e)
     }
 }
 
@@ -80,12 +101,15 @@ pub fn wallet_selector(
     user_id: &str,
     default_user: &str,
 ) -> Result<(Option<Uuid>, Option<UserId>), WalletError> {
-    let parse = |field: &str, value: &str| {
+    let parse = |field: &'static str, value: &str| {
         Uuid::parse_str(value.trim()).map_err(|_| {
-            WalletError::InvalidArgument(format!(
-                "{field} {:?} is not a valid UUID",
-                value.chars().take(64).collect::<String>()
-            ))
+            WalletError::bad(
+                field,
+                format!(
+                    "{field} {:?} is not a valid UUID",
+                    value.chars().take(64).collect::<String>()
+                ),
+            )
         })
     };
     let wallet_id = wallet_id.trim();
@@ -134,13 +158,16 @@ impl Wallet {
 const DEFAULT_HOLD_SECS: i64 = 15 * 60;
 const MAX_PAGE: u32 = 200;
 
-fn uuid<T: From<Uuid>>(field: &str, value: &str) -> Result<T, WalletError> {
+fn uuid<T: From<Uuid>>(field: &'static str, value: &str) -> Result<T, WalletError> {
     Uuid::parse_str(value.trim())
         .map(T::from)
-        .map_err(|_| WalletError::InvalidArgument(format!("{field} {value:?} is not a valid UUID")))
+        .map_err(|_| WalletError::bad(field, format!("{field} {value:?} is not a valid UUID")))
 }
 
-fn optional_uuid<T: From<Uuid>>(field: &str, value: &str) -> Result<Option<T>, WalletError> {
+fn optional_uuid<T: From<Uuid>>(
+    field: &'static str,
+    value: &str,
+) -> Result<Option<T>, WalletError> {
     if value.trim().is_empty() {
         Ok(None)
     } else {
@@ -185,7 +212,7 @@ fn parse_page_token(
     if token.is_empty() {
         return Ok(None);
     }
-    let bad = || WalletError::InvalidArgument("page_token is not one this service issued".into());
+    let bad = || WalletError::bad("page_token", "page_token is not one this service issued");
     let (micros, id) = token.split_once('_').ok_or_else(bad)?;
     let at = chrono::DateTime::from_timestamp_micros(micros.parse().map_err(|_| bad())?)
         .ok_or_else(bad)?;
@@ -205,7 +232,7 @@ impl Wallet {
             .metadata()
             .get("x-dialectic-user")
             .and_then(|v| v.to_str().ok())
-            .ok_or_else(|| WalletError::InvalidArgument("x-dialectic-user is required".into()))?;
+            .ok_or_else(|| WalletError::bad("x-dialectic-user", "x-dialectic-user is required"))?;
         uuid("x-dialectic-user", user)
     }
 }
@@ -216,7 +243,7 @@ fn record<T>(operation: &str, result: &Result<T, WalletError>) {
         Ok(_) => "ok",
         Err(WalletError::Ledger(LedgerError::InsufficientFunds { .. })) => "insufficient_funds",
         Err(WalletError::Ledger(LedgerError::KeyReuse(_))) => "key_reuse",
-        Err(WalletError::Ledger(_)) | Err(WalletError::InvalidArgument(_)) => "rejected",
+        Err(WalletError::Ledger(_)) | Err(WalletError::InvalidArgument { .. }) => "rejected",
         Err(WalletError::PermissionDenied(_)) => "denied",
         Err(WalletError::Store(_)) | Err(WalletError::Internal(_)) => "error",
     };
@@ -474,7 +501,7 @@ mod tests {
         );
         assert!(matches!(
             wallet_selector("nope", "", d),
-            Err(WalletError::InvalidArgument(_))
+            Err(WalletError::InvalidArgument { .. })
         ));
         assert!(matches!(
             wallet_selector("", "", "bad"),
@@ -485,12 +512,22 @@ mod tests {
     #[test]
     fn errors_map_to_codes() {
         assert_eq!(
-            Status::from(WalletError::Store(StoreError::NotFound("wallet".into()))).code(),
+            Status::from(WalletError::Store(StoreError::not_found("wallet", "w"))).code(),
             tonic::Code::NotFound
         );
+        let bad = Status::from(WalletError::bad("amount", "x"));
+        assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+        assert_eq!(error_status::reason(&bad).as_deref(), Some("INVALID_FIELD"));
+        // A short balance is the same failure here and at the gateway.
+        let short = WalletError::Ledger(LedgerError::InsufficientFunds {
+            requested: 2,
+            available: 1,
+        });
+        let status = Status::from(short);
+        assert_eq!(status.code(), tonic::Code::FailedPrecondition);
         assert_eq!(
-            Status::from(WalletError::InvalidArgument("x".into())).code(),
-            tonic::Code::InvalidArgument
+            error_status::reason(&status).as_deref(),
+            Some("INSUFFICIENT_FUNDS")
         );
     }
 }

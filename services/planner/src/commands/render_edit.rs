@@ -19,8 +19,8 @@ pub(crate) async fn render_edit(
     let mut unit = engine.begin(traceparent).await?;
     let edit = match records::contribution(&mut *unit.tx, edit_id).await {
         Ok(edit) => edit,
-        Err(StoreError::NotFound(what)) => {
-            tracing::warn!(%what, "render of an unknown edit; ignoring");
+        Err(missing @ StoreError::NotFound { .. }) => {
+            tracing::warn!(%missing, "render of an unknown edit; ignoring");
             return Ok(());
         }
         Err(e) => return Err(e.into()),

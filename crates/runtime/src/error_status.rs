@@ -1,0 +1,230 @@
+//! The one conversion from an error to what a gRPC client receives: the code,
+//! the message, and google.rpc details — `ErrorInfo` (reason, domain,
+//! metadata) always, `BadRequest` when a request field is at fault. Every
+//! service's error type goes through [`status`], so a failure means the same
+//! thing whichever service reports it.
+
+use dialectic_core::error::{ErrorCode, ErrorContract};
+use std::collections::HashMap;
+use tonic::{Code, Status};
+use tonic_types::ErrorDetails;
+pub use tonic_types::StatusExt;
+
+/// `ErrorInfo.domain` of every error dialectic raises.
+pub const DOMAIN: &str = "dialectic.dev";
+
+/// The reason given to an internal service's answer that carries none
+/// (a transport failure, a status from outside dialectic).
+const UPSTREAM_UNAVAILABLE: &str = "UPSTREAM_UNAVAILABLE";
+
+pub fn code(code: ErrorCode) -> Code {
+    match code {
+        ErrorCode::InvalidArgument => Code::InvalidArgument,
+        ErrorCode::NotFound => Code::NotFound,
+        ErrorCode::AlreadyExists => Code::AlreadyExists,
+        ErrorCode::FailedPrecondition => Code::FailedPrecondition,
+        ErrorCode::PermissionDenied => Code::PermissionDenied,
+        ErrorCode::Unauthenticated => Code::Unauthenticated,
+        ErrorCode::Unavailable => Code::Unavailable,
+        ErrorCode::Internal => Code::Internal,
+    }
+}
+
+/// The status a client receives for `error`; internal failures are logged
+/// here, once, so handlers need not.
+pub fn status<E: ErrorContract + ?Sized>(error: &E) -> Status {
+    let message = error.to_string();
+    let metadata: HashMap<String, String> = error
+        .metadata()
+        .into_iter()
+        .map(|(key, value)| (key.to_string(), value))
+        .collect();
+    let mut details = ErrorDetails::with_error_info(error.reason(), DOMAIN, metadata);
+    if let Some(field) = error.field() {
+        details.add_bad_request_violation(field, message.clone());
+    }
+    let code = code(error.code());
+    match code {
+        Code::Internal => tracing::error!(reason = error.reason(), %message, "request failed"),
+        Code::Unavailable => {
+            tracing::warn!(reason = error.reason(), %message, "dependency unavailable")
+        }
+        _ => {}
+    }
+    Status::with_error_details(code, message, details)
+}
+
+/// An internal service's answer, passed on to the client: its code, message
+/// and details as they are, unless the service itself was out of reach (the
+/// connection failed), which is UNAVAILABLE with the reason
+/// `UPSTREAM_UNAVAILABLE` and the service named in the metadata.
+pub fn passed_on(service: &str, upstream: Status) -> Status {
+    let connection_failed = matches!(upstream.code(), Code::Unknown | Code::Cancelled);
+    let described = upstream.get_details_error_info().is_some();
+    let service_metadata = || [("service".to_string(), service.to_string())];
+    if described && !connection_failed {
+        upstream
+    } else if connection_failed || upstream.code() == Code::Unavailable {
+        let details =
+            ErrorDetails::with_error_info(UPSTREAM_UNAVAILABLE, DOMAIN, service_metadata());
+        let message = format!("{service} unavailable: {}", upstream.message());
+        Status::with_error_details(Code::Unavailable, message, details)
+    } else {
+        let reason = reason_for(upstream.code());
+        let details = ErrorDetails::with_error_info(reason, DOMAIN, service_metadata());
+        Status::with_error_details(upstream.code(), upstream.message(), details)
+    }
+}
+
+/// The details of a refusal tonic made itself: the code's reason
+/// (`RESOURCE_EXHAUSTED` for an oversized request), no message of its own.
+pub fn refusal(code: Code) -> Status {
+    let details = ErrorDetails::with_error_info(reason_for(code), DOMAIN, HashMap::new());
+    Status::with_error_details(code, "", details)
+}
+
+/// A status built outside dialectic's errors (tonic's own, a peer without
+/// details) still gets a reason: the code's name.
+fn reason_for(code: Code) -> &'static str {
+    match code {
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        _ => "INTERNAL",
+    }
+}
+
+/// The `ErrorInfo` reason a status carries, if any: what clients and tests match on.
+pub fn reason(status: &Status) -> Option<String> {
+    status.get_details_error_info().map(|info| info.reason)
+}
+
+/// A failure described where it happens: for the few errors that are not a
+/// variant of some crate's error type (a stream that ends, an interceptor).
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub code: ErrorCode,
+    pub reason: &'static str,
+    pub message: String,
+    pub metadata: Vec<(&'static str, String)>,
+}
+
+impl Failure {
+    pub fn new(code: ErrorCode, reason: &'static str, message: impl Into<String>) -> Self {
+        Failure {
+            code,
+            reason,
+            message: message.into(),
+            metadata: Vec::new(),
+        }
+    }
+
+    pub fn with(mut self, key: &'static str, value: impl Into<String>) -> Self {
+        self.metadata.push((key, value.into()));
+        self
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl ErrorContract for Failure {
+    fn code(&self) -> ErrorCode {
+        self.code
+    }
+    fn reason(&self) -> &'static str {
+        self.reason
+    }
+    fn metadata(&self) -> Vec<(&'static str, String)> {
+        self.metadata.clone()
+    }
+}
+
+impl From<Failure> for Status {
+    fn from(failure: Failure) -> Self {
+        status(&failure)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dialectic_core::ids::SessionId;
+
+    #[test]
+    fn a_status_carries_reason_domain_and_metadata() {
+        let error = SessionId::parse("nope").unwrap_err();
+        let status = status(&error);
+        assert_eq!(status.code(), Code::InvalidArgument);
+        let info = status.get_details_error_info().expect("ErrorInfo");
+        assert_eq!(info.reason, "INVALID_ID");
+        assert_eq!(info.domain, DOMAIN);
+        assert_eq!(
+            info.metadata.get("kind").map(String::as_str),
+            Some("session")
+        );
+    }
+
+    #[test]
+    fn a_field_at_fault_is_a_bad_request_violation() {
+        struct Empty;
+        impl std::fmt::Display for Empty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("name is empty")
+            }
+        }
+        impl ErrorContract for Empty {
+            fn code(&self) -> ErrorCode {
+                ErrorCode::InvalidArgument
+            }
+            fn reason(&self) -> &'static str {
+                "EMPTY_FIELD"
+            }
+            fn field(&self) -> Option<&str> {
+                Some("name")
+            }
+        }
+        let bad = status(&Empty)
+            .get_details_bad_request()
+            .expect("BadRequest");
+        assert_eq!(bad.field_violations.len(), 1);
+        assert_eq!(bad.field_violations[0].field, "name");
+        assert_eq!(bad.field_violations[0].description, "name is empty");
+    }
+
+    #[test]
+    fn a_passed_on_answer_keeps_its_details() {
+        let planner = Status::from(Failure::new(
+            ErrorCode::FailedPrecondition,
+            "TRANSITION_REFUSED",
+            "session is paused",
+        ));
+        let passed = passed_on("planner", planner);
+        assert_eq!(passed.code(), Code::FailedPrecondition);
+        assert_eq!(passed.message(), "session is paused");
+        assert_eq!(reason(&passed).as_deref(), Some("TRANSITION_REFUSED"));
+    }
+
+    #[test]
+    fn an_unreachable_service_is_upstream_unavailable() {
+        let passed = passed_on("planner", Status::unknown("connection reset"));
+        assert_eq!(passed.code(), Code::Unavailable);
+        assert_eq!(reason(&passed).as_deref(), Some(UPSTREAM_UNAVAILABLE));
+        let info = passed.get_details_error_info().expect("ErrorInfo");
+        assert_eq!(
+            info.metadata.get("service").map(String::as_str),
+            Some("planner")
+        );
+        let bare = passed_on("wallet", Status::not_found("hold"));
+        assert_eq!(reason(&bare).as_deref(), Some("NOT_FOUND"));
+    }
+}

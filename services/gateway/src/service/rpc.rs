@@ -1,0 +1,246 @@
+//! The `DialecticService` trait: one line of routing per RPC. [`Gateway::serve`]
+//! gives every call the same frame (the caller, a span, the error contract);
+//! the work itself lives in the inherent methods.
+
+use super::*;
+
+/// The ids a request names, recorded on its span so a trace or log line of
+/// the call can be found by session, project or document.
+pub(crate) trait Names {
+    /// Calls that continue a session's trace (its stage runs join it).
+    const JOINS_SESSION_TRACE: bool = false;
+
+    fn named_ids(&self) -> Vec<(&'static str, &str)> {
+        Vec::new()
+    }
+}
+
+macro_rules! names {
+    ($field:ident: $($request:ty),+ $(,)?) => {$(
+        impl Names for $request {
+            fn named_ids(&self) -> Vec<(&'static str, &str)> {
+                vec![(stringify!($field), self.$field.as_str())]
+            }
+        }
+    )+};
+}
+
+names!(session_id: GetSessionRequest, GetBlackboardRequest, ListStageDocumentsRequest,
+    PauseSessionRequest, CancelSessionRequest, RevisitStageRequest, RegenerateDocumentRequest,
+    WatchSessionRequest);
+names!(project_id: GetProjectRequest, StartSessionRequest, DeleteProjectRequest,
+    ListSessionsRequest, AddProjectDocumentRequest, QueryRequest, ListProjectDocumentsRequest,
+    ExportProjectRequest);
+names!(resource_id: GetDocumentContentRequest, SaveDocumentEditRequest);
+
+impl Names for SubmitStageResponsesRequest {
+    const JOINS_SESSION_TRACE: bool = true;
+    fn named_ids(&self) -> Vec<(&'static str, &str)> {
+        vec![("session_id", self.session_id.as_str())]
+    }
+}
+
+impl Names for ResumeSessionRequest {
+    const JOINS_SESSION_TRACE: bool = true;
+    fn named_ids(&self) -> Vec<(&'static str, &str)> {
+        vec![("session_id", self.session_id.as_str())]
+    }
+}
+
+impl Names for CreateProjectRequest {}
+impl Names for CreditWalletRequest {}
+impl Names for GetWalletRequest {}
+impl Names for ListModelsRequest {}
+impl Names for ListProjectsRequest {}
+impl Names for ListWalletTransactionsRequest {}
+impl Names for ListRecipesRequest {}
+impl Names for ListPipelinesRequest {}
+impl Names for InstallPipelineRequest {}
+impl Names for GetStageRecipeRequest {}
+impl Names for EditStageRecipeRequest {}
+
+impl Gateway {
+    /// Every RPC's frame: the caller from its API key, a span named for the
+    /// RPC carrying the ids the request names, the work inside that span, and
+    /// its error as a status with the error contract's details.
+    async fn serve<Req, Resp, Work, Fut>(
+        &self,
+        rpc: &'static str,
+        request: Request<Req>,
+        work: Work,
+    ) -> Result<Response<Resp>, Status>
+    where
+        Req: Names,
+        Work: FnOnce(UserId, Req) -> Fut,
+        Fut: Future<Output = Result<Resp, GatewayError>>,
+    {
+        let user = self.caller(request.metadata()).await?;
+        let req = request.into_inner();
+        let span = tracing::info_span!(
+            "rpc",
+            otel.name = rpc,
+            rpc.method = rpc,
+            user_id = %user,
+            project_id = tracing::field::Empty,
+            session_id = tracing::field::Empty,
+            resource_id = tracing::field::Empty,
+        );
+        let mut session = None;
+        for (field, value) in req.named_ids() {
+            span.record(field, value);
+            if field == "session_id" {
+                session = Some(value.to_string());
+            }
+        }
+        if let Some(session) = session.filter(|_| Req::JOINS_SESSION_TRACE) {
+            self.continue_trace(&session, &span).await;
+        }
+        work(user, req)
+            .instrument(span)
+            .await
+            .map(Response::new)
+            .map_err(Status::from)
+    }
+
+    async fn project_view(&self, user: UserId, id: &str) -> Result<Project, GatewayError> {
+        let row = records::project_for_user(self.store.pool(), user, ProjectId::parse(id)?).await?;
+        Ok(convert::project(row))
+    }
+
+    async fn session_of(&self, user: UserId, id: &str) -> Result<Session, GatewayError> {
+        let row = records::session_for_user(self.store.pool(), user, SessionId::parse(id)?).await?;
+        tracing::Span::current().record("project_id", tracing::field::display(row.project_id));
+        self.session_view(row, true).await
+    }
+
+    async fn blackboard(
+        &self,
+        user: UserId,
+        req: GetBlackboardRequest,
+    ) -> Result<GetBlackboardResponse, GatewayError> {
+        let id = SessionId::parse(&req.session_id)?;
+        records::session_for_user(self.store.pool(), user, id).await?;
+        let wanted = Some(req.entry_type.trim()).filter(|t| !t.is_empty());
+        let entries = blackboard::entries(&self.store, self.cache.get(), id, wanted).await?;
+        Ok(GetBlackboardResponse {
+            entries: entries.into_iter().map(convert::board_entry).collect(),
+        })
+    }
+
+    async fn wallet_view(&self, user: UserId, history: u32) -> Result<Wallet, GatewayError> {
+        let history = match history {
+            0 => 20,
+            n => n.min(200),
+        };
+        let wallet = records::wallet_balance(self.store.pool(), None, Some(user)).await?;
+        let rows =
+            ledger::transactions(self.store.pool(), wallet.id, i64::from(history), None).await?;
+        Ok(Wallet {
+            wallet_id: wallet.id.to_string(),
+            total: wallet.balance,
+            held: wallet.held,
+            available: wallet.balance - wallet.held,
+            history: rows.into_iter().map(crate::catalog::transaction).collect(),
+        })
+    }
+
+    async fn start_traced_session(
+        &self,
+        user: UserId,
+        req: StartSessionRequest,
+    ) -> Result<Session, GatewayError> {
+        let session = Gateway::start_session(self, user, req).await?;
+        self.remember_trace(&session.id, &tracing::Span::current())
+            .await;
+        Ok(session)
+    }
+
+    async fn models(&self) -> Result<ListModelsResponse, GatewayError> {
+        let rows = records::active_models(self.store.pool()).await?;
+        Ok(ListModelsResponse {
+            models: rows.iter().map(convert::model).collect(),
+        })
+    }
+
+    /// The archive is built whole first, so a failure is a status before any
+    /// byte is sent.
+    async fn export_stream(
+        &self,
+        user: UserId,
+        project_id: &str,
+    ) -> Result<ReceiverStream<Result<ExportChunk, Status>>, GatewayError> {
+        let (project, zip) = self.export_zip(user, project_id).await?;
+        let (tx, rx) = mpsc::channel(4);
+        tokio::spawn(async move {
+            let mut file_name = format!("{}.zip", project.slug);
+            for chunk in zip.chunks(EXPORT_CHUNK_BYTES) {
+                let message = ExportChunk {
+                    file_name: std::mem::take(&mut file_name),
+                    data: chunk.to_vec(),
+                };
+                if tx.send(Ok(message)).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(ReceiverStream::new(rx))
+    }
+}
+
+/// The trait's methods, one per RPC: `name(Request) -> Response: |gateway,
+/// caller, request| work`, each served through [`Gateway::serve`].
+macro_rules! dialectic_service {
+    ($($rpc:ident($request:ty) -> $response:ty: |$gw:ident, $user:pat_param, $req:pat_param| $work:expr;)+) => {
+        #[tonic::async_trait]
+        impl DialecticService for Gateway {
+            type ExportProjectStream = ReceiverStream<Result<ExportChunk, Status>>;
+            type WatchSessionStream = ReceiverStream<Result<SessionEvent, Status>>;
+            $(
+                async fn $rpc(
+                    &self,
+                    request: Request<$request>,
+                ) -> Result<Response<$response>, Status> {
+                    let $gw = self;
+                    self.serve(stringify!($rpc), request, |$user, $req| $work).await
+                }
+            )+
+        }
+    };
+}
+
+dialectic_service! {
+    create_project(CreateProjectRequest) -> Project: |gw, user, req| Gateway::create_project(gw, user, req);
+    get_project(GetProjectRequest) -> Project: |gw, user, req| async move { gw.project_view(user, &req.project_id).await };
+    start_session(StartSessionRequest) -> Session: |gw, user, req| gw.start_traced_session(user, req);
+    submit_stage_responses(SubmitStageResponsesRequest) -> Session: |gw, user, req| Gateway::submit_stage_responses(gw, user, req);
+    pause_session(PauseSessionRequest) -> Session: |gw, user, req| async move { gw.session_command(user, &req.session_id, Command::Pause).await };
+    resume_session(ResumeSessionRequest) -> Session: |gw, user, req| async move { gw.session_command(user, &req.session_id, Command::Resume).await };
+    cancel_session(CancelSessionRequest) -> Session: |gw, user, req| async move { gw.cancel(user, &req.session_id).await };
+    get_session(GetSessionRequest) -> Session: |gw, user, req| async move { gw.session_of(user, &req.session_id).await };
+    get_blackboard(GetBlackboardRequest) -> GetBlackboardResponse: |gw, user, req| gw.blackboard(user, req);
+    list_stage_documents(ListStageDocumentsRequest) -> ListStageDocumentsResponse: |gw, user, req| gw.list_documents(user, req);
+    get_document_content(GetDocumentContentRequest) -> DocumentContent: |gw, user, req| gw.document_content(user, req);
+    get_document_chunks(GetDocumentContentRequest) -> DocumentChunks: |gw, user, req| async move { gw.document_chunks(user, &req.resource_id).await };
+    save_document_edit(SaveDocumentEditRequest) -> StageDocument: |gw, user, req| Gateway::save_document_edit(gw, user, req);
+    credit_wallet(CreditWalletRequest) -> WalletTransaction: |gw, admin, req| gw.credit_as_admin(admin, req);
+    get_wallet(GetWalletRequest) -> Wallet: |gw, user, req| gw.wallet_view(user, req.history);
+    list_models(ListModelsRequest) -> ListModelsResponse: |gw, _, _| gw.models();
+    list_projects(ListProjectsRequest) -> ListProjectsResponse: |gw, user, req| Gateway::list_projects(gw, user, req);
+    delete_project(DeleteProjectRequest) -> DeleteProjectResponse: |gw, user, req| async move { Gateway::delete_project(gw, user, &req.project_id).await };
+    list_sessions(ListSessionsRequest) -> ListSessionsResponse: |gw, user, req| Gateway::list_sessions(gw, user, req);
+    list_wallet_transactions(ListWalletTransactionsRequest) -> ListWalletTransactionsResponse: |gw, user, req| Gateway::list_wallet_transactions(gw, user, req);
+    list_recipes(ListRecipesRequest) -> ListRecipesResponse: |gw, _, _| Gateway::list_recipes(gw);
+    get_stage_recipe(GetStageRecipeRequest) -> StageRecipe: |gw, _, req| async move { gw.stage_recipe(&req.stage_slug).await };
+    edit_stage_recipe(EditStageRecipeRequest) -> StageRecipe: |gw, user, req| Gateway::edit_stage_recipe(gw, user, req);
+    list_pipelines(ListPipelinesRequest) -> ListPipelinesResponse: |gw, _, _| Gateway::list_pipelines(gw);
+    install_pipeline(InstallPipelineRequest) -> InstallPipelineResponse: |gw, user, req| async move { Gateway::install_pipeline(gw, user, &req.content).await };
+    add_project_document(AddProjectDocumentRequest) -> ProjectDocument: |gw, user, req| Gateway::add_project_document(gw, user, req);
+    list_project_documents(ListProjectDocumentsRequest) -> ListProjectDocumentsResponse: |gw, user, req| async move { gw.list_project_documents(user, &req.project_id).await };
+    // The question stays out of the span (only project_id is recorded): it may be confidential.
+    query(QueryRequest) -> QueryResponse: |gw, user, req| Gateway::query(gw, user, req);
+    revisit_stage(RevisitStageRequest) -> RevisitStageResponse: |gw, user, req| Gateway::revisit_stage(gw, user, req);
+    regenerate_document(RegenerateDocumentRequest) -> RegenerateDocumentResponse: |gw, user, req| Gateway::regenerate_document(gw, user, req);
+    export_project(ExportProjectRequest) -> Self::ExportProjectStream: |gw, user, req| async move { gw.export_stream(user, &req.project_id).await };
+    get_export_url(ExportProjectRequest) -> ExportUrl: |gw, user, req| async move { gw.export_url(user, &req.project_id).await };
+    watch_session(WatchSessionRequest) -> Self::WatchSessionStream: |gw, user, req| gw.watch(user, req);
+}

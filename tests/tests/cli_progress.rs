@@ -1,0 +1,408 @@
+//! The `dialectic` binary as a person sees it: `run` under a pseudo-terminal
+//! (util-linux `script`) draws one bar per stage with its jobs done out of its
+//! total and the cost so far; piped, or with `--output json`, it prints the
+//! lines scripts read.
+
+use dialectic_e2e::TestEnv;
+use dialectic_proto::v1::{GetSessionRequest, Session};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+/// The pseudo-terminal's width.
+const COLS: usize = 120;
+
+const PROMPT: &str = "A lending library for power tools, run by neighbours for neighbours.";
+
+/// Builds the CLI (a no-op when it is fresh) into this test's target
+/// directory and returns its path: this package cannot depend on a binary
+/// crate, so Cargo gives it no `CARGO_BIN_EXE_dialectic`.
+fn dialectic_binary() -> PathBuf {
+    // <target>/<profile>/deps/cli_progress-<hash>
+    let exe = std::env::current_exe().expect("test executable");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    let target_dir = profile_dir.parent().expect("target directory");
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "dialectic-cli",
+            "--bin",
+            "dialectic",
+        ])
+        .arg("--target-dir")
+        .arg(target_dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    if profile_dir.file_name() == Some("release".as_ref()) {
+        cargo.arg("--release");
+    }
+    let status = cargo.status().expect("cargo runs");
+    assert!(status.success(), "building dialectic-cli failed: {status}");
+    let binary = profile_dir.join("dialectic");
+    assert!(binary.exists(), "{} was not built", binary.display());
+    binary
+}
+
+fn quoted(arg: &str) -> String {
+    format!("'{}'", arg.replace('\'', r"'\''"))
+}
+
+/// `dialectic args…` against `env`'s gateway, its stdout a pipe unless `tty`,
+/// in which case it runs on a [`COLS`]×40 pseudo-terminal and stdout is what the
+/// terminal received.
+async fn dialectic(env: &TestEnv, binary: &Path, args: &[&str], tty: bool) -> Output {
+    let mut command = if tty {
+        let line = std::iter::once(binary.to_str().expect("utf-8 path"))
+            .chain(args.iter().copied())
+            .map(quoted)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut script = tokio::process::Command::new("script");
+        // -e: its exit status; -f: flush as it comes; the log goes nowhere.
+        script
+            .arg("-qfec")
+            .arg(format!("stty cols {COLS} rows 40 2>/dev/null; exec {line}"));
+        script.arg("/dev/null");
+        script.env("TERM", "xterm-256color");
+        script
+    } else {
+        let mut direct = tokio::process::Command::new(binary);
+        direct.args(args);
+        direct
+    };
+    command
+        .env(
+            "DIALECTIC_GATEWAY_URL",
+            format!("http://{}", env.addr("gateway")),
+        )
+        .env("DIALECTIC_API_KEY", &env.settings.gateway.bootstrap_key)
+        .env(
+            "XDG_CONFIG_HOME",
+            std::env::temp_dir().join("dialectic-cli-test-none"),
+        )
+        .env_remove("DIALECTIC_OUTPUT")
+        .env_remove("DIALECTIC_CLI_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(
+        Duration::from_secs(400),
+        command
+            .spawn()
+            .expect("dialectic starts")
+            .wait_with_output(),
+    )
+    .await
+    .expect("dialectic finished in time")
+    .expect("dialectic ran");
+    assert!(
+        output.status.success(),
+        "dialectic {args:?} failed: {}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// Just enough of a terminal for what `indicatif` writes: text that wraps at
+/// `cols`, CR, LF, cursor up and down (`CSI n A`/`B`) and erase in line
+/// (`CSI K`). Indicatif pads each line to the width and lets it wrap, so the
+/// lines only exist once something lays them out.
+struct Screen {
+    cols: usize,
+    rows: Vec<Vec<char>>,
+    row: usize,
+    col: usize,
+    /// At the last column: the next character goes to the next line.
+    wrap: bool,
+    /// Every line that was erased, in order: the frames as they were drawn.
+    erased: Vec<String>,
+}
+
+impl Screen {
+    fn new(cols: usize) -> Self {
+        Self {
+            cols,
+            rows: vec![Vec::new()],
+            row: 0,
+            col: 0,
+            wrap: false,
+            erased: Vec::new(),
+        }
+    }
+
+    fn line(&self, row: usize) -> String {
+        self.rows[row]
+            .iter()
+            .collect::<String>()
+            .trim_end()
+            .to_string()
+    }
+
+    fn down(&mut self, n: usize) {
+        self.row += n;
+        while self.rows.len() <= self.row {
+            self.rows.push(Vec::new());
+        }
+    }
+
+    fn put(&mut self, c: char) {
+        if self.wrap {
+            self.down(1);
+            self.col = 0;
+            self.wrap = false;
+        }
+        let line = &mut self.rows[self.row];
+        if line.len() <= self.col {
+            line.resize(self.col + 1, ' ');
+        }
+        line[self.col] = c;
+        if self.col + 1 == self.cols {
+            self.wrap = true;
+        } else {
+            self.col += 1;
+        }
+    }
+
+    fn feed(&mut self, text: &str) {
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\u{1b}' if chars.peek() == Some(&'[') => {
+                    chars.next();
+                    let mut params = String::new();
+                    let mut last = ' ';
+                    for c in chars.by_ref() {
+                        if ('@'..='~').contains(&c) {
+                            last = c;
+                            break;
+                        }
+                        params.push(c);
+                    }
+                    let n = params.parse::<usize>().unwrap_or(1).max(1);
+                    match last {
+                        'A' => self.row = self.row.saturating_sub(n),
+                        'B' => self.down(n),
+                        'K' => {
+                            let text = self.line(self.row);
+                            if !text.is_empty() {
+                                self.erased.push(text);
+                            }
+                            let line = &mut self.rows[self.row];
+                            match params.as_str() {
+                                "2" => line.clear(),
+                                _ => line.truncate(self.col),
+                            }
+                        }
+                        _ => {}
+                    }
+                    self.wrap = false;
+                }
+                '\u{1b}' => {
+                    chars.next();
+                }
+                '\r' => {
+                    self.col = 0;
+                    self.wrap = false;
+                }
+                '\n' => {
+                    self.down(1);
+                    self.wrap = false;
+                }
+                c => self.put(c),
+            }
+        }
+    }
+
+    /// What the screen shows now, line by line.
+    fn shown(&self) -> Vec<String> {
+        (0..self.rows.len())
+            .map(|r| self.line(r))
+            .filter(|l| !l.is_empty())
+            .collect()
+    }
+}
+
+/// A stage's bar line: `slug… [===>   ] done/total jobs  …` → (done, total, rest).
+fn bar(line: &str, stage: &str) -> Option<(u64, u64, String)> {
+    let rest = line.strip_prefix(stage)?;
+    let rest = rest.trim_start().strip_prefix('[')?;
+    let (graphic, rest) = rest.split_once(']')?;
+    if graphic.len() != 30 || !graphic.chars().all(|c| matches!(c, '=' | '>' | ' ')) {
+        return None;
+    }
+    let (counts, rest) = rest.trim_start().split_once(" jobs")?;
+    let (done, total) = counts.split_once('/')?;
+    Some((
+        done.parse().ok()?,
+        total.parse().ok()?,
+        rest.trim().to_string(),
+    ))
+}
+
+async fn session(env: &TestEnv, session_id: &str) -> Session {
+    env.gateway()
+        .await
+        .get_session(GetSessionRequest {
+            session_id: session_id.to_string(),
+        })
+        .await
+        .expect("session")
+        .into_inner()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn run_draws_a_bar_per_stage_on_a_terminal_and_lines_otherwise() {
+    let binary = dialectic_binary();
+    let mut env = TestEnv::new().await;
+    env.start_all().await;
+
+    let run = dialectic(
+        &env,
+        &binary,
+        &[
+            "run",
+            "--name",
+            "Bars",
+            "--prompt",
+            PROMPT,
+            "--model",
+            "simulated",
+        ],
+        true,
+    )
+    .await;
+    let mut screen = Screen::new(COLS);
+    screen.feed(&String::from_utf8_lossy(&run.stdout));
+    let shown = screen.shown();
+    let all = shown.join("\n");
+    let session_id = shown
+        .iter()
+        .find_map(|l| l.strip_prefix("session ")?.split(' ').next())
+        .expect("run prints the session id")
+        .to_string();
+    let finished = session(&env, &session_id).await;
+    assert_eq!(finished.status, "iteration_complete_pending_review");
+    assert_eq!(
+        finished
+            .jobs
+            .iter()
+            .map(|j| j.stage_slug.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "thesis",
+            "antithesis",
+            "synthesis",
+            "parenthesis",
+            "paralysis"
+        ]
+    );
+    for stage in &finished.jobs {
+        let total = u64::from(stage.plan + stage.execute + stage.render - stage.superseded);
+        let done = u64::from(stage.completed + stage.failed);
+        assert_eq!((done, stage.in_flight), (total, 0), "{stage:?} settled");
+        // The last frame, left on screen: one bar per stage, all done.
+        let bars: Vec<_> = shown
+            .iter()
+            .filter_map(|l| bar(l, &stage.stage_slug))
+            .collect();
+        assert_eq!(
+            bars,
+            [(done, total, format!("done  cost {}", stage.cost))],
+            "{}'s bar shows its jobs done of its total and its cost:\n{all}",
+            stage.stage_slug
+        );
+        // Every frame before it: counts that only grow, never past the total.
+        let frames: Vec<_> = screen
+            .erased
+            .iter()
+            .filter_map(|l| bar(l, &stage.stage_slug))
+            .collect();
+        assert!(
+            frames.windows(2).all(|w| w[0].0 <= w[1].0)
+                && frames.iter().all(|(d, t, _)| d <= t && *t <= total),
+            "{}'s frames: {frames:?}",
+            stage.stage_slug
+        );
+    }
+    assert!(
+        shown.iter().any(|l| l.ends_with(&format!(
+            "session {session_id} iteration_complete_pending_review  cost {} tokens",
+            finished.cost
+        )) || l.contains(&format!(
+            "session {session_id} iteration_complete_pending_review  cost {} tokens  at ",
+            finished.cost
+        ))),
+        "a status line with the session's cost:\n{all}"
+    );
+    assert!(
+        !shown.iter().any(|l| l.starts_with('[')),
+        "bars replace the event lines:\n{all}"
+    );
+    // The summary table follows the bars, whole: nothing drew over it.
+    let table = shown
+        .iter()
+        .position(|l| l.starts_with("stage ") && l.contains("documents"))
+        .unwrap_or_else(|| panic!("no summary table:\n{all}"));
+    let last_bar = shown
+        .iter()
+        .rposition(|l| l.contains(" jobs  "))
+        .expect("bars");
+    assert!(last_bar < table, "the bars come first:\n{all}");
+    for stage in &finished.jobs {
+        assert!(
+            shown[table..]
+                .iter()
+                .any(|l| l.starts_with(&format!("{} ", stage.stage_slug))
+                    && l.ends_with("completed")),
+            "{}'s summary row:\n{all}",
+            stage.stage_slug
+        );
+    }
+    assert!(
+        shown[table..].contains(&format!(
+            "session {session_id} is iteration_complete_pending_review (iteration 1), cost {} tokens",
+            finished.cost
+        )),
+        "the summary's last line:\n{all}"
+    );
+
+    // Piped: today's event lines, no bar, no control sequence.
+    let piped = dialectic(&env, &binary, &["watch", "--session", &session_id], false).await;
+    let text = String::from_utf8(piped.stdout).expect("utf-8");
+    assert!(
+        text.starts_with("[snapshot] ") && !text.contains('\u{1b}') && !text.contains(" jobs "),
+        "plain lines when stdout is not a terminal:\n{text}"
+    );
+    assert_eq!(
+        text, "[snapshot] - iteration_complete_pending_review - - - 0%\n",
+        "today's line, byte for byte"
+    );
+
+    // --output json on a terminal: one JSON document per line, no bar.
+    let json = dialectic(
+        &env,
+        &binary,
+        &["--output", "json", "watch", "--session", &session_id],
+        true,
+    )
+    .await;
+    let text = String::from_utf8(json.stdout).expect("utf-8");
+    assert!(!text.contains('\u{1b}'), "no control sequence: {text:?}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(!lines.is_empty());
+    for line in lines {
+        let event: serde_json::Value = serde_json::from_str(line.trim_end_matches('\r'))
+            .unwrap_or_else(|e| panic!("{line:?} is not JSON ({e}); all:\n{text}"));
+        assert_eq!(event["session_id"], session_id.as_str());
+    }
+
+    env.teardown().await;
+}
