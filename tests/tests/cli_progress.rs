@@ -402,7 +402,24 @@ async fn run_draws_a_bar_per_stage_on_a_terminal_and_lines_otherwise() {
         let event: serde_json::Value = serde_json::from_str(line.trim_end_matches('\r'))
             .unwrap_or_else(|e| panic!("{line:?} is not JSON ({e}); all:\n{text}"));
         assert_eq!(event["session_id"], session_id.as_str());
+        // The proto3 JSON mapping: enum names and RFC 3339 times.
+        assert_eq!(event["event_kind"], "SESSION_EVENT_KIND_SNAPSHOT");
+        assert_eq!(event["state"], "SESSION_STATE_REVIEW");
+        assert!(is_rfc3339(&event["at"]), "{event}");
     }
 
+    // `projects --output json` printed created_at as epoch seconds before the mapping.
+    let projects = dialectic(&env, &binary, &["--output", "json", "projects"], false).await;
+    let listed: serde_json::Value =
+        serde_json::from_slice(&projects.stdout).expect("projects as JSON");
+    let first = &listed[0];
+    assert!(is_rfc3339(&first["created_at"]), "{listed}");
+
     env.teardown().await;
+}
+
+fn is_rfc3339(value: &serde_json::Value) -> bool {
+    value
+        .as_str()
+        .is_some_and(|t| chrono::DateTime::parse_from_rfc3339(t).is_ok())
 }

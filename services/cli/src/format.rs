@@ -3,6 +3,7 @@
 use dialectic_core::session::SessionStatus;
 use dialectic_proto::v1::{QueryResponse, Session, SessionEvent, StageDocument, Wallet};
 use tonic::{Code, Status};
+use tonic_types::StatusExt;
 
 const REVIEW: &str = SessionStatus::REVIEW;
 
@@ -152,9 +153,17 @@ pub fn head(text: &str, n: usize) -> impl Iterator<Item = &str> {
     text.lines().filter(|l| !l.trim().is_empty()).take(n)
 }
 
-/// `CODE_NAME: message`, with the code spelled as in the gRPC spec.
+/// `CODE_NAME: message`, with the code spelled as in the gRPC spec, and the
+/// ErrorInfo reason after it when the server gave one (what scripts match on).
 pub fn status(s: &Status) -> String {
-    let name = match s.code() {
+    match s.get_details_error_info() {
+        Some(info) => format!("{} ({}): {}", code_name(s), info.reason, s.message()),
+        None => format!("{}: {}", code_name(s), s.message()),
+    }
+}
+
+fn code_name(s: &Status) -> &'static str {
+    match s.code() {
         Code::Ok => "OK",
         Code::Cancelled => "CANCELLED",
         Code::Unknown => "UNKNOWN",
@@ -172,8 +181,7 @@ pub fn status(s: &Status) -> String {
         Code::Unavailable => "UNAVAILABLE",
         Code::DataLoss => "DATA_LOSS",
         Code::Unauthenticated => "UNAUTHENTICATED",
-    };
-    format!("{name}: {}", s.message())
+    }
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -271,6 +279,8 @@ pub fn answer(a: &QueryResponse) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
+    use tonic_types::ErrorDetails;
 
     #[test]
     fn events_print_one_line_with_dashes_for_blanks() {
@@ -330,6 +340,15 @@ mod tests {
         assert_eq!(
             status(&Status::not_found("session x not found")),
             "NOT_FOUND: session x not found"
+        );
+        let described = Status::with_error_details(
+            Code::NotFound,
+            "session x not found",
+            ErrorDetails::with_error_info("RESOURCE_NOT_FOUND", "dialectic.dev", HashMap::new()),
+        );
+        assert_eq!(
+            status(&described),
+            "NOT_FOUND (RESOURCE_NOT_FOUND): session x not found"
         );
     }
 

@@ -1,127 +1,134 @@
 //! `--output json`: one JSON document per answer (one line per event when
-//! watching), with the API's field names, for scripts.
+//! watching) in the proto3 JSON mapping, as any gRPC tool prints the same
+//! message: RFC 3339 timestamps, enum names, 64-bit integers as strings, every
+//! field present (defaults too), keyed by the .proto field names
+//! (`created_at`, as `grpcurl -format-error -emit-defaults` with proto names).
+//! The mapping is derived from the descriptors the protos compile to, so a
+//! field added to a message shows up without a change here.
 
 use dialectic_proto::v1::{
-    BlackboardEntry, ExportUrl, Pipeline, Project, ProjectDocument, QueryResponse, RecipeSummary,
-    Session, SessionEvent, StageDocument, StageRecipe, Wallet, WalletTransaction,
+    BlackboardEntry, DeleteProjectResponse, DocumentChunk, ExportUrl, InstallPipelineResponse,
+    Model, Pipeline, Project, ProjectDocument, QueryResponse, RecipeSummary,
+    RegenerateDocumentResponse, RevisitStageResponse, Session, SessionEvent, StageDocument,
+    StageRecipe, Wallet,
 };
+use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 use serde_json::{Value, json};
+use std::sync::OnceLock;
 
-fn time(t: &Option<prost_types::Timestamp>) -> Value {
-    match t {
-        Some(t) => json!(t.seconds as f64 + f64::from(t.nanos) / 1e9),
-        None => Value::Null,
-    }
-}
-
-pub fn project(p: &Project) -> Value {
-    json!({
-        "id": p.id, "name": p.name, "slug": p.slug,
-        "process_template_id": p.process_template_id, "pipeline": p.pipeline,
-        "created_at": time(&p.created_at),
+fn pool() -> Result<&'static DescriptorPool, String> {
+    static POOL: OnceLock<Result<DescriptorPool, String>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        DescriptorPool::decode(dialectic_proto::FILE_DESCRIPTOR_SET).map_err(|e| e.to_string())
     })
+    .as_ref()
+    .map_err(Clone::clone)
 }
 
-pub fn session(s: &Session) -> Value {
-    json!({
-        "id": s.id, "project_id": s.project_id, "status": s.status, "iteration": s.iteration,
-        "current_stage": s.current_stage, "models": s.models, "auto_advance": s.auto_advance,
-        "cost": s.cost, "notice": s.notice, "pipeline_version": s.pipeline_version,
-        "skipped_steps": s.skipped_steps.iter().map(|k| json!({
-            "iteration": k.iteration, "step_key": k.step_key, "reason": k.reason,
-        })).collect::<Vec<_>>(),
-        "position": s.position.as_ref().map(|p| json!({
-            "stage_number": p.stage_number, "stage_count": p.stage_count, "stage_name": p.stage_name,
-            "step_key": p.step_key, "step_name": p.step_name, "unit": p.unit, "index": p.index,
-            "count": p.count, "stage_percent": p.stage_percent, "summary": p.summary,
-        })),
-        "created_at": time(&s.created_at), "updated_at": time(&s.updated_at),
-        "jobs": s.jobs.iter().map(|j| json!({
-            "stage": j.stage_slug, "plan": j.plan, "execute": j.execute, "render": j.render,
-            "completed": j.completed, "failed": j.failed, "in_flight": j.in_flight, "superseded": j.superseded, "cost": j.cost,
-        })).collect::<Vec<_>>(),
-    })
+/// `message` (of the proto type `full_name`) in the proto3 JSON mapping.
+fn mapped<M: prost::Message>(message: &M, full_name: &str) -> Result<Value, String> {
+    let descriptor = pool()?
+        .get_message_by_name(full_name)
+        .ok_or_else(|| format!("{full_name} is not in the API's descriptors"))?;
+    let dynamic = DynamicMessage::decode(descriptor, message.encode_to_vec().as_slice())
+        .map_err(|e| e.to_string())?;
+    let options = SerializeOptions::new()
+        .use_proto_field_name(true)
+        .skip_default_fields(false);
+    dynamic
+        .serialize_with_options(serde_json::value::Serializer, &options)
+        .map_err(|e| e.to_string())
 }
 
-pub fn document(d: &StageDocument) -> Value {
-    json!({
-        "resource_id": d.resource_id, "stage": d.stage_slug, "iteration": d.iteration,
-        "document_key": d.document_key, "model": d.model, "storage_key": d.storage_key,
-        "size_bytes": d.size_bytes, "incomplete": d.incomplete, "updated_at": time(&d.updated_at),
-    })
+/// The mapping, or — should the descriptors not describe the message, a
+/// build defect — an object that says so instead of a half-printed answer.
+fn to_json<M: prost::Message>(message: &M, full_name: &str) -> Value {
+    mapped(message, full_name).unwrap_or_else(|error| json!({ "error": error }))
 }
 
-pub fn event(e: &SessionEvent) -> Value {
-    json!({
-        "kind": e.kind, "session_id": e.session_id, "session_status": e.session_status,
-        "stage": e.stage_slug, "job_id": e.job_id, "job_type": e.job_type,
-        "document_key": e.document_key, "model": e.model, "message": e.message,
-        "stage_percent": e.stage_percent, "at": time(&e.at),
-    })
+macro_rules! json_of {
+    ($($function:ident($message:ty) => $full_name:literal;)+) => {$(
+        pub fn $function(message: &$message) -> Value {
+            to_json(message, $full_name)
+        }
+    )+};
 }
 
-fn transaction(t: &WalletTransaction) -> Value {
-    json!({
-        "id": t.id, "kind": t.kind, "amount": t.amount, "balance_after": t.balance_after,
-        "reason": t.reason, "session_id": t.session_id, "job_id": t.job_id,
-        "created_at": time(&t.created_at),
-    })
-}
-
-pub fn wallet(w: &Wallet) -> Value {
-    json!({
-        "wallet_id": w.wallet_id, "total": w.total, "held": w.held, "available": w.available,
-        "history": w.history.iter().map(transaction).collect::<Vec<_>>(),
-    })
-}
-
-pub fn project_document(d: &ProjectDocument) -> Value {
-    json!({"resource_id": d.resource_id, "project_id": d.project_id, "file_name": d.file_name,
-           "position": d.position, "size_bytes": d.size_bytes, "content_hash": d.content_hash,
-           "chunks": d.chunks, "storage_key": d.storage_key, "created_at": time(&d.created_at)})
-}
-
-/// An entry's data is JSON already: it is embedded, not quoted.
-pub fn board_entry(e: &BlackboardEntry) -> Value {
-    json!({"id": e.id, "entry_type": e.entry_type, "seq": e.seq, "iteration": e.iteration,
-           "stage": e.stage_slug, "step_key": e.step_key, "model": e.model, "job_id": e.job_id,
-           "data": serde_json::from_str::<Value>(&e.data_json).unwrap_or(Value::Null),
-           "created_at": time(&e.created_at)})
-}
-
-pub fn pipeline(p: &Pipeline) -> Value {
-    json!({"slug": p.slug, "name": p.name, "version": p.version, "stages": p.stages,
-           "current": p.current, "created_at": time(&p.created_at)})
+json_of! {
+    project(Project) => "dialectic.v1.Project";
+    session(Session) => "dialectic.v1.Session";
+    document(StageDocument) => "dialectic.v1.StageDocument";
+    event(SessionEvent) => "dialectic.v1.SessionEvent";
+    wallet(Wallet) => "dialectic.v1.Wallet";
+    project_document(ProjectDocument) => "dialectic.v1.ProjectDocument";
+    board_entry(BlackboardEntry) => "dialectic.v1.BlackboardEntry";
+    pipeline(Pipeline) => "dialectic.v1.Pipeline";
+    recipe_summary(RecipeSummary) => "dialectic.v1.RecipeSummary";
+    recipe(StageRecipe) => "dialectic.v1.StageRecipe";
+    export_url(ExportUrl) => "dialectic.v1.ExportUrl";
+    answer(QueryResponse) => "dialectic.v1.QueryResponse";
+    revisit(RevisitStageResponse) => "dialectic.v1.RevisitStageResponse";
+    chunk(DocumentChunk) => "dialectic.v1.DocumentChunk";
+    model(Model) => "dialectic.v1.Model";
+    regeneration(RegenerateDocumentResponse) => "dialectic.v1.RegenerateDocumentResponse";
+    installed(InstallPipelineResponse) => "dialectic.v1.InstallPipelineResponse";
+    deleted(DeleteProjectResponse) => "dialectic.v1.DeleteProjectResponse";
 }
 
 pub fn recipes(list: &[RecipeSummary]) -> Value {
-    list.iter()
-        .map(|r| json!({"stage": r.stage_slug, "name": r.display_name, "is_cloned": r.is_cloned, "steps": r.steps}))
-        .collect()
+    list.iter().map(recipe_summary).collect()
 }
 
-pub fn recipe(r: &StageRecipe) -> Value {
-    json!({
-        "stage": r.stage_slug, "is_cloned": r.is_cloned,
-        "steps": r.steps.iter().map(|s| json!({
-            "id": s.id, "step_key": s.step_key, "name": s.name, "job_type": s.job_type,
-            "granularity_strategy": s.granularity_strategy, "output_type": s.output_type,
-            "skipped": s.skipped, "after": s.after,
-        })).collect::<Vec<_>>(),
-    })
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dialectic_proto::v1::{SessionEventKind, SessionState, TransactionKind, WalletTransaction};
 
-pub fn export_url(u: &ExportUrl) -> Value {
-    json!({"url": u.url, "storage_key": u.storage_key, "size_bytes": u.size_bytes, "expires_at": time(&u.expires_at)})
-}
+    #[test]
+    fn timestamps_are_rfc3339_and_enums_their_names() {
+        let running = Session {
+            id: "s".into(),
+            state: SessionState::Running.into(),
+            cost: 31_244,
+            created_at: Some(prost_types::Timestamp {
+                seconds: 1_700_000_000,
+                nanos: 0,
+            }),
+            ..Default::default()
+        };
+        let json = session(&running);
+        assert_eq!(json["created_at"], "2023-11-14T22:13:20Z");
+        assert_eq!(json["state"], "SESSION_STATE_RUNNING");
+        // int64 is a string in the mapping (JSON numbers lose precision past 2^53).
+        assert_eq!(json["cost"], "31244");
+        // Defaults are printed, so a script finds every field.
+        assert_eq!(json["notice"], "");
+        assert_eq!(json["iteration"], 0);
+    }
 
-pub fn answer(a: &QueryResponse) -> Value {
-    json!({
-        "answer": a.answer, "query_type": a.query_type, "confidence": a.confidence,
-        "cached": a.cached, "cost": a.cost, "sub_queries": a.sub_queries, "caveats": a.caveats,
-        "citations": a.citations.iter().map(|c| json!({
-            "source_id": c.source_id, "source_name": c.source_name, "chunk_id": c.chunk_id,
-            "start": c.start, "end": c.end, "quote": c.quote,
-        })).collect::<Vec<_>>(),
-    })
+    #[test]
+    fn nested_messages_and_repeated_fields_map_too() {
+        let spent = Wallet {
+            history: vec![WalletTransaction {
+                transaction_kind: TransactionKind::Capture.into(),
+                amount: -5,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let json = wallet(&spent);
+        assert_eq!(
+            json["history"][0]["transaction_kind"],
+            "TRANSACTION_KIND_CAPTURE"
+        );
+        assert_eq!(json["history"][0]["amount"], "-5");
+        let started = event(&SessionEvent {
+            event_kind: SessionEventKind::StageStarted.into(),
+            stage_percent: 40,
+            ..Default::default()
+        });
+        assert_eq!(started["event_kind"], "SESSION_EVENT_KIND_STAGE_STARTED");
+        assert_eq!(started["stage_percent"], 40);
+        assert_eq!(started["at"], Value::Null);
+    }
 }

@@ -633,12 +633,7 @@ async fn revisit(
         })
         .await?;
     if json {
-        print_json(&serde_json::json!({
-            "session": done.session.as_ref().map(json::session),
-            "needs_review": done.needs_review,
-            "archived": done.archived,
-            "revision": done.revision,
-        }));
+        print_json(&json::revisit(&done));
     } else {
         if let Some(s) = &done.session {
             println!("{} {} (revision {})", s.id, s.status, done.revision);
@@ -664,23 +659,7 @@ async fn doc_chunks(gateway: &Gateway, json: bool, resource: String) -> Result<(
         })
         .await?;
     if json {
-        print_json(
-            &found
-                .chunks
-                .iter()
-                .map(|c| {
-                    serde_json::json!({
-                        "contribution_id": c.contribution_id,
-                        "contribution_type": c.contribution_type,
-                        "storage_key": c.storage_key,
-                        "finish_reason": c.finish_reason,
-                        "edit_version": c.edit_version,
-                        "incomplete": c.incomplete,
-                        "raw": c.raw,
-                    })
-                })
-                .collect(),
-        );
+        print_json(&found.chunks.iter().map(json::chunk).collect());
     } else {
         for c in &found.chunks {
             println!(
@@ -704,19 +683,7 @@ async fn models(gateway: &Gateway, json: bool) -> Result<()> {
         })
         .await?;
     if json {
-        print_json(&serde_json::Value::Array(
-            models
-                .models
-                .iter()
-                .map(|m| {
-                    serde_json::json!({
-                        "api_identifier": m.api_identifier, "provider": m.provider,
-                        "name": m.name, "context_window_tokens": m.context_window_tokens,
-                        "max_output_tokens": m.max_output_tokens,
-                    })
-                })
-                .collect(),
-        ));
+        print_json(&models.models.iter().map(json::model).collect());
         return Ok(());
     }
     for m in models.models {
@@ -838,13 +805,7 @@ async fn doc_regenerate(gateway: &Gateway, json: bool, args: RegenerateArgs) -> 
         })
         .await?;
     if json {
-        print_json(&serde_json::json!({
-            "regeneration_id": done.regeneration_id,
-            "job_id": done.job_id,
-            "superseded_job_ids": done.superseded_job_ids,
-            "created": done.created,
-            "session": done.session.as_ref().map(json::session),
-        }));
+        print_json(&json::regeneration(&done));
     } else {
         let verb = if done.created {
             "regenerating"
@@ -1047,7 +1008,7 @@ async fn delete_project(gateway: &Gateway, json: bool, project: String) -> Resul
         })
         .await?;
     if json {
-        print_json(&serde_json::json!({"objects_deleted": done.objects_deleted}));
+        print_json(&json::deleted(&done));
     } else {
         println!("deleted ({} stored objects removed)", done.objects_deleted);
     }
@@ -1178,14 +1139,14 @@ async fn pipeline_install(gateway: &Gateway, json: bool, file: &Path) -> Result<
             async move { c.install_pipeline(request).await }
         })
         .await?;
+    if json {
+        print_json(&json::installed(&installed));
+        return Ok(());
+    }
     let pipeline = installed
         .pipeline
         .context("the gateway answered without the pipeline")?;
-    if json {
-        print_json(&serde_json::json!({
-            "created": installed.created, "pipeline": json::pipeline(&pipeline)
-        }));
-    } else if installed.created {
+    if installed.created {
         println!("installed {}", pipeline_line(&pipeline));
     } else {
         println!(
