@@ -586,3 +586,23 @@ impl TestEnv {
         .await;
     }
 }
+
+/// Uploads `(file name, text)` documents to a project, in order, as a user
+/// adding sources before a contract-stack session or a question.
+pub async fn upload_documents(
+    client: &mut GatewayClient,
+    project_id: &str,
+    files: &[(&str, &str)],
+) {
+    for (name, text) in files {
+        client
+            .add_project_document(dialectic_proto::v1::AddProjectDocumentRequest {
+                project_id: project_id.to_string(),
+                file_name: name.to_string(),
+                content: text.as_bytes().to_vec(),
+                client_request_id: String::new(),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("upload {name}: {e}"));
+    }
+}

@@ -6,11 +6,10 @@
 //! stack of one document skips amendment tracking through its plan.
 
 use dialectic_cache::Cache;
-use dialectic_e2e::{GatewayClient, TestEnv};
+use dialectic_e2e::{GatewayClient, TestEnv, upload_documents};
 use dialectic_proto::v1::{
-    AddProjectDocumentRequest, CreateProjectRequest, GetBlackboardRequest, GetSessionRequest,
-    PauseSessionRequest, ResumeSessionRequest, SessionEvent, StartSessionRequest,
-    WatchSessionRequest,
+    CreateProjectRequest, GetBlackboardRequest, GetSessionRequest, PauseSessionRequest,
+    ResumeSessionRequest, SessionEvent, StartSessionRequest, WatchSessionRequest,
 };
 use futures::StreamExt;
 
@@ -44,17 +43,7 @@ async fn start(client: &mut GatewayClient, documents: &[(&str, &str)]) -> String
         .await
         .expect("project")
         .into_inner();
-    for (name, text) in documents {
-        client
-            .add_project_document(AddProjectDocumentRequest {
-                project_id: project.id.clone(),
-                file_name: name.to_string(),
-                content: text.as_bytes().to_vec(),
-                client_request_id: String::new(),
-            })
-            .await
-            .expect("upload");
-    }
+    upload_documents(client, &project.id, documents).await;
     client
         .start_session(StartSessionRequest {
             project_id: project.id,

@@ -6,7 +6,7 @@
 //! NOT_FOUND.
 
 use dialectic_core::query::{Source, chunks};
-use dialectic_e2e::{GatewayClient, TestEnv};
+use dialectic_e2e::{GatewayClient, TestEnv, upload_documents};
 use dialectic_proto::v1::{
     AddProjectDocumentRequest, CreateProjectRequest, GetWalletRequest, ListProjectDocumentsRequest,
     ListStageDocumentsRequest, QueryRequest, QueryResponse, SaveDocumentEditRequest,
@@ -109,17 +109,7 @@ async fn answers_quote_stored_text_and_are_cached_until_an_edit() {
         .expect("project")
         .into_inner()
         .id;
-    for (name, text) in STACK {
-        client
-            .add_project_document(AddProjectDocumentRequest {
-                project_id: project.clone(),
-                file_name: name.into(),
-                content: text.as_bytes().to_vec(),
-                client_request_id: String::new(),
-            })
-            .await
-            .expect("upload");
-    }
+    upload_documents(&mut client, &project, &STACK).await;
 
     let before = available(&mut client).await;
     let answer = ask(&mut client, &project, "When is the rent due?").await;

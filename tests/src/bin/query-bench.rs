@@ -5,8 +5,8 @@
 //!
 //!     cargo run --release -p dialectic-e2e --bin query-bench -- [questions per latency]
 
-use dialectic_e2e::TestEnv;
-use dialectic_proto::v1::{AddProjectDocumentRequest, CreateProjectRequest, QueryRequest};
+use dialectic_e2e::{TestEnv, upload_documents};
+use dialectic_proto::v1::{CreateProjectRequest, QueryRequest};
 use std::time::{Duration, Instant};
 
 const DOCUMENTS: [(&str, &str); 3] = [
@@ -54,17 +54,7 @@ async fn rung(latency_ms: u64, questions: usize) {
         .expect("project")
         .into_inner()
         .id;
-    for (name, text) in DOCUMENTS {
-        client
-            .add_project_document(AddProjectDocumentRequest {
-                project_id: project.clone(),
-                file_name: name.into(),
-                content: text.as_bytes().to_vec(),
-                client_request_id: String::new(),
-            })
-            .await
-            .expect("upload");
-    }
+    upload_documents(&mut client, &project, &DOCUMENTS).await;
     let mut misses = Vec::new();
     let mut hits = Vec::new();
     for round in 0..2 {
