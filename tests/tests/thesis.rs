@@ -312,6 +312,7 @@ async fn a_job_whose_worker_dies_is_picked_up_again() {
     // A worker claims the job with a one-second lease and then dies: no heartbeat, no outcome.
     let claimed = dialectic_runtime::worker::claim(
         &env.store,
+        &dialectic_runtime::Courier::default(),
         root,
         &[dialectic_core::job::JobType::Plan],
         "worker-that-dies",

@@ -52,6 +52,10 @@ pub struct AmqpConfig {
     /// A delivery that waits this long for a free worker slot is re-published at
     /// the back of its queue; keep it well under the broker's `consumer_timeout`.
     pub recycle_after_ms: u64,
+    /// A writer publishes its outbox rows itself right after the commit; a row
+    /// still there this long after it was written is the relay's (its writer
+    /// died, or the broker refused it). 0: no fast path, the relay publishes all.
+    pub relay_after_ms: u64,
 }
 
 impl Default for AmqpConfig {
@@ -61,6 +65,7 @@ impl Default for AmqpConfig {
             prefix: "dialectic".into(),
             delivery_limit: 5,
             recycle_after_ms: 300_000,
+            relay_after_ms: 1000,
         }
     }
 }

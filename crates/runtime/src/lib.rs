@@ -4,12 +4,14 @@
 
 pub mod blackboard;
 mod consumer;
+pub mod courier;
 pub mod error_status;
 pub mod observe;
 pub mod service_auth;
 pub mod worker;
 
 pub use consumer::{ConsumerOptions, Disposition, Handler, channel_losses, run_consumer};
+pub use courier::Courier;
 pub use tokio_util::sync::CancellationToken;
 
 use dialectic_blob::{BlobSettings, BlobStore};

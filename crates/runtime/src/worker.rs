@@ -1,8 +1,10 @@
 //! What every job worker does around its own work: claim by compare-and-set
-//! (recording `JobStarted` in the same transaction), keep the lease alive, and
-//! record the outcome only while it still owns the attempt.
+//! (recording `JobStarted` in the same transaction when the claim starts a
+//! stage: a root PLAN job), keep the lease alive, and record the outcome only
+//! while it still owns the attempt. Outcome messages go out through the
+//! worker's courier right after their commit.
 
-use crate::CancellationToken;
+use crate::{CancellationToken, Courier};
 use dialectic_core::error::{ErrorCode, ErrorContract};
 use dialectic_core::ids::JobId;
 use dialectic_core::job::{INSUFFICIENT_BALANCE, JobType};
@@ -12,7 +14,8 @@ use dialectic_proto::v1::queue::{
 };
 use dialectic_queue::keys;
 use dialectic_store::jobs::{self, JobRow};
-use dialectic_store::{Store, StoreError, Tx, outbox};
+use dialectic_store::outbox::{self, OutboxRow};
+use dialectic_store::{Store, StoreError, Tx};
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
@@ -28,9 +31,12 @@ fn outcome(job: &JobRow, result: job_outcome::Result) -> Vec<u8> {
 }
 
 /// Claims the job for `worker`; None when another worker has it or it is not
-/// claimable any more (a duplicate or stale dispatch).
+/// claimable any more (a duplicate or stale dispatch). Only a root PLAN job's
+/// start is news to the planner (it moves the session to `running_<stage>`);
+/// every other claim is one row update and no message.
 pub async fn claim(
     store: &Store,
+    courier: &Courier,
     job_id: JobId,
     job_types: &[JobType],
     worker: &str,
@@ -40,20 +46,28 @@ pub async fn claim(
     let Some(job) = jobs::claim(&mut tx, job_id, job_types, worker, lease_secs).await? else {
         return Ok(None);
     };
-    let started = outcome(
-        &job,
-        job_outcome::Result::Started(JobStarted {
-            worker: worker.to_string(),
-        }),
-    );
-    outbox::enqueue(
-        &mut tx,
-        keys::JOB_EVENT,
-        &started,
-        dialectic_telemetry::current_traceparent().as_deref(),
-    )
-    .await?;
+    let starts_stage = job.parent_job_id.is_none() && job.job_type == JobType::Plan.as_str();
+    let started = if starts_stage {
+        let started = outcome(
+            &job,
+            job_outcome::Result::Started(JobStarted {
+                worker: worker.to_string(),
+            }),
+        );
+        Some(
+            outbox::enqueue(
+                &mut tx,
+                keys::JOB_EVENT,
+                &started,
+                dialectic_telemetry::current_traceparent().as_deref(),
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
     tx.commit().await?;
+    courier.post(started);
     Ok(Some(job))
 }
 
@@ -84,30 +98,37 @@ pub fn spawn_heartbeat(
     })
 }
 
+/// An attempt's success, recorded in a transaction that has committed: the
+/// outcome message the worker publishes. Only [`record_success`] makes one.
+#[must_use = "the attempt returns it, so the worker publishes its outcome"]
+pub struct Recorded(OutboxRow);
+
 /// Records success inside the caller's transaction (which also writes the
-/// job's product). False: the attempt is no longer ours; roll back.
+/// job's product); return the [`Recorded`] from the attempt once that
+/// transaction commits. None: the attempt is no longer ours; roll back.
 pub async fn record_success(
     tx: &mut Tx<'_>,
     job: &JobRow,
     worker: &str,
     succeeded: JobSucceeded,
-) -> Result<bool, StoreError> {
+) -> Result<Option<Recorded>, StoreError> {
     if !jobs::release_lease(tx, job.id, job.attempt_count, worker).await? {
-        return Ok(false);
+        return Ok(None);
     }
-    outbox::enqueue(
+    let row = outbox::enqueue(
         tx,
         keys::JOB_EVENT,
         &outcome(job, job_outcome::Result::Succeeded(succeeded)),
         dialectic_telemetry::current_traceparent().as_deref(),
     )
     .await?;
-    Ok(true)
+    Ok(Some(Recorded(row)))
 }
 
 /// Records a failed attempt; the planner decides between retry and failure.
 pub async fn record_failure(
     store: &Store,
+    courier: &Courier,
     job: &JobRow,
     worker: &str,
     code: &str,
@@ -118,7 +139,7 @@ pub async fn record_failure(
     if !jobs::release_lease(&mut tx, job.id, job.attempt_count, worker).await? {
         return Ok(false);
     }
-    outbox::enqueue(
+    let row = outbox::enqueue(
         &mut tx,
         keys::JOB_EVENT,
         &outcome(
@@ -133,6 +154,7 @@ pub async fn record_failure(
     )
     .await?;
     tx.commit().await?;
+    courier.post([row]);
     Ok(true)
 }
 
@@ -209,12 +231,13 @@ impl ErrorContract for AttemptError {
     }
 }
 
-/// The job-specific part of a worker: one attempt at one claimed job. It must
-/// record its success through [`record_success`] in the transaction that saves
-/// its product, and return `Lost` when that reports the attempt is no longer its own.
+/// The job-specific part of a worker: one attempt at one claimed job. It
+/// records its success through [`record_success`] in the transaction that saves
+/// its product and returns what that gave once committed, or `Lost` when it
+/// reports the attempt is no longer its own.
 #[async_trait::async_trait]
 pub trait JobWork: Send + Sync + 'static {
-    async fn attempt(&self, job: &JobRow, worker: &str) -> Result<(), AttemptError>;
+    async fn attempt(&self, job: &JobRow, worker: &str) -> Result<Recorded, AttemptError>;
 }
 
 #[derive(Default)]
@@ -232,6 +255,8 @@ pub struct JobWorker<W> {
     pub job_types: &'static [JobType],
     pub work: W,
     pub stats: std::sync::Arc<WorkerStats>,
+    /// Publishes claims' and outcomes' messages right after their commit.
+    pub courier: Courier,
 }
 
 #[async_trait::async_trait]
@@ -260,6 +285,7 @@ impl<W: JobWork> JobWorker<W> {
         use std::sync::atomic::Ordering;
         let job = match claim(
             &self.store,
+            &self.courier,
             job_id,
             self.job_types,
             &self.worker,
@@ -304,7 +330,7 @@ impl<W: JobWork> JobWorker<W> {
         let _ = heartbeat.await;
         self.stats.busy.fetch_sub(1, Ordering::Relaxed);
         let result_label = match &result {
-            Ok(()) => "succeeded",
+            Ok(_) => "succeeded",
             Err(AttemptError::Lost) => "lost",
             Err(AttemptError::Permanent { code, .. })
             | Err(AttemptError::Retryable { code, .. }) => code,
@@ -315,7 +341,8 @@ impl<W: JobWork> JobWorker<W> {
             started.elapsed().as_secs_f64(),
         );
         let (code, message, can_retry) = match result {
-            Ok(()) => {
+            Ok(Recorded(outcome)) => {
+                self.courier.post([outcome]);
                 self.stats.completed.fetch_add(1, Ordering::Relaxed);
                 return crate::Disposition::Settled;
             }
@@ -325,9 +352,16 @@ impl<W: JobWork> JobWorker<W> {
             Err(AttemptError::Store(e)) => ("store", e.to_string(), true),
         };
         tracing::warn!(code, %message, retryable = can_retry, "attempt failed");
-        if let Err(e) =
-            record_failure(&self.store, &job, &self.worker, code, &message, can_retry).await
-        {
+        let recorded = record_failure(
+            &self.store,
+            &self.courier,
+            &job,
+            &self.worker,
+            code,
+            &message,
+            can_retry,
+        );
+        if let Err(e) = recorded.await {
             // The lease will expire and the planner will retry the job.
             tracing::warn!(error = %e, "could not record the failure");
         }

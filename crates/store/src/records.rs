@@ -200,7 +200,7 @@ pub async fn insert_project(
 }
 
 pub async fn project_for_user(
-    pool: &PgPool,
+    executor: impl sqlx::PgExecutor<'_>,
     user_id: UserId,
     id: ProjectId,
 ) -> Result<ProjectRow, StoreError> {
@@ -209,7 +209,7 @@ pub async fn project_for_user(
     ))
     .bind(id)
     .bind(user_id)
-    .fetch_optional(pool)
+    .fetch_optional(executor)
     .await?
     .ok_or_else(|| StoreError::not_found("project", id))
 }

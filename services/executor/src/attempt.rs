@@ -45,11 +45,16 @@ impl Executor {
         let model_id = job
             .model_id
             .ok_or_else(|| permanent("bad_payload", "job has no model"))?;
-        let pool = self.store.pool();
-        let model = records::model(pool, model_id).await?;
-        let session = records::session_for_user(pool, job.user_id, job.session_id).await?;
-        let project = records::project_for_user(pool, job.user_id, session.project_id).await?;
-        let stage = records::stage_in_process(pool, session.id, &job.stage_slug).await?;
+        // One transaction for the four reads, not four: a consistent view, and
+        // each read alone would be a transaction Postgres commits on its own.
+        let mut tx = self.store.begin().await?;
+        let model = records::model(&mut *tx, model_id).await?;
+        let session = records::session_for_user(&mut *tx, job.user_id, job.session_id).await?;
+        let project = records::project_for_user(&mut *tx, job.user_id, session.project_id).await?;
+        let stage = records::stage_in_process(&mut *tx, session.id, &job.stage_slug).await?;
+        tx.commit()
+            .await
+            .map_err(dialectic_store::StoreError::from)?;
         Ok(Attempt {
             job,
             payload,

@@ -29,10 +29,10 @@ use dialectic_proto::v1::executor::executor_service_server::{
 use dialectic_proto::v1::executor::{AnswerRequest, AnswerResponse, StatusRequest, StatusResponse};
 use dialectic_queue::keys;
 use dialectic_runtime::service_auth::ServiceKey;
-use dialectic_runtime::worker::{AttemptError, JobWork, JobWorker, WorkerStats};
+use dialectic_runtime::worker::{AttemptError, JobWork, JobWorker, Recorded, WorkerStats};
 use dialectic_runtime::{
-    CancellationToken, ConsumerOptions, Dependencies, Handler, Running, RuntimeError, run_consumer,
-    supervise,
+    CancellationToken, ConsumerOptions, Courier, Dependencies, Handler, Running, RuntimeError,
+    run_consumer, supervise,
 };
 use dialectic_store::Store;
 use dialectic_store::jobs::JobRow;
@@ -110,7 +110,7 @@ struct Jobs(Arc<Executor>);
 
 #[async_trait::async_trait]
 impl JobWork for Jobs {
-    async fn attempt(&self, job: &JobRow, worker: &str) -> Result<(), AttemptError> {
+    async fn attempt(&self, job: &JobRow, worker: &str) -> Result<Recorded, AttemptError> {
         self.0.attempt(job, worker).await
     }
 }
@@ -119,7 +119,7 @@ impl Executor {
     /// One model call for one job, in stages: what it works from, the provider,
     /// the request (inputs, history, compression), the paid call, and the
     /// reply kept (or continued).
-    async fn attempt(&self, job: &JobRow, worker: &str) -> Result<(), AttemptError> {
+    async fn attempt(&self, job: &JobRow, worker: &str) -> Result<Recorded, AttemptError> {
         let attempt = self.load(job).await?;
         let provider = self.provider(&attempt.model).await?;
         let chain = match job.target_contribution_id {
@@ -271,6 +271,8 @@ async fn start_executor(
         shutdown.clone(),
     )
     .await?;
+    let work_shutdown = shutdown.child_token();
+    let (courier, courier_task) = Courier::from_settings(&store, &settings, &work_shutdown);
     let handler: Arc<dyn Handler> = Arc::new(JobWorker {
         store: store.clone(),
         worker: format!("executor-{}", Uuid::now_v7().simple()),
@@ -278,15 +280,15 @@ async fn start_executor(
         job_types: &[JobType::Plan, JobType::Execute],
         work: Jobs(executor),
         stats,
+        courier,
     });
-    let work_shutdown = shutdown.child_token();
     let mut dependencies = Dependencies {
         store: Some(store),
         blob: Some(blob),
         cache: Some(cache),
         ..Default::default()
     };
-    let mut tasks = Vec::new();
+    let mut tasks: Vec<_> = courier_task.into_iter().collect();
     for key in [keys::JOB_PLAN, keys::JOB_EXECUTE] {
         tasks.push(tokio::spawn(run_consumer(
             ConsumerOptions {

@@ -20,7 +20,7 @@ use dialectic_proto::v1::queue::{
     BoardEntry as QueueBoardEntry, ClarificationRequest as QueueClarification, JobSucceeded,
     SkipStep as QueueSkipStep,
 };
-use dialectic_runtime::worker::{self, AttemptError};
+use dialectic_runtime::worker::{self, AttemptError, Recorded};
 use dialectic_store::StoreError;
 use dialectic_store::records::{self, NewContribution};
 use serde_json::Value;
@@ -201,7 +201,7 @@ impl Executor {
         worker: &str,
         chain: Option<&Chain>,
         kept: Kept,
-    ) -> Result<(), AttemptError> {
+    ) -> Result<Recorded, AttemptError> {
         let Kept {
             reply,
             compressed,
@@ -250,10 +250,10 @@ impl Executor {
             clarifications,
         };
         match self.record(attempt, worker, &saved).await {
-            Ok(Some(id)) => {
+            Ok(Some((id, recorded))) => {
                 tracing::info!(contribution_id = %id, key = %written.chunk, turn = turn.number,
                     continuation_needed = turn.continuation_needed, incomplete = turn.incomplete, "chunk saved");
-                Ok(())
+                Ok(recorded)
             }
             Ok(None) => {
                 self.discard(attempt, written).await;
@@ -345,7 +345,7 @@ impl Executor {
         attempt: &Attempt<'_>,
         worker: &str,
         saved: &Saved<'_>,
-    ) -> Result<Option<ContributionId>, AttemptError> {
+    ) -> Result<Option<(ContributionId, Recorded)>, AttemptError> {
         let job = attempt.job;
         let mut tx = self.store.begin().await?;
         let stored_id =
@@ -376,11 +376,11 @@ impl Executor {
             confidence: saved.confidence,
             clarifications: saved.clarifications.clone(),
         };
-        if !worker::record_success(&mut tx, job, worker, outcome).await? {
+        let Some(recorded) = worker::record_success(&mut tx, job, worker, outcome).await? else {
             return Ok(None);
-        }
+        };
         tx.commit().await.map_err(StoreError::from)?;
-        Ok(Some(stored_id))
+        Ok(Some((stored_id, recorded)))
     }
 
     fn contribution<'a>(

@@ -24,7 +24,9 @@ use dialectic_proto::v1::indexer::indexer_service_client::IndexerServiceClient;
 use dialectic_proto::v1::planner::planner_service_client::PlannerServiceClient;
 use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
 use dialectic_runtime::service_auth::{ServiceKey, internal_channel};
-use dialectic_runtime::{CancellationToken, Dependencies, Running, RuntimeError, supervise};
+use dialectic_runtime::{
+    CancellationToken, Courier, Dependencies, Running, RuntimeError, supervise,
+};
 use futures::future::BoxFuture;
 use std::sync::{Arc, OnceLock};
 
@@ -65,6 +67,8 @@ async fn start_gateway(
     let blob = dialectic_runtime::blob(&settings);
     let cache = Arc::new(OnceLock::new());
     let bootstrap = bootstrap_key(&settings);
+    let work_shutdown = shutdown.child_token();
+    let (courier, courier_task) = Courier::from_settings(&store, &settings, &work_shutdown);
     let gateway = Gateway::new(
         store.clone(),
         blob.clone(),
@@ -73,7 +77,8 @@ async fn start_gateway(
         bootstrap,
         settings.gateway.max_prompt_bytes,
         shutdown.clone(),
-    );
+    )
+    .with_courier(courier);
     let server = dialectic_runtime::start_grpc(
         SERVICE_NAME,
         &settings.gateway.listen,
@@ -100,8 +105,8 @@ async fn start_gateway(
         &settings,
         server,
         dependencies,
-        shutdown.child_token(),
-        Vec::new(),
+        work_shutdown,
+        courier_task.into_iter().collect(),
     ))
 }
 

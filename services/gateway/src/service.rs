@@ -39,10 +39,10 @@ use dialectic_proto::v1::{
     ResumeSessionRequest, SaveDocumentEditRequest, Session, SessionEvent, StageDocument,
     StartSessionRequest, SubmitStageResponsesRequest, Wallet, WatchSessionRequest,
 };
-use dialectic_runtime::CancellationToken;
 use dialectic_runtime::blackboard;
 use dialectic_runtime::error_status::Failure;
 use dialectic_runtime::service_auth::InternalChannel;
+use dialectic_runtime::{CancellationToken, Courier};
 use dialectic_store::ledger;
 use dialectic_store::records::{
     self, NewContribution, NewProject, NewSession, SessionRow, USER_EDIT,
@@ -197,6 +197,8 @@ pub struct Gateway {
     bootstrap: Option<BootstrapKey>,
     max_prompt_bytes: usize,
     shutdown: CancellationToken,
+    /// Publishes the planner commands a call enqueues, right after its commit.
+    courier: Courier,
 }
 
 impl Gateway {
@@ -217,7 +219,13 @@ impl Gateway {
             bootstrap,
             max_prompt_bytes,
             shutdown,
+            courier: Courier::default(),
         }
+    }
+
+    pub fn with_courier(mut self, courier: Courier) -> Self {
+        self.courier = courier;
+        self
     }
 
     /// The user whose API key the call carries; UNAUTHENTICATED without a valid one.
@@ -665,15 +673,18 @@ impl Gateway {
                     row.status
                 ))
             })?;
-            outbox::enqueue(
+            let command = outbox::enqueue(
                 &mut tx,
                 dialectic_queue::keys::PLANNER_COMMAND,
                 &dialectic_queue::start_stage_command(&row.id.to_string(), &stage_slug, 1),
                 dialectic_telemetry::current_traceparent().as_deref(),
             )
             .await?;
+            tx.commit().await.map_err(StoreError::from)?;
+            self.courier.post([command]);
+        } else {
+            tx.commit().await.map_err(StoreError::from)?;
         }
-        tx.commit().await.map_err(StoreError::from)?;
         self.session_view(row, false).await
     }
 
@@ -899,7 +910,7 @@ impl Gateway {
         )
         .await?;
         // The planner inserts and dispatches the RENDER job (it owns job state).
-        outbox::enqueue(
+        let command = outbox::enqueue(
             &mut tx,
             dialectic_queue::keys::PLANNER_COMMAND,
             &dialectic_queue::render_edit_command(&edit_id.to_string()),
@@ -907,6 +918,7 @@ impl Gateway {
         )
         .await?;
         tx.commit().await.map_err(StoreError::from)?;
+        self.courier.post([command]);
         self.invalidate(resource.project_id).await;
         let names = self.model_names(resource.model_id.as_slice()).await?;
         Ok(convert::document(&resource, &names))

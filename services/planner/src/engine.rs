@@ -27,7 +27,7 @@ use dialectic_proto::v1::queue::{
     BoardEntry as QueueBoardEntry, JobOutcome, JobSucceeded, ResumeSession,
     SkipStep as QueueSkipStep, StartStage, job_outcome,
 };
-use dialectic_runtime::error_status;
+use dialectic_runtime::{Courier, error_status};
 use dialectic_store::jobs::{self, JobRow, NewJob};
 use dialectic_store::{
     Store, StoreError, Tx, blackboard, clarifications, inputs, outbox, project_documents, recipes,
@@ -146,6 +146,8 @@ pub(crate) struct Unit {
     pub(crate) cleared_boards: Vec<SessionId>,
     work: VecDeque<Work>,
     traceparent: Option<String>,
+    /// Outbox rows this unit wrote, handed to the courier after commit.
+    sent: Vec<outbox::OutboxRow>,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -166,6 +168,7 @@ pub struct Engine {
     pub(crate) blob: dialectic_blob::BlobStore,
     pub(crate) config: PlannerConfig,
     cache: Arc<OnceLock<Cache>>,
+    courier: Courier,
 }
 
 /// Locks a command's session; None (logged) when it does not exist, since a
@@ -236,7 +239,15 @@ impl Engine {
             blob,
             config,
             cache,
+            courier: Courier::default(),
         }
+    }
+
+    /// Publishes what each unit enqueued right after its commit; without one,
+    /// the relay publishes everything.
+    pub fn with_courier(mut self, courier: Courier) -> Self {
+        self.courier = courier;
+        self
     }
 
     pub(crate) async fn begin(&self, traceparent: Option<&str>) -> Result<Unit, PlannerError> {
@@ -248,12 +259,14 @@ impl Engine {
             cleared_boards: Vec::new(),
             work: VecDeque::new(),
             traceparent: traceparent.map(str::to_string),
+            sent: Vec::new(),
         })
     }
 
     pub(crate) async fn finish(&self, mut unit: Unit) -> Result<(), PlannerError> {
         self.run(&mut unit).await?;
         unit.tx.commit().await.map_err(StoreError::from)?;
+        self.courier.post(unit.sent);
         if let Some(cache) = self.cache.get() {
             for session in &unit.cleared_boards {
                 if let Err(e) = cache.board_clear(&session.to_string()).await {
@@ -1304,6 +1317,19 @@ impl Engine {
             if wait_for.is_none() {
                 self.dispatch(unit, id, step.job_type).await?;
             }
+            // Watchers see a step's jobs when they are planned (workers do not
+            // report their claims): the stage's percent as the step begins.
+            let mut planned = self.job_event(unit, parent, "job_status").await?;
+            planned.job_id = id.to_string();
+            planned.job_type = step.job_type.as_str().to_string();
+            planned.document_key = step.output_type.clone();
+            planned.message = match wait_for {
+                Some(_) => JobStatus::WaitingForPrerequisite,
+                None => JobStatus::Pending,
+            }
+            .as_str()
+            .to_string();
+            unit.events.push(planned);
         }
         Ok(inserted)
     }
@@ -1477,7 +1503,7 @@ impl Engine {
         stage: &str,
         iteration: i32,
     ) -> Result<(), PlannerError> {
-        outbox::enqueue(
+        let row = outbox::enqueue(
             &mut unit.tx,
             dialectic_queue::keys::PLANNER_COMMAND,
             &dialectic_queue::start_stage_command(
@@ -1488,6 +1514,7 @@ impl Engine {
             unit.traceparent.as_deref(),
         )
         .await?;
+        unit.sent.push(row);
         Ok(())
     }
 
@@ -1497,13 +1524,14 @@ impl Engine {
         job_id: JobId,
         job_type: JobType,
     ) -> Result<(), PlannerError> {
-        outbox::enqueue(
+        let row = outbox::enqueue(
             &mut unit.tx,
             job_type.dispatch_routing_key(),
             &dialectic_queue::job_dispatch(&job_id.to_string()),
             unit.traceparent.as_deref(),
         )
         .await?;
+        unit.sent.push(row);
         Ok(())
     }
 

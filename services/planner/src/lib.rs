@@ -16,8 +16,8 @@ use dialectic_proto::v1::queue::envelope::Body;
 use dialectic_proto::v1::queue::planner_command::Command;
 use dialectic_queue::{Delivery, TRACEPARENT_HEADER, keys};
 use dialectic_runtime::{
-    CancellationToken, ConsumerOptions, Dependencies, Disposition, Handler, Running, RuntimeError,
-    run_consumer, sleep_or_shutdown, supervise,
+    CancellationToken, ConsumerOptions, Courier, Dependencies, Disposition, Handler, Running,
+    RuntimeError, run_consumer, sleep_or_shutdown, supervise,
 };
 use engine::{Engine, PlannerError};
 use futures::future::BoxFuture;
@@ -139,12 +139,21 @@ async fn start_planner(
     let store = dialectic_runtime::store(&settings)?;
     let topology = dialectic_runtime::topology(&settings);
     let cache = Arc::new(OnceLock::new());
-    let engine = Arc::new(Engine::new(
-        store.clone(),
-        dialectic_runtime::blob(&settings),
-        settings.planner.clone(),
-        cache.clone(),
-    ));
+    // Workers stop on `work_shutdown`, which follows the process shutdown only
+    // after the gRPC server stops taking requests.
+    let work_shutdown = shutdown.child_token();
+    let mut tasks = Vec::new();
+    let (courier, courier_task) = Courier::from_settings(&store, &settings, &work_shutdown);
+    tasks.extend(courier_task);
+    let engine = Arc::new(
+        Engine::new(
+            store.clone(),
+            dialectic_runtime::blob(&settings),
+            settings.planner.clone(),
+            cache.clone(),
+        )
+        .with_courier(courier),
+    );
     let server = dialectic_runtime::start_grpc(
         SERVICE_NAME,
         &settings.planner.listen,
@@ -163,18 +172,9 @@ async fn start_planner(
         cache_degrades: true,
         ..Default::default()
     };
-    // Workers stop on `work_shutdown`, which follows the process shutdown only
-    // after the gRPC server stops taking requests.
-    let work_shutdown = shutdown.child_token();
-    let mut tasks = Vec::new();
     tasks.push(tokio::spawn(relay::run_relay(
         store.clone(),
-        relay::RelayOptions {
-            amqp_url: settings.amqp.url.clone(),
-            topology: topology.clone(),
-            batch: settings.planner.outbox_batch,
-            poll: Duration::from_millis(500),
-        },
+        relay::RelayOptions::new(&settings, topology.clone()),
         dependencies.broker_flag(),
         work_shutdown.clone(),
     )));

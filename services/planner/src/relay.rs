@@ -1,16 +1,15 @@
-//! The outbox relay: publishes rows with publisher confirms and deletes them in
-//! the same transaction that took them. A crash between the broker's confirm and
-//! the commit only republishes (consumers are idempotent); nothing is ever lost.
+//! The outbox relay: the fallback behind each writer's courier. It polls for
+//! rows older than `min_age` (a writer that died before publishing, a refused
+//! message), publishes them with confirms and deletes them in the transaction
+//! that took them. A crash between the broker's confirm and the commit only
+//! republishes (consumers are idempotent); nothing is ever lost.
 
 use dialectic_queue::{Publisher, Topology};
 use dialectic_runtime::{CancellationToken, retry_with_backoff, sleep_or_shutdown};
 use dialectic_store::{Store, outbox};
-use sqlx::postgres::PgListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-
-pub const OUTBOX_CHANNEL: &str = "dialectic_outbox";
 
 #[derive(Debug, thiserror::Error)]
 enum RelayError {
@@ -24,8 +23,24 @@ pub struct RelayOptions {
     pub amqp_url: String,
     pub topology: Topology,
     pub batch: i64,
-    /// Fallback poll when no NOTIFY arrives (e.g. the listener connection dropped).
+    /// Rows younger than this are their writer's to publish.
+    pub min_age: Duration,
     pub poll: Duration,
+}
+
+impl RelayOptions {
+    /// `amqp.relay_after_ms` is the rows' minimum age; the relay looks four
+    /// times within it (and every 50 ms when writers do not publish at all).
+    pub fn new(settings: &dialectic_config::Settings, topology: Topology) -> Self {
+        let min_age = Duration::from_millis(settings.amqp.relay_after_ms);
+        Self {
+            amqp_url: settings.amqp.url.clone(),
+            topology,
+            batch: settings.planner.outbox_batch,
+            min_age,
+            poll: (min_age / 4).clamp(Duration::from_millis(50), Duration::from_millis(500)),
+        }
+    }
 }
 
 pub async fn run_relay(
@@ -58,14 +73,13 @@ pub async fn run_relay(
             }
         };
         connected.store(true, Ordering::Relaxed);
-        let mut listener: Option<PgListener> = None;
         loop {
-            if listener.is_none() {
-                listener = listen(&store).await;
-            }
-            match drain(&store, &publisher, options.batch).await {
+            match drain(&store, &publisher, &options).await {
                 Ok(0) => {}
-                Ok(n) => tracing::debug!(published = n, "outbox drained"),
+                Ok(n) => tracing::info!(
+                    published = n,
+                    "outbox relay published rows their writers left"
+                ),
                 Err(RelayError::Publish(e)) => {
                     tracing::warn!(error = %e, "outbox relay lost the broker; reconnecting");
                     connected.store(false, Ordering::Relaxed);
@@ -73,25 +87,10 @@ pub async fn run_relay(
                 }
                 Err(RelayError::Store(e)) => {
                     tracing::warn!(error = %e, "outbox relay cannot read the outbox");
-                    listener = None;
                 }
             }
-            let wait = async {
-                match listener.as_mut() {
-                    Some(l) => {
-                        if let Err(e) = l.recv().await {
-                            tracing::debug!(error = %e, "outbox listener dropped");
-                            return false;
-                        }
-                        true
-                    }
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                alive = wait => if !alive { listener = None; },
-                _ = tokio::time::sleep(options.poll) => {}
+            if !sleep_or_shutdown(options.poll, &shutdown).await {
+                break;
             }
         }
         let _ = connection.close(200, "shutting down".into()).await;
@@ -99,18 +98,16 @@ pub async fn run_relay(
     connected.store(false, Ordering::Relaxed);
 }
 
-async fn listen(store: &Store) -> Option<PgListener> {
-    let mut listener = PgListener::connect_with(store.pool()).await.ok()?;
-    listener.listen(OUTBOX_CHANNEL).await.ok()?;
-    Some(listener)
-}
-
 /// Publishes everything in the outbox; returns how many rows went out.
-async fn drain(store: &Store, publisher: &Publisher, batch: i64) -> Result<usize, RelayError> {
+async fn drain(
+    store: &Store,
+    publisher: &Publisher,
+    options: &RelayOptions,
+) -> Result<usize, RelayError> {
     let mut total = 0;
     loop {
         let mut tx = store.begin().await?;
-        let rows = outbox::take_batch(&mut tx, batch).await?;
+        let rows = outbox::take_batch(&mut tx, options.batch, options.min_age).await?;
         if rows.is_empty() {
             return Ok(total);
         }

@@ -17,10 +17,10 @@ use dialectic_proto::v1::renderer::renderer_service_server::{
 use dialectic_proto::v1::renderer::{RenderPreviewRequest, RenderPreviewResponse};
 use dialectic_queue::keys;
 use dialectic_runtime::error_status::{self, Failure};
-use dialectic_runtime::worker::{self, AttemptError, JobWork, JobWorker, WorkerStats};
+use dialectic_runtime::worker::{self, AttemptError, JobWork, JobWorker, Recorded, WorkerStats};
 use dialectic_runtime::{
-    CancellationToken, ConsumerOptions, Dependencies, Handler, Running, RuntimeError, run_consumer,
-    supervise,
+    CancellationToken, ConsumerOptions, Courier, Dependencies, Handler, Running, RuntimeError,
+    run_consumer, supervise,
 };
 use dialectic_store::jobs::JobRow;
 use dialectic_store::records::{self, ContributionRow, NewResource, USER_EDIT};
@@ -202,7 +202,7 @@ impl Renderer {
 
 #[async_trait::async_trait]
 impl JobWork for Renderer {
-    async fn attempt(&self, job: &JobRow, worker: &str) -> Result<(), AttemptError> {
+    async fn attempt(&self, job: &JobRow, worker: &str) -> Result<Recorded, AttemptError> {
         let payload = job.payload()?;
         let render = payload.render.ok_or_else(|| {
             AttemptError::permanent("bad_payload", "RENDER job without a render payload")
@@ -282,10 +282,10 @@ impl JobWork for Renderer {
             },
         )
         .await?;
-        if !recorded {
+        let Some(recorded) = recorded else {
             // Another attempt owns the job now; it writes the same file.
             return Err(AttemptError::Lost);
-        }
+        };
         tx.commit().await.map_err(StoreError::from)?;
         // The archived versions hold the old bytes now; the old names hold nothing current.
         for key in &replaced {
@@ -295,7 +295,7 @@ impl JobWork for Renderer {
         }
         dialectic_telemetry::metrics::DOCUMENTS_RENDERED.inc(&[&job.stage_slug]);
         tracing::info!(%resource_id, key = %rendered.key, "document rendered");
-        Ok(())
+        Ok(recorded)
     }
 }
 
@@ -370,6 +370,8 @@ async fn start_renderer(
         shutdown.clone(),
     )
     .await?;
+    let work_shutdown = shutdown.child_token();
+    let (courier, courier_task) = Courier::from_settings(&store, &settings, &work_shutdown);
     let handler: Arc<dyn Handler> = Arc::new(JobWorker {
         store: store.clone(),
         worker: format!("renderer-{}", Uuid::now_v7().simple()),
@@ -377,8 +379,8 @@ async fn start_renderer(
         job_types: &[JobType::Render],
         work: renderer,
         stats: Arc::new(WorkerStats::default()),
+        courier,
     });
-    let work_shutdown = shutdown.child_token();
     let mut dependencies = Dependencies {
         store: Some(store),
         blob: Some(blob),
@@ -401,6 +403,6 @@ async fn start_renderer(
         server,
         dependencies,
         work_shutdown,
-        vec![consumer],
+        std::iter::once(consumer).chain(courier_task).collect(),
     ))
 }

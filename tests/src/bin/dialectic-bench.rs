@@ -265,6 +265,23 @@ async fn scalar(pool: &sqlx::PgPool, sql: &str) -> i64 {
     }
 }
 
+/// The cluster's WAL insert position: nothing else writes while a rung runs,
+/// so the distance it moves is the rung's WAL.
+async fn wal_position(pool: &sqlx::PgPool) -> String {
+    sqlx::query_scalar("SELECT pg_current_wal_insert_lsn()::text")
+        .fetch_one(pool)
+        .await
+        .unwrap_or_default()
+}
+
+async fn wal_since(pool: &sqlx::PgPool, before: &str) -> i64 {
+    sqlx::query_scalar("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::int8")
+        .bind(before)
+        .fetch_one(pool)
+        .await
+        .unwrap_or(0)
+}
+
 async fn xact_commits(pool: &sqlx::PgPool, database: &str) -> i64 {
     sqlx::query_scalar::<_, i64>("SELECT xact_commit FROM pg_stat_database WHERE datname = $1")
         .bind(database)
@@ -363,7 +380,8 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
     // Let idle services' statistics reach pg_stat_database before the baseline.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let xacts_before = xact_commits(&pool, &env.database).await;
-    let mut own_xacts = 1i64;
+    let wal_before = wal_position(&pool).await;
+    let mut own_xacts = 2i64;
 
     let gateway = format!("http://127.0.0.1:{}", ports["gateway"]);
     let channel = tonic::transport::Endpoint::from_shared(gateway)
@@ -462,6 +480,7 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
     // Other backends flush their statistics within a second of going idle.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let xacts = xact_commits(&pool, &env.database).await - xacts_before - own_xacts;
+    let wal_bytes = wal_since(&pool, &wal_before).await;
 
     let jobs = scalar(&pool, "SELECT count(*) FROM dialectic_generation_jobs").await;
     let model_jobs = scalar(
@@ -522,6 +541,7 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
             "worst": round(efficiency(percentile(&session_ms, 1.0)), 3),
         },
         "pg_xacts_per_job": round(xacts as f64 / jobs_f, 2),
+        "pg_wal_kib_per_job": round(wal_bytes as f64 / 1024.0 / jobs_f, 2),
         "amqp_messages_per_job": round(messages as f64 / jobs_f, 2),
         "service_cpu_ms_per_job": round(service_cpu * 1000.0 / jobs_f, 2),
         "services": per_service,
@@ -546,8 +566,8 @@ fn print_rung(r: &Value) {
     }
     println!(
         "   {} jobs in {} s: {} jobs/s, {} sessions/s; dispatch p50/p95/p99 {}/{}/{} ms; \
-         session p50 {} ms, critical-path efficiency p50 {}; {} pg xacts/job, {} AMQP msgs/job, \
-         {} service CPU ms/job",
+         session p50 {} ms, critical-path efficiency p50 {}; {} pg xacts/job, {} KiB WAL/job, \
+         {} AMQP msgs/job, {} service CPU ms/job",
         r["jobs"],
         r["elapsed_s"],
         r["jobs_per_s"],
@@ -558,6 +578,7 @@ fn print_rung(r: &Value) {
         r["session_ms"]["p50"],
         r["critical_path_efficiency"]["p50"],
         r["pg_xacts_per_job"],
+        r["pg_wal_kib_per_job"],
         r["amqp_messages_per_job"],
         r["service_cpu_ms_per_job"],
     );
