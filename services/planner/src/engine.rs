@@ -148,6 +148,9 @@ pub(crate) struct Unit {
     traceparent: Option<String>,
     /// Outbox rows this unit wrote, handed to the courier after commit.
     sent: Vec<outbox::OutboxRow>,
+    /// The stages (session, slug, iteration) whose job events carry the
+    /// stage's percent, read once per stage just before the commit.
+    percent_of: Vec<(SessionId, String, i32)>,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -260,11 +263,13 @@ impl Engine {
             work: VecDeque::new(),
             traceparent: traceparent.map(str::to_string),
             sent: Vec::new(),
+            percent_of: Vec::new(),
         })
     }
 
     pub(crate) async fn finish(&self, mut unit: Unit) -> Result<(), PlannerError> {
         self.run(&mut unit).await?;
+        self.fill_percents(&mut unit).await?;
         unit.tx.commit().await.map_err(StoreError::from)?;
         self.courier.post(unit.sent);
         if let Some(cache) = self.cache.get() {
@@ -1535,19 +1540,18 @@ impl Engine {
         Ok(())
     }
 
+    /// An event about `job`; its stage's percent is filled in as of the
+    /// unit's commit (all of a unit's events go out together after it).
     pub(crate) async fn job_event(
         &self,
         unit: &mut Unit,
         job: &JobRow,
         kind: &str,
     ) -> Result<ProgressEvent, PlannerError> {
-        let percent = jobs::stage_percent(
-            &mut unit.tx,
-            job.session_id,
-            &job.stage_slug,
-            job.iteration_number,
-        )
-        .await?;
+        let stage = (job.session_id, job.stage_slug.clone(), job.iteration_number);
+        if !unit.percent_of.contains(&stage) {
+            unit.percent_of.push(stage);
+        }
         let model = job
             .payload()
             .map(|p| p.model_api_identifier)
@@ -1560,10 +1564,24 @@ impl Engine {
             job_type: job.job_type.clone(),
             document_key: job.document_key.clone().unwrap_or_default(),
             model,
-            stage_percent: percent,
             at_ms: now_ms(),
             ..Default::default()
         })
+    }
+
+    /// One percent query per stage the unit's job events name, however many
+    /// events (a fan-out plans dozens of jobs in one unit).
+    async fn fill_percents(&self, unit: &mut Unit) -> Result<(), PlannerError> {
+        for (session, stage, iteration) in std::mem::take(&mut unit.percent_of) {
+            let percent = jobs::stage_percent(&mut unit.tx, session, &stage, iteration).await?;
+            let session = session.to_string();
+            for event in unit.events.iter_mut().filter(|e| {
+                !e.job_id.is_empty() && e.session_id == session && e.stage_slug == stage
+            }) {
+                event.stage_percent = percent;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -508,6 +508,9 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
     .fetch_all(&pool)
     .await
     .unwrap_or_default();
+    if std::env::var_os("BENCH_TIMELINE").is_some() && sessions == 1 {
+        print_timeline(&pool).await;
+    }
     let critical_ms = CRITICAL_MODEL_CALLS * latency_ms as f64;
     let efficiency = |ms: f64| if ms > 0.0 { critical_ms / ms } else { 0.0 };
     let jobs_f = jobs.max(1) as f64;
@@ -553,6 +556,26 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
         let _ = std::fs::remove_dir_all(&log_dir);
     }
     result
+}
+
+/// A lone session's jobs on one time line (ms from the session's creation):
+/// created (ready, dispatched), claimed, completed. Set BENCH_TIMELINE=1.
+async fn print_timeline(pool: &sqlx::PgPool) {
+    let rows: Vec<(String, String, f64, f64, f64)> = sqlx::query_as(
+        "SELECT j.job_type, COALESCE(j.document_key, ''),
+                EXTRACT(EPOCH FROM (j.created_at - s.created_at))::float8 * 1000,
+                EXTRACT(EPOCH FROM (j.started_at - s.created_at))::float8 * 1000,
+                EXTRACT(EPOCH FROM (j.completed_at - s.created_at))::float8 * 1000
+         FROM dialectic_generation_jobs j JOIN dialectic_sessions s ON s.id = j.session_id
+         ORDER BY j.created_at",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap_or_default();
+    println!("   timeline (ms from session created): type document created claimed completed");
+    for (job_type, document, created, started, completed) in rows {
+        println!("   {job_type:8} {document:24} {created:8.1} {started:8.1} {completed:8.1}");
+    }
 }
 
 fn round(value: f64, digits: i32) -> f64 {
