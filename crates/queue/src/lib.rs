@@ -12,11 +12,12 @@ use lapin::options::{
     QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use lapin::{BasicProperties, Channel, ConnectionProperties, ExchangeKind};
 use prost::Message as _;
 
 pub mod dead;
 
+pub use lapin::Connection;
 pub use lapin::message::Delivery;
 
 #[derive(Debug, thiserror::Error)]

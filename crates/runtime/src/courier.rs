@@ -117,23 +117,17 @@ struct Running {
 impl Running {
     async fn run(mut self, shutdown: CancellationToken) {
         while !shutdown.is_cancelled() {
-            let Some(connection) = retry_with_backoff("rabbitmq", &shutdown, || {
-                dialectic_queue::connect(&self.amqp_url)
-            })
-            .await
+            let Some(opened) = open_publisher(&self.amqp_url, &self.topology, &shutdown).await
             else {
                 return;
             };
-            let setup = async {
-                let channel = connection.create_channel().await?;
-                self.topology.declare(&channel).await?;
-                Publisher::new(&connection, &self.topology).await
-            };
-            match setup.await {
-                Ok(publisher) => self.publish_until_lost(&publisher, &shutdown).await,
+            match opened {
+                Ok((connection, publisher)) => {
+                    self.publish_until_lost(&publisher, &shutdown).await;
+                    let _ = connection.close(200, "courier stopping".into()).await;
+                }
                 Err(e) => tracing::warn!(error = %e, "courier could not open a channel"),
             }
-            let _ = connection.close(200, "courier stopping".into()).await;
             if !sleep_or_shutdown(Duration::from_secs(1), &shutdown).await {
                 return;
             }
@@ -170,6 +164,30 @@ impl Running {
             }
         }
     }
+}
+
+/// Connects (with back-off; None once `shutdown` is cancelled), declares the
+/// topology and opens a channel in confirm mode: what every outbox publisher
+/// (courier or relay) starts from.
+pub async fn open_publisher(
+    amqp_url: &str,
+    topology: &Topology,
+    shutdown: &CancellationToken,
+) -> Option<Result<(dialectic_queue::Connection, Publisher), dialectic_queue::QueueError>> {
+    let connection =
+        retry_with_backoff("rabbitmq", shutdown, || dialectic_queue::connect(amqp_url)).await?;
+    let setup = async {
+        let channel = connection.create_channel().await?;
+        topology.declare(&channel).await?;
+        Publisher::new(&connection, topology).await
+    };
+    Some(match setup.await {
+        Ok(publisher) => Ok((connection, publisher)),
+        Err(e) => {
+            let _ = connection.close(200, "setup failed".into()).await;
+            Err(e)
+        }
+    })
 }
 
 /// Publishes rows with their confirms awaited together; returns the ids the

@@ -5,7 +5,8 @@
 //! republishes (consumers are idempotent); nothing is ever lost.
 
 use dialectic_queue::{Publisher, Topology};
-use dialectic_runtime::{CancellationToken, retry_with_backoff, sleep_or_shutdown};
+use dialectic_runtime::courier::open_publisher;
+use dialectic_runtime::{CancellationToken, sleep_or_shutdown};
 use dialectic_store::{Store, outbox};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,20 +51,12 @@ pub async fn run_relay(
     shutdown: CancellationToken,
 ) {
     while !shutdown.is_cancelled() {
-        let Some(connection) = retry_with_backoff("rabbitmq", &shutdown, || {
-            dialectic_queue::connect(&options.amqp_url)
-        })
-        .await
+        let Some(opened) = open_publisher(&options.amqp_url, &options.topology, &shutdown).await
         else {
             break;
         };
-        let setup = async {
-            let channel = connection.create_channel().await?;
-            options.topology.declare(&channel).await?;
-            Publisher::new(&connection, &options.topology).await
-        };
-        let publisher = match setup.await {
-            Ok(p) => p,
+        let (connection, publisher) = match opened {
+            Ok(opened) => opened,
             Err(e) => {
                 tracing::warn!(error = %e, "outbox relay could not open a channel");
                 if !sleep_or_shutdown(Duration::from_secs(1), &shutdown).await {
