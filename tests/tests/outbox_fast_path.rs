@@ -114,10 +114,14 @@ impl Bench {
         self.take_render_queue().await
     }
 
-    async fn pending(&self) -> i64 {
-        outbox::pending_count(self.env.store.pool())
-            .await
-            .expect("count")
+    async fn wait_for_empty_outbox(&self, what: &str) {
+        eventually(10, what, || async {
+            let pending = outbox::pending_count(self.env.store.pool())
+                .await
+                .expect("count");
+            (pending == 0).then_some(())
+        })
+        .await;
     }
 
     async fn publisher(&self) -> Publisher {
@@ -149,10 +153,7 @@ async fn a_row_whose_writer_died_before_publishing_goes_out_through_the_relay_on
         waited >= RELAY_AFTER.as_millis() as i64,
         "the relay left the row to its writer for {RELAY_AFTER:?}; it took it after {waited} ms"
     );
-    eventually(10, "the relay's delete", || async {
-        (bench.pending().await == 0).then_some(())
-    })
-    .await;
+    bench.wait_for_empty_outbox("the relay's delete").await;
     bench.teardown().await;
 }
 
@@ -175,10 +176,7 @@ async fn a_writer_that_died_after_publishing_but_before_forgetting_only_causes_a
         vec![row.payload.clone(), row.payload.clone()],
         "the writer's copy and the relay's duplicate of the same dispatch"
     );
-    eventually(10, "the relay's delete", || async {
-        (bench.pending().await == 0).then_some(())
-    })
-    .await;
+    bench.wait_for_empty_outbox("the relay's delete").await;
     bench.teardown().await;
 }
 
@@ -200,10 +198,9 @@ async fn the_courier_publishes_after_commit_and_forgets_the_row_before_the_relay
     let taken = bench.wait_for_messages(1).await;
     assert_eq!(taken.len(), 1);
     assert_eq!(taken[0].0, row.payload);
-    eventually(10, "the courier forgetting the published row", || async {
-        (bench.pending().await == 0).then_some(())
-    })
-    .await;
+    bench
+        .wait_for_empty_outbox("the courier forgetting the published row")
+        .await;
     tracing::info!(
         ms = taken[0].1 - written_ms,
         "written to published through the courier"

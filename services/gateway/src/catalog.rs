@@ -2,7 +2,7 @@
 
 use crate::convert;
 use crate::error::GatewayError;
-use crate::service::{Command, Gateway};
+use crate::service::Gateway;
 use dialectic_core::ids::{ModelId, ProjectId, ResourceId, UserId};
 use dialectic_proto::v1::planner::DeleteProjectCommand;
 use dialectic_proto::v1::{
@@ -10,7 +10,7 @@ use dialectic_proto::v1::{
     EditStageRecipeRequest, ExportUrl, InstallPipelineResponse, ListPipelinesResponse,
     ListProjectsRequest, ListProjectsResponse, ListRecipesResponse, ListSessionsRequest,
     ListSessionsResponse, ListWalletTransactionsRequest, ListWalletTransactionsResponse, Pipeline,
-    RecipeStep, RecipeSummary, Session, StageRecipe, WalletTransaction,
+    RecipeStep, RecipeSummary, StageRecipe, WalletTransaction,
 };
 use dialectic_store::listing;
 use dialectic_store::recipe_edit::{self, RecipeEditError};
@@ -108,17 +108,6 @@ impl Gateway {
             .await
             .map_err(GatewayError::Wallet)?;
         Ok(entry(credited.into_inner()))
-    }
-
-    /// Abandons the session; claims refuse an abandoned session's jobs, so
-    /// only what already runs finishes. Watchers hear it and their streams end.
-    pub(crate) async fn cancel(
-        &self,
-        user: UserId,
-        session_id: &str,
-    ) -> Result<Session, GatewayError> {
-        self.session_command(user, session_id, Command::Cancel)
-            .await
     }
 
     /// The chunks a rendered document was merged from, in merge order.

@@ -215,7 +215,9 @@ dialectic_service! {
     submit_stage_responses(SubmitStageResponsesRequest) -> Session: |gw, user, req| Gateway::submit_stage_responses(gw, user, req);
     pause_session(PauseSessionRequest) -> Session: |gw, user, req| async move { gw.session_command(user, &req.session_id, Command::Pause).await };
     resume_session(ResumeSessionRequest) -> Session: |gw, user, req| async move { gw.session_command(user, &req.session_id, Command::Resume).await };
-    cancel_session(CancelSessionRequest) -> Session: |gw, user, req| async move { gw.cancel(user, &req.session_id).await };
+    // Cancel abandons the session (the planner applies it): claims refuse its
+    // jobs, so only what already runs finishes; watchers' streams end.
+    cancel_session(CancelSessionRequest) -> Session: |gw, user, req| async move { gw.session_command(user, &req.session_id, Command::Cancel).await };
     get_session(GetSessionRequest) -> Session: |gw, user, req| async move { gw.session_of(user, &req.session_id).await };
     get_blackboard(GetBlackboardRequest) -> GetBlackboardResponse: |gw, user, req| gw.blackboard(user, req);
     list_stage_documents(ListStageDocumentsRequest) -> ListStageDocumentsResponse: |gw, user, req| gw.list_documents(user, req);
