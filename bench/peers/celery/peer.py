@@ -76,6 +76,32 @@ def proc_cpu_rss(pid):
         return 0.0, 0.0
 
 
+def run_sessions(cur, models, sessions, done_before, timeout, worker, log_name):
+    """Starts `sessions` thesis DAGs and waits until every job since is
+    completed (`done_before` were already); returns the polls it made."""
+    import tasks  # imported by main() once the environment is set
+
+    started = time.time()
+    for _ in range(sessions):
+        session_id = str(uuid.uuid4())
+        cur.execute("INSERT INTO sessions (id) VALUES (%s)", (session_id,))
+        for model in models:
+            job_id = tasks.new_job(cur, session_id, model, "PLAN", "header_context")
+            tasks.plan.delay(job_id, session_id, model)
+    expected = done_before + sessions * len(models) * JOBS_PER_SESSION_MODEL
+    polls = 0
+    while True:
+        cur.execute("SELECT count(*) FROM jobs WHERE status = 'completed'")
+        polls += 1
+        if cur.fetchone()[0] >= expected:
+            return polls
+        if time.time() - started > timeout:
+            raise RuntimeError(f"timed out: fewer than {expected} jobs done")
+        if worker.poll() is not None:
+            raise RuntimeError(f"worker exited; see {log_name}")
+        time.sleep(0.25)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", type=int, default=10)
@@ -83,6 +109,8 @@ def main():
     parser.add_argument("--models", type=int, default=1)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--timeout", type=int, default=600)
+    # Sessions run first and left out of the figures, as dialectic's bench does.
+    parser.add_argument("--warmup", type=int, default=0)
     args = parser.parse_args()
 
     suffix = uuid.uuid4().hex[:12]
@@ -134,45 +162,31 @@ def main():
                     raise RuntimeError(f"celery worker did not start; see {log.name}")
                 time.sleep(0.2)
         cur = db.cursor()
+        models = [f"simulated-{k}" for k in range(1, args.models + 1)]
+        if args.warmup:
+            run_sessions(cur, models, args.warmup, 0, args.timeout, worker, log.name)
+        cur.execute("SELECT clock_timestamp()")
+        since = cur.fetchone()[0]
+        warm_jobs = args.warmup * args.models * JOBS_PER_SESSION_MODEL
+        time.sleep(1.5)  # other backends flush their statistics within a second
         cur.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = %s", (database,))
         xacts_before = cur.fetchone()[0]
-        own_xacts = 1
         cpu_before, _ = proc_cpu_rss(worker.pid)
         started = time.time()
-        models = [f"simulated-{k}" for k in range(1, args.models + 1)]
-        for _ in range(args.sessions):
-            session_id = str(uuid.uuid4())
-            cur.execute("INSERT INTO sessions (id) VALUES (%s)", (session_id,))
-            own_xacts += 1
-            for model in models:
-                job_id = tasks.new_job(cur, session_id, model, "PLAN", "header_context")
-                own_xacts += 1
-                tasks.plan.delay(job_id, session_id, model)
-        expected = args.sessions * args.models * JOBS_PER_SESSION_MODEL
-        while True:
-            cur.execute("SELECT count(*) FROM jobs WHERE status = 'completed'")
-            own_xacts += 1
-            done = cur.fetchone()[0]
-            if done >= expected:
-                break
-            if time.time() - started > args.timeout:
-                result["error"] = f"timed out: {done} of {expected} jobs done"
-                break
-            if worker.poll() is not None:
-                result["error"] = f"worker exited; see {log.name}"
-                break
-            time.sleep(0.25)
-        cur.execute("SELECT EXTRACT(EPOCH FROM max(completed_at)) FROM jobs")
+        polls = run_sessions(cur, models, args.sessions, warm_jobs, args.timeout, worker, log.name)
+        own_xacts = 1 + args.sessions * (1 + args.models) + polls
+        cur.execute("SELECT EXTRACT(EPOCH FROM max(completed_at)) FROM jobs WHERE created_at >= %s", (since,))
         own_xacts += 1
         elapsed = max(float(cur.fetchone()[0] or started) - started, 1e-6)
         cpu_after, rss = proc_cpu_rss(worker.pid)
         cur.execute("SELECT EXTRACT(EPOCH FROM (started_at - created_at)) * 1000 FROM jobs"
-                    " WHERE started_at IS NOT NULL ORDER BY 1")
+                    " WHERE started_at IS NOT NULL AND created_at >= %s ORDER BY 1", (since,))
         dispatch = [float(r[0]) for r in cur.fetchall()]
         cur.execute("SELECT EXTRACT(EPOCH FROM (max(j.completed_at) - s.created_at)) * 1000"
-                    " FROM sessions s JOIN jobs j ON j.session_id = s.id GROUP BY s.id ORDER BY 1")
+                    " FROM sessions s JOIN jobs j ON j.session_id = s.id WHERE s.created_at >= %s"
+                    " GROUP BY s.id ORDER BY 1", (since,))
         session_ms = [float(r[0]) for r in cur.fetchall() if r[0] is not None]
-        cur.execute("SELECT count(*) FROM jobs")
+        cur.execute("SELECT count(*) FROM jobs WHERE created_at >= %s", (since,))
         jobs = cur.fetchone()[0]
         own_xacts += 4
         time.sleep(1.5)  # other backends flush their statistics within a second
@@ -181,6 +195,7 @@ def main():
         critical_ms = CRITICAL_MODEL_CALLS * args.latency_ms
         p50 = percentile(session_ms, 0.5)
         result.update(
+            warmup_sessions=args.warmup,
             elapsed_s=round(elapsed, 2),
             jobs=jobs,
             jobs_per_s=round(jobs / elapsed, 1),

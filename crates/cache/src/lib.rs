@@ -94,7 +94,13 @@ pub struct Cache {
 
 impl Cache {
     pub async fn connect(url: &str, progress_ttl_secs: u64) -> Result<Self, CacheError> {
-        let client = redis::Client::open(url)?;
+        use redis::IntoConnectionInfo;
+        // No Nagle: a command written in two segments would otherwise wait
+        // for the server's delayed ACK (up to 40 ms) on every round trip.
+        let info = url
+            .into_connection_info()?
+            .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
+        let client = redis::Client::open(info)?;
         let conn = ConnectionManager::new(client.clone()).await?;
         Ok(Self {
             client,

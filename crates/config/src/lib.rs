@@ -131,6 +131,9 @@ pub struct TelemetryConfig {
     pub otlp_endpoint: String,
     /// Address of the Prometheus `/metrics` listener (one per process); empty: none.
     pub metrics_listen: String,
+    /// Log each span's busy and idle time when it closes (a profile of every
+    /// attempt's stages in the logs); off by default: one line per span.
+    pub span_timings: bool,
 }
 
 impl Default for TelemetryConfig {
@@ -140,6 +143,7 @@ impl Default for TelemetryConfig {
             log_format: "text".into(),
             otlp_endpoint: String::new(),
             metrics_listen: String::new(),
+            span_timings: false,
         }
     }
 }

@@ -550,6 +550,7 @@ pub fn init_telemetry(
         log_filter: &settings.telemetry.log_filter,
         json: settings.telemetry.log_format == "json",
         otlp_endpoint: Some(settings.telemetry.otlp_endpoint.as_str()),
+        span_timings: settings.telemetry.span_timings,
     })
 }
 

@@ -283,6 +283,7 @@ impl<W: JobWork> JobWorker<W> {
         delivery: &dialectic_queue::Delivery,
     ) -> crate::Disposition {
         use std::sync::atomic::Ordering;
+        use tracing::Instrument;
         let job = match claim(
             &self.store,
             &self.courier,
@@ -291,6 +292,7 @@ impl<W: JobWork> JobWorker<W> {
             &self.worker,
             self.lease_secs,
         )
+        .instrument(tracing::info_span!("claim"))
         .await
         {
             Ok(Some(job)) => job,

@@ -205,35 +205,33 @@ async fn lock_wallet(tx: &mut Tx<'_>, wallet_id: Uuid) -> Result<(i64, i64), Led
         .ok_or(LedgerError::UnknownWallet(wallet_id))
 }
 
+/// Moves the wallet's balances and appends the ledger row in one statement:
+/// the wallet row stays locked from here to the commit, so every round trip
+/// saved here is time other calls on the same wallet do not wait.
 async fn write(
     tx: &mut Tx<'_>,
     e: &Entry<'_>,
     balance_delta: i64,
     held_delta: i64,
 ) -> Result<Transaction, LedgerError> {
-    let (balance, held): (i64, i64) = sqlx::query_as(
-        "UPDATE token_wallets SET balance = balance + $2, held = held + $3, updated_at = now()
-         WHERE id = $1 RETURNING balance, held",
-    )
+    Ok(sqlx::query_as::<_, Transaction>(&format!(
+        "WITH wallet AS (
+           UPDATE token_wallets SET balance = balance + $2, held = held + $3, updated_at = now()
+           WHERE id = $1 RETURNING balance, held)
+         INSERT INTO token_wallet_transactions
+           (id, wallet_id, kind, amount, balance_after, held_after, idempotency_key, request_hash, reason, hold_id,
+            session_id, job_id, attempt, purpose, expires_at)
+         SELECT $4, $1, $5, $6, wallet.balance, wallet.held, $7, $8, $9, $10, $11, $12, $13, $14,
+                CASE WHEN $15::bigint IS NULL THEN NULL ELSE now() + make_interval(secs => $15::double precision) END
+         FROM wallet
+         RETURNING {TX_COLUMNS}"
+    ))
     .bind(e.wallet_id)
     .bind(balance_delta)
     .bind(held_delta)
-    .fetch_one(&mut **tx)
-    .await?;
-    let id = Uuid::now_v7();
-    sqlx::query(
-        "INSERT INTO token_wallet_transactions
-           (id, wallet_id, kind, amount, balance_after, held_after, idempotency_key, request_hash, reason, hold_id,
-            session_id, job_id, attempt, purpose, expires_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
-                 CASE WHEN $15::bigint IS NULL THEN NULL ELSE now() + make_interval(secs => $15::double precision) END)",
-    )
-    .bind(id)
-    .bind(e.wallet_id)
+    .bind(Uuid::now_v7())
     .bind(e.kind)
     .bind(e.amount)
-    .bind(balance)
-    .bind(held)
     .bind(e.key)
     .bind(&e.request)
     .bind(e.reason)
@@ -243,9 +241,8 @@ async fn write(
     .bind(e.refs.attempt)
     .bind(e.refs.purpose.as_deref())
     .bind(e.expires_in_secs)
-    .execute(&mut **tx)
-    .await?;
-    transaction(&mut **tx, id).await
+    .fetch_one(&mut **tx)
+    .await?)
 }
 
 fn check(amount: i64, key: &str) -> Result<(), LedgerError> {
@@ -304,6 +301,8 @@ struct OpenHold {
     job_id: Option<JobId>,
     attempt: Option<i32>,
     purpose: Option<String>,
+    /// Captured or released already.
+    closed: bool,
 }
 
 /// An open hold: (amount, references). Errors when unknown or already closed.
@@ -313,7 +312,10 @@ async fn open_hold(
     hold_id: Uuid,
 ) -> Result<(i64, References), LedgerError> {
     let hold: OpenHold = sqlx::query_as(
-        "SELECT amount, session_id, job_id, attempt, purpose FROM token_wallet_transactions
+        "SELECT amount, session_id, job_id, attempt, purpose,
+                EXISTS (SELECT 1 FROM token_wallet_transactions c
+                        WHERE c.hold_id = h.id AND c.kind IN ('capture', 'release')) AS closed
+         FROM token_wallet_transactions h
          WHERE id = $1 AND wallet_id = $2 AND kind = 'hold'",
     )
     .bind(hold_id)
@@ -321,13 +323,7 @@ async fn open_hold(
     .fetch_optional(&mut **tx)
     .await?
     .ok_or(LedgerError::UnknownHold(hold_id))?;
-    let closed: bool = sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM token_wallet_transactions WHERE hold_id = $1 AND kind IN ('capture', 'release'))",
-    )
-    .bind(hold_id)
-    .fetch_one(&mut **tx)
-    .await?;
-    if closed {
+    if hold.closed {
         return Err(LedgerError::HoldClosed(hold_id));
     }
     Ok((
@@ -454,7 +450,8 @@ async fn late_debit(
         });
     }
     let hold: OpenHold = sqlx::query_as(
-        "SELECT amount, session_id, job_id, attempt, purpose FROM token_wallet_transactions WHERE id = $1",
+        "SELECT amount, session_id, job_id, attempt, purpose, true AS closed
+         FROM token_wallet_transactions WHERE id = $1",
     )
     .bind(hold_id)
     .fetch_one(&mut *tx)
@@ -672,11 +669,13 @@ pub struct Settled {
 /// Settles open holds whose attempt is over: the job they were taken for is
 /// no longer processing that attempt (its lease expired and it was retried,
 /// or it ended or was superseded). Holds naming no job row are left to expire.
-/// A worker captures or releases its hold before it reports the attempt's
-/// outcome, so a hold still open once the job has moved on belongs to a worker
-/// that died or could not reach the wallet. When its call's usage was recorded
-/// the call happened and is captured (under the executor's own key, so a late
-/// capture changes nothing); otherwise no call was made and the hold is
+/// A worker releases its hold, or records its call's usage, before it reports
+/// the attempt's outcome (the capture itself may still be on its way), so a
+/// hold still open once the job has moved on belongs to a worker that died,
+/// could not reach the wallet or is about to capture. When its call's usage
+/// was recorded the call happened and is captured (under the executor's own
+/// key, so whichever capture comes second changes nothing); otherwise no call
+/// was made and the hold is
 /// released (DESIGN §3.11: when the attempt is given up, not at its expiry).
 pub async fn settle_abandoned(pool: &PgPool, limit: i64) -> Result<Settled, LedgerError> {
     let abandoned: Vec<(Uuid, Uuid, Uuid, i32, Option<i64>)> = sqlx::query_as(

@@ -11,6 +11,7 @@ use opentelemetry_sdk::trace::SdkTracerProvider;
 use std::collections::HashMap;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::format::FmtSpan;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
@@ -29,6 +30,9 @@ pub struct TelemetrySettings<'a> {
     pub log_filter: &'a str,
     pub json: bool,
     pub otlp_endpoint: Option<&'a str>,
+    /// Log every span's busy and idle time when it closes: a call-by-call
+    /// profile from plain logs, without a trace collector.
+    pub span_timings: bool,
 }
 
 /// Flushes spans on drop; keep it alive for the life of the process.
@@ -79,17 +83,27 @@ pub fn init(settings: TelemetrySettings<'_>) -> Result<TelemetryGuard, Telemetry
     opentelemetry::global::set_tracer_provider(provider.clone());
     let otel = tracing_opentelemetry::layer().with_tracer(tracer);
     let registry = tracing_subscriber::registry().with(filter).with(otel);
+    let span_events = if settings.span_timings {
+        FmtSpan::CLOSE
+    } else {
+        FmtSpan::NONE
+    };
     let result = if settings.json {
         registry
             .with(
                 tracing_subscriber::fmt::layer()
                     .json()
-                    .with_current_span(true),
+                    .with_current_span(true)
+                    .with_span_events(span_events),
             )
             .try_init()
     } else {
         registry
-            .with(tracing_subscriber::fmt::layer().with_target(false))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_target(false)
+                    .with_span_events(span_events),
+            )
             .try_init()
     };
     result.map_err(|_| TelemetryError::AlreadyInstalled)?;

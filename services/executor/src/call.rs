@@ -16,6 +16,7 @@ use dialectic_store::records::ModelRow;
 use dialectic_telemetry::metrics;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tracing::{Instrument, info_span};
 use uuid::Uuid;
 
 /// How long a reply waits for its cost to be written somewhere durable.
@@ -39,12 +40,17 @@ impl Executor {
     ) -> Result<Reply, AttemptError> {
         // No call the wallet cannot pay for: hold the most it can cost first.
         let hold = match &self.billing {
-            Some(billing) => Some(billing.hold(job, billing::estimate(request, model)).await?),
+            Some(billing) => Some(
+                billing
+                    .hold(job, billing::estimate(request, model))
+                    .instrument(info_span!("hold"))
+                    .await?,
+            ),
             None => None,
         };
         let started = Instant::now();
         let outcome = tokio::select! {
-            outcome = provider.chat(request) => outcome,
+            outcome = provider.chat(request).instrument(info_span!("model")) => outcome,
             _ = self.hand_back.cancelled() => return Err(self.hand_back(job, hold.as_ref()).await),
         };
         let response = match outcome {
@@ -70,6 +76,7 @@ impl Executor {
                 actual,
             ));
             charging
+                .instrument(info_span!("charge"))
                 .await
                 .map_err(|e| retryable("charge", format!("charging the call stopped: {e}")))??;
         }
@@ -120,11 +127,14 @@ fn count_call(model: &ModelRow, response: &ChatResponse, actual: i64) {
     metrics::MODEL_COST.add(&[label], actual as f64);
 }
 
-/// The call happened: write down what it cost, then capture. When the
-/// capture cannot reach the wallet (or this process dies first), the
-/// wallet's sweep captures the recorded cost once the attempt is over, so
-/// the reply is kept and the call is charged exactly once. While neither
-/// can be written (Postgres restarting), both are retried for a while.
+/// The call happened: write down what it cost, then capture. Once the
+/// usage row is written the charge is durable: the capture runs in the
+/// background, off the job's critical path, and when it cannot reach the
+/// wallet (or this process dies first) the wallet's sweep captures the
+/// recorded cost once the attempt is over, under the same idempotency key.
+/// So the reply is kept and the call is charged exactly once. While the
+/// usage cannot be written (Postgres restarting) the capture is awaited
+/// instead, and both are retried for a while.
 async fn charge(
     store: Store,
     billing: Arc<Billing>,
@@ -135,13 +145,17 @@ async fn charge(
     let give_up = Instant::now() + CHARGE_PATIENCE;
     let mut delay = Duration::from_millis(200);
     loop {
-        let recorded = record_usage(&store, &hold, billing::charged(&hold, actual)).await;
+        if record_usage(&store, &hold, billing::charged(&hold, actual)).await {
+            tokio::spawn(async move {
+                if let Err(e) = billing.capture(&job, &hold, actual).await {
+                    tracing::warn!(job_id = %job.id, error = %e,
+                        "capture failed; the wallet's sweep captures the recorded usage");
+                }
+            });
+            return Ok(());
+        }
         match billing.capture(&job, &hold, actual).await {
             Ok(()) => return Ok(()),
-            Err(e) if recorded => {
-                tracing::warn!(error = %e, "capture failed; the wallet's sweep captures the recorded usage");
-                return Ok(());
-            }
             Err(e) if Instant::now() >= give_up => return Err(e),
             Err(e) => {
                 tracing::warn!(error = %e, "neither the usage nor the capture was written; retrying");

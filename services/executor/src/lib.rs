@@ -41,6 +41,7 @@ use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
+use tracing::{Instrument, info_span};
 use uuid::Uuid;
 
 pub const SERVICE_NAME: &str = "dialectic.v1.executor.ExecutorService";
@@ -120,16 +121,20 @@ impl Executor {
     /// the request (inputs, history, compression), the paid call, and the
     /// reply kept (or continued).
     async fn attempt(&self, job: &JobRow, worker: &str) -> Result<Recorded, AttemptError> {
-        let attempt = self.load(job).await?;
+        let attempt = self.load(job).instrument(info_span!("load")).await?;
         let provider = self.provider(&attempt.model).await?;
         let chain = match job.target_contribution_id {
             Some(target) => Some(self.chain_of(job, target).await?),
             None => None,
         };
-        let prepared = self.request(&attempt, chain.as_ref()).await?;
+        let prepared = self
+            .request(&attempt, chain.as_ref())
+            .instrument(info_span!("request"))
+            .await?;
         // Before the call: a failed write then costs no model call.
         let seed_prompt = self
             .keep_seed_prompt(&attempt, chain.as_ref(), &prepared.request)
+            .instrument(info_span!("seed_prompt"))
             .await?;
         let reply = self
             .call(job, &attempt.model, &provider, &prepared.request)

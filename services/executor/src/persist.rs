@@ -24,6 +24,7 @@ use dialectic_runtime::worker::{self, AttemptError, Recorded};
 use dialectic_store::StoreError;
 use dialectic_store::records::{self, NewContribution};
 use serde_json::Value;
+use tracing::{Instrument, info_span};
 
 /// Where this reply stands in its document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,6 +236,7 @@ impl Executor {
         let clarifications = asked_clarifications(&attempt.step, reply_whole, turn)?;
         let (written, size) = self
             .write_chunks(attempt, chain, &value, whole.as_ref(), turn)
+            .instrument(info_span!("chunks"))
             .await?;
         let saved = Saved {
             chain,
@@ -249,7 +251,11 @@ impl Executor {
             confidence,
             clarifications,
         };
-        match self.record(attempt, worker, &saved).await {
+        let recorded = self
+            .record(attempt, worker, &saved)
+            .instrument(info_span!("record"))
+            .await;
+        match recorded {
             Ok(Some((id, recorded))) => {
                 tracing::info!(contribution_id = %id, key = %written.chunk, turn = turn.number,
                     continuation_needed = turn.continuation_needed, incomplete = turn.incomplete, "chunk saved");

@@ -36,6 +36,7 @@ use dialectic_store::{
 use serde_json::json;
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, OnceLock};
+use tracing::{Instrument, info_span};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlannerError {
@@ -268,9 +269,13 @@ impl Engine {
     }
 
     pub(crate) async fn finish(&self, mut unit: Unit) -> Result<(), PlannerError> {
-        self.run(&mut unit).await?;
+        self.run(&mut unit).instrument(info_span!("run")).await?;
         self.fill_percents(&mut unit).await?;
-        unit.tx.commit().await.map_err(StoreError::from)?;
+        unit.tx
+            .commit()
+            .instrument(info_span!("commit"))
+            .await
+            .map_err(StoreError::from)?;
         self.courier.post(unit.sent);
         if let Some(cache) = self.cache.get() {
             for session in &unit.cleared_boards {

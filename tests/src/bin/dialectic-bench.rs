@@ -45,6 +45,10 @@ struct Options {
     peer: Option<PathBuf>,
     python: String,
     rung_timeout: Duration,
+    /// Sessions run (and left out of the figures) before each rung, at most
+    /// the rung's size: a running platform's pools, connections and caches
+    /// are warm; 0 measures a cold start.
+    warmup: usize,
 }
 
 fn parse_list<T: std::str::FromStr>(text: &str) -> Option<Vec<T>> {
@@ -58,7 +62,8 @@ fn usage() -> ExitCode {
     eprintln!(
         "usage: dialectic-bench [--ladder 10,100,1000] [--latencies 0,1000] [--models 1] \
          [--slots 64] [--render-slots 4] [--out FILE.json] [--no-bounds] [--bound-seconds 10] \
-         [--peer bench/peers/celery/peer.py --python PYTHON] [--rung-timeout-secs 600]"
+         [--peer bench/peers/celery/peer.py --python PYTHON] [--rung-timeout-secs 600] \
+         [--warmup 10]"
     );
     ExitCode::from(2)
 }
@@ -76,6 +81,7 @@ fn parse_args() -> Option<Options> {
         peer: None,
         python: "python3".into(),
         rung_timeout: Duration::from_secs(600),
+        warmup: 10,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -88,6 +94,7 @@ fn parse_args() -> Option<Options> {
             "--render-slots" => options.render_slots = args.next()?.parse().ok()?,
             "--out" => options.out = PathBuf::from(args.next()?),
             "--bound-seconds" => options.bound_seconds = args.next()?.parse().ok()?,
+            "--warmup" => options.warmup = args.next()?.parse().ok()?,
             "--peer" => options.peer = Some(PathBuf::from(args.next()?)),
             "--python" => options.python = args.next()?,
             "--rung-timeout-secs" => {
@@ -265,6 +272,106 @@ async fn scalar(pool: &sqlx::PgPool, sql: &str) -> i64 {
     }
 }
 
+/// The jobs of the sessions a rung measures (bind the rung's start as $1).
+const MEASURED: &str =
+    "session_id IN (SELECT id FROM dialectic_sessions WHERE created_at >= $1::timestamptz)";
+
+/// Outbox messages written so far (every message passes through the outbox).
+const MESSAGES_SENT: &str =
+    "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM outbox_id_seq";
+
+/// The bench's own polls, left out of the rung's transaction count.
+static POLLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+async fn count_since(pool: &sqlx::PgPool, sql: &str, since: &str) -> i64 {
+    sqlx::query_scalar::<_, i64>(sql)
+        .bind(since)
+        .fetch_one(pool)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+type Client = DialecticServiceClient<
+    tonic::service::interceptor::InterceptedService<tonic::transport::Channel, BearerKey>,
+>;
+
+/// Creates `count` projects and starts a session on each; the first error.
+async fn start_sessions(
+    client: &Client,
+    models: &[String],
+    label: &str,
+    count: usize,
+) -> Option<String> {
+    let starts = futures::stream::iter(0..count)
+        .map(|i| {
+            let mut client = client.clone();
+            let models = models.to_vec();
+            async move {
+                let project = client
+                    .create_project(CreateProjectRequest {
+                        name: format!("{label} {i}"),
+                        initial_user_prompt: PROMPT.into(),
+                        client_request_id: String::new(),
+                        prompt_file: None,
+                        pipeline: String::new(),
+                    })
+                    .await?
+                    .into_inner();
+                client
+                    .start_session(StartSessionRequest {
+                        project_id: project.id,
+                        models,
+                        description: String::new(),
+                        client_request_id: String::new(),
+                        auto_advance: false,
+                    })
+                    .await
+                    .map(|_| ())
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<Result<(), tonic::Status>>>()
+        .await;
+    starts
+        .into_iter()
+        .find_map(|r| r.err().map(|e| e.to_string()))
+}
+
+/// Polls until the `sessions` created since `since` finished their stage and
+/// no job is open; an error when a job failed or the deadline passed.
+async fn wait_for_sessions(
+    pool: &sqlx::PgPool,
+    since: &str,
+    sessions: usize,
+    deadline: Instant,
+) -> Option<String> {
+    loop {
+        let (done, open, failed): (i64, i64, i64) = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM dialectic_sessions
+                      WHERE status = 'pending_antithesis' AND created_at >= $1::timestamptz),
+                    (SELECT count(*) FROM dialectic_generation_jobs
+                      WHERE status NOT IN ('completed', 'failed', 'retry_loop_failed', 'superseded')),
+                    (SELECT count(*) FROM dialectic_generation_jobs
+                      WHERE status IN ('failed', 'retry_loop_failed'))",
+        )
+        .bind(since)
+        .fetch_one(pool)
+        .await
+        .unwrap_or((0, 1, 0));
+        POLLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if failed > 0 {
+            return Some(format!("{failed} jobs failed"));
+        } else if done as usize == sessions && open == 0 {
+            return None;
+        } else if Instant::now() > deadline {
+            return Some(format!(
+                "timed out: {done} of {sessions} sessions done, {open} jobs open"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// The cluster's WAL insert position: nothing else writes while a rung runs,
 /// so the distance it moves is the rung's WAL.
 async fn wal_position(pool: &sqlx::PgPool) -> String {
@@ -336,6 +443,9 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
     // Production sweep period, not the tests' fast one.
     settings.planner.sweep_interval_ms = 1000;
     settings.wallet.hold_sweep_interval_ms = 5000;
+    // BENCH_SPANS=1 BENCH_LOG=info: every span's busy/idle time in the
+    // services' logs (the attempt's stages, the planner's unit and commit).
+    settings.telemetry.span_timings = std::env::var_os("BENCH_SPANS").is_some();
     let config = log_dir.join("bench.toml");
     std::fs::write(
         &config,
@@ -371,18 +481,6 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
             log_dir.display()
         );
     }
-    let ticks = clock_ticks();
-    let cpu_before: BTreeMap<&str, f64> = services
-        .children
-        .iter()
-        .map(|(n, c)| (*n, cpu_seconds(c.id(), ticks)))
-        .collect();
-    // Let idle services' statistics reach pg_stat_database before the baseline.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let xacts_before = xact_commits(&pool, &env.database).await;
-    let wal_before = wal_position(&pool).await;
-    let mut own_xacts = 2i64;
-
     let gateway = format!("http://127.0.0.1:{}", ports["gateway"]);
     let channel = tonic::transport::Endpoint::from_shared(gateway)
         .expect("gateway address")
@@ -394,74 +492,51 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
         channel,
         BearerKey(settings.gateway.bootstrap_key.clone()),
     );
-    let started = Instant::now();
-    let starts = futures::stream::iter(0..sessions)
-        .map(|i| {
-            let mut client = client.clone();
-            let models = models.clone();
-            async move {
-                let project = client
-                    .create_project(CreateProjectRequest {
-                        name: format!("Bench {i}"),
-                        initial_user_prompt: PROMPT.into(),
-                        client_request_id: String::new(),
-                        prompt_file: None,
-                        pipeline: String::new(),
-                    })
-                    .await?
-                    .into_inner();
-                client
-                    .start_session(StartSessionRequest {
-                        project_id: project.id,
-                        models,
-                        description: String::new(),
-                        client_request_id: String::new(),
-                        auto_advance: false,
-                    })
-                    .await
-                    .map(|_| ())
-            }
-        })
-        .buffer_unordered(32)
-        .collect::<Vec<_>>()
-        .await;
-    let start_errors: Vec<String> = starts
-        .into_iter()
-        .filter_map(|r| r.err().map(|e| e.to_string()))
-        .collect();
-    let submitted = started.elapsed();
-
-    let deadline = started + options.rung_timeout;
-    let mut error: Option<String> = start_errors.first().cloned();
-    while error.is_none() {
-        let (done, open, failed): (i64, i64, i64) = sqlx::query_as(
-            "SELECT (SELECT count(*) FROM dialectic_sessions WHERE status = 'pending_antithesis'),
-                    (SELECT count(*) FROM dialectic_generation_jobs
-                      WHERE status NOT IN ('completed', 'failed', 'retry_loop_failed', 'superseded')),
-                    (SELECT count(*) FROM dialectic_generation_jobs
-                      WHERE status IN ('failed', 'retry_loop_failed'))",
-        )
-        .fetch_one(&pool)
-        .await
-        .unwrap_or((0, 1, 0));
-        own_xacts += 1;
-        if failed > 0 {
-            error = Some(format!("{failed} jobs failed"));
-        } else if done as usize == sessions && open == 0 {
-            break;
-        } else if Instant::now() > deadline {
-            error = Some(format!(
-                "timed out: {done} of {sessions} sessions done, {open} jobs open"
-            ));
-        } else {
-            tokio::time::sleep(Duration::from_millis(250)).await;
+    let warm = options.warmup.min(sessions);
+    let mut error = None;
+    if warm > 0 {
+        let deadline = Instant::now() + options.rung_timeout;
+        error = start_sessions(&client, &models, "Warm-up", warm).await;
+        if error.is_none() {
+            error = wait_for_sessions(&pool, "-infinity", warm, deadline).await;
         }
     }
+    // The figures count only what starts from here.
+    let since: String = sqlx::query_scalar("SELECT clock_timestamp()::text")
+        .fetch_one(&pool)
+        .await
+        .expect("database clock");
+    let messages_before = scalar(&pool, MESSAGES_SENT).await;
+    let ticks = clock_ticks();
+    let cpu_before: BTreeMap<&str, f64> = services
+        .children
+        .iter()
+        .map(|(n, c)| (*n, cpu_seconds(c.id(), ticks)))
+        .collect();
+    // Let idle services' statistics reach pg_stat_database before the baseline.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let xacts_before = xact_commits(&pool, &env.database).await;
+    let wal_before = wal_position(&pool).await;
+    // This function's own transactions in the measured span: the baselines,
+    // the polls (counted by wait_for_sessions' caller below) and the end read.
+    let mut own_xacts = 2i64;
+
+    let started = Instant::now();
+    if error.is_none() {
+        error = start_sessions(&client, &models, "Bench", sessions).await;
+    }
+    let submitted = started.elapsed();
+    if error.is_none() {
+        let polls_before = POLLS.load(std::sync::atomic::Ordering::Relaxed);
+        error = wait_for_sessions(&pool, &since, sessions, started + options.rung_timeout).await;
+        own_xacts += (POLLS.load(std::sync::atomic::Ordering::Relaxed) - polls_before) as i64;
+    }
     // The last job's completion, not the poll that saw it, ends the run.
-    let span_ms: f64 = sqlx::query_scalar(
+    let span_ms: f64 = sqlx::query_scalar(&format!(
         "SELECT COALESCE(EXTRACT(EPOCH FROM (max(completed_at) - min(created_at)))::float8 * 1000, 0)
-         FROM dialectic_generation_jobs",
-    )
+         FROM dialectic_generation_jobs WHERE {MEASURED}"
+    ))
+    .bind(&since)
     .fetch_one(&pool)
     .await
     .unwrap_or(0.0);
@@ -482,34 +557,41 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
     let xacts = xact_commits(&pool, &env.database).await - xacts_before - own_xacts;
     let wal_bytes = wal_since(&pool, &wal_before).await;
 
-    let jobs = scalar(&pool, "SELECT count(*) FROM dialectic_generation_jobs").await;
-    let model_jobs = scalar(
+    let jobs = count_since(
         &pool,
-        "SELECT count(*) FROM dialectic_generation_jobs WHERE job_type <> 'RENDER'",
+        &format!("SELECT count(*) FROM dialectic_generation_jobs WHERE {MEASURED}"),
+        &since,
     )
     .await;
-    let messages = scalar(
+    let model_jobs = count_since(
         &pool,
-        "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM outbox_id_seq",
+        &format!(
+            "SELECT count(*) FROM dialectic_generation_jobs WHERE {MEASURED} AND job_type <> 'RENDER'"
+        ),
+        &since,
     )
     .await;
-    let dispatch: Vec<f64> = sqlx::query_scalar(
+    let messages = scalar(&pool, MESSAGES_SENT).await - messages_before;
+    let dispatch: Vec<f64> = sqlx::query_scalar(&format!(
         "SELECT EXTRACT(EPOCH FROM (started_at - created_at))::float8 * 1000
-         FROM dialectic_generation_jobs WHERE started_at IS NOT NULL ORDER BY 1",
-    )
+         FROM dialectic_generation_jobs WHERE {MEASURED} AND started_at IS NOT NULL ORDER BY 1"
+    ))
+    .bind(&since)
     .fetch_all(&pool)
     .await
     .unwrap_or_default();
     let session_ms: Vec<f64> = sqlx::query_scalar(
         "SELECT EXTRACT(EPOCH FROM (max(j.completed_at) - s.created_at))::float8 * 1000
          FROM dialectic_sessions s JOIN dialectic_generation_jobs j ON j.session_id = s.id
+         WHERE s.created_at >= $1::timestamptz
          GROUP BY s.id ORDER BY 1",
     )
+    .bind(&since)
     .fetch_all(&pool)
     .await
     .unwrap_or_default();
     if std::env::var_os("BENCH_TIMELINE").is_some() && sessions == 1 {
-        print_timeline(&pool).await;
+        print_timeline(&pool, &since).await;
     }
     let critical_ms = CRITICAL_MODEL_CALLS * latency_ms as f64;
     let efficiency = |ms: f64| if ms > 0.0 { critical_ms / ms } else { 0.0 };
@@ -520,6 +602,7 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
         "latency_ms": latency_ms,
         "slots": options.slots,
         "render_slots": options.render_slots,
+        "warmup_sessions": warm,
         "error": error,
         "elapsed_s": round(elapsed_s, 2),
         "jobs": jobs,
@@ -552,7 +635,8 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
     });
     drop(services);
     env.teardown().await;
-    if result["error"].is_null() {
+    // BENCH_SPANS keeps the logs: they are the profile.
+    if result["error"].is_null() && std::env::var_os("BENCH_SPANS").is_none() {
         let _ = std::fs::remove_dir_all(&log_dir);
     }
     result
@@ -560,15 +644,17 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
 
 /// A lone session's jobs on one time line (ms from the session's creation):
 /// created (ready, dispatched), claimed, completed. Set BENCH_TIMELINE=1.
-async fn print_timeline(pool: &sqlx::PgPool) {
+async fn print_timeline(pool: &sqlx::PgPool, since: &str) {
     let rows: Vec<(String, String, f64, f64, f64)> = sqlx::query_as(
         "SELECT j.job_type, COALESCE(j.document_key, ''),
                 EXTRACT(EPOCH FROM (j.created_at - s.created_at))::float8 * 1000,
                 EXTRACT(EPOCH FROM (j.started_at - s.created_at))::float8 * 1000,
                 EXTRACT(EPOCH FROM (j.completed_at - s.created_at))::float8 * 1000
          FROM dialectic_generation_jobs j JOIN dialectic_sessions s ON s.id = j.session_id
+         WHERE s.created_at >= $1::timestamptz
          ORDER BY j.created_at",
     )
+    .bind(since)
     .fetch_all(pool)
     .await
     .unwrap_or_default();
@@ -624,6 +710,7 @@ async fn run_peer(options: &Options, script: &Path, sessions: usize, latency_ms:
         .args(["--models", &options.models.to_string()])
         .args(["--concurrency", &options.slots.to_string()])
         .args(["--timeout", &options.rung_timeout.as_secs().to_string()])
+        .args(["--warmup", &options.warmup.min(sessions).to_string()])
         .env("PEER_DATABASE_URL", &settings.database.url)
         .env("PEER_AMQP_URL", &settings.amqp.url)
         .env("PEER_S3_ENDPOINT", &settings.s3.endpoint)
