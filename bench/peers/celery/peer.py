@@ -99,7 +99,7 @@ def run_sessions(cur, models, sessions, done_before, timeout, worker, log_name):
             raise RuntimeError(f"timed out: fewer than {expected} jobs done")
         if worker.poll() is not None:
             raise RuntimeError(f"worker exited; see {log_name}")
-        time.sleep(0.25)
+        time.sleep(1.0 if sessions > 100 else 0.25)  # as dialectic's bench polls
 
 
 def main():
