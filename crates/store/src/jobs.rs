@@ -1,5 +1,5 @@
 //! The job table. Workers claim with a compare-and-set; the planner moves jobs
-//! under `SELECT … FOR UPDATE` and applies `dialectic_core::job::transition`.
+//! under `SELECT … FOR NO KEY UPDATE` and applies `dialectic_core::job::transition`.
 
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
@@ -124,9 +124,11 @@ pub async fn get(executor: impl sqlx::PgExecutor<'_>, id: JobId) -> Result<JobRo
     .ok_or_else(|| StoreError::not_found("job", id))
 }
 
+/// Serialises the job's writers (`NO KEY UPDATE`: a contribution naming the
+/// job checks its key without waiting for the planner's unit).
 pub async fn lock(tx: &mut Tx<'_>, id: JobId) -> Result<JobRow, StoreError> {
     sqlx::query_as::<_, JobRow>(&format!(
-        "SELECT {JOB_COLUMNS} FROM dialectic_generation_jobs WHERE id = $1 FOR UPDATE"
+        "SELECT {JOB_COLUMNS} FROM dialectic_generation_jobs WHERE id = $1 FOR NO KEY UPDATE"
     ))
     .bind(id)
     .fetch_optional(&mut **tx)

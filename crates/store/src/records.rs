@@ -354,9 +354,13 @@ pub async fn session_for_user(
     .ok_or_else(|| StoreError::not_found("session", id))
 }
 
+/// Serialises the session's writers. `NO KEY UPDATE`, not `UPDATE`: rows
+/// that reference the session (a contribution, a document, a job) check that
+/// key with a share lock, which only `FOR UPDATE` would block, so an executor
+/// recording a reply need not wait for the planner's unit on its session.
 pub async fn lock_session(tx: &mut Tx<'_>, id: SessionId) -> Result<SessionRow, StoreError> {
     sqlx::query_as::<_, SessionRow>(&format!(
-        "SELECT {SESSION_COLUMNS} FROM dialectic_sessions WHERE id = $1 FOR UPDATE"
+        "SELECT {SESSION_COLUMNS} FROM dialectic_sessions WHERE id = $1 FOR NO KEY UPDATE"
     ))
     .bind(id)
     .fetch_optional(&mut **tx)
