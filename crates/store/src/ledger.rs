@@ -301,6 +301,12 @@ struct OpenHold {
     job_id: Option<JobId>,
     attempt: Option<i32>,
     purpose: Option<String>,
+}
+
+#[derive(sqlx::FromRow)]
+struct HoldState {
+    #[sqlx(flatten)]
+    hold: OpenHold,
     /// Captured or released already.
     closed: bool,
 }
@@ -311,7 +317,7 @@ async fn open_hold(
     wallet_id: Uuid,
     hold_id: Uuid,
 ) -> Result<(i64, References), LedgerError> {
-    let hold: OpenHold = sqlx::query_as(
+    let HoldState { hold, closed } = sqlx::query_as(
         "SELECT amount, session_id, job_id, attempt, purpose,
                 EXISTS (SELECT 1 FROM token_wallet_transactions c
                         WHERE c.hold_id = h.id AND c.kind IN ('capture', 'release')) AS closed
@@ -323,7 +329,7 @@ async fn open_hold(
     .fetch_optional(&mut **tx)
     .await?
     .ok_or(LedgerError::UnknownHold(hold_id))?;
-    if hold.closed {
+    if closed {
         return Err(LedgerError::HoldClosed(hold_id));
     }
     Ok((
@@ -450,8 +456,7 @@ async fn late_debit(
         });
     }
     let hold: OpenHold = sqlx::query_as(
-        "SELECT amount, session_id, job_id, attempt, purpose, true AS closed
-         FROM token_wallet_transactions WHERE id = $1",
+        "SELECT amount, session_id, job_id, attempt, purpose FROM token_wallet_transactions WHERE id = $1",
     )
     .bind(hold_id)
     .fetch_one(&mut *tx)

@@ -280,9 +280,6 @@ const MEASURED: &str =
 const MESSAGES_SENT: &str =
     "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM outbox_id_seq";
 
-/// The bench's own polls, left out of the rung's transaction count.
-static POLLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
 async fn count_since(pool: &sqlx::PgPool, sql: &str, since: &str) -> i64 {
     sqlx::query_scalar::<_, i64>(sql)
         .bind(since)
@@ -338,12 +335,14 @@ async fn start_sessions(
 }
 
 /// Polls until the `sessions` created since `since` finished their stage and
-/// no job is open; an error when a job failed or the deadline passed.
+/// no job is open; an error when a job failed or the deadline passed. Adds
+/// each poll (a transaction of the bench's own) to `polls`.
 async fn wait_for_sessions(
     pool: &sqlx::PgPool,
     since: &str,
     sessions: usize,
     deadline: Instant,
+    polls: &mut i64,
 ) -> Option<String> {
     loop {
         let (done, open, failed): (i64, i64, i64) = sqlx::query_as(
@@ -358,7 +357,7 @@ async fn wait_for_sessions(
         .fetch_one(pool)
         .await
         .unwrap_or((0, 1, 0));
-        POLLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        *polls += 1;
         if failed > 0 {
             return Some(format!("{failed} jobs failed"));
         } else if done as usize == sessions && open == 0 {
@@ -502,7 +501,7 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
         let deadline = Instant::now() + options.rung_timeout;
         error = start_sessions(&client, &models, "Warm-up", warm).await;
         if error.is_none() {
-            error = wait_for_sessions(&pool, "-infinity", warm, deadline).await;
+            error = wait_for_sessions(&pool, "-infinity", warm, deadline, &mut 0).await;
         }
     }
     // The figures count only what starts from here.
@@ -522,7 +521,7 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
     let xacts_before = xact_commits(&pool, &env.database).await;
     let wal_before = wal_position(&pool).await;
     // This function's own transactions in the measured span: the baselines,
-    // the polls (counted by wait_for_sessions' caller below) and the end read.
+    // the polls and the end read.
     let mut own_xacts = 2i64;
 
     let started = Instant::now();
@@ -531,9 +530,8 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
     }
     let submitted = started.elapsed();
     if error.is_none() {
-        let polls_before = POLLS.load(std::sync::atomic::Ordering::Relaxed);
-        error = wait_for_sessions(&pool, &since, sessions, started + options.rung_timeout).await;
-        own_xacts += (POLLS.load(std::sync::atomic::Ordering::Relaxed) - polls_before) as i64;
+        let deadline = started + options.rung_timeout;
+        error = wait_for_sessions(&pool, &since, sessions, deadline, &mut own_xacts).await;
     }
     // The last job's completion, not the poll that saw it, ends the run.
     let span_ms: f64 = sqlx::query_scalar(&format!(
