@@ -1,5 +1,6 @@
 //! The token ledger against the real Postgres: concurrency, idempotency,
-//! errors through the gRPC API, expiry of unused holds, paging.
+//! errors through the gRPC API, expiry of unused holds, paging, a capture off
+//! its job's path.
 
 use dialectic_core::service_auth::ServiceName;
 use dialectic_e2e::{TestEnv, eventually};
@@ -633,5 +634,66 @@ async fn administrators_credit_wallets_through_the_gateway() {
         .await
         .expect_err("bad id");
     assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
+    env.teardown().await;
+}
+
+/// A call's capture is not on its job's path: once the executor has written
+/// the call's usage, the job's outcome goes on while the capture still waits
+/// for the wallet, and the capture lands once the wallet is free again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_jobs_outcome_does_not_wait_for_its_capture() {
+    let mut env = TestEnv::new().await;
+    env.start_all_with(|s| s.executor.simulated_latency_ms = 1_500)
+        .await;
+    let (_, session_id) = env
+        .new_session("# Capture later\n\nThe job goes on.", &["simulated"], false)
+        .await;
+    let session = Uuid::parse_str(&session_id).expect("uuid");
+    let (hold, wallet, job): (Uuid, Uuid, Uuid) = eventually(60, "the first call's hold", || {
+        let pool = env.store.pool().clone();
+        async move {
+            sqlx::query_as(
+                "SELECT id, wallet_id, job_id FROM token_wallet_transactions
+                  WHERE session_id = $1 AND kind = 'hold' ORDER BY created_at LIMIT 1",
+            )
+            .bind(session)
+            .fetch_optional(&pool)
+            .await
+            .expect("hold query")
+        }
+    })
+    .await;
+
+    // Every capture locks its wallet's row first: while this transaction
+    // holds it, no capture on the wallet can commit.
+    let mut blocker = env.store.pool().begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM token_wallets WHERE id = $1 FOR UPDATE")
+        .bind(wallet)
+        .execute(&mut *blocker)
+        .await
+        .expect("lock the wallet");
+    eventually(30, "the job completed while its capture waits", || async {
+        let done = env
+            .count(
+                "SELECT count(*) FROM dialectic_generation_jobs WHERE id = $1 AND completed_at IS NOT NULL",
+                job,
+            )
+            .await;
+        (done == 1).then_some(())
+    })
+    .await;
+    let captures =
+        "SELECT count(*) FROM token_wallet_transactions WHERE hold_id = $1 AND kind = 'capture'";
+    assert_eq!(
+        env.count(captures, hold).await,
+        0,
+        "the capture is still waiting"
+    );
+    blocker.rollback().await.expect("free the wallet");
+
+    eventually(30, "the capture landed", || async {
+        (env.count(captures, hold).await == 1).then_some(())
+    })
+    .await;
     env.teardown().await;
 }
