@@ -81,10 +81,17 @@ async fn processing_job(env: &TestEnv) -> JobId {
 /// The worker's claim: processing, one more attempt. Returns that attempt.
 async fn claim(env: &TestEnv, job: JobId) -> i32 {
     let mut tx = env.store.begin().await.expect("tx");
-    let row = jobs::claim(&mut tx, job, &[JobType::Plan], "test-worker", 60)
-        .await
-        .expect("claim")
-        .expect("claimable");
+    let row = jobs::claim(
+        &mut *tx,
+        job,
+        &[JobType::Plan],
+        jobs::ClaimScope::Any,
+        "test-worker",
+        60,
+    )
+    .await
+    .expect("claim")
+    .expect("claimable");
     tx.commit().await.expect("commit");
     row.attempt_count
 }

@@ -13,7 +13,7 @@ use dialectic_proto::v1::queue::{
     Envelope, JobFailed, JobOutcome, JobStarted, JobSucceeded, envelope::Body, job_outcome,
 };
 use dialectic_queue::keys;
-use dialectic_store::jobs::{self, JobRow};
+use dialectic_store::jobs::{self, ClaimScope, JobRow};
 use dialectic_store::outbox::{self, OutboxRow};
 use dialectic_store::{Store, StoreError, Tx};
 use std::time::Duration;
@@ -32,8 +32,9 @@ fn outcome(job: &JobRow, result: job_outcome::Result) -> Vec<u8> {
 
 /// Claims the job for `worker`; None when another worker has it or it is not
 /// claimable any more (a duplicate or stale dispatch). Only a root PLAN job's
-/// start is news to the planner (it moves the session to `running_<stage>`);
-/// every other claim is one row update and no message.
+/// start is news to the planner (it moves the session to `running_<stage>`),
+/// recorded in the claim's transaction; every other claim is one statement,
+/// tried first because nearly every job is one.
 pub async fn claim(
     store: &Store,
     courier: &Courier,
@@ -42,32 +43,35 @@ pub async fn claim(
     worker: &str,
     lease_secs: u64,
 ) -> Result<Option<JobRow>, StoreError> {
+    let quiet = jobs::claim(
+        store.pool(),
+        job_id,
+        job_types,
+        ClaimScope::NoStageStart,
+        worker,
+        lease_secs,
+    )
+    .await?;
+    if quiet.is_some() || !job_types.contains(&JobType::Plan) {
+        return Ok(quiet);
+    }
     let mut tx = store.begin().await?;
-    let Some(job) = jobs::claim(&mut tx, job_id, job_types, worker, lease_secs).await? else {
+    let scope = ClaimScope::StageStarts;
+    let Some(job) = jobs::claim(&mut *tx, job_id, job_types, scope, worker, lease_secs).await?
+    else {
         return Ok(None);
     };
-    let starts_stage = job.parent_job_id.is_none() && job.job_type == JobType::Plan.as_str();
-    let started = if starts_stage {
-        let started = outcome(
-            &job,
-            job_outcome::Result::Started(JobStarted {
-                worker: worker.to_string(),
-            }),
-        );
-        Some(
-            outbox::enqueue(
-                &mut tx,
-                keys::JOB_EVENT,
-                &started,
-                dialectic_telemetry::current_traceparent().as_deref(),
-            )
-            .await?,
-        )
-    } else {
-        None
-    };
+    let started = outcome(
+        &job,
+        job_outcome::Result::Started(JobStarted {
+            worker: worker.to_string(),
+        }),
+    );
+    let traceparent = dialectic_telemetry::current_traceparent();
+    let started =
+        outbox::enqueue(&mut tx, keys::JOB_EVENT, &started, traceparent.as_deref()).await?;
     tx.commit().await?;
-    courier.post(started);
+    courier.post([started]);
     Ok(Some(job))
 }
 

@@ -179,14 +179,36 @@ pub async fn schedule_retry(tx: &mut Tx<'_>, id: JobId, delay_ms: u64) -> Result
     Ok(())
 }
 
+/// Which claimable jobs a claim may take. A root PLAN job's claim starts its
+/// stage, which its worker records in the claim's transaction; every other
+/// claim is one statement and needs no transaction around it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimScope {
+    Any,
+    StageStarts,
+    NoStageStart,
+}
+
+impl ClaimScope {
+    fn starts_stage(self) -> Option<bool> {
+        match self {
+            ClaimScope::Any => None,
+            ClaimScope::StageStarts => Some(true),
+            ClaimScope::NoStageStart => Some(false),
+        }
+    }
+}
+
 /// The worker's compare-and-set claim. Only one claimant wins; a duplicate or
 /// stale dispatch message finds the job in another status and gets None, and
 /// so does a job of a paused session (resuming dispatches it again) or of an
-/// abandoned one (its project was deleted: nothing may run for it again).
+/// abandoned one (its project was deleted: nothing may run for it again), or
+/// one outside `scope`.
 pub async fn claim(
-    tx: &mut Tx<'_>,
+    executor: impl sqlx::PgExecutor<'_>,
     id: JobId,
     job_types: &[JobType],
+    scope: ClaimScope,
     worker: &str,
     lease_secs: u64,
 ) -> Result<Option<JobRow>, StoreError> {
@@ -199,6 +221,7 @@ pub async fn claim(
              started_at = COALESCE(started_at, now()), next_attempt_at = NULL, updated_at = now()
          WHERE id = $1 AND status = ANY($2) AND job_type = ANY($5)
            AND NOT EXISTS (SELECT 1 FROM dialectic_sessions s WHERE s.id = session_id AND s.status IN ($7, $8))
+           AND ($9::bool IS NULL OR (parent_job_id IS NULL AND job_type = $10) = $9)
          RETURNING {JOB_COLUMNS}"
     ))
     .bind(id)
@@ -209,7 +232,9 @@ pub async fn claim(
     .bind(PROCESSING)
     .bind(SessionStatus::PAUSED)
     .bind(SessionStatus::ABANDONED)
-    .fetch_optional(&mut **tx)
+    .bind(scope.starts_stage())
+    .bind(JobType::Plan.as_str())
+    .fetch_optional(executor)
     .await?)
 }
 

@@ -163,27 +163,6 @@ fn request_fingerprint(
     )
 }
 
-/// The first result for this key, if the key was used; an error if it was used differently.
-async fn replay(
-    tx: &mut Tx<'_>,
-    wallet_id: Uuid,
-    key: &str,
-    request: &str,
-) -> Result<Option<Transaction>, LedgerError> {
-    let found: Option<(String, Uuid)> = sqlx::query_as(
-        "SELECT request_hash, id FROM token_wallet_transactions WHERE wallet_id = $1 AND idempotency_key = $2",
-    )
-    .bind(wallet_id)
-    .bind(key)
-    .fetch_optional(&mut **tx)
-    .await?;
-    match found {
-        None => Ok(None),
-        Some((hash, _)) if hash != request => Err(LedgerError::KeyReuse(key.to_string())),
-        Some((_, id)) => Ok(Some(transaction(&mut **tx, id).await?)),
-    }
-}
-
 async fn transaction(
     executor: impl sqlx::PgExecutor<'_>,
     id: Uuid,
@@ -196,13 +175,66 @@ async fn transaction(
     .await?)
 }
 
-/// Locks the wallet; returns (balance, held).
-async fn lock_wallet(tx: &mut Tx<'_>, wallet_id: Uuid) -> Result<(i64, i64), LedgerError> {
-    sqlx::query_as("SELECT balance, held FROM token_wallets WHERE id = $1 FOR UPDATE")
-        .bind(wallet_id)
-        .fetch_optional(&mut **tx)
-        .await?
-        .ok_or(LedgerError::UnknownWallet(wallet_id))
+/// The locked wallet's balances, and what the first request under this key
+/// wrote, when the key was used before.
+struct Locked {
+    balance: i64,
+    held: i64,
+    first: Option<Transaction>,
+}
+
+/// Locks the wallet and looks its key up in one statement: one round trip
+/// fewer while every other call on this wallet waits. The lookup reads the
+/// snapshot taken before the lock was granted, so a request under the same
+/// key that committed meanwhile is not seen; its ledger row then fails this
+/// request's write on the unique key, and [`once_more_after_key_race`] runs
+/// the request again, which replays it. A key used with other arguments is
+/// an error.
+async fn lock_wallet(
+    tx: &mut Tx<'_>,
+    wallet_id: Uuid,
+    key: &str,
+    request: &str,
+) -> Result<Locked, LedgerError> {
+    let (balance, held, hash, first): (i64, i64, Option<String>, Option<Uuid>) = sqlx::query_as(
+        "SELECT w.balance, w.held, t.request_hash, t.id
+         FROM token_wallets w
+         LEFT JOIN token_wallet_transactions t ON t.wallet_id = w.id AND t.idempotency_key = $2
+         WHERE w.id = $1
+         FOR UPDATE OF w",
+    )
+    .bind(wallet_id)
+    .bind(key)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or(LedgerError::UnknownWallet(wallet_id))?;
+    let first = match (hash, first) {
+        (Some(hash), _) if hash != request => return Err(LedgerError::KeyReuse(key.to_string())),
+        (Some(_), Some(id)) => Some(transaction(&mut **tx, id).await?),
+        _ => None,
+    };
+    Ok(Locked {
+        balance,
+        held,
+        first,
+    })
+}
+
+/// Runs a ledger request a second time when it lost a race to a request
+/// under the same key (see [`lock_wallet`]): the second run replays it.
+async fn once_more_after_key_race<F, Fut>(request: F) -> Result<Transaction, LedgerError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<Transaction, LedgerError>>,
+{
+    match request().await {
+        Err(LedgerError::Store(StoreError::Database(sqlx::Error::Database(e))))
+            if e.is_unique_violation() =>
+        {
+            request().await
+        }
+        other => other,
+    }
 }
 
 /// Moves the wallet's balances and appends the ledger row in one statement:
@@ -264,14 +296,26 @@ pub async fn hold(
     refs: &References,
     expires_in_secs: i64,
 ) -> Result<Transaction, LedgerError> {
+    once_more_after_key_race(|| hold_once(pool, wallet_id, amount, key, refs, expires_in_secs))
+        .await
+}
+
+async fn hold_once(
+    pool: &PgPool,
+    wallet_id: Uuid,
+    amount: i64,
+    key: &str,
+    refs: &References,
+    expires_in_secs: i64,
+) -> Result<Transaction, LedgerError> {
     check(amount, key)?;
     let request = request_fingerprint("hold", wallet_id, amount, None, refs);
     let mut tx = pool.begin().await?;
-    let (balance, held) = lock_wallet(&mut tx, wallet_id).await?;
-    if let Some(first) = replay(&mut tx, wallet_id, key, &request).await? {
+    let locked = lock_wallet(&mut tx, wallet_id, key, &request).await?;
+    if let Some(first) = locked.first {
         return Ok(first);
     }
-    let available = balance - held;
+    let available = locked.balance - locked.held;
     if amount > available {
         return Err(LedgerError::InsufficientFunds {
             requested: amount,
@@ -351,6 +395,16 @@ pub async fn capture(
     amount: i64,
     key: &str,
 ) -> Result<Transaction, LedgerError> {
+    once_more_after_key_race(|| capture_once(pool, wallet_id, hold_id, amount, key)).await
+}
+
+async fn capture_once(
+    pool: &PgPool,
+    wallet_id: Uuid,
+    hold_id: Uuid,
+    amount: i64,
+    key: &str,
+) -> Result<Transaction, LedgerError> {
     if key.trim().is_empty() {
         return Err(LedgerError::EmptyKey);
     }
@@ -365,8 +419,8 @@ pub async fn capture(
         &References::default(),
     );
     let mut tx = pool.begin().await?;
-    let (balance, held_now) = lock_wallet(&mut tx, wallet_id).await?;
-    if let Some(first) = replay(&mut tx, wallet_id, key, &request).await? {
+    let locked = lock_wallet(&mut tx, wallet_id, key, &request).await?;
+    if let Some(first) = locked.first {
         return Ok(first);
     }
     let (held, refs) = match open_hold(&mut tx, wallet_id, hold_id).await {
@@ -375,7 +429,7 @@ pub async fn capture(
                 wallet_id,
                 hold_id,
                 amount,
-                available: balance - held_now,
+                available: locked.balance - locked.held,
             };
             return late_debit(tx, late, key, request).await;
         }
@@ -497,6 +551,16 @@ pub async fn release(
     key: &str,
     reason: &str,
 ) -> Result<Transaction, LedgerError> {
+    once_more_after_key_race(|| release_once(pool, wallet_id, hold_id, key, reason)).await
+}
+
+async fn release_once(
+    pool: &PgPool,
+    wallet_id: Uuid,
+    hold_id: Uuid,
+    key: &str,
+    reason: &str,
+) -> Result<Transaction, LedgerError> {
     if key.trim().is_empty() {
         return Err(LedgerError::EmptyKey);
     }
@@ -508,8 +572,7 @@ pub async fn release(
         &References::default(),
     );
     let mut tx = pool.begin().await?;
-    lock_wallet(&mut tx, wallet_id).await?;
-    if let Some(first) = replay(&mut tx, wallet_id, key, &request).await? {
+    if let Some(first) = lock_wallet(&mut tx, wallet_id, key, &request).await?.first {
         return Ok(first);
     }
     let (held, refs) = open_hold(&mut tx, wallet_id, hold_id).await?;
@@ -536,11 +599,20 @@ pub async fn credit(
     key: &str,
     reason: &str,
 ) -> Result<Transaction, LedgerError> {
+    once_more_after_key_race(|| credit_once(pool, wallet_id, amount, key, reason)).await
+}
+
+async fn credit_once(
+    pool: &PgPool,
+    wallet_id: Uuid,
+    amount: i64,
+    key: &str,
+    reason: &str,
+) -> Result<Transaction, LedgerError> {
     check(amount, key)?;
     let request = request_fingerprint("credit", wallet_id, amount, None, &References::default());
     let mut tx = pool.begin().await?;
-    lock_wallet(&mut tx, wallet_id).await?;
-    if let Some(first) = replay(&mut tx, wallet_id, key, &request).await? {
+    if let Some(first) = lock_wallet(&mut tx, wallet_id, key, &request).await?.first {
         return Ok(first);
     }
     let entry = Entry {

@@ -11,9 +11,16 @@ use dialectic_store::jobs;
 
 async fn claim(db: &TestDb, job: JobId, worker: &str) -> Option<jobs::JobRow> {
     let mut tx = db.store.begin().await.expect("tx");
-    let claimed = jobs::claim(&mut tx, job, &[JobType::Plan], worker, 60)
-        .await
-        .expect("claim query");
+    let claimed = jobs::claim(
+        &mut *tx,
+        job,
+        &[JobType::Plan],
+        jobs::ClaimScope::Any,
+        worker,
+        60,
+    )
+    .await
+    .expect("claim query");
     tx.commit().await.expect("commit");
     claimed
 }
@@ -52,9 +59,16 @@ async fn two_workers_racing_for_a_job_one_wins_the_first_attempt() {
         let store = db.store.clone();
         tokio::spawn(async move {
             let mut tx = store.begin().await.expect("tx");
-            let claimed = jobs::claim(&mut tx, job, &[JobType::Plan], worker, 60)
-                .await
-                .expect("claim query");
+            let claimed = jobs::claim(
+                &mut *tx,
+                job,
+                &[JobType::Plan],
+                jobs::ClaimScope::Any,
+                worker,
+                60,
+            )
+            .await
+            .expect("claim query");
             tx.commit().await.expect("commit");
             claimed.map(|row| (worker, row.attempt_count))
         })
@@ -172,5 +186,40 @@ async fn a_paused_or_abandoned_session_s_jobs_are_not_claimed() {
             "{status}"
         );
     }
+    db.drop_database().await;
+}
+
+async fn claim_in(db: &TestDb, job: JobId, scope: jobs::ClaimScope) -> bool {
+    jobs::claim(db.store.pool(), job, &[JobType::Plan], scope, "worker", 60)
+        .await
+        .expect("claim query")
+        .is_some()
+}
+
+/// A root PLAN job starts its stage, so only a stage-start claim takes it;
+/// any other job only a claim that starts no stage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_takes_only_the_jobs_of_its_scope() {
+    use jobs::ClaimScope::{NoStageStart, StageStarts};
+    let db = TestDb::new(4).await;
+    let session = db.session().await;
+    let root = db.pending_job(session).await;
+    let child = db.pending_job(session).await;
+    sqlx::query("UPDATE dialectic_generation_jobs SET parent_job_id = $2 WHERE id = $1")
+        .bind(child)
+        .bind(root)
+        .execute(db.store.pool())
+        .await
+        .expect("make it a child");
+    assert!(
+        !claim_in(&db, root, NoStageStart).await,
+        "a root PLAN job starts its stage"
+    );
+    assert!(
+        !claim_in(&db, child, StageStarts).await,
+        "a child starts no stage"
+    );
+    assert!(claim_in(&db, root, StageStarts).await);
+    assert!(claim_in(&db, child, NoStageStart).await);
     db.drop_database().await;
 }

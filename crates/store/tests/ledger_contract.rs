@@ -181,3 +181,49 @@ async fn racing_holds_never_overdraw() {
     assert_eq!(db.balance(wallet).await, (100, 100));
     db.drop_database().await;
 }
+
+/// Requests under one key that queue on the wallet's lock: the first writes,
+/// every other one (its lookup read before the first committed) replays it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn requests_racing_under_one_key_write_once_and_replay() {
+    const SAME_KEY: usize = 8;
+    let db = TestDb::new(SAME_KEY as u32 + 2).await;
+    let wallet = db.wallet(1_000).await;
+    let pool = db.store.pool();
+    let mut blocker = pool.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM token_wallets WHERE id = $1 FOR UPDATE")
+        .bind(wallet)
+        .execute(&mut *blocker)
+        .await
+        .expect("lock the wallet");
+    let refs = refs();
+    let racers: Vec<_> = (0..SAME_KEY)
+        .map(|_| {
+            let (pool, refs) = (pool.clone(), refs.clone());
+            tokio::spawn(
+                async move { ledger::hold(&pool, wallet, 10, "hold-once", &refs, 900).await },
+            )
+        })
+        .collect();
+    common::eventually("every racer waits for the wallet's lock", || async {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(pool)
+        .await
+        .expect("waiters");
+        waiting == SAME_KEY as i64
+    })
+    .await;
+    blocker.rollback().await.expect("free the wallet");
+    let mut ids = Vec::new();
+    for racer in racers {
+        ids.push(racer.await.expect("task").expect("hold or replay").id);
+    }
+    ids.dedup();
+    assert_eq!(ids.len(), 1, "every racer answered with the one hold");
+    assert_eq!(db.balance(wallet).await, (1_000, 10), "held once");
+    assert_eq!(entries(&db, wallet).await, 1, "one ledger row");
+    db.drop_database().await;
+}

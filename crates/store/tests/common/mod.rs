@@ -180,3 +180,19 @@ impl TestDb {
             .expect("balance")
     }
 }
+
+/// Waits up to 30 s for `holds` to become true, checking every 20 ms.
+pub async fn eventually<F, Fut>(what: &str, mut holds: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let give_up = std::time::Instant::now() + Duration::from_secs(30);
+    while !holds().await {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "timed out waiting: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
