@@ -10,9 +10,12 @@ use dialectic_core::job::{JobStatus, JobType};
 use dialectic_store::jobs;
 
 async fn claim(db: &TestDb, job: JobId, worker: &str) -> Option<jobs::JobRow> {
-    let mut tx = db.store.begin().await.expect("tx");
-    let claimed = jobs::claim(
-        &mut *tx,
+    claim_on(db.store.pool(), job, worker).await
+}
+
+async fn claim_on(pool: &sqlx::PgPool, job: JobId, worker: &str) -> Option<jobs::JobRow> {
+    jobs::claim(
+        pool,
         job,
         &[JobType::Plan],
         jobs::ClaimScope::Any,
@@ -20,9 +23,7 @@ async fn claim(db: &TestDb, job: JobId, worker: &str) -> Option<jobs::JobRow> {
         60,
     )
     .await
-    .expect("claim query");
-    tx.commit().await.expect("commit");
-    claimed
+    .expect("claim query")
 }
 
 async fn expire_lease(db: &TestDb, job: JobId) {
@@ -58,19 +59,9 @@ async fn two_workers_racing_for_a_job_one_wins_the_first_attempt() {
     let racers = ["worker-a", "worker-b"].map(|worker| {
         let store = db.store.clone();
         tokio::spawn(async move {
-            let mut tx = store.begin().await.expect("tx");
-            let claimed = jobs::claim(
-                &mut *tx,
-                job,
-                &[JobType::Plan],
-                jobs::ClaimScope::Any,
-                worker,
-                60,
-            )
-            .await
-            .expect("claim query");
-            tx.commit().await.expect("commit");
-            claimed.map(|row| (worker, row.attempt_count))
+            claim_on(store.pool(), job, worker)
+                .await
+                .map(|row| (worker, row.attempt_count))
         })
     });
     let mut winners = Vec::new();
