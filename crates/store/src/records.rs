@@ -13,7 +13,7 @@ use sqlx::PgPool;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone, sqlx::FromRow, serde::Deserialize)]
 pub struct ProjectRow {
     pub id: ProjectId,
     pub user_id: UserId,
@@ -27,7 +27,7 @@ pub struct ProjectRow {
     pub pipeline: String,
 }
 
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone, sqlx::FromRow, serde::Deserialize)]
 pub struct SessionRow {
     pub id: SessionId,
     pub project_id: ProjectId,
@@ -47,7 +47,7 @@ pub struct SessionRow {
     pub pipeline_version: Option<i32>,
 }
 
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone, sqlx::FromRow, serde::Deserialize)]
 pub struct ModelRow {
     pub id: ModelId,
     pub api_identifier: String,
@@ -64,7 +64,7 @@ pub struct ModelRow {
     pub config: Json<serde_json::Value>,
 }
 
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone, sqlx::FromRow, serde::Deserialize)]
 pub struct StageRow {
     pub id: Uuid,
     pub slug: String,
@@ -199,19 +199,24 @@ pub async fn insert_project(
         .ok_or_else(|| StoreError::not_found("pipeline", format!("{:?}", p.pipeline)))
 }
 
+/// The user's project `id` unless deleted; `id` and `user` are SQL expressions.
+fn project_for_user_sql(id: &str, user: &str) -> String {
+    format!(
+        "SELECT {PROJECT_COLUMNS} FROM dialectic_projects WHERE id = {id} AND user_id = {user} AND deleted_at IS NULL"
+    )
+}
+
 pub async fn project_for_user(
     executor: impl sqlx::PgExecutor<'_>,
     user_id: UserId,
     id: ProjectId,
 ) -> Result<ProjectRow, StoreError> {
-    sqlx::query_as::<_, ProjectRow>(&format!(
-        "SELECT {PROJECT_COLUMNS} FROM dialectic_projects WHERE id = $1 AND user_id = $2 AND deleted_at IS NULL"
-    ))
-    .bind(id)
-    .bind(user_id)
-    .fetch_optional(executor)
-    .await?
-    .ok_or_else(|| StoreError::not_found("project", id))
+    sqlx::query_as::<_, ProjectRow>(&project_for_user_sql("$1", "$2"))
+        .bind(id)
+        .bind(user_id)
+        .fetch_optional(executor)
+        .await?
+        .ok_or_else(|| StoreError::not_found("project", id))
 }
 
 pub async fn project(tx: &mut Tx<'_>, id: ProjectId) -> Result<ProjectRow, StoreError> {
@@ -338,20 +343,25 @@ pub async fn insert_session(
     Err(StoreError::not_found("project", s.project_id))
 }
 
+/// The session `$1` of user `$2`, unless its project was deleted.
+fn session_for_user_sql() -> String {
+    format!(
+        "SELECT {SESSION_COLUMNS} FROM dialectic_sessions s WHERE id = $1 AND user_id = $2
+         AND NOT EXISTS (SELECT 1 FROM dialectic_projects p WHERE p.id = s.project_id AND p.deleted_at IS NOT NULL)"
+    )
+}
+
 pub async fn session_for_user(
     executor: impl sqlx::PgExecutor<'_>,
     user_id: UserId,
     id: SessionId,
 ) -> Result<SessionRow, StoreError> {
-    sqlx::query_as::<_, SessionRow>(&format!(
-        "SELECT {SESSION_COLUMNS} FROM dialectic_sessions s WHERE id = $1 AND user_id = $2
-         AND NOT EXISTS (SELECT 1 FROM dialectic_projects p WHERE p.id = s.project_id AND p.deleted_at IS NOT NULL)"
-    ))
-    .bind(id)
-    .bind(user_id)
-    .fetch_optional(executor)
-    .await?
-    .ok_or_else(|| StoreError::not_found("session", id))
+    sqlx::query_as::<_, SessionRow>(&session_for_user_sql())
+        .bind(id)
+        .bind(user_id)
+        .fetch_optional(executor)
+        .await?
+        .ok_or_else(|| StoreError::not_found("session", id))
 }
 
 /// Serialises the session's writers. `NO KEY UPDATE`, not `UPDATE`: rows
@@ -527,27 +537,93 @@ pub async fn lock_sessions_to_abandon(
 }
 
 /// A stage within the session's process template, with its successor (seed 000 §3).
-pub async fn stage_in_process(
-    executor: impl sqlx::PgExecutor<'_>,
-    session_id: SessionId,
-    stage_slug: &str,
-) -> Result<StageRow, StoreError> {
-    sqlx::query_as::<_, StageRow>(&format!(
+/// The stage whose slug is `slug` (an SQL expression) in the process of session `$1`.
+fn stage_in_process_sql(slug: &str) -> String {
+    format!(
         "SELECT st.id, st.slug, st.display_name, pts.stage_number, sp.prompt_text AS system_prompt,
                 (SELECT nxt.slug FROM dialectic_stage_transitions tr
                  JOIN dialectic_stages nxt ON nxt.id = tr.target_stage_id
                  WHERE tr.source_stage_id = st.id AND tr.process_template_id = pts.process_template_id
                  LIMIT 1) AS next_stage_slug
          FROM dialectic_process_template_stages pts
-         JOIN dialectic_stages st ON st.id = pts.stage_id AND st.slug = $2
+         JOIN dialectic_stages st ON st.id = pts.stage_id AND st.slug = {slug}
          LEFT JOIN system_prompts sp ON sp.id = st.default_system_prompt_id
          WHERE pts.process_template_id = {SESSION_PROCESS}"
+    )
+}
+
+pub async fn stage_in_process(
+    executor: impl sqlx::PgExecutor<'_>,
+    session_id: SessionId,
+    stage_slug: &str,
+) -> Result<StageRow, StoreError> {
+    sqlx::query_as::<_, StageRow>(&stage_in_process_sql("$2"))
+        .bind(session_id)
+        .bind(stage_slug)
+        .fetch_optional(executor)
+        .await?
+        .ok_or_else(|| {
+            StoreError::not_found("stage", format!("{stage_slug} in the session's process"))
+        })
+}
+
+/// What one model call works from: its model, the user's session and project
+/// (not deleted), and the session's stage `stage_slug`.
+#[derive(Debug, Clone)]
+pub struct AttemptRows {
+    pub model: ModelRow,
+    pub session: SessionRow,
+    pub project: ProjectRow,
+    pub stage: StageRow,
+}
+
+/// [`AttemptRows`] in one statement: one round trip and one snapshot where
+/// four reads took a transaction of six. Each row comes back as JSON so the
+/// four keep their own column names.
+pub async fn attempt_rows(
+    executor: impl sqlx::PgExecutor<'_>,
+    user_id: UserId,
+    session_id: SessionId,
+    stage_slug: &str,
+    model_id: ModelId,
+) -> Result<AttemptRows, StoreError> {
+    type Found<T> = Option<Json<T>>;
+    let (model, session, project, stage): (
+        Found<ModelRow>,
+        Found<SessionRow>,
+        Found<ProjectRow>,
+        Found<StageRow>,
+    ) = sqlx::query_as(&format!(
+        "SELECT (SELECT to_jsonb(m) FROM (SELECT {MODEL_COLUMNS} FROM ai_providers WHERE id = $4) m),
+                (SELECT to_jsonb(s) FROM ({session}) s),
+                (SELECT to_jsonb(p) FROM ({project}) p),
+                (SELECT to_jsonb(st) FROM ({stage}) st)",
+        session = session_for_user_sql(),
+        project = project_for_user_sql("(SELECT project_id FROM dialectic_sessions WHERE id = $1)", "$2"),
+        stage = stage_in_process_sql("$3"),
     ))
     .bind(session_id)
+    .bind(user_id)
     .bind(stage_slug)
-    .fetch_optional(executor)
-    .await?
-    .ok_or_else(|| StoreError::not_found("stage", format!("{stage_slug} in the session's process")))
+    .bind(model_id)
+    .fetch_one(executor)
+    .await?;
+    Ok(AttemptRows {
+        model: model
+            .ok_or_else(|| StoreError::not_found("model", model_id))?
+            .0,
+        session: session
+            .ok_or_else(|| StoreError::not_found("session", session_id))?
+            .0,
+        project: project
+            .ok_or_else(|| StoreError::not_found("project of session", session_id))?
+            .0,
+        stage: stage
+            .ok_or_else(|| {
+                StoreError::not_found("stage", format!("{stage_slug} in the session's process"))
+            })?
+            .0,
+    })
 }
 
 pub struct NewContribution<'a> {

@@ -45,24 +45,22 @@ impl Executor {
         let model_id = job
             .model_id
             .ok_or_else(|| permanent("bad_payload", "job has no model"))?;
-        // One transaction for the four reads, not four: a consistent view, and
-        // each read alone would be a transaction Postgres commits on its own.
-        let mut tx = self.store.begin().await?;
-        let model = records::model(&mut *tx, model_id).await?;
-        let session = records::session_for_user(&mut *tx, job.user_id, job.session_id).await?;
-        let project = records::project_for_user(&mut *tx, job.user_id, session.project_id).await?;
-        let stage = records::stage_in_process(&mut *tx, session.id, &job.stage_slug).await?;
-        tx.commit()
-            .await
-            .map_err(dialectic_store::StoreError::from)?;
+        let rows = records::attempt_rows(
+            self.store.pool(),
+            job.user_id,
+            job.session_id,
+            &job.stage_slug,
+            model_id,
+        )
+        .await?;
         Ok(Attempt {
             job,
             payload,
             step,
-            model,
-            session,
-            project,
-            stage,
+            model: rows.model,
+            session: rows.session,
+            project: rows.project,
+            stage: rows.stage,
         })
     }
 }
