@@ -15,7 +15,7 @@ use dialectic_proto::v1::queue::{
 use dialectic_queue::keys;
 use dialectic_store::jobs::{self, ClaimScope, JobRow};
 use dialectic_store::outbox::{self, OutboxRow};
-use dialectic_store::{Store, StoreError, Tx};
+use dialectic_store::{Conn, Store, StoreError, Tx};
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
@@ -116,17 +116,32 @@ pub async fn record_success(
     worker: &str,
     succeeded: JobSucceeded,
 ) -> Result<Option<Recorded>, StoreError> {
-    if !jobs::release_lease(tx, job.id, job.attempt_count, worker).await? {
-        return Ok(None);
-    }
-    let row = outbox::enqueue(
-        tx,
-        keys::JOB_EVENT,
-        &outcome(job, job_outcome::Result::Succeeded(succeeded)),
-        dialectic_telemetry::current_traceparent().as_deref(),
+    let message = outcome(job, job_outcome::Result::Succeeded(succeeded));
+    Ok(release_lease(tx, job, worker, &message)
+        .await?
+        .map(Recorded))
+}
+
+/// Drops the attempt's lease and writes its outcome message, if `worker`
+/// still owns the attempt.
+async fn release_lease(
+    conn: &mut Conn,
+    job: &JobRow,
+    worker: &str,
+    message: &[u8],
+) -> Result<Option<OutboxRow>, StoreError> {
+    let traceparent = dialectic_telemetry::current_traceparent();
+    let (id, attempt, key) = (job.id, job.attempt_count, keys::JOB_EVENT);
+    jobs::release_lease(
+        conn,
+        id,
+        attempt,
+        worker,
+        key,
+        message,
+        traceparent.as_deref(),
     )
-    .await?;
-    Ok(Some(Recorded(row)))
+    .await
 }
 
 /// Records a failed attempt; the planner decides between retry and failure.
@@ -139,25 +154,18 @@ pub async fn record_failure(
     message: &str,
     retryable: bool,
 ) -> Result<bool, StoreError> {
-    let mut tx = store.begin().await?;
-    if !jobs::release_lease(&mut tx, job.id, job.attempt_count, worker).await? {
+    let message = outcome(
+        job,
+        job_outcome::Result::Failed(JobFailed {
+            error_code: code.to_string(),
+            message: message.to_string(),
+            retryable,
+        }),
+    );
+    let mut conn = store.pool().acquire().await?;
+    let Some(row) = release_lease(&mut conn, job, worker, &message).await? else {
         return Ok(false);
-    }
-    let row = outbox::enqueue(
-        &mut tx,
-        keys::JOB_EVENT,
-        &outcome(
-            job,
-            job_outcome::Result::Failed(JobFailed {
-                error_code: code.to_string(),
-                message: message.to_string(),
-                retryable,
-            }),
-        ),
-        dialectic_telemetry::current_traceparent().as_deref(),
-    )
-    .await?;
-    tx.commit().await?;
+    };
     courier.post([row]);
     Ok(true)
 }

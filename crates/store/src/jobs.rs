@@ -1,6 +1,7 @@
 //! The job table. Workers claim with a compare-and-set; the planner moves jobs
 //! under `SELECT … FOR NO KEY UPDATE` and applies `dialectic_core::job::transition`.
 
+use crate::outbox::OutboxRow;
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
 use dialectic_core::ids::{ContributionId, JobId, ModelId, SessionId, UserId};
@@ -459,27 +460,44 @@ pub async fn stage_percent(
     Ok((done * 100).checked_div(total).unwrap_or(0) as u32)
 }
 
-/// The worker's final write for an attempt, in the transaction that records its
-/// outcome: drops the lease if this worker still owns the attempt. False means
-/// the job was taken away (lease expired, retried) and the outcome must be discarded.
+/// The worker's final write for an attempt: drops the lease and writes the
+/// outcome's message (`routing_key`, `payload`) to the outbox in one statement,
+/// if this worker still owns the attempt. None means it does not (its lease
+/// ran out and the job moved on): nothing is written.
 pub async fn release_lease(
-    tx: &mut Tx<'_>,
+    executor: impl sqlx::PgExecutor<'_>,
     id: JobId,
     attempt: i32,
     worker: &str,
-) -> Result<bool, StoreError> {
-    let updated = sqlx::query(
-        "UPDATE dialectic_generation_jobs
-         SET lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-         WHERE id = $1 AND attempt_count = $2 AND lease_owner = $3 AND status = $4",
+    routing_key: &str,
+    payload: &[u8],
+    traceparent: Option<&str>,
+) -> Result<Option<OutboxRow>, StoreError> {
+    let written: Option<i64> = sqlx::query_scalar(
+        "WITH released AS (
+           UPDATE dialectic_generation_jobs
+           SET lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+           WHERE id = $1 AND attempt_count = $2 AND lease_owner = $3 AND status = $4
+           RETURNING id)
+         INSERT INTO outbox (routing_key, payload, traceparent)
+         SELECT $5, $6, $7 FROM released
+         RETURNING id",
     )
     .bind(id)
     .bind(attempt)
     .bind(worker)
     .bind(PROCESSING)
-    .execute(&mut **tx)
+    .bind(routing_key)
+    .bind(payload)
+    .bind(traceparent)
+    .fetch_optional(executor)
     .await?;
-    Ok(updated.rows_affected() == 1)
+    Ok(written.map(|id| OutboxRow {
+        id,
+        routing_key: routing_key.to_string(),
+        payload: payload.to_vec(),
+        traceparent: traceparent.map(str::to_string),
+    }))
 }
 
 /// How many jobs of a session wait for funds.

@@ -130,6 +130,13 @@ async fn the_sweeper_sees_exactly_the_leases_that_ran_out() {
     db.drop_database().await;
 }
 
+async fn outbox_rows(db: &TestDb) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM outbox")
+        .fetch_one(db.store.pool())
+        .await
+        .expect("outbox rows")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_attempt_cannot_release_the_retry_s_lease() {
     let db = TestDb::new(4).await;
@@ -139,20 +146,29 @@ async fn a_stale_attempt_cannot_release_the_retry_s_lease() {
     set_status(&db, job, JobStatus::Retrying).await;
     let retry = claim(&db, job, "worker-b").await.expect("attempt 2");
     assert_eq!(retry.attempt_count, 2);
-    let mut tx = db.store.begin().await.expect("tx");
-    let released = jobs::release_lease(&mut tx, job, 1, "worker-a")
-        .await
-        .expect("release");
-    tx.commit().await.expect("commit");
-    assert!(!released, "the late first attempt owns nothing");
-    assert_eq!(db.job(job).await.lease_owner.as_deref(), Some("worker-b"));
-    let mut tx = db.store.begin().await.expect("tx");
+    let release = |attempt: i32, worker: &'static str| {
+        let pool = db.store.pool().clone();
+        async move {
+            jobs::release_lease(&pool, job, attempt, worker, "job.event", b"outcome", None)
+                .await
+                .expect("release")
+        }
+    };
     assert!(
-        jobs::release_lease(&mut tx, job, 2, "worker-b")
-            .await
-            .expect("release")
+        release(1, "worker-a").await.is_none(),
+        "the late first attempt owns nothing"
     );
-    tx.commit().await.expect("commit");
+    assert_eq!(db.job(job).await.lease_owner.as_deref(), Some("worker-b"));
+    assert_eq!(outbox_rows(&db).await, 0, "and writes no outcome");
+    let row = release(2, "worker-b")
+        .await
+        .expect("the retry owns its lease");
+    assert_eq!(row.payload, b"outcome");
+    assert_eq!(
+        outbox_rows(&db).await,
+        1,
+        "one outcome, written with the release"
+    );
     assert_eq!(db.job(job).await.lease_owner, None);
     db.drop_database().await;
 }
