@@ -49,6 +49,9 @@ struct Options {
     /// the rung's size: a running platform's pools, connections and caches
     /// are warm; 0 measures a cold start.
     warmup: usize,
+    /// Runs of each rung (each build alternating with the peer's); the figures
+    /// reported are the run with the median jobs/s, every run's jobs/s beside them.
+    repeat: usize,
 }
 
 fn parse_list<T: std::str::FromStr>(text: &str) -> Option<Vec<T>> {
@@ -63,7 +66,7 @@ fn usage() -> ExitCode {
         "usage: dialectic-bench [--ladder 10,100,1000] [--latencies 0,1000] [--models 1] \
          [--slots 64] [--render-slots 4] [--out FILE.json] [--no-bounds] [--bound-seconds 10] \
          [--peer bench/peers/celery/peer.py --python PYTHON] [--rung-timeout-secs 600] \
-         [--warmup 10]"
+         [--warmup 10] [--repeat 1]"
     );
     ExitCode::from(2)
 }
@@ -82,6 +85,7 @@ fn parse_args() -> Option<Options> {
         python: "python3".into(),
         rung_timeout: Duration::from_secs(600),
         warmup: 10,
+        repeat: 1,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -95,6 +99,7 @@ fn parse_args() -> Option<Options> {
             "--out" => options.out = PathBuf::from(args.next()?),
             "--bound-seconds" => options.bound_seconds = args.next()?.parse().ok()?,
             "--warmup" => options.warmup = args.next()?.parse().ok()?,
+            "--repeat" => options.repeat = args.next()?.parse().ok()?,
             "--peer" => options.peer = Some(PathBuf::from(args.next()?)),
             "--python" => options.python = args.next()?,
             "--rung-timeout-secs" => {
@@ -104,7 +109,11 @@ fn parse_args() -> Option<Options> {
         }
     }
     // A session takes at most 16 models (gateway rule).
-    (options.models >= 1 && options.models <= 16 && options.slots >= 1 && options.render_slots >= 1)
+    (options.models >= 1
+        && options.models <= 16
+        && options.slots >= 1
+        && options.render_slots >= 1
+        && options.repeat >= 1)
         .then_some(options)
 }
 
@@ -132,18 +141,19 @@ async fn main() -> ExitCode {
                 "-- dialectic: {sessions} sessions x {} model(s), simulated latency {latency} ms",
                 options.models
             );
-            let rung = run_rung(&service_binary, &options, sessions, latency).await;
-            print_rung(&rung);
-            let peer = match &options.peer {
-                Some(script) => {
+            let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+            for _ in 0..options.repeat {
+                let rung = run_rung(&service_binary, &options, sessions, latency).await;
+                print_rung(&rung);
+                ours.push(rung);
+                if let Some(script) = &options.peer {
                     println!("-- celery: {sessions} sessions, latency {latency} ms");
                     let peer = run_peer(&options, script, sessions, latency).await;
                     println!("   {peer}");
-                    peer
+                    theirs.push(peer);
                 }
-                None => Value::Null,
-            };
-            rungs.push(json!({ "dialectic": rung, "celery": peer }));
+            }
+            rungs.push(json!({ "dialectic": median_run(ours), "celery": median_run(theirs) }));
         }
     }
     let bounds = if options.bounds {
@@ -401,6 +411,22 @@ async fn xact_commits(pool: &sqlx::PgPool, database: &str) -> i64 {
 }
 
 /// One rung: S sessions at one latency, on fresh services and storage.
+/// The run with the median jobs/s (the upper one of an even count), with
+/// every run's jobs/s as `jobs_per_s_runs`; Null when nothing ran.
+fn median_run(mut runs: Vec<Value>) -> Value {
+    let jobs_per_s = |run: &Value| run["jobs_per_s"].as_f64().unwrap_or(0.0);
+    let all: Vec<f64> = runs.iter().map(jobs_per_s).collect();
+    runs.sort_by(|a, b| jobs_per_s(a).total_cmp(&jobs_per_s(b)));
+    if runs.is_empty() {
+        return Value::Null;
+    }
+    let mut median = runs.swap_remove(runs.len() / 2);
+    if let Some(fields) = median.as_object_mut() {
+        fields.insert("jobs_per_s_runs".into(), json!(all));
+    }
+    median
+}
+
 async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms: u64) -> Value {
     let env = TestEnv::new().await;
     let pool = env.store.pool().clone();
@@ -999,4 +1025,22 @@ fn print_table(report: &Value) {
         pg.map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
         amqp.map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_median_run_is_reported_with_every_runs_figure() {
+        let runs = vec![
+            json!({ "jobs_per_s": 3.0, "run": "a" }),
+            json!({ "jobs_per_s": 1.0, "run": "b" }),
+            json!({ "jobs_per_s": 2.0, "run": "c" }),
+        ];
+        let median = median_run(runs);
+        assert_eq!(median["run"], "c");
+        assert_eq!(median["jobs_per_s_runs"], json!([3.0, 1.0, 2.0]));
+        assert_eq!(median_run(Vec::new()), Value::Null);
+    }
 }
