@@ -492,12 +492,7 @@ pub async fn release_lease(
     .bind(traceparent)
     .fetch_optional(executor)
     .await?;
-    Ok(written.map(|id| OutboxRow {
-        id,
-        routing_key: routing_key.to_string(),
-        payload: payload.to_vec(),
-        traceparent: traceparent.map(str::to_string),
-    }))
+    Ok(written.map(|id| OutboxRow::written(id, routing_key, payload, traceparent)))
 }
 
 /// How many jobs of a session wait for funds.

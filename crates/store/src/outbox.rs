@@ -17,6 +17,23 @@ pub struct OutboxRow {
     pub traceparent: Option<String>,
 }
 
+impl OutboxRow {
+    /// The row a writer just inserted as `id`, for its courier.
+    pub(crate) fn written(
+        id: i64,
+        routing_key: &str,
+        payload: &[u8],
+        traceparent: Option<&str>,
+    ) -> Self {
+        OutboxRow {
+            id,
+            routing_key: routing_key.to_string(),
+            payload: payload.to_vec(),
+            traceparent: traceparent.map(str::to_string),
+        }
+    }
+}
+
 /// Writes one message in the caller's transaction; the row, returned, is what
 /// the writer hands its courier once the transaction has committed.
 pub async fn enqueue(
@@ -33,12 +50,7 @@ pub async fn enqueue(
     .bind(traceparent)
     .fetch_one(&mut **tx)
     .await?;
-    Ok(OutboxRow {
-        id,
-        routing_key: routing_key.to_string(),
-        payload: payload.to_vec(),
-        traceparent: traceparent.map(str::to_string),
-    })
+    Ok(OutboxRow::written(id, routing_key, payload, traceparent))
 }
 
 /// Locks and deletes up to `limit` rows written at least `min_age` ago (younger
