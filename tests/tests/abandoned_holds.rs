@@ -86,6 +86,7 @@ async fn claim(env: &TestEnv, job: JobId) -> i32 {
         job,
         &[JobType::Plan],
         jobs::ClaimScope::Any,
+        jobs::ClaimReads::Job,
         "test-worker",
         60,
     )
@@ -93,7 +94,7 @@ async fn claim(env: &TestEnv, job: JobId) -> i32 {
     .expect("claim")
     .expect("claimable");
     tx.commit().await.expect("commit");
-    row.attempt_count
+    row.job.attempt_count
 }
 
 async fn set_status(env: &TestEnv, job: JobId, status: JobStatus) {

@@ -315,6 +315,7 @@ async fn a_job_whose_worker_dies_is_picked_up_again() {
         &dialectic_runtime::Courier::default(),
         root,
         &[dialectic_core::job::JobType::Plan],
+        dialectic_store::jobs::ClaimReads::Job,
         "worker-that-dies",
         1,
     )

@@ -13,8 +13,9 @@ use dialectic_proto::v1::queue::{
     Envelope, JobFailed, JobOutcome, JobStarted, JobSucceeded, envelope::Body, job_outcome,
 };
 use dialectic_queue::keys;
-use dialectic_store::jobs::{self, ClaimScope, JobRow};
+use dialectic_store::jobs::{self, ClaimReads, ClaimScope, Claimed, JobRow};
 use dialectic_store::outbox::{self, OutboxRow};
+use dialectic_store::records::AttemptRows;
 use dialectic_store::{Conn, Store, StoreError, Tx};
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -30,24 +31,27 @@ fn outcome(job: &JobRow, result: job_outcome::Result) -> Vec<u8> {
     })
 }
 
-/// Claims the job for `worker`; None when another worker has it or it is not
-/// claimable any more (a duplicate or stale dispatch). Only a root PLAN job's
-/// start is news to the planner (it moves the session to `running_<stage>`),
-/// recorded in the claim's transaction; every other claim is one statement,
-/// tried first because nearly every job is one.
+/// Claims the job for `worker`, reading what `reads` asks in the same
+/// statement; None when another worker has it or it is not claimable any
+/// more (a duplicate or stale dispatch). Only a root PLAN job's start is news
+/// to the planner (it moves the session to `running_<stage>`), recorded in the
+/// claim's transaction; every other claim is one statement, tried first
+/// because nearly every job is one.
 pub async fn claim(
     store: &Store,
     courier: &Courier,
     job_id: JobId,
     job_types: &[JobType],
+    reads: ClaimReads,
     worker: &str,
     lease_secs: u64,
-) -> Result<Option<JobRow>, StoreError> {
+) -> Result<Option<Claimed>, StoreError> {
     let quiet = jobs::claim(
         store.pool(),
         job_id,
         job_types,
         ClaimScope::NoStageStart,
+        reads,
         worker,
         lease_secs,
     )
@@ -57,12 +61,14 @@ pub async fn claim(
     }
     let mut tx = store.begin().await?;
     let scope = ClaimScope::StageStarts;
-    let Some(job) = jobs::claim(&mut *tx, job_id, job_types, scope, worker, lease_secs).await?
-    else {
+    let claimed = jobs::claim(
+        &mut *tx, job_id, job_types, scope, reads, worker, lease_secs,
+    );
+    let Some(claimed) = claimed.await? else {
         return Ok(None);
     };
     let started = outcome(
-        &job,
+        &claimed.job,
         job_outcome::Result::Started(JobStarted {
             worker: worker.to_string(),
         }),
@@ -72,7 +78,7 @@ pub async fn claim(
         outbox::enqueue(&mut tx, keys::JOB_EVENT, &started, traceparent.as_deref()).await?;
     tx.commit().await?;
     courier.post([started]);
-    Ok(Some(job))
+    Ok(Some(claimed))
 }
 
 /// Renews the lease every third of its length until `stop`; cancels `lost`
@@ -249,7 +255,16 @@ impl ErrorContract for AttemptError {
 /// reports the attempt is no longer its own.
 #[async_trait::async_trait]
 pub trait JobWork: Send + Sync + 'static {
-    async fn attempt(&self, job: &JobRow, worker: &str) -> Result<Recorded, AttemptError>;
+    /// What the claim reads for the attempt besides the job.
+    const CLAIM_READS: ClaimReads = ClaimReads::Job;
+
+    /// `rows` is what the claim read when `CLAIM_READS` asked for them.
+    async fn attempt(
+        &self,
+        job: &JobRow,
+        rows: Option<Result<AttemptRows, StoreError>>,
+        worker: &str,
+    ) -> Result<Recorded, AttemptError>;
 }
 
 #[derive(Default)]
@@ -296,18 +311,19 @@ impl<W: JobWork> JobWorker<W> {
     ) -> crate::Disposition {
         use std::sync::atomic::Ordering;
         use tracing::Instrument;
-        let job = match claim(
+        let Claimed { job, rows } = match claim(
             &self.store,
             &self.courier,
             job_id,
             self.job_types,
+            W::CLAIM_READS,
             &self.worker,
             self.lease_secs,
         )
         .instrument(tracing::info_span!("claim"))
         .await
         {
-            Ok(Some(job)) => job,
+            Ok(Some(claimed)) => claimed,
             Ok(None) => {
                 tracing::info!("job not claimable (duplicate or stale dispatch); dropping message");
                 return crate::Disposition::Ack;
@@ -337,7 +353,7 @@ impl<W: JobWork> JobWorker<W> {
             lost.clone(),
         );
         let result = tokio::select! {
-            r = self.work.attempt(&job, &self.worker) => r,
+            r = self.work.attempt(&job, rows, &self.worker) => r,
             _ = lost.cancelled() => Err(AttemptError::Lost),
         };
         stop.cancel();

@@ -2,6 +2,7 @@
 //! under `SELECT … FOR NO KEY UPDATE` and applies `dialectic_core::job::transition`.
 
 use crate::outbox::OutboxRow;
+use crate::records::{self, AttemptRows};
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
 use dialectic_core::ids::{ContributionId, JobId, ModelId, SessionId, UserId};
@@ -9,6 +10,7 @@ use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::payload::JobPayload;
 use dialectic_core::recipe::ProgressBand;
 use dialectic_core::session::{RootJob, SessionStatus};
+use sqlx::FromRow;
 use sqlx::PgPool;
 use sqlx::types::Json;
 use uuid::Uuid;
@@ -200,6 +202,23 @@ impl ClaimScope {
     }
 }
 
+/// What a claim reads besides the job: a model call's worker works from the
+/// rows its job names, read in the claim's own statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimReads {
+    Job,
+    AttemptRows,
+}
+
+/// A claimed job, with its attempt's rows when the claim read them (Err names
+/// the row that is gone: the job is claimed all the same, and its attempt
+/// fails on that).
+#[derive(Debug)]
+pub struct Claimed {
+    pub job: JobRow,
+    pub rows: Option<Result<AttemptRows, StoreError>>,
+}
+
 /// The worker's compare-and-set claim. Only one claimant wins; a duplicate or
 /// stale dispatch message finds the job in another status and gets None, and
 /// so does a job of a paused session (resuming dispatches it again) or of an
@@ -210,12 +229,13 @@ pub async fn claim(
     id: JobId,
     job_types: &[JobType],
     scope: ClaimScope,
+    reads: ClaimReads,
     worker: &str,
     lease_secs: u64,
-) -> Result<Option<JobRow>, StoreError> {
+) -> Result<Option<Claimed>, StoreError> {
     let claimable: Vec<&str> = JobStatus::claimable().iter().map(|s| s.as_str()).collect();
     let types: Vec<&str> = job_types.iter().map(|t| t.as_str()).collect();
-    Ok(sqlx::query_as::<_, JobRow>(&format!(
+    let update = format!(
         "UPDATE dialectic_generation_jobs
          SET status = $6, attempt_count = attempt_count + 1, lease_owner = $3,
              lease_expires_at = now() + make_interval(secs => $4::double precision),
@@ -224,19 +244,45 @@ pub async fn claim(
            AND NOT EXISTS (SELECT 1 FROM dialectic_sessions s WHERE s.id = session_id AND s.status IN ($7, $8))
            AND ($9::bool IS NULL OR (parent_job_id IS NULL AND job_type = $10) = $9)
          RETURNING {JOB_COLUMNS}"
-    ))
-    .bind(id)
-    .bind(&claimable)
-    .bind(worker)
-    .bind(lease_secs as f64)
-    .bind(&types)
-    .bind(PROCESSING)
-    .bind(SessionStatus::PAUSED)
-    .bind(SessionStatus::ABANDONED)
-    .bind(scope.starts_stage())
-    .bind(JobType::Plan.as_str())
-    .fetch_optional(executor)
-    .await?)
+    );
+    let statement = match reads {
+        ClaimReads::Job => update,
+        ClaimReads::AttemptRows => format!(
+            "WITH claimed AS ({update}) SELECT claimed.*, {rows} FROM claimed",
+            rows = records::attempt_rows_sql(
+                "claimed.session_id",
+                "claimed.user_id",
+                "claimed.stage_slug",
+                "claimed.model_id"
+            )
+        ),
+    };
+    let row = sqlx::query(&statement)
+        .bind(id)
+        .bind(&claimable)
+        .bind(worker)
+        .bind(lease_secs as f64)
+        .bind(&types)
+        .bind(PROCESSING)
+        .bind(SessionStatus::PAUSED)
+        .bind(SessionStatus::ABANDONED)
+        .bind(scope.starts_stage())
+        .bind(JobType::Plan.as_str())
+        .fetch_optional(executor)
+        .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let job = JobRow::from_row(&row)?;
+    let rows = match reads {
+        ClaimReads::Job => None,
+        ClaimReads::AttemptRows => Some(records::FoundAttemptRows::from_row(&row)?.into_rows(
+            job.session_id,
+            &job.stage_slug,
+            job.model_id,
+        )),
+    };
+    Ok(Some(Claimed { job, rows }))
 }
 
 /// Extends a lease while the worker still owns this attempt; false means it lost the job.

@@ -2,7 +2,7 @@
 //! the pipeline version it runs, and the jobs of that stage's steps.
 
 use crate::StoreError;
-use crate::records::SESSION_PROCESS;
+use crate::records::session_process;
 use dialectic_core::ids::SessionId;
 use dialectic_core::job::JobStatus;
 use dialectic_core::position::StepTally;
@@ -23,7 +23,8 @@ pub async fn stage_place(
                 st.display_name
          FROM dialectic_process_template_stages pts
          JOIN dialectic_stages st ON st.id = pts.stage_id AND st.slug = $2
-         WHERE pts.process_template_id = {SESSION_PROCESS}"
+         WHERE pts.process_template_id = {process}",
+        process = session_process("$1")
     ))
     .bind(session_id)
     .bind(stage_slug)

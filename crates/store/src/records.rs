@@ -276,11 +276,14 @@ pub async fn model(
         .ok_or_else(|| StoreError::not_found("model", id))
 }
 
-/// The process template (pipeline version) of the session bound as `$1`:
-/// its own, else (a row an older build wrote) its project's.
-pub(crate) const SESSION_PROCESS: &str =
-    "(SELECT COALESCE(s.process_template_id, p.process_template_id)
-     FROM dialectic_sessions s JOIN dialectic_projects p ON p.id = s.project_id WHERE s.id = $1)";
+/// The process template (pipeline version) of the session `session` (an SQL
+/// expression): its own, else (a row an older build wrote) its project's.
+pub(crate) fn session_process(session: &str) -> String {
+    format!(
+        "(SELECT COALESCE(s.process_template_id, p.process_template_id)
+         FROM dialectic_sessions s JOIN dialectic_projects p ON p.id = s.project_id WHERE s.id = {session})"
+    )
+}
 
 pub(crate) const SESSION_COLUMNS: &str = "id, project_id, user_id, status, iteration_count, current_stage_id, selected_model_ids, auto_advance, created_at, updated_at, revision, paused_from,
     (SELECT t.version FROM dialectic_process_templates t WHERE t.id = process_template_id) AS pipeline_version";
@@ -344,9 +347,9 @@ pub async fn insert_session(
 }
 
 /// The session `$1` of user `$2`, unless its project was deleted.
-fn session_for_user_sql() -> String {
+fn session_for_user_sql(id: &str, user: &str) -> String {
     format!(
-        "SELECT {SESSION_COLUMNS} FROM dialectic_sessions s WHERE id = $1 AND user_id = $2
+        "SELECT {SESSION_COLUMNS} FROM dialectic_sessions s WHERE id = {id} AND user_id = {user}
          AND NOT EXISTS (SELECT 1 FROM dialectic_projects p WHERE p.id = s.project_id AND p.deleted_at IS NOT NULL)"
     )
 }
@@ -356,7 +359,7 @@ pub async fn session_for_user(
     user_id: UserId,
     id: SessionId,
 ) -> Result<SessionRow, StoreError> {
-    sqlx::query_as::<_, SessionRow>(&session_for_user_sql())
+    sqlx::query_as::<_, SessionRow>(&session_for_user_sql("$1", "$2"))
         .bind(id)
         .bind(user_id)
         .fetch_optional(executor)
@@ -383,7 +386,8 @@ pub async fn first_stage(tx: &mut Tx<'_>, session_id: SessionId) -> Result<Strin
     sqlx::query_scalar(&format!(
         "SELECT st.slug FROM dialectic_process_templates t
          JOIN dialectic_stages st ON st.id = t.starting_stage_id
-         WHERE t.id = {SESSION_PROCESS}"
+         WHERE t.id = {process}",
+        process = session_process("$1")
     ))
     .bind(session_id)
     .fetch_optional(&mut **tx)
@@ -404,11 +408,12 @@ pub async fn write_session_state(
              current_stage_id = COALESCE(
                  (SELECT st.id FROM dialectic_process_template_stages pts
                   JOIN dialectic_stages st ON st.id = pts.stage_id
-                  WHERE st.slug = $4 AND pts.process_template_id = {SESSION_PROCESS}),
+                  WHERE st.slug = $4 AND pts.process_template_id = {process}),
                  current_stage_id),
              updated_at = now()
          WHERE id = $1
-         RETURNING {SESSION_COLUMNS}"
+         RETURNING {SESSION_COLUMNS}",
+        process = session_process("$1")
     ))
     .bind(id)
     .bind(state.status.to_string())
@@ -538,7 +543,7 @@ pub async fn lock_sessions_to_abandon(
 
 /// A stage within the session's process template, with its successor (seed 000 §3).
 /// The stage whose slug is `slug` (an SQL expression) in the process of session `$1`.
-fn stage_in_process_sql(slug: &str) -> String {
+fn stage_in_process_sql(session: &str, slug: &str) -> String {
     format!(
         "SELECT st.id, st.slug, st.display_name, pts.stage_number, sp.prompt_text AS system_prompt,
                 (SELECT nxt.slug FROM dialectic_stage_transitions tr
@@ -548,7 +553,8 @@ fn stage_in_process_sql(slug: &str) -> String {
          FROM dialectic_process_template_stages pts
          JOIN dialectic_stages st ON st.id = pts.stage_id AND st.slug = {slug}
          LEFT JOIN system_prompts sp ON sp.id = st.default_system_prompt_id
-         WHERE pts.process_template_id = {SESSION_PROCESS}"
+         WHERE pts.process_template_id = {process}",
+        process = session_process(session)
     )
 }
 
@@ -557,7 +563,7 @@ pub async fn stage_in_process(
     session_id: SessionId,
     stage_slug: &str,
 ) -> Result<StageRow, StoreError> {
-    sqlx::query_as::<_, StageRow>(&stage_in_process_sql("$2"))
+    sqlx::query_as::<_, StageRow>(&stage_in_process_sql("$1", "$2"))
         .bind(session_id)
         .bind(stage_slug)
         .fetch_optional(executor)
@@ -577,53 +583,65 @@ pub struct AttemptRows {
     pub stage: StageRow,
 }
 
-/// [`AttemptRows`] in one statement: one round trip and one snapshot where
-/// four reads took a transaction of six. Each row comes back as JSON so the
-/// four keep their own column names.
-pub async fn attempt_rows(
-    executor: impl sqlx::PgExecutor<'_>,
-    user_id: UserId,
-    session_id: SessionId,
-    stage_slug: &str,
-    model_id: ModelId,
-) -> Result<AttemptRows, StoreError> {
-    type Found<T> = Option<Json<T>>;
-    let (model, session, project, stage): (
-        Found<ModelRow>,
-        Found<SessionRow>,
-        Found<ProjectRow>,
-        Found<StageRow>,
-    ) = sqlx::query_as(&format!(
-        "SELECT (SELECT to_jsonb(m) FROM (SELECT {MODEL_COLUMNS} FROM ai_providers WHERE id = $4) m),
-                (SELECT to_jsonb(s) FROM ({session}) s),
-                (SELECT to_jsonb(p) FROM ({project}) p),
-                (SELECT to_jsonb(st) FROM ({stage}) st)",
-        session = session_for_user_sql(),
-        project = project_for_user_sql("(SELECT project_id FROM dialectic_sessions WHERE id = $1)", "$2"),
-        stage = stage_in_process_sql("$3"),
-    ))
-    .bind(session_id)
-    .bind(user_id)
-    .bind(stage_slug)
-    .bind(model_id)
-    .fetch_one(executor)
-    .await?;
-    Ok(AttemptRows {
-        model: model
-            .ok_or_else(|| StoreError::not_found("model", model_id))?
-            .0,
-        session: session
-            .ok_or_else(|| StoreError::not_found("session", session_id))?
-            .0,
-        project: project
-            .ok_or_else(|| StoreError::not_found("project of session", session_id))?
-            .0,
-        stage: stage
-            .ok_or_else(|| {
-                StoreError::not_found("stage", format!("{stage_slug} in the session's process"))
-            })?
-            .0,
-    })
+/// The select list that reads [`AttemptRows`] for the session, user, stage
+/// and model named by SQL expressions (a claimed job's columns), each row as
+/// JSON under its own column names: one round trip where four reads took a
+/// transaction of six.
+pub(crate) fn attempt_rows_sql(session: &str, user: &str, stage: &str, model: &str) -> String {
+    format!(
+        "(SELECT to_jsonb(m) FROM (SELECT {MODEL_COLUMNS} FROM ai_providers WHERE id = {model}) m) AS model,
+         (SELECT to_jsonb(s) FROM ({session_row}) s) AS session,
+         (SELECT to_jsonb(p) FROM ({project}) p) AS project,
+         (SELECT to_jsonb(st) FROM ({stage_row}) st) AS stage",
+        session_row = session_for_user_sql(session, user),
+        project = project_for_user_sql(
+            &format!("(SELECT project_id FROM dialectic_sessions WHERE id = {session})"),
+            user
+        ),
+        stage_row = stage_in_process_sql(session, stage),
+    )
+}
+
+/// What [`attempt_rows_sql`] found; a row that is gone (another user's
+/// session, a deleted project, a stage outside the session's process) is None.
+#[derive(sqlx::FromRow)]
+pub(crate) struct FoundAttemptRows {
+    model: Option<Json<ModelRow>>,
+    session: Option<Json<SessionRow>>,
+    project: Option<Json<ProjectRow>>,
+    stage: Option<Json<StageRow>>,
+}
+
+impl FoundAttemptRows {
+    /// The rows, or NotFound naming the first one missing.
+    pub(crate) fn into_rows(
+        self,
+        session_id: SessionId,
+        stage_slug: &str,
+        model_id: Option<ModelId>,
+    ) -> Result<AttemptRows, StoreError> {
+        let missing_model = || match model_id {
+            Some(id) => StoreError::not_found("model", id),
+            None => StoreError::not_found("model", "none named by the job"),
+        };
+        Ok(AttemptRows {
+            model: self.model.ok_or_else(missing_model)?.0,
+            session: self
+                .session
+                .ok_or_else(|| StoreError::not_found("session", session_id))?
+                .0,
+            project: self
+                .project
+                .ok_or_else(|| StoreError::not_found("project of session", session_id))?
+                .0,
+            stage: self
+                .stage
+                .ok_or_else(|| {
+                    StoreError::not_found("stage", format!("{stage_slug} in the session's process"))
+                })?
+                .0,
+        })
+    }
 }
 
 pub struct NewContribution<'a> {
@@ -925,8 +943,9 @@ pub async fn document_template(
         "SELECT d.content FROM dialectic_document_templates d
          JOIN dialectic_process_template_stages pts ON pts.stage_id = d.stage_id
          JOIN dialectic_stages st ON st.id = d.stage_id
-         WHERE pts.process_template_id = {SESSION_PROCESS} AND st.slug = $2 AND d.document_key = $3
-           AND d.is_active"
+         WHERE pts.process_template_id = {process} AND st.slug = $2 AND d.document_key = $3
+           AND d.is_active",
+        process = session_process("$1")
     ))
     .bind(session_id)
     .bind(stage_slug)

@@ -1,7 +1,7 @@
 //! Revisits (seed 003): archiving later stages' documents as versions and
 //! rewinding a session to the stage after the revised one.
 
-use crate::records::{RESOURCE_COLUMNS, ResourceRow, SESSION_PROCESS};
+use crate::records::{RESOURCE_COLUMNS, ResourceRow, session_process};
 use crate::{StoreError, Tx};
 use dialectic_core::ids::{ResourceId, SessionId};
 use dialectic_core::job::JobStatus;
@@ -17,11 +17,12 @@ pub async fn stages_after(
         "SELECT st.slug
          FROM dialectic_process_template_stages pts
          JOIN dialectic_stages st ON st.id = pts.stage_id
-         WHERE pts.process_template_id = {SESSION_PROCESS} AND pts.stage_number > (
+         WHERE pts.process_template_id = {process} AND pts.stage_number > (
              SELECT pts2.stage_number FROM dialectic_process_template_stages pts2
              JOIN dialectic_stages st2 ON st2.id = pts2.stage_id
              WHERE pts2.process_template_id = pts.process_template_id AND st2.slug = $2)
-         ORDER BY pts.stage_number"
+         ORDER BY pts.stage_number",
+        process = session_process("$1")
     ))
     .bind(session_id)
     .bind(stage_slug)

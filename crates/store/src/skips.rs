@@ -2,7 +2,7 @@
 //! planner writes them (from a PLAN reply's `skip_steps`) and treats them as
 //! done when it plans a stage; the recipe itself never changes.
 
-use crate::records::SESSION_PROCESS;
+use crate::records::session_process;
 use crate::{StoreError, Tx};
 use dialectic_core::ids::{JobId, SessionId};
 use dialectic_core::shape::SkipStep;
@@ -26,12 +26,13 @@ pub async fn known_step_keys(
         "SELECT ts.step_key FROM dialectic_process_template_stages pts
            JOIN dialectic_stages st ON st.id = pts.stage_id
            JOIN dialectic_recipe_template_steps ts ON ts.template_id = st.recipe_template_id
-          WHERE pts.process_template_id = {SESSION_PROCESS}
+          WHERE pts.process_template_id = {process}
          UNION
          SELECT rs.step_key FROM dialectic_process_template_stages pts
            JOIN dialectic_stages st ON st.id = pts.stage_id
            JOIN dialectic_stage_recipe_steps rs ON rs.instance_id = st.active_recipe_instance_id
-          WHERE pts.process_template_id = {SESSION_PROCESS}"
+          WHERE pts.process_template_id = {process}",
+        process = session_process("$1")
     ))
     .bind(session_id)
     .fetch_all(&mut **tx)

@@ -19,11 +19,13 @@ async fn claim_on(pool: &sqlx::PgPool, job: JobId, worker: &str) -> Option<jobs:
         job,
         &[JobType::Plan],
         jobs::ClaimScope::Any,
+        jobs::ClaimReads::Job,
         worker,
         60,
     )
     .await
     .expect("claim query")
+    .map(|claimed| claimed.job)
 }
 
 async fn expire_lease(db: &TestDb, job: JobId) {
@@ -197,10 +199,19 @@ async fn a_paused_or_abandoned_session_s_jobs_are_not_claimed() {
 }
 
 async fn claim_in(db: &TestDb, job: JobId, scope: jobs::ClaimScope) -> bool {
-    jobs::claim(db.store.pool(), job, &[JobType::Plan], scope, "worker", 60)
-        .await
-        .expect("claim query")
-        .is_some()
+    let reads = jobs::ClaimReads::Job;
+    jobs::claim(
+        db.store.pool(),
+        job,
+        &[JobType::Plan],
+        scope,
+        reads,
+        "worker",
+        60,
+    )
+    .await
+    .expect("claim query")
+    .is_some()
 }
 
 /// A root PLAN job starts its stage, so only a stage-start claim takes it;

@@ -1,13 +1,14 @@
 //! What one attempt works from: the job's payload and step and the rows it
-//! names (model, session, project, stage), read once at the start.
+//! names (model, session, project, stage), read by its claim.
 
-use crate::{Executor, permanent};
+use crate::permanent;
 use dialectic_core::paths::{FileKind, PathContext};
 use dialectic_core::payload::JobPayload;
 use dialectic_core::recipe::RecipeStep;
 use dialectic_runtime::worker::AttemptError;
+use dialectic_store::StoreError;
 use dialectic_store::jobs::JobRow;
-use dialectic_store::records::{self, ModelRow, ProjectRow, SessionRow, StageRow};
+use dialectic_store::records::{AttemptRows, ModelRow, ProjectRow, SessionRow, StageRow};
 
 pub(crate) struct Attempt<'a> {
     pub job: &'a JobRow,
@@ -35,24 +36,21 @@ impl Attempt<'_> {
     }
 }
 
-impl Executor {
-    pub(crate) async fn load<'a>(&self, job: &'a JobRow) -> Result<Attempt<'a>, AttemptError> {
+impl<'a> Attempt<'a> {
+    /// The attempt from its claimed job and the rows the claim read with it.
+    pub(crate) fn from_claim(
+        job: &'a JobRow,
+        rows: Result<AttemptRows, StoreError>,
+    ) -> Result<Self, AttemptError> {
         let payload = job.payload()?;
         let step = payload
             .step
             .clone()
             .ok_or_else(|| permanent("bad_payload", "job has no recipe step"))?;
-        let model_id = job
-            .model_id
-            .ok_or_else(|| permanent("bad_payload", "job has no model"))?;
-        let rows = records::attempt_rows(
-            self.store.pool(),
-            job.user_id,
-            job.session_id,
-            &job.stage_slug,
-            model_id,
-        )
-        .await?;
+        if job.model_id.is_none() {
+            return Err(permanent("bad_payload", "job has no model"));
+        }
+        let rows = rows?;
         Ok(Attempt {
             job,
             payload,

@@ -34,8 +34,9 @@ use dialectic_runtime::{
     CancellationToken, ConsumerOptions, Courier, Dependencies, Handler, Running, RuntimeError,
     run_consumer, supervise,
 };
-use dialectic_store::Store;
-use dialectic_store::jobs::JobRow;
+use dialectic_store::jobs::{ClaimReads, JobRow};
+use dialectic_store::records::AttemptRows;
+use dialectic_store::{Store, StoreError};
 use dialectic_tokenizer::TokenCounter;
 use futures::future::BoxFuture;
 use std::sync::Arc;
@@ -111,8 +112,18 @@ struct Jobs(Arc<Executor>);
 
 #[async_trait::async_trait]
 impl JobWork for Jobs {
-    async fn attempt(&self, job: &JobRow, worker: &str) -> Result<Recorded, AttemptError> {
-        self.0.attempt(job, worker).await
+    const CLAIM_READS: ClaimReads = ClaimReads::AttemptRows;
+
+    async fn attempt(
+        &self,
+        job: &JobRow,
+        rows: Option<Result<AttemptRows, StoreError>>,
+        worker: &str,
+    ) -> Result<Recorded, AttemptError> {
+        let rows = rows.ok_or_else(|| {
+            StoreError::Corrupt("the claim did not read the attempt's rows".into())
+        })?;
+        self.0.attempt(job, rows, worker).await
     }
 }
 
@@ -120,8 +131,13 @@ impl Executor {
     /// One model call for one job, in stages: what it works from, the provider,
     /// the request (inputs, history, compression), the paid call, and the
     /// reply kept (or continued).
-    async fn attempt(&self, job: &JobRow, worker: &str) -> Result<Recorded, AttemptError> {
-        let attempt = self.load(job).instrument(info_span!("load")).await?;
+    async fn attempt(
+        &self,
+        job: &JobRow,
+        rows: Result<AttemptRows, StoreError>,
+        worker: &str,
+    ) -> Result<Recorded, AttemptError> {
+        let attempt = attempt::Attempt::from_claim(job, rows)?;
         let provider = self.provider(&attempt.model).await?;
         let chain = match job.target_contribution_id {
             Some(target) => Some(self.chain_of(job, target).await?),

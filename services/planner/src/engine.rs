@@ -108,9 +108,29 @@ impl From<PlannerError> for tonic::Status {
 }
 
 /// Follow-up work inside one transaction, processed in order.
+/// The job a transition applies to.
+enum JobRef {
+    Id(JobId),
+    /// The row as this unit locked it, queued before anything in the unit
+    /// could write it: applying needs no second lock and read.
+    Locked(Box<JobRow>),
+}
+
+impl From<JobId> for JobRef {
+    fn from(id: JobId) -> Self {
+        JobRef::Id(id)
+    }
+}
+
+impl JobRef {
+    fn locked(row: &JobRow) -> Self {
+        JobRef::Locked(Box::new(row.clone()))
+    }
+}
+
 enum Work {
     Apply {
-        job: JobId,
+        job: JobRef,
         event: JobEvent,
         error: Option<serde_json::Value>,
         results: Option<serde_json::Value>,
@@ -541,7 +561,7 @@ impl Engine {
                     return self.finish(unit).await;
                 }
                 unit.work.push_back(Work::Apply {
-                    job: job.id,
+                    job: JobRef::locked(&job),
                     event: JobEvent::Failed {
                         retryable: failed.retryable,
                     },
@@ -620,7 +640,7 @@ impl Engine {
                         .await?;
                 }
                 unit.work.push_back(Work::Apply {
-                    job: job.id,
+                    job: JobRef::locked(job),
                     event: JobEvent::Succeeded,
                     error: None,
                     results: Some(results),
@@ -752,7 +772,7 @@ impl Engine {
     ) -> Result<(), PlannerError> {
         let already_paused = jobs::paused_in_session(&mut unit.tx, job.session_id).await?;
         unit.work.push_back(Work::Apply {
-            job: job.id,
+            job: JobRef::locked(job),
             event: JobEvent::InsufficientBalance,
             error: Some(json!({"code": INSUFFICIENT_BALANCE, "message": reason})),
             results: None,
@@ -782,7 +802,7 @@ impl Engine {
             report.expired_leases += 1;
             tracing::warn!(job_id = %id, "lease expired; the worker is gone");
             unit.work.push_back(Work::Apply {
-                job: id,
+                job: id.into(),
                 event: JobEvent::LeaseExpired,
                 error: Some(json!({"code": "lease_expired", "message": "the worker stopped renewing its lease"})),
                 results: None,
@@ -794,7 +814,7 @@ impl Engine {
             let job = jobs::lock(&mut unit.tx, id).await?;
             report.retries_dispatched += 1;
             unit.work.push_back(Work::Apply {
-                job: id,
+                job: id.into(),
                 event: JobEvent::RetryDue {
                     attempts_used: job.attempt_count.max(0) as u32,
                     max_attempts: job.max_retries.max(1) as u32,
@@ -808,7 +828,7 @@ impl Engine {
         for id in jobs::resumable_after_credit(&mut unit.tx, 100).await? {
             report.resumed += 1;
             unit.work.push_back(Work::Apply {
-                job: id,
+                job: id.into(),
                 event: JobEvent::Resumed,
                 error: None,
                 results: None,
@@ -909,7 +929,7 @@ impl Engine {
                 } => {
                     for waiting in jobs::waiting_on(&mut unit.tx, prerequisite).await? {
                         unit.work.push_back(Work::Apply {
-                            job: waiting,
+                            job: waiting.into(),
                             event: if succeeded {
                                 JobEvent::PrerequisiteCompleted
                             } else {
@@ -928,12 +948,15 @@ impl Engine {
     async fn apply(
         &self,
         unit: &mut Unit,
-        job_id: JobId,
+        job: JobRef,
         event: JobEvent,
         error: Option<serde_json::Value>,
         results: Option<serde_json::Value>,
     ) -> Result<(), PlannerError> {
-        let job = jobs::lock(&mut unit.tx, job_id).await?;
+        let job = match job {
+            JobRef::Locked(row) => *row,
+            JobRef::Id(id) => jobs::lock(&mut unit.tx, id).await?,
+        };
         let from = job.status()?;
         let t = match transition(from, event) {
             Ok(t) => t,
@@ -1036,7 +1059,7 @@ impl Engine {
             None => {
                 for job in waiting {
                     unit.work.push_back(Work::Apply {
-                        job,
+                        job: job.into(),
                         event: JobEvent::PrerequisiteCompleted,
                         error: None,
                         results: None,
@@ -1063,7 +1086,7 @@ impl Engine {
             ChildrenState::AnyFailed => JobEvent::ChildFailed,
         };
         unit.work.push_back(Work::Apply {
-            job: parent_id,
+            job: parent_id.into(),
             event,
             error: (event == JobEvent::ChildFailed)
                 .then(|| json!({"code": "child_failed", "message": "a child job failed"})),
@@ -1085,7 +1108,7 @@ impl Engine {
         let payload = job.payload()?;
         let Some(recipe) = payload.recipe.as_ref() else {
             unit.work.push_back(Work::Apply {
-                job: job.id,
+                job: job.id.into(),
                 event: JobEvent::Succeeded,
                 error: None,
                 results: None,
@@ -1123,7 +1146,7 @@ impl Engine {
             .collect();
         if ready.is_empty() {
             unit.work.push_back(Work::Apply {
-                job: job.id,
+                job: job.id.into(),
                 event: JobEvent::Succeeded,
                 error: None,
                 results: None,
@@ -1138,7 +1161,7 @@ impl Engine {
                 Err(e) => {
                     tracing::warn!(job_id = %job.id, step = %step.step_key, error = %e, "cannot plan step");
                     unit.work.push_back(Work::Apply {
-                        job: job.id,
+                        job: job.id.into(),
                         event: JobEvent::Failed { retryable: false },
                         error: Some(json!({
                             "code": "cannot_plan_step",
@@ -1177,7 +1200,7 @@ impl Engine {
             }
         }
         unit.work.push_back(Work::Apply {
-            job: job.id,
+            job: job.id.into(),
             event: JobEvent::ChildrenSpawned,
             error: None,
             results: None,
