@@ -20,6 +20,10 @@ use tokio::task::JoinHandle;
 const QUEUE_DEPTH: usize = 4096;
 /// Parcels published together (their confirms awaited at once).
 const BATCH: usize = 256;
+/// How long published rows wait to be forgotten together: deleting each
+/// confirm's few rows at once cost about one transaction per job. Capped at
+/// half of `give_up_after`, so a row is gone before the relay would take it.
+const FORGET_LINGER: Duration = Duration::from_millis(200);
 
 struct Parcel {
     row: OutboxRow,
@@ -75,7 +79,8 @@ impl Courier {
             delivered,
         };
         let task = tokio::spawn(async move {
-            let sweeper = tokio::spawn(forget_delivered(store, sweep));
+            let linger = FORGET_LINGER.min(give_up_after / 2);
+            let sweeper = tokio::spawn(forget_delivered(store, sweep, linger));
             running.run(shutdown).await;
             // The sweeper ends once `running` (its sender) is gone.
             if let Err(e) = sweeper.await {
@@ -216,10 +221,15 @@ pub async fn publish_rows<'a>(
     Ok(confirmed)
 }
 
-/// Deletes published rows, batching whatever arrived while the last delete ran,
-/// so under load one statement forgets many messages.
-async fn forget_delivered(store: Store, mut delivered: mpsc::UnboundedReceiver<Vec<i64>>) {
+/// Deletes published rows, batching whatever was confirmed within `linger`
+/// of the first, so one statement forgets many messages.
+async fn forget_delivered(
+    store: Store,
+    mut delivered: mpsc::UnboundedReceiver<Vec<i64>>,
+    linger: Duration,
+) {
     while let Some(mut ids) = delivered.recv().await {
+        tokio::time::sleep(linger).await;
         while let Ok(more) = delivered.try_recv() {
             ids.extend(more);
         }
