@@ -115,20 +115,27 @@ impl Cache {
         Ok(())
     }
 
-    /// Publishes an event and records it as the session's latest progress.
-    pub async fn publish(&self, event: &ProgressEvent) -> Result<(), CacheError> {
-        let body = serde_json::to_string(event)?;
-        let mut conn = self.conn.clone();
-        let _: () = redis::pipe()
-            .atomic()
-            .set_ex(
+    /// Publishes events in order, each recorded as its session's latest
+    /// progress, in one round trip however many a planner unit produced.
+    pub async fn publish(&self, events: &[ProgressEvent]) -> Result<(), CacheError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for event in events {
+            let body = serde_json::to_string(event)?;
+            pipe.set_ex(
                 progress_key(&event.session_id),
                 &body,
                 self.progress_ttl_secs,
             )
+            .ignore()
             .publish(events_channel(&event.session_id), &body)
-            .query_async(&mut conn)
-            .await?;
+            .ignore();
+        }
+        let mut conn = self.conn.clone();
+        let _: () = pipe.query_async(&mut conn).await?;
         Ok(())
     }
 

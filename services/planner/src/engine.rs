@@ -317,10 +317,8 @@ impl Engine {
                     tracing::warn!(error = %e, %session, "could not copy a blackboard entry");
                 }
             }
-            for event in &unit.events {
-                if let Err(e) = cache.publish(event).await {
-                    tracing::warn!(error = %e, "could not publish progress");
-                }
+            if let Err(e) = cache.publish(&unit.events).await {
+                tracing::warn!(error = %e, "could not publish progress");
             }
             unit.stale_projects.sort_unstable();
             unit.stale_projects.dedup();
