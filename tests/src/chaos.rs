@@ -15,7 +15,6 @@ use dialectic_config::Settings;
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{CreateProjectRequest, StartSessionRequest};
 use std::collections::BTreeMap;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -316,13 +315,6 @@ impl Rng {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
-
 /// The six service processes, each restartable on the same port and config.
 struct Processes {
     binary: PathBuf,
@@ -402,17 +394,7 @@ pub async fn run(env: &TestEnv, binary: &Path, options: &ChaosOptions) -> ChaosR
     let started = Instant::now();
     std::fs::create_dir_all(&options.log_dir).expect("log dir");
     let mut settings: Settings = env.settings.clone();
-    let ports: BTreeMap<&str, u16> = KILL_ORDER.iter().map(|n| (*n, free_port())).collect();
-    settings.gateway.listen = format!("127.0.0.1:{}", ports["gateway"]);
-    settings.planner.listen = format!("127.0.0.1:{}", ports["planner"]);
-    settings.executor.worker.listen = format!("127.0.0.1:{}", ports["executor"]);
-    settings.renderer.worker.listen = format!("127.0.0.1:{}", ports["renderer"]);
-    settings.indexer.listen = format!("127.0.0.1:{}", ports["indexer"]);
-    settings.wallet.listen = format!("127.0.0.1:{}", ports["wallet"]);
-    settings.executor.wallet_url = format!("http://127.0.0.1:{}", ports["wallet"]);
-    settings.gateway.planner_url = format!("http://127.0.0.1:{}", ports["planner"]);
-    settings.gateway.wallet_url = format!("http://127.0.0.1:{}", ports["wallet"]);
-    settings.executor.indexer_url = format!("http://127.0.0.1:{}", ports["indexer"]);
+    let ports = crate::listen_apart(&mut settings, &crate::free_ports(KILL_ORDER.len()));
     settings.executor.simulated_latency_ms = options.latency_ms;
     let call_log = options.log_dir.join("provider-calls.log");
     // A file left by an earlier run in the same directory would count its calls too.

@@ -14,7 +14,7 @@ use dialectic_proto::v1::{
 use dialectic_runtime::{CancellationToken, Running, StartFn};
 use dialectic_store::Store;
 use futures::StreamExt;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +28,44 @@ use tonic_health::pb::health_client::HealthClient;
 pub const ALL_SERVICES: [&str; 6] = [
     "wallet", "indexer", "planner", "executor", "renderer", "gateway",
 ];
+
+/// `count` distinct free loopback ports. Every probe listener stays open until the
+/// last port is chosen: a port released before the next probe can be handed out
+/// again, and two service processes would then share it (one answering the other's
+/// calls with `Unimplemented`).
+pub fn free_ports(count: usize) -> Vec<u16> {
+    let probes: Vec<std::net::TcpListener> = (0..count)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a free loopback port"))
+        .collect();
+    probes
+        .iter()
+        .map(|probe| probe.local_addr().expect("a bound probe").port())
+        .collect()
+}
+
+/// Gives each service of [`ALL_SERVICES`] its own port from `ports` (in that order)
+/// and points every service-to-service URL at it, as separate processes find each
+/// other; returns the ports by service name.
+pub fn listen_apart(settings: &mut Settings, ports: &[u16]) -> BTreeMap<&'static str, u16> {
+    let ports: BTreeMap<&str, u16> = ALL_SERVICES
+        .into_iter()
+        .zip(ports.iter().copied())
+        .collect();
+    assert_eq!(ports.len(), ALL_SERVICES.len(), "one port per service");
+    let listen = |name: &str| format!("127.0.0.1:{}", ports[name]);
+    let url = |name: &str| format!("http://127.0.0.1:{}", ports[name]);
+    settings.gateway.listen = listen("gateway");
+    settings.planner.listen = listen("planner");
+    settings.executor.worker.listen = listen("executor");
+    settings.renderer.worker.listen = listen("renderer");
+    settings.indexer.listen = listen("indexer");
+    settings.wallet.listen = listen("wallet");
+    settings.executor.wallet_url = url("wallet");
+    settings.executor.indexer_url = url("indexer");
+    settings.gateway.planner_url = url("planner");
+    settings.gateway.wallet_url = url("wallet");
+    ports
+}
 
 /// Sends `authorization: Bearer <key>` on every call that does not carry its own.
 #[derive(Clone)]

@@ -18,7 +18,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 };
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Child;
 use std::sync::{Arc, Mutex};
@@ -89,13 +89,6 @@ impl TraceService for Collector {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
-
 struct Processes(Vec<Child>);
 
 impl Drop for Processes {
@@ -159,18 +152,15 @@ async fn one_session_is_one_trace_and_every_service_serves_metrics() {
 
     // One process per service, as the chart runs them.
     let mut settings = env.settings.clone();
-    let ports: BTreeMap<&str, u16> = ALL_SERVICES.iter().map(|n| (*n, free_port())).collect();
-    let metric_ports: BTreeMap<&str, u16> =
-        ALL_SERVICES.iter().map(|n| (*n, free_port())).collect();
-    settings.gateway.listen = format!("127.0.0.1:{}", ports["gateway"]);
-    settings.planner.listen = format!("127.0.0.1:{}", ports["planner"]);
-    settings.executor.worker.listen = format!("127.0.0.1:{}", ports["executor"]);
-    settings.renderer.worker.listen = format!("127.0.0.1:{}", ports["renderer"]);
-    settings.indexer.listen = format!("127.0.0.1:{}", ports["indexer"]);
-    settings.wallet.listen = format!("127.0.0.1:{}", ports["wallet"]);
+    // Twelve distinct ports: the services' own and their metrics listeners.
+    let ports = dialectic_e2e::free_ports(2 * ALL_SERVICES.len());
+    let (service_ports, metrics_ports) = ports.split_at(ALL_SERVICES.len());
     // Billing on: the executor's wallet calls are the gRPC hop of the trace.
-    settings.executor.wallet_url = format!("http://127.0.0.1:{}", ports["wallet"]);
-    settings.gateway.planner_url = format!("http://127.0.0.1:{}", ports["planner"]);
+    let ports = dialectic_e2e::listen_apart(&mut settings, service_ports);
+    let metric_ports: BTreeMap<&str, u16> = ALL_SERVICES
+        .into_iter()
+        .zip(metrics_ports.iter().copied())
+        .collect();
     settings.telemetry.otlp_endpoint = format!("http://{otlp_addr}");
     let log_dir = std::env::temp_dir().join(format!("dialectic-observability-{}", env.database));
     std::fs::create_dir_all(&log_dir).expect("log dir");

@@ -13,20 +13,16 @@
 //!
 //! `deploy/bench.sh` runs it with the bounds and the Celery peer and prints the table.
 
-use dialectic_e2e::{BearerKey, TestEnv};
+use dialectic_e2e::{ALL_SERVICES, BearerKey, TestEnv, free_ports, listen_apart};
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{CreateProjectRequest, StartSessionRequest};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-const SERVICES: [&str; 6] = [
-    "wallet", "indexer", "planner", "executor", "renderer", "gateway",
-];
 /// Model calls in sequence on a thesis stage: the header (PLAN), then one document.
 const CRITICAL_MODEL_CALLS: f64 = 2.0;
 const PROMPT: &str = "# Benchmark\n\nA shared workshop for a small town: what to build first, \
@@ -203,13 +199,6 @@ fn machine_description() -> String {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load: Vec<&str> = load.split_whitespace().take(3).collect();
     format!("{cores} cores, load average {}", load.join(" "))
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
 }
 
 fn clock_ticks() -> f64 {
@@ -452,17 +441,7 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
     models.truncate(options.models);
 
     let mut settings = env.settings.clone();
-    let ports: BTreeMap<&str, u16> = SERVICES.iter().map(|n| (*n, free_port())).collect();
-    settings.gateway.listen = format!("127.0.0.1:{}", ports["gateway"]);
-    settings.planner.listen = format!("127.0.0.1:{}", ports["planner"]);
-    settings.executor.worker.listen = format!("127.0.0.1:{}", ports["executor"]);
-    settings.renderer.worker.listen = format!("127.0.0.1:{}", ports["renderer"]);
-    settings.indexer.listen = format!("127.0.0.1:{}", ports["indexer"]);
-    settings.wallet.listen = format!("127.0.0.1:{}", ports["wallet"]);
-    settings.executor.wallet_url = format!("http://127.0.0.1:{}", ports["wallet"]);
-    settings.gateway.planner_url = format!("http://127.0.0.1:{}", ports["planner"]);
-    settings.gateway.wallet_url = format!("http://127.0.0.1:{}", ports["wallet"]);
-    settings.executor.indexer_url = format!("http://127.0.0.1:{}", ports["indexer"]);
+    let ports = listen_apart(&mut settings, &free_ports(ALL_SERVICES.len()));
     settings.executor.simulated_latency_ms = latency_ms;
     settings.executor.worker.slots = options.slots;
     // The pool stays at its default whatever the slots: a render holds one
@@ -485,7 +464,7 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
     let mut services = Services {
         children: BTreeMap::new(),
     };
-    for name in SERVICES {
+    for name in ALL_SERVICES {
         let log = std::fs::File::create(log_dir.join(format!("{name}.log"))).expect("log");
         let log_filter = std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into());
         let child = dialectic_e2e::chaos::service_command(binary, &config, name, &log_filter)
@@ -495,7 +474,7 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
             .unwrap_or_else(|e| panic!("start {name}: {e}"));
         services.children.insert(name, child);
     }
-    for name in SERVICES {
+    for name in ALL_SERVICES {
         let addr = format!("127.0.0.1:{}", ports[name]).parse().expect("addr");
         let status = dialectic_e2e::wait_for_status(
             addr,
