@@ -237,6 +237,11 @@ where
     }
 }
 
+/// The columns a ledger row is written with.
+const ENTRY_COLUMNS: &str =
+    "(id, wallet_id, kind, amount, balance_after, held_after, idempotency_key, request_hash, reason, hold_id,
+      session_id, job_id, attempt, purpose, expires_at)";
+
 /// Moves the wallet's balances and appends the ledger row in one statement:
 /// the wallet row stays locked from here to the commit, so every round trip
 /// saved here is time other calls on the same wallet do not wait.
@@ -246,13 +251,25 @@ async fn write(
     balance_delta: i64,
     held_delta: i64,
 ) -> Result<Transaction, LedgerError> {
+    write_where(&mut **tx, e, balance_delta, held_delta, "")
+        .await?
+        .ok_or(LedgerError::UnknownWallet(e.wallet_id))
+}
+
+/// [`write`] when the wallet row also meets `guard` (SQL over the wallet's
+/// columns and the statement's parameters); None, writing nothing, when not.
+async fn write_where(
+    executor: impl sqlx::PgExecutor<'_>,
+    e: &Entry<'_>,
+    balance_delta: i64,
+    held_delta: i64,
+    guard: &str,
+) -> Result<Option<Transaction>, LedgerError> {
     Ok(sqlx::query_as::<_, Transaction>(&format!(
         "WITH wallet AS (
            UPDATE token_wallets SET balance = balance + $2, held = held + $3, updated_at = now()
-           WHERE id = $1 RETURNING balance, held)
-         INSERT INTO token_wallet_transactions
-           (id, wallet_id, kind, amount, balance_after, held_after, idempotency_key, request_hash, reason, hold_id,
-            session_id, job_id, attempt, purpose, expires_at)
+           WHERE id = $1 {guard} RETURNING balance, held)
+         INSERT INTO token_wallet_transactions {ENTRY_COLUMNS}
          SELECT $4, $1, $5, $6, wallet.balance, wallet.held, $7, $8, $9, $10, $11, $12, $13, $14,
                 CASE WHEN $15::bigint IS NULL THEN NULL ELSE now() + make_interval(secs => $15::double precision) END
          FROM wallet
@@ -273,7 +290,7 @@ async fn write(
     .bind(e.refs.attempt)
     .bind(e.refs.purpose.as_deref())
     .bind(e.expires_in_secs)
-    .fetch_one(&mut **tx)
+    .fetch_optional(executor)
     .await?)
 }
 
@@ -309,9 +326,27 @@ async fn hold_once(
     expires_in_secs: i64,
 ) -> Result<Transaction, LedgerError> {
     check(amount, key)?;
-    let request = request_fingerprint("hold", wallet_id, amount, None, refs);
+    let entry = Entry {
+        wallet_id,
+        kind: "hold",
+        amount,
+        key,
+        request: request_fingerprint("hold", wallet_id, amount, None, refs),
+        reason: None,
+        hold_id: None,
+        refs,
+        expires_in_secs: Some(expires_in_secs.max(1)),
+    };
+    // Nearly every hold is a new key on a wallet that can afford it: one
+    // autocommitted statement, so the wallet row is locked only while it runs.
+    let affordable_new_key = "AND balance - held >= $3 AND NOT EXISTS (
+        SELECT 1 FROM token_wallet_transactions t WHERE t.wallet_id = $1 AND t.idempotency_key = $7)";
+    if let Some(written) = write_where(pool, &entry, 0, amount, affordable_new_key).await? {
+        return Ok(written);
+    }
+    // A replay, a short or unknown wallet: the locked path tells which.
     let mut tx = pool.begin().await?;
-    let locked = lock_wallet(&mut tx, wallet_id, key, &request).await?;
+    let locked = lock_wallet(&mut tx, wallet_id, key, &entry.request).await?;
     if let Some(first) = locked.first {
         return Ok(first);
     }
@@ -322,17 +357,6 @@ async fn hold_once(
             available,
         });
     }
-    let entry = Entry {
-        wallet_id,
-        kind: "hold",
-        amount,
-        key,
-        request,
-        reason: None,
-        hold_id: None,
-        refs,
-        expires_in_secs: Some(expires_in_secs.max(1)),
-    };
     let written = write(&mut tx, &entry, 0, amount).await?;
     tx.commit().await?;
     Ok(written)
@@ -418,6 +442,17 @@ async fn capture_once(
         Some(hold_id),
         &References::default(),
     );
+    let capture = Capture {
+        wallet_id,
+        hold_id,
+        amount,
+        key,
+        request: &request,
+    };
+    if let Some(written) = capture_at_once(pool, &capture).await? {
+        return Ok(written);
+    }
+    // A replay, a closed, foreign or smaller hold: the locked path tells which.
     let mut tx = pool.begin().await?;
     let locked = lock_wallet(&mut tx, wallet_id, key, &request).await?;
     if let Some(first) = locked.first {
@@ -455,6 +490,65 @@ async fn capture_once(
     let written = write(&mut tx, &entry, -amount, -held).await?;
     tx.commit().await?;
     Ok(written)
+}
+
+struct Capture<'a> {
+    wallet_id: Uuid,
+    hold_id: Uuid,
+    amount: i64,
+    key: &'a str,
+    request: &'a str,
+}
+
+/// The common capture (a new key, an open hold of this wallet at least as
+/// large) in one autocommitted statement, so the wallet row is locked only
+/// while it runs; None, writing nothing, otherwise. The statement looks at the
+/// hold before it waits for the wallet, so a close committed meanwhile is not
+/// seen; the second close it would make breaks the ledger's constraints (one
+/// close per hold, held never below zero) and is left to the locked path.
+async fn capture_at_once(
+    pool: &PgPool,
+    c: &Capture<'_>,
+) -> Result<Option<Transaction>, LedgerError> {
+    let written = sqlx::query_as::<_, Transaction>(&format!(
+        "WITH hold AS (
+           SELECT h.amount AS held, h.session_id, h.job_id, h.attempt, h.purpose
+           FROM token_wallet_transactions h
+           WHERE h.id = $2 AND h.wallet_id = $1 AND h.kind = 'hold' AND h.amount >= $3
+             AND NOT EXISTS (SELECT 1 FROM token_wallet_transactions c
+                             WHERE c.hold_id = h.id AND c.kind IN ('capture', 'release'))
+             AND NOT EXISTS (SELECT 1 FROM token_wallet_transactions k
+                             WHERE k.wallet_id = $1 AND k.idempotency_key = $4)),
+         wallet AS (
+           UPDATE token_wallets w SET balance = w.balance - $3, held = w.held - hold.held, updated_at = now()
+           FROM hold WHERE w.id = $1
+           RETURNING w.balance, w.held AS held_after, hold.*)
+         INSERT INTO token_wallet_transactions {ENTRY_COLUMNS}
+         SELECT $6, $1, 'capture', $3, wallet.balance, wallet.held_after, $4, $5,
+                CASE WHEN $3 < wallet.held THEN 'the rest of the hold is released' END, $2,
+                wallet.session_id, wallet.job_id, wallet.attempt, wallet.purpose, NULL
+         FROM wallet
+         RETURNING {TX_COLUMNS}"
+    ))
+    .bind(c.wallet_id)
+    .bind(c.hold_id)
+    .bind(c.amount)
+    .bind(c.key)
+    .bind(c.request)
+    .bind(Uuid::now_v7())
+    .fetch_optional(pool)
+    .await;
+    match written {
+        Err(sqlx::Error::Database(e))
+            if matches!(
+                e.kind(),
+                sqlx::error::ErrorKind::UniqueViolation | sqlx::error::ErrorKind::CheckViolation
+            ) =>
+        {
+            Ok(None)
+        }
+        other => Ok(other?),
+    }
 }
 
 /// Whether a sweep released this hold (abandoned or expired; not its own

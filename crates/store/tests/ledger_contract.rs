@@ -227,3 +227,56 @@ async fn requests_racing_under_one_key_write_once_and_replay() {
     assert_eq!(entries(&db, wallet).await, 1, "one ledger row");
     db.drop_database().await;
 }
+
+/// Captures of one hold under different keys that all looked before any
+/// committed (queued on the wallet's lock): one closes the hold, every other
+/// one is told it is closed, and the wallet is debited once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_closes_of_one_hold_close_it_once() {
+    const CLOSERS: usize = 6;
+    let db = TestDb::new(CLOSERS as u32 + 2).await;
+    let wallet = db.wallet(1_000).await;
+    let held = hold(&db, wallet, 300, "hold-1").await.expect("hold");
+    // Another call's hold keeps the wallet's held total above this one's, so
+    // a second capture would not be stopped by `held >= 0` alone.
+    hold(&db, wallet, 600, "hold-2").await.expect("hold");
+    let pool = db.store.pool();
+    let mut blocker = pool.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM token_wallets WHERE id = $1 FOR UPDATE")
+        .bind(wallet)
+        .execute(&mut *blocker)
+        .await
+        .expect("lock the wallet");
+    let closers: Vec<_> = (0..CLOSERS)
+        .map(|i| {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                ledger::capture(&pool, wallet, held, 100, &format!("capture-{i}")).await
+            })
+        })
+        .collect();
+    common::eventually("every closer waits for the wallet's lock", || async {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(pool)
+        .await
+        .expect("waiters");
+        waiting == CLOSERS as i64
+    })
+    .await;
+    blocker.rollback().await.expect("free the wallet");
+    let mut captured = 0;
+    for closer in closers {
+        match closer.await.expect("task") {
+            Ok(_) => captured += 1,
+            Err(LedgerError::HoldClosed(id)) => assert_eq!(id, held),
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+    assert_eq!(captured, 1, "one capture closed the hold");
+    assert_eq!(db.balance(wallet).await, (900, 600), "debited once");
+    assert_eq!(entries(&db, wallet).await, 3, "two holds and one capture");
+    db.drop_database().await;
+}
