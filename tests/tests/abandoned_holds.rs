@@ -81,12 +81,11 @@ async fn processing_job(env: &TestEnv) -> JobId {
 /// The worker's claim: processing, one more attempt. Returns that attempt.
 async fn claim(env: &TestEnv, job: JobId) -> i32 {
     let mut tx = env.store.begin().await.expect("tx");
-    let row = jobs::claim(
+    let row = jobs::claim::<()>(
         &mut *tx,
         job,
         &[JobType::Plan],
         jobs::ClaimScope::Any,
-        jobs::ClaimReads::Job,
         "test-worker",
         60,
     )

@@ -310,12 +310,11 @@ async fn a_job_whose_worker_dies_is_picked_up_again() {
     let mut env = TestEnv::new().await;
     let (session_id, root) = session_without_executor(&mut env).await;
     // A worker claims the job with a one-second lease and then dies: no heartbeat, no outcome.
-    let claimed = dialectic_runtime::worker::claim(
+    let claimed = dialectic_runtime::worker::claim::<()>(
         &env.store,
         &dialectic_runtime::Courier::default(),
         root,
         &[dialectic_core::job::JobType::Plan],
-        dialectic_store::jobs::ClaimReads::Job,
         "worker-that-dies",
         1,
     )

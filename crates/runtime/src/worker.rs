@@ -13,9 +13,8 @@ use dialectic_proto::v1::queue::{
     Envelope, JobFailed, JobOutcome, JobStarted, JobSucceeded, envelope::Body, job_outcome,
 };
 use dialectic_queue::keys;
-use dialectic_store::jobs::{self, ClaimReads, ClaimScope, Claimed, JobRow};
+use dialectic_store::jobs::{self, ClaimRead, ClaimScope, Claimed, JobRow};
 use dialectic_store::outbox::{self, OutboxRow};
-use dialectic_store::records::AttemptRows;
 use dialectic_store::{Conn, Store, StoreError, Tx};
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -37,21 +36,19 @@ fn outcome(job: &JobRow, result: job_outcome::Result) -> Vec<u8> {
 /// to the planner (it moves the session to `running_<stage>`), recorded in the
 /// claim's transaction; every other claim is one statement, tried first
 /// because nearly every job is one.
-pub async fn claim(
+pub async fn claim<R: ClaimRead>(
     store: &Store,
     courier: &Courier,
     job_id: JobId,
     job_types: &[JobType],
-    reads: ClaimReads,
     worker: &str,
     lease_secs: u64,
-) -> Result<Option<Claimed>, StoreError> {
+) -> Result<Option<Claimed<R>>, StoreError> {
     let quiet = jobs::claim(
         store.pool(),
         job_id,
         job_types,
         ClaimScope::NoStageStart,
-        reads,
         worker,
         lease_secs,
     )
@@ -61,9 +58,7 @@ pub async fn claim(
     }
     let mut tx = store.begin().await?;
     let scope = ClaimScope::StageStarts;
-    let claimed = jobs::claim(
-        &mut *tx, job_id, job_types, scope, reads, worker, lease_secs,
-    );
+    let claimed = jobs::claim::<R>(&mut *tx, job_id, job_types, scope, worker, lease_secs);
     let Some(claimed) = claimed.await? else {
         return Ok(None);
     };
@@ -256,13 +251,12 @@ impl ErrorContract for AttemptError {
 #[async_trait::async_trait]
 pub trait JobWork: Send + Sync + 'static {
     /// What the claim reads for the attempt besides the job.
-    const CLAIM_READS: ClaimReads = ClaimReads::Job;
+    type Rows: ClaimRead;
 
-    /// `rows` is what the claim read when `CLAIM_READS` asked for them.
     async fn attempt(
         &self,
         job: &JobRow,
-        rows: Option<Result<AttemptRows, StoreError>>,
+        rows: Self::Rows,
         worker: &str,
     ) -> Result<Recorded, AttemptError>;
 }
@@ -311,12 +305,11 @@ impl<W: JobWork> JobWorker<W> {
     ) -> crate::Disposition {
         use std::sync::atomic::Ordering;
         use tracing::Instrument;
-        let Claimed { job, rows } = match claim(
+        let Claimed { job, rows } = match claim::<W::Rows>(
             &self.store,
             &self.courier,
             job_id,
             self.job_types,
-            W::CLAIM_READS,
             &self.worker,
             self.lease_secs,
         )

@@ -12,6 +12,7 @@ use dialectic_core::recipe::ProgressBand;
 use dialectic_core::session::{RootJob, SessionStatus};
 use sqlx::FromRow;
 use sqlx::PgPool;
+use sqlx::postgres::PgRow;
 use sqlx::types::Json;
 use uuid::Uuid;
 
@@ -202,21 +203,50 @@ impl ClaimScope {
     }
 }
 
-/// What a claim reads besides the job: a model call's worker works from the
-/// rows its job names, read in the claim's own statement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClaimReads {
-    Job,
-    AttemptRows,
+/// What a claim reads besides the job, in the claim's own statement: nothing
+/// (`()`), or a model call's rows (`Result<AttemptRows, StoreError>`, whose Err
+/// names the row that is gone: the job is claimed all the same, and its
+/// attempt fails on that).
+pub trait ClaimRead: Sized + Send {
+    /// The columns selected beside the claimed job (`claimed`), if any.
+    fn columns() -> Option<String>;
+    fn from_claim(row: &PgRow, job: &JobRow) -> Result<Self, StoreError>;
 }
 
-/// A claimed job, with its attempt's rows when the claim read them (Err names
-/// the row that is gone: the job is claimed all the same, and its attempt
-/// fails on that).
+impl ClaimRead for () {
+    fn columns() -> Option<String> {
+        None
+    }
+
+    fn from_claim(_: &PgRow, _: &JobRow) -> Result<Self, StoreError> {
+        Ok(())
+    }
+}
+
+impl ClaimRead for Result<AttemptRows, StoreError> {
+    fn columns() -> Option<String> {
+        Some(records::attempt_rows_sql(
+            "claimed.session_id",
+            "claimed.user_id",
+            "claimed.stage_slug",
+            "claimed.model_id",
+        ))
+    }
+
+    fn from_claim(row: &PgRow, job: &JobRow) -> Result<Self, StoreError> {
+        Ok(records::FoundAttemptRows::from_row(row)?.into_rows(
+            job.session_id,
+            &job.stage_slug,
+            job.model_id,
+        ))
+    }
+}
+
+/// A claimed job, with what its claim read.
 #[derive(Debug)]
-pub struct Claimed {
+pub struct Claimed<R> {
     pub job: JobRow,
-    pub rows: Option<Result<AttemptRows, StoreError>>,
+    pub rows: R,
 }
 
 /// The worker's compare-and-set claim. Only one claimant wins; a duplicate or
@@ -224,15 +254,14 @@ pub struct Claimed {
 /// so does a job of a paused session (resuming dispatches it again) or of an
 /// abandoned one (its project was deleted: nothing may run for it again), or
 /// one outside `scope`.
-pub async fn claim(
+pub async fn claim<R: ClaimRead>(
     executor: impl sqlx::PgExecutor<'_>,
     id: JobId,
     job_types: &[JobType],
     scope: ClaimScope,
-    reads: ClaimReads,
     worker: &str,
     lease_secs: u64,
-) -> Result<Option<Claimed>, StoreError> {
+) -> Result<Option<Claimed<R>>, StoreError> {
     let claimable: Vec<&str> = JobStatus::claimable().iter().map(|s| s.as_str()).collect();
     let types: Vec<&str> = job_types.iter().map(|t| t.as_str()).collect();
     let update = format!(
@@ -245,17 +274,11 @@ pub async fn claim(
            AND ($9::bool IS NULL OR (parent_job_id IS NULL AND job_type = $10) = $9)
          RETURNING {JOB_COLUMNS}"
     );
-    let statement = match reads {
-        ClaimReads::Job => update,
-        ClaimReads::AttemptRows => format!(
-            "WITH claimed AS ({update}) SELECT claimed.*, {rows} FROM claimed",
-            rows = records::attempt_rows_sql(
-                "claimed.session_id",
-                "claimed.user_id",
-                "claimed.stage_slug",
-                "claimed.model_id"
-            )
-        ),
+    let statement = match R::columns() {
+        None => update,
+        Some(columns) => {
+            format!("WITH claimed AS ({update}) SELECT claimed.*, {columns} FROM claimed")
+        }
     };
     let row = sqlx::query(&statement)
         .bind(id)
@@ -274,14 +297,7 @@ pub async fn claim(
         return Ok(None);
     };
     let job = JobRow::from_row(&row)?;
-    let rows = match reads {
-        ClaimReads::Job => None,
-        ClaimReads::AttemptRows => Some(records::FoundAttemptRows::from_row(&row)?.into_rows(
-            job.session_id,
-            &job.stage_slug,
-            job.model_id,
-        )),
-    };
+    let rows = R::from_claim(&row, &job)?;
     Ok(Some(Claimed { job, rows }))
 }
 

@@ -14,12 +14,11 @@ async fn claim(db: &TestDb, job: JobId, worker: &str) -> Option<jobs::JobRow> {
 }
 
 async fn claim_on(pool: &sqlx::PgPool, job: JobId, worker: &str) -> Option<jobs::JobRow> {
-    jobs::claim(
+    jobs::claim::<()>(
         pool,
         job,
         &[JobType::Plan],
         jobs::ClaimScope::Any,
-        jobs::ClaimReads::Job,
         worker,
         60,
     )
@@ -199,19 +198,10 @@ async fn a_paused_or_abandoned_session_s_jobs_are_not_claimed() {
 }
 
 async fn claim_in(db: &TestDb, job: JobId, scope: jobs::ClaimScope) -> bool {
-    let reads = jobs::ClaimReads::Job;
-    jobs::claim(
-        db.store.pool(),
-        job,
-        &[JobType::Plan],
-        scope,
-        reads,
-        "worker",
-        60,
-    )
-    .await
-    .expect("claim query")
-    .is_some()
+    jobs::claim::<()>(db.store.pool(), job, &[JobType::Plan], scope, "worker", 60)
+        .await
+        .expect("claim query")
+        .is_some()
 }
 
 /// A root PLAN job starts its stage, so only a stage-start claim takes it;

@@ -34,7 +34,7 @@ use dialectic_runtime::{
     CancellationToken, ConsumerOptions, Courier, Dependencies, Handler, Running, RuntimeError,
     run_consumer, supervise,
 };
-use dialectic_store::jobs::{ClaimReads, JobRow};
+use dialectic_store::jobs::JobRow;
 use dialectic_store::records::AttemptRows;
 use dialectic_store::{Store, StoreError};
 use dialectic_tokenizer::TokenCounter;
@@ -112,17 +112,14 @@ struct Jobs(Arc<Executor>);
 
 #[async_trait::async_trait]
 impl JobWork for Jobs {
-    const CLAIM_READS: ClaimReads = ClaimReads::AttemptRows;
+    type Rows = Result<AttemptRows, StoreError>;
 
     async fn attempt(
         &self,
         job: &JobRow,
-        rows: Option<Result<AttemptRows, StoreError>>,
+        rows: Self::Rows,
         worker: &str,
     ) -> Result<Recorded, AttemptError> {
-        let rows = rows.ok_or_else(|| {
-            StoreError::Corrupt("the claim did not read the attempt's rows".into())
-        })?;
         self.0.attempt(job, rows, worker).await
     }
 }

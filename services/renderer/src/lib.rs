@@ -23,7 +23,7 @@ use dialectic_runtime::{
     run_consumer, supervise,
 };
 use dialectic_store::jobs::JobRow;
-use dialectic_store::records::{self, AttemptRows, ContributionRow, NewResource, USER_EDIT};
+use dialectic_store::records::{self, ContributionRow, NewResource, USER_EDIT};
 use dialectic_store::{Conn, Store, StoreError, regenerate};
 use futures::future::BoxFuture;
 use std::sync::Arc;
@@ -202,12 +202,9 @@ impl Renderer {
 
 #[async_trait::async_trait]
 impl JobWork for Renderer {
-    async fn attempt(
-        &self,
-        job: &JobRow,
-        _rows: Option<Result<AttemptRows, StoreError>>,
-        worker: &str,
-    ) -> Result<Recorded, AttemptError> {
+    type Rows = ();
+
+    async fn attempt(&self, job: &JobRow, (): (), worker: &str) -> Result<Recorded, AttemptError> {
         let payload = job.payload()?;
         let render = payload.render.ok_or_else(|| {
             AttemptError::permanent("bad_payload", "RENDER job without a render payload")
