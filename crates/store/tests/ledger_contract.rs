@@ -33,6 +33,35 @@ async fn entries(db: &TestDb, wallet: Uuid) -> i64 {
         .expect("count")
 }
 
+/// Holds the wallet's row lock until the returned transaction ends, so the
+/// requests started meanwhile all look at the ledger before any of them writes.
+async fn lock_the_wallet(
+    pool: &sqlx::PgPool,
+    wallet: Uuid,
+) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut blocker = pool.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM token_wallets WHERE id = $1 FOR UPDATE")
+        .bind(wallet)
+        .execute(&mut *blocker)
+        .await
+        .expect("lock the wallet");
+    blocker
+}
+
+async fn wait_for_lock_waiters(pool: &sqlx::PgPool, count: usize) {
+    common::eventually("every request waits for the wallet's lock", || async {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(pool)
+        .await
+        .expect("waiters");
+        waiting == count as i64
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_capture_debits_the_usage_and_gives_the_rest_back_once() {
     let db = TestDb::new(4).await;
@@ -190,12 +219,7 @@ async fn requests_racing_under_one_key_write_once_and_replay() {
     let db = TestDb::new(SAME_KEY as u32 + 2).await;
     let wallet = db.wallet(1_000).await;
     let pool = db.store.pool();
-    let mut blocker = pool.begin().await.expect("begin");
-    sqlx::query("SELECT 1 FROM token_wallets WHERE id = $1 FOR UPDATE")
-        .bind(wallet)
-        .execute(&mut *blocker)
-        .await
-        .expect("lock the wallet");
+    let blocker = lock_the_wallet(pool, wallet).await;
     let refs = refs();
     let racers: Vec<_> = (0..SAME_KEY)
         .map(|_| {
@@ -205,17 +229,7 @@ async fn requests_racing_under_one_key_write_once_and_replay() {
             )
         })
         .collect();
-    common::eventually("every racer waits for the wallet's lock", || async {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-              WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .fetch_one(pool)
-        .await
-        .expect("waiters");
-        waiting == SAME_KEY as i64
-    })
-    .await;
+    wait_for_lock_waiters(pool, SAME_KEY).await;
     blocker.rollback().await.expect("free the wallet");
     let mut ids = Vec::new();
     for racer in racers {
@@ -241,12 +255,7 @@ async fn racing_closes_of_one_hold_close_it_once() {
     // a second capture would not be stopped by `held >= 0` alone.
     hold(&db, wallet, 600, "hold-2").await.expect("hold");
     let pool = db.store.pool();
-    let mut blocker = pool.begin().await.expect("begin");
-    sqlx::query("SELECT 1 FROM token_wallets WHERE id = $1 FOR UPDATE")
-        .bind(wallet)
-        .execute(&mut *blocker)
-        .await
-        .expect("lock the wallet");
+    let blocker = lock_the_wallet(pool, wallet).await;
     let closers: Vec<_> = (0..CLOSERS)
         .map(|i| {
             let pool = pool.clone();
@@ -255,17 +264,7 @@ async fn racing_closes_of_one_hold_close_it_once() {
             })
         })
         .collect();
-    common::eventually("every closer waits for the wallet's lock", || async {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-              WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .fetch_one(pool)
-        .await
-        .expect("waiters");
-        waiting == CLOSERS as i64
-    })
-    .await;
+    wait_for_lock_waiters(pool, CLOSERS).await;
     blocker.rollback().await.expect("free the wallet");
     let mut captured = 0;
     for closer in closers {
