@@ -427,19 +427,7 @@ pub async fn run(env: &TestEnv, binary: &Path, options: &ChaosOptions) -> ChaosR
         processes.start(name);
     }
     for name in KILL_ORDER {
-        let addr = format!("127.0.0.1:{}", ports[name]).parse().expect("addr");
-        let status = crate::wait_for_status(
-            addr,
-            "",
-            tonic_health::pb::health_check_response::ServingStatus::Serving,
-        )
-        .await;
-        assert_eq!(
-            status,
-            tonic_health::pb::health_check_response::ServingStatus::Serving,
-            "{name} did not become ready; see {}",
-            options.log_dir.display()
-        );
+        crate::wait_until_serving(name, ports[name], &options.log_dir).await;
     }
 
     let gateway = format!("http://127.0.0.1:{}", ports["gateway"]);

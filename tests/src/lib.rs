@@ -439,6 +439,19 @@ pub async fn queue_counts(connection: &lapin::Connection, queue: &str) -> (u32, 
     (declared.message_count(), declared.consumer_count())
 }
 
+/// Waits until the service process `name` listening on loopback `port` serves;
+/// panics naming it and where its logs are when it does not within 30 s.
+pub async fn wait_until_serving(name: &str, port: u16, log_dir: &std::path::Path) {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let status = wait_for_status(addr, "", ServingStatus::Serving).await;
+    assert_eq!(
+        status,
+        ServingStatus::Serving,
+        "{name} did not become ready; see its log in {}",
+        log_dir.display()
+    );
+}
+
 /// Polls `grpc.health.v1.Health/Check` for `service` until it reports `want`
 /// or 30 s pass; returns the last status seen.
 pub async fn wait_for_status(

@@ -23,7 +23,6 @@ use std::path::PathBuf;
 use std::process::Child;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tonic_health::pb::health_check_response::ServingStatus;
 
 /// One exported span: the exporting process's service.name, trace id (hex),
 /// span name and its string attributes.
@@ -185,14 +184,7 @@ async fn one_session_is_one_trace_and_every_service_serves_metrics() {
         processes.0.push(child);
     }
     for name in ALL_SERVICES {
-        let addr = format!("127.0.0.1:{}", ports[name]).parse().expect("addr");
-        let status = dialectic_e2e::wait_for_status(addr, "", ServingStatus::Serving).await;
-        assert_eq!(
-            status,
-            ServingStatus::Serving,
-            "{name} is not ready; logs in {}",
-            log_dir.display()
-        );
+        dialectic_e2e::wait_until_serving(name, ports[name], &log_dir).await;
     }
 
     // One session: the thesis stage with one model, rendered.

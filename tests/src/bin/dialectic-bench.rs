@@ -48,6 +48,10 @@ struct Options {
     /// Runs of each rung (each build alternating with the peer's); the figures
     /// reported are the run with the median jobs/s, every run's jobs/s beside them.
     repeat: usize,
+    /// Processes of the planner and of the executor (replicas, as the chart
+    /// runs them); one of every other service.
+    planners: usize,
+    executors: usize,
 }
 
 fn parse_list<T: std::str::FromStr>(text: &str) -> Option<Vec<T>> {
@@ -62,7 +66,7 @@ fn usage() -> ExitCode {
         "usage: dialectic-bench [--ladder 10,100,1000] [--latencies 0,1000] [--models 1] \
          [--slots 64] [--render-slots 4] [--out FILE.json] [--no-bounds] [--bound-seconds 10] \
          [--peer bench/peers/celery/peer.py --python PYTHON] [--rung-timeout-secs 600] \
-         [--warmup 10] [--repeat 1]"
+         [--warmup 10] [--repeat 1] [--planners 1] [--executors 1]"
     );
     ExitCode::from(2)
 }
@@ -82,6 +86,8 @@ fn parse_args() -> Option<Options> {
         rung_timeout: Duration::from_secs(600),
         warmup: 10,
         repeat: 1,
+        planners: 1,
+        executors: 1,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -96,6 +102,8 @@ fn parse_args() -> Option<Options> {
             "--bound-seconds" => options.bound_seconds = args.next()?.parse().ok()?,
             "--warmup" => options.warmup = args.next()?.parse().ok()?,
             "--repeat" => options.repeat = args.next()?.parse().ok()?,
+            "--planners" => options.planners = args.next()?.parse().ok()?,
+            "--executors" => options.executors = args.next()?.parse().ok()?,
             "--peer" => options.peer = Some(PathBuf::from(args.next()?)),
             "--python" => options.python = args.next()?,
             "--rung-timeout-secs" => {
@@ -109,7 +117,9 @@ fn parse_args() -> Option<Options> {
         && options.models <= 16
         && options.slots >= 1
         && options.render_slots >= 1
-        && options.repeat >= 1)
+        && options.repeat >= 1
+        && options.planners >= 1
+        && options.executors >= 1)
         .then_some(options)
 }
 
@@ -166,6 +176,7 @@ async fn main() -> ExitCode {
             "ladder": options.ladder, "latencies_ms": options.latencies,
             "models": options.models, "slots": options.slots,
             "render_slots": options.render_slots,
+            "planners": options.planners, "executors": options.executors,
         },
         "rungs": rungs,
         "bounds": bounds,
@@ -235,8 +246,9 @@ fn peak_rss_mib(pid: u32) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// The rung's service processes by instance name (`planner`, `planner-2`, …).
 struct Services {
-    children: BTreeMap<&'static str, Child>,
+    children: BTreeMap<String, Child>,
 }
 
 impl Drop for Services {
@@ -246,6 +258,79 @@ impl Drop for Services {
             let _ = child.wait();
         }
     }
+}
+
+/// One service process: its instance name, service, gRPC port and the
+/// settings it overrides.
+struct Instance {
+    name: String,
+    service: &'static str,
+    port: u16,
+    overrides: Vec<String>,
+}
+
+/// Every service once, plus the extra planners and executors `options` asks
+/// for, each on a port of its own (same settings otherwise, pool included).
+fn instances(options: &Options, ports: &BTreeMap<&'static str, u16>) -> Vec<Instance> {
+    let mut all: Vec<Instance> = ALL_SERVICES
+        .into_iter()
+        .map(|service| Instance {
+            name: service.to_string(),
+            service,
+            port: ports[service],
+            overrides: Vec::new(),
+        })
+        .collect();
+    let extra = [
+        ("planner", options.planners, "planner.listen"),
+        ("executor", options.executors, "executor.listen"),
+    ];
+    let count: usize = extra.iter().map(|(_, n, _)| n - 1).sum();
+    let mut extra_ports = free_ports(count).into_iter();
+    for (service, replicas, listen_key) in extra {
+        for replica in 2..=replicas {
+            let port = extra_ports.next().expect("a port per replica");
+            all.push(Instance {
+                name: format!("{service}-{replica}"),
+                service,
+                port,
+                overrides: vec![format!("{listen_key}=127.0.0.1:{port}")],
+            });
+        }
+    }
+    all
+}
+
+/// Starts every instance and waits until each serves.
+async fn start_services(
+    binary: &Path,
+    config: &Path,
+    log_dir: &Path,
+    instances: &[Instance],
+) -> Services {
+    let log_filter = std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into());
+    let mut services = Services {
+        children: BTreeMap::new(),
+    };
+    for instance in instances {
+        let name = &instance.name;
+        let log = std::fs::File::create(log_dir.join(format!("{name}.log"))).expect("log");
+        let mut command =
+            dialectic_e2e::chaos::service_command(binary, config, instance.service, &log_filter);
+        for setting in &instance.overrides {
+            command.arg("--set").arg(setting);
+        }
+        let child = command
+            .stdout(log.try_clone().expect("log handle"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {name}: {e}"));
+        services.children.insert(name.clone(), child);
+    }
+    for instance in instances {
+        dialectic_e2e::wait_until_serving(&instance.name, instance.port, log_dir).await;
+    }
+    services
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -461,34 +546,7 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
     )
     .expect("write config");
 
-    let mut services = Services {
-        children: BTreeMap::new(),
-    };
-    for name in ALL_SERVICES {
-        let log = std::fs::File::create(log_dir.join(format!("{name}.log"))).expect("log");
-        let log_filter = std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into());
-        let child = dialectic_e2e::chaos::service_command(binary, &config, name, &log_filter)
-            .stdout(log.try_clone().expect("log handle"))
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {name}: {e}"));
-        services.children.insert(name, child);
-    }
-    for name in ALL_SERVICES {
-        let addr = format!("127.0.0.1:{}", ports[name]).parse().expect("addr");
-        let status = dialectic_e2e::wait_for_status(
-            addr,
-            "",
-            tonic_health::pb::health_check_response::ServingStatus::Serving,
-        )
-        .await;
-        assert_eq!(
-            status,
-            tonic_health::pb::health_check_response::ServingStatus::Serving,
-            "{name} did not become ready; see {}",
-            log_dir.display()
-        );
-    }
+    let services = start_services(binary, &config, &log_dir, &instances(options, &ports)).await;
     let gateway = format!("http://127.0.0.1:{}", ports["gateway"]);
     let channel = tonic::transport::Endpoint::from_shared(gateway)
         .expect("gateway address")
@@ -519,7 +577,7 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
     let cpu_before: BTreeMap<&str, f64> = services
         .children
         .iter()
-        .map(|(n, c)| (*n, cpu_seconds(c.id(), ticks)))
+        .map(|(n, c)| (n.as_str(), cpu_seconds(c.id(), ticks)))
         .collect();
     // Let idle services' statistics reach pg_stat_database before the baseline.
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -552,7 +610,8 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
     let mut per_service = serde_json::Map::new();
     let mut service_cpu = 0.0;
     for (name, child) in &services.children {
-        let cpu = cpu_seconds(child.id(), ticks) - cpu_before.get(name).copied().unwrap_or(0.0);
+        let cpu =
+            cpu_seconds(child.id(), ticks) - cpu_before.get(name.as_str()).copied().unwrap_or(0.0);
         service_cpu += cpu;
         per_service.insert(
             name.to_string(),
