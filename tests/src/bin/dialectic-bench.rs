@@ -52,6 +52,10 @@ struct Options {
     /// runs them); one of every other service.
     planners: usize,
     executors: usize,
+    /// ANALYZE the rung's database after the warm-up, as autovacuum has on a
+    /// platform that has been running (`--no-analyze`: a fresh database's
+    /// statistics, which put the seeded ledger at one row per page).
+    analyze: bool,
 }
 
 fn parse_list<T: std::str::FromStr>(text: &str) -> Option<Vec<T>> {
@@ -66,7 +70,7 @@ fn usage() -> ExitCode {
         "usage: dialectic-bench [--ladder 10,100,1000] [--latencies 0,1000] [--models 1] \
          [--slots 64] [--render-slots 4] [--out FILE.json] [--no-bounds] [--bound-seconds 10] \
          [--peer bench/peers/celery/peer.py --python PYTHON] [--rung-timeout-secs 600] \
-         [--warmup 10] [--repeat 1] [--planners 1] [--executors 1]"
+         [--warmup 10] [--repeat 1] [--planners 1] [--executors 1] [--no-analyze]"
     );
     ExitCode::from(2)
 }
@@ -88,11 +92,13 @@ fn parse_args() -> Option<Options> {
         repeat: 1,
         planners: 1,
         executors: 1,
+        analyze: true,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         match flag.as_str() {
             "--no-bounds" => options.bounds = false,
+            "--no-analyze" => options.analyze = false,
             "--ladder" => options.ladder = parse_list(&args.next()?)?,
             "--latencies" => options.latencies = parse_list(&args.next()?)?,
             "--models" => options.models = args.next()?.parse().ok()?,
@@ -177,6 +183,7 @@ async fn main() -> ExitCode {
             "models": options.models, "slots": options.slots,
             "render_slots": options.render_slots,
             "planners": options.planners, "executors": options.executors,
+            "analyze_after_warmup": options.analyze,
         },
         "rungs": rungs,
         "bounds": bounds,
@@ -566,6 +573,12 @@ async fn run_rung(binary: &Path, options: &Options, sessions: usize, latency_ms:
         if error.is_none() {
             error = wait_for_sessions(&pool, "-infinity", warm, deadline, &mut 0).await;
         }
+    }
+    if options.analyze && error.is_none() {
+        sqlx::query("ANALYZE")
+            .execute(&pool)
+            .await
+            .expect("analyze the rung's database");
     }
     // The figures count only what starts from here.
     let since: String = sqlx::query_scalar("SELECT clock_timestamp()::text")
