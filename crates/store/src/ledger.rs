@@ -3,6 +3,13 @@
 //! held ≤ balance) back the code. Each operation carries an idempotency key
 //! unique per wallet: a repeat with the same request returns the first result
 //! and writes nothing; a repeat with different arguments is an error.
+//!
+//! Lookups by key or by row id never name the wallet in the same condition:
+//! on a fresh install's statistics the planner cannot tell a wallet-led index
+//! from another and read the wallet's whole history through
+//! `token_wallet_transactions_history`. Keys are looked up alone (the key
+//! index leads with the key) and rows by id behind a `MATERIALIZED` fence,
+//! the wallet compared after.
 
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
@@ -197,9 +204,10 @@ async fn lock_wallet(
     request: &str,
 ) -> Result<Locked, LedgerError> {
     let (balance, held, hash, first): (i64, i64, Option<String>, Option<Uuid>) = sqlx::query_as(
-        "SELECT w.balance, w.held, t.request_hash, t.id
-         FROM token_wallets w
-         LEFT JOIN token_wallet_transactions t ON t.wallet_id = w.id AND t.idempotency_key = $2
+        "WITH keyed AS MATERIALIZED (
+           SELECT wallet_id, request_hash, id FROM token_wallet_transactions WHERE idempotency_key = $2)
+         SELECT w.balance, w.held, t.request_hash, t.id
+         FROM token_wallets w LEFT JOIN keyed t ON t.wallet_id = w.id
          WHERE w.id = $1
          FOR UPDATE OF w",
     )
@@ -339,8 +347,9 @@ async fn hold_once(
     };
     // Nearly every hold is a new key on a wallet that can afford it: one
     // autocommitted statement, so the wallet row is locked only while it runs.
+    // A key used on any wallet sends the hold to the locked path, which tells.
     let affordable_new_key = "AND balance - held >= $3 AND NOT EXISTS (
-        SELECT 1 FROM token_wallet_transactions t WHERE t.wallet_id = $1 AND t.idempotency_key = $7)";
+        SELECT 1 FROM token_wallet_transactions t WHERE t.idempotency_key = $7)";
     if let Some(written) = write_where(pool, &entry, 0, amount, affordable_new_key).await? {
         return Ok(written);
     }
@@ -386,11 +395,12 @@ async fn open_hold(
     hold_id: Uuid,
 ) -> Result<(i64, References), LedgerError> {
     let HoldState { hold, closed } = sqlx::query_as(
-        "SELECT amount, session_id, job_id, attempt, purpose,
+        "WITH h AS MATERIALIZED (SELECT * FROM token_wallet_transactions WHERE id = $1)
+         SELECT amount, session_id, job_id, attempt, purpose,
                 EXISTS (SELECT 1 FROM token_wallet_transactions c
                         WHERE c.hold_id = h.id AND c.kind IN ('capture', 'release')) AS closed
-         FROM token_wallet_transactions h
-         WHERE id = $1 AND wallet_id = $2 AND kind = 'hold'",
+         FROM h
+         WHERE wallet_id = $2 AND kind = 'hold'",
     )
     .bind(hold_id)
     .bind(wallet_id)
@@ -511,14 +521,15 @@ async fn capture_at_once(
     c: &Capture<'_>,
 ) -> Result<Option<Transaction>, LedgerError> {
     let written = sqlx::query_as::<_, Transaction>(&format!(
-        "WITH hold AS (
+        "WITH found AS MATERIALIZED (SELECT * FROM token_wallet_transactions WHERE id = $2),
+         hold AS (
            SELECT h.amount AS held, h.session_id, h.job_id, h.attempt, h.purpose
-           FROM token_wallet_transactions h
-           WHERE h.id = $2 AND h.wallet_id = $1 AND h.kind = 'hold' AND h.amount >= $3
+           FROM found h
+           WHERE h.wallet_id = $1 AND h.kind = 'hold' AND h.amount >= $3
              AND NOT EXISTS (SELECT 1 FROM token_wallet_transactions c
                              WHERE c.hold_id = h.id AND c.kind IN ('capture', 'release'))
              AND NOT EXISTS (SELECT 1 FROM token_wallet_transactions k
-                             WHERE k.wallet_id = $1 AND k.idempotency_key = $4)),
+                             WHERE k.idempotency_key = $4)),
          wallet AS (
            UPDATE token_wallets w SET balance = w.balance - $3, held = w.held - hold.held, updated_at = now()
            FROM hold WHERE w.id = $1

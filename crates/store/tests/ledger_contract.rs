@@ -279,3 +279,102 @@ async fn racing_closes_of_one_hold_close_it_once() {
     assert_eq!(entries(&db, wallet).await, 3, "two holds and one capture");
     db.drop_database().await;
 }
+
+/// How many index scans each of the ledger's indexes has run, as of this
+/// connection's last flushed statistics.
+async fn ledger_index_scans(
+    conn: &mut sqlx::PgConnection,
+) -> std::collections::HashMap<String, i64> {
+    sqlx::query("SELECT pg_stat_force_next_flush()")
+        .execute(&mut *conn)
+        .await
+        .expect("flush at the next idle");
+    let scans: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT indexrelname::text, idx_scan FROM pg_stat_user_indexes
+          WHERE relname = 'token_wallet_transactions'",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .expect("index scans");
+    scans.into_iter().collect()
+}
+
+/// A fresh install's first burst: until autovacuum analyzes the ledger, its
+/// statistics are the seed row's (one row per page). Holds, captures,
+/// replays and releases still find their key by the key index and their hold
+/// by the primary key, never by reading the wallet's history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookups_never_read_the_wallet_history_on_fresh_statistics() {
+    // One connection: the requests' statistics are the ones it flushes.
+    let db = TestDb::new(1).await;
+    let pool = db.store.pool();
+    sqlx::query("ALTER TABLE token_wallet_transactions SET (autovacuum_enabled = false)")
+        .execute(pool)
+        .await
+        .expect("keep the fresh statistics");
+    let wallet = db.wallet(1_000_000).await;
+    sqlx::query(
+        "INSERT INTO token_wallet_transactions
+           (id, wallet_id, kind, amount, balance_after, held_after, idempotency_key, request_hash)
+         SELECT gen_random_uuid(), $1, 'credit', 1, 0, 0, 'history-' || g, '' FROM generate_series(1, 5000) g",
+    )
+    .bind(wallet)
+    .execute(pool)
+    .await
+    .expect("a wallet with a history");
+    let believed: f32 = sqlx::query_scalar(
+        "SELECT reltuples FROM pg_class WHERE relname = 'token_wallet_transactions'",
+    )
+    .fetch_one(pool)
+    .await
+    .expect("statistics");
+    assert!(
+        believed < 100.0,
+        "the statistics are a fresh install's ({believed} rows)"
+    );
+    let mut conn = pool.acquire().await.expect("connection");
+    let before = ledger_index_scans(&mut conn).await;
+    drop(conn);
+
+    let call = refs();
+    let first = ledger::hold(pool, wallet, 300, "hold-1", &call, 900)
+        .await
+        .expect("hold")
+        .id;
+    let again = ledger::hold(pool, wallet, 300, "hold-1", &call, 900)
+        .await
+        .expect("replay");
+    assert_eq!(again.id, first);
+    ledger::capture(pool, wallet, first, 120, "capture-1")
+        .await
+        .expect("capture");
+    let second = hold(&db, wallet, 300, "hold-2").await.expect("hold");
+    ledger::release(pool, wallet, second, "release-2", "not needed")
+        .await
+        .expect("release");
+    assert!(matches!(
+        ledger::capture(pool, wallet, second, 10, "capture-2").await,
+        Err(LedgerError::HoldClosed(_))
+    ));
+
+    let mut conn = pool.acquire().await.expect("connection");
+    let after = ledger_index_scans(&mut conn).await;
+    let ran = |index: &str| {
+        after.get(index).copied().unwrap_or(0) - before.get(index).copied().unwrap_or(0)
+    };
+    assert!(
+        ran("token_wallet_transactions_key") > 0,
+        "keys found by the key index: {after:?}"
+    );
+    assert!(
+        ran("token_wallet_transactions_pkey") > 0,
+        "holds found by id: {after:?}"
+    );
+    assert_eq!(
+        ran("token_wallet_transactions_history"),
+        0,
+        "the history was never read: {before:?} → {after:?}"
+    );
+    drop(conn);
+    db.drop_database().await;
+}
