@@ -429,6 +429,16 @@ pub fn store(settings: &Settings) -> Result<Store, RuntimeError> {
     )?)
 }
 
+/// The wallet's store: the ledger's statements are planned on every call
+/// ([`Store::connect_lazy_planning_each_call`]).
+pub fn ledger_store(settings: &Settings) -> Result<Store, RuntimeError> {
+    Ok(Store::connect_lazy_planning_each_call(
+        &settings.database.url,
+        settings.database.max_connections,
+        Duration::from_millis(settings.database.connect_timeout_ms),
+    )?)
+}
+
 pub fn blob(settings: &Settings) -> BlobStore {
     BlobStore::new(&BlobSettings {
         endpoint: settings.s3.endpoint.clone(),

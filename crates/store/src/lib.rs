@@ -153,6 +153,30 @@ impl Store {
         connect_timeout: Duration,
     ) -> Result<Self, StoreError> {
         let options = PgConnectOptions::from_str(url)?;
+        Ok(Self::lazy_pool(options, max_connections, connect_timeout))
+    }
+
+    /// [`Self::connect_lazy`] whose connections plan every statement for its
+    /// arguments and the tables as they are now. For the ledger: it grows
+    /// from one row, and a prepared statement's generic plan, made once while
+    /// the table was a few pages, scans it whole on every call long after it
+    /// has grown, until autovacuum analyzes it (BENCHMARKS.md, the plan-cache
+    /// round). Planning a ledger statement costs less than that scan.
+    pub fn connect_lazy_planning_each_call(
+        url: &str,
+        max_connections: u32,
+        connect_timeout: Duration,
+    ) -> Result<Self, StoreError> {
+        let options =
+            PgConnectOptions::from_str(url)?.options([("plan_cache_mode", "force_custom_plan")]);
+        Ok(Self::lazy_pool(options, max_connections, connect_timeout))
+    }
+
+    fn lazy_pool(
+        options: PgConnectOptions,
+        max_connections: u32,
+        connect_timeout: Duration,
+    ) -> Self {
         // sqlx pings every connection it hands out by default: one round trip
         // per checkout, some twenty per job (BENCHMARKS.md). A connection busy
         // within the last second is as alive as a ping would show; an idle one
@@ -170,7 +194,7 @@ impl Store {
                 })
             })
             .connect_lazy_with(options);
-        Ok(Self { pool })
+        Self { pool }
     }
 
     pub fn from_pool(pool: PgPool) -> Self {

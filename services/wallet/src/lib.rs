@@ -419,7 +419,7 @@ async fn start_wallet(
     settings: Arc<Settings>,
     shutdown: CancellationToken,
 ) -> Result<Running, RuntimeError> {
-    let store = dialectic_runtime::store(&settings)?;
+    let store = dialectic_runtime::ledger_store(&settings)?;
     let server = dialectic_runtime::start_grpc(
         SERVICE_NAME,
         &settings.wallet.listen,
