@@ -17,7 +17,7 @@ pub use tokio_util::sync::CancellationToken;
 use dialectic_blob::{BlobSettings, BlobStore};
 use dialectic_config::Settings;
 use dialectic_queue::Topology;
-use dialectic_store::{SchemaStatus, Store};
+use dialectic_store::{Planning, SchemaStatus, Store};
 use futures::future::BoxFuture;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -422,20 +422,16 @@ pub async fn check_store(store: &Store) -> Result<(), String> {
 }
 
 pub fn store(settings: &Settings) -> Result<Store, RuntimeError> {
-    Ok(Store::connect_lazy(
-        &settings.database.url,
-        settings.database.max_connections,
-        Duration::from_millis(settings.database.connect_timeout_ms),
-    )?)
+    store_with(settings, Planning::Cached)
 }
 
-/// The wallet's store: the ledger's statements are planned on every call
-/// ([`Store::connect_lazy_planning_each_call`]).
-pub fn ledger_store(settings: &Settings) -> Result<Store, RuntimeError> {
-    Ok(Store::connect_lazy_planning_each_call(
+/// The store with its connections' [`Planning`] (the wallet plans each call).
+pub fn store_with(settings: &Settings, planning: Planning) -> Result<Store, RuntimeError> {
+    Ok(Store::connect_lazy_with(
         &settings.database.url,
         settings.database.max_connections,
         Duration::from_millis(settings.database.connect_timeout_ms),
+        planning,
     )?)
 }
 

@@ -140,6 +140,22 @@ pub enum SchemaStatus {
 
 const IDLE_BEFORE_PING: Duration = Duration::from_secs(1);
 
+/// How a pool's connections plan the statements they prepare.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Planning {
+    /// Postgres's default: once a statement has run five times, a generic
+    /// plan when it looks no dearer than planning each call.
+    Cached,
+    /// Every call planned for its arguments and the tables as they are now
+    /// (`plan_cache_mode = force_custom_plan`). For the ledger: it grows from
+    /// one row, and a generic plan made while the table was a few pages scans
+    /// it whole on every call long after it has grown, until autovacuum
+    /// analyzes it (BENCHMARKS.md, the plan-cache round). Planning a ledger
+    /// statement costs less than that scan; planning the bigger statements of
+    /// the other services did not pay.
+    EachCall,
+}
+
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: PgPool,
@@ -152,23 +168,21 @@ impl Store {
         max_connections: u32,
         connect_timeout: Duration,
     ) -> Result<Self, StoreError> {
-        let options = PgConnectOptions::from_str(url)?;
-        Ok(Self::lazy_pool(options, max_connections, connect_timeout))
+        Self::connect_lazy_with(url, max_connections, connect_timeout, Planning::Cached)
     }
 
-    /// [`Self::connect_lazy`] whose connections plan every statement for its
-    /// arguments and the tables as they are now. For the ledger: it grows
-    /// from one row, and a prepared statement's generic plan, made once while
-    /// the table was a few pages, scans it whole on every call long after it
-    /// has grown, until autovacuum analyzes it (BENCHMARKS.md, the plan-cache
-    /// round). Planning a ledger statement costs less than that scan.
-    pub fn connect_lazy_planning_each_call(
+    /// [`Self::connect_lazy`] with the connections' [`Planning`].
+    pub fn connect_lazy_with(
         url: &str,
         max_connections: u32,
         connect_timeout: Duration,
+        planning: Planning,
     ) -> Result<Self, StoreError> {
-        let options =
-            PgConnectOptions::from_str(url)?.options([("plan_cache_mode", "force_custom_plan")]);
+        let options = PgConnectOptions::from_str(url)?;
+        let options = match planning {
+            Planning::Cached => options,
+            Planning::EachCall => options.options([("plan_cache_mode", "force_custom_plan")]),
+        };
         Ok(Self::lazy_pool(options, max_connections, connect_timeout))
     }
 

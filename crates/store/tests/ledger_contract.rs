@@ -6,8 +6,8 @@
 mod common;
 
 use common::TestDb;
-use dialectic_store::Store;
 use dialectic_store::ledger::{self, LedgerError, References};
+use dialectic_store::{Planning, Store};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -345,7 +345,7 @@ async fn lookups_use_the_ledger_indexes_as_it_grows_from_fresh_statistics() {
     // One connection, as the wallet service opens them: its statistics are
     // the requests', and its prepared statements live through the growth.
     let wallet_service =
-        Store::connect_lazy_planning_each_call(&db.url, 1, Duration::from_secs(10))
+        Store::connect_lazy_with(&db.url, 1, Duration::from_secs(10), Planning::EachCall)
             .expect("the wallet's pool");
     let pool = wallet_service.pool();
     let wallet = db.wallet(1_000_000).await;

@@ -13,7 +13,7 @@ use dialectic_proto::v1::wallet::{
 use dialectic_runtime::error_status;
 use dialectic_runtime::{CancellationToken, Dependencies, Running, RuntimeError, supervise};
 use dialectic_store::ledger::{self, LedgerError, References, Transaction};
-use dialectic_store::{Store, StoreError, records};
+use dialectic_store::{Planning, Store, StoreError, records};
 use dialectic_telemetry::metrics;
 use futures::future::BoxFuture;
 use std::sync::Arc;
@@ -419,7 +419,7 @@ async fn start_wallet(
     settings: Arc<Settings>,
     shutdown: CancellationToken,
 ) -> Result<Running, RuntimeError> {
-    let store = dialectic_runtime::ledger_store(&settings)?;
+    let store = dialectic_runtime::store_with(&settings, Planning::EachCall)?;
     let server = dialectic_runtime::start_grpc(
         SERVICE_NAME,
         &settings.wallet.listen,
