@@ -338,7 +338,6 @@ impl OpenAiProvider {
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
-        let mut collected = Collected::default();
         if !streamed {
             let text = response.text().await.map_err(|e| AttemptFailure::Retry {
                 message: format!("reading the reply: {e}"),
@@ -349,40 +348,63 @@ impl OpenAiProvider {
                     message: format!("the provider's reply is not JSON: {e}"),
                     after: None,
                 })?;
+            let mut collected = Collected::default();
             collected.absorb(value);
             return Ok(collected);
         }
-        let mut bytes = response.bytes_stream();
-        let mut buffer = String::new();
-        while let Some(chunk) = bytes.next().await {
-            let chunk = chunk.map_err(|e| AttemptFailure::Retry {
-                message: format!("the stream broke: {e}"),
-                after: None,
-            })?;
-            buffer.push_str(&String::from_utf8_lossy(&chunk));
-            while let Some(end) = buffer.find('\n') {
-                let line = buffer[..end].trim().to_string();
-                buffer.drain(..=end);
-                let Some(data) = line.strip_prefix("data:") else {
-                    continue;
-                };
-                let data = data.trim();
-                if data == "[DONE]" {
-                    return Ok(collected);
-                }
-                if data.contains("\"type\":\"message_stop\"")
-                    || data.contains("\"type\": \"message_stop\"")
-                {
-                    return Ok(collected);
-                }
-                match serde_json::from_str(data) {
-                    Ok(event) => collected.absorb(event),
-                    Err(e) => tracing::warn!(error = %e, "skipping an unreadable stream event"),
-                }
+        read_stream(response).await
+    }
+}
+
+/// Collects a server-sent event stream up to its end marker.
+async fn read_stream(response: reqwest::Response) -> Result<Collected, AttemptFailure> {
+    let mut collected = Collected::default();
+    let mut bytes = response.bytes_stream();
+    let mut lines = Lines::default();
+    while let Some(chunk) = bytes.next().await {
+        let chunk = chunk.map_err(|e| AttemptFailure::Retry {
+            message: format!("the stream broke: {e}"),
+            after: None,
+        })?;
+        lines.push(&chunk);
+        while let Some(line) = lines.next_line() {
+            let Some(data) = line.strip_prefix("data:") else {
+                continue;
+            };
+            let data = data.trim();
+            if data == "[DONE]"
+                || data.contains("\"type\":\"message_stop\"")
+                || data.contains("\"type\": \"message_stop\"")
+            {
+                return Ok(collected);
+            }
+            match serde_json::from_str(data) {
+                Ok(event) => collected.absorb(event),
+                Err(e) => tracing::warn!(error = %e, "skipping an unreadable stream event"),
             }
         }
-        // The stream ended without [DONE]: keep what came; the finish reason says it is unfinished.
-        Ok(collected)
+    }
+    // The stream ended without [DONE]: keep what came; the finish reason says it is unfinished.
+    Ok(collected)
+}
+
+/// A byte stream cut into lines, each decoded only once whole: a network
+/// chunk may end inside a multi-byte character.
+#[derive(Default)]
+struct Lines {
+    pending: Vec<u8>,
+}
+
+impl Lines {
+    fn push(&mut self, chunk: &[u8]) {
+        self.pending.extend_from_slice(chunk);
+    }
+
+    /// The next whole line, trimmed.
+    fn next_line(&mut self) -> Option<String> {
+        let end = self.pending.iter().position(|b| *b == b'\n')?;
+        let line: Vec<u8> = self.pending.drain(..=end).collect();
+        Some(String::from_utf8_lossy(&line).trim().to_string())
     }
 }
 

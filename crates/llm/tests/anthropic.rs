@@ -117,3 +117,19 @@ async fn a_whole_message_and_overload_retries() {
         .expect_err("auth");
     assert!(matches!(error, LlmError::Permanent(_)));
 }
+
+#[tokio::test]
+async fn characters_split_across_network_chunks_arrive_whole() {
+    let reply = event_stream(&[
+        ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"{\"content\": \"é—"}}"#),
+        ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"“”\"}"}}"#),
+        ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}"#),
+        ("message_stop", r#"{"type":"message_stop"}"#),
+    ])
+    .split_inside_characters();
+    assert!(reply.pieces.len() > 4, "every character is cut");
+    let server = serve(vec![reply]).await;
+    let reply = client(&server.url).chat(&request()).await.expect("reply");
+    assert_eq!(reply.text, "{\"content\": \"é—“”\"}");
+    assert_eq!(reply.finish_reason, FinishReason::Stop);
+}

@@ -282,3 +282,19 @@ async fn a_failing_model_falls_back_to_its_fallback() {
         "the primary was tried in full first"
     );
 }
+
+#[tokio::test]
+async fn characters_split_across_network_chunks_arrive_whole() {
+    let text = "{\"content\": \"é—“”\"}";
+    let events = [
+        r#"{"choices":[{"delta":{"content":"{\"content\": \"é—"},"finish_reason":null}]}"#,
+        r#"{"choices":[{"delta":{"content":"“”\"}"},"finish_reason":"stop"}]}"#,
+        "[DONE]",
+    ];
+    let reply = sse(&events).split_inside_characters();
+    assert!(reply.pieces.len() > 4, "every character is cut");
+    let server = serve(vec![reply]).await;
+    let reply = client(&server.url).chat(&request()).await.expect("reply");
+    assert_eq!(reply.text, text);
+    assert_eq!(reply.finish_reason, FinishReason::Stop);
+}

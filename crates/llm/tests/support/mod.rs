@@ -6,20 +6,47 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-/// One scripted reply: optional delay before answering, then raw HTTP.
+/// One scripted reply: optional delay before answering, then raw HTTP in
+/// one or more pieces.
 #[derive(Clone)]
 pub struct Reply {
     pub delay: Duration,
-    pub raw: String,
+    /// Written in turn, each flushed and followed by [`PAUSE`], so the client
+    /// reads each as a chunk of its own.
+    pub pieces: Vec<Vec<u8>>,
+}
+
+/// Long enough that two pieces never arrive in one read.
+const PAUSE: Duration = Duration::from_millis(30);
+
+impl Reply {
+    /// The same bytes, cut after the first byte of every multi-byte UTF-8
+    /// character, so no such character arrives whole.
+    #[allow(dead_code)] // Not every test file splits characters.
+    pub fn split_inside_characters(self) -> Reply {
+        let raw = self.pieces.concat();
+        let mut pieces = Vec::new();
+        let mut start = 0;
+        for (i, byte) in raw.iter().enumerate() {
+            // A lead byte (11xxxxxx) opens a character of two bytes or more.
+            if byte & 0b1100_0000 == 0b1100_0000 {
+                pieces.push(raw[start..=i].to_vec());
+                start = i + 1;
+            }
+        }
+        pieces.push(raw[start..].to_vec());
+        Reply { pieces, ..self }
+    }
 }
 
 pub fn http(status: &str, content_type: &str, extra: &str, body: &str) -> Reply {
+    let raw = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
+        body.len()
+    );
     Reply {
         delay: Duration::ZERO,
-        raw: format!(
-            "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
-            body.len()
-        ),
+        pieces: vec![raw.into_bytes()],
     }
 }
 
@@ -47,6 +74,8 @@ pub async fn serve(script: Vec<Reply>) -> FakeServer {
         while let Ok((mut socket, _)) = listener.accept().await {
             let Some(reply) = script.next() else { break };
             let seen = seen.clone();
+            // Each piece goes out at once rather than waiting for the last one's ACK.
+            let _ = socket.set_nodelay(true);
             tokio::spawn(async move {
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 4096];
@@ -76,7 +105,13 @@ pub async fn serve(script: Vec<Reply>) -> FakeServer {
                     .expect("lock")
                     .push(String::from_utf8_lossy(&buf).to_string());
                 tokio::time::sleep(reply.delay).await;
-                let _ = socket.write_all(reply.raw.as_bytes()).await;
+                for piece in &reply.pieces {
+                    let _ = socket.write_all(piece).await;
+                    let _ = socket.flush().await;
+                    if reply.pieces.len() > 1 {
+                        tokio::time::sleep(PAUSE).await;
+                    }
+                }
                 let _ = socket.shutdown().await;
             });
         }
