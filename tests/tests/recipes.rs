@@ -107,6 +107,7 @@ fn custom_step(key: &str, after: &[&str], before: &[&str]) -> CustomStep {
             key_types: Default::default(),
             publishes: vec![],
             confidence_gate: None,
+            schema: None,
         }],
         after: after.iter().map(|k| k.to_string()).collect(),
         before: before.iter().map(|k| k.to_string()).collect(),

@@ -24,6 +24,7 @@ pub mod service_auth;
 pub mod session;
 pub mod shape;
 pub mod slug;
+pub mod structured;
 pub mod tokens;
 pub mod zip;
 

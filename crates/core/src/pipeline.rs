@@ -354,6 +354,11 @@ fn check_step(
                 format!("{entry_type:?} is not an entry type (a-z, 0-9, _)"),
             );
         }
+        if let Some(schema) = &output.schema {
+            for problem in crate::structured::schema_problems(schema, output) {
+                problems.add(&format!("{place}.outputs[{index}].schema"), problem);
+            }
+        }
         if let Some(file) = &output.template_filename
             && !templates.contains(file.as_str())
         {

@@ -130,6 +130,11 @@ pub struct ChatRequest {
     /// The step's sampling temperature, when its recipe sets one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
+    /// The JSON Schema the reply must match (`structured::reply_schema`);
+    /// providers send it in their model's structured-output dialect, and
+    /// send none when this is None.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_schema: Option<serde_json::Value>,
     /// What the last user message holds, in order: provenance for logs and
     /// tests. Providers never send it; the simulated model echoes it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -175,6 +180,7 @@ pub fn assemble(
         key_types: BTreeMap::new(),
         publishes: Vec::new(),
         temperature: None,
+        response_schema: None,
         inputs: payload
             .resource_documents
             .iter()

@@ -151,6 +151,11 @@ pub struct OutputRule {
     /// Runs the step again while its reply's `confidence` is below the gate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confidence_gate: Option<crate::gate::ConfidenceGate>,
+    /// The reply's full JSON Schema, when `required_keys` and `key_types`
+    /// cannot say enough (nested shapes, enums, lengths); sent to models
+    /// that take structured output (`structured::reply_schema`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<serde_json::Value>,
 }
 
 impl OutputRule {
@@ -714,6 +719,7 @@ pub(crate) mod tests {
             key_types: Default::default(),
             publishes: vec![],
             confidence_gate: None,
+            schema: None,
         }];
         apply_output_overrides(
             &mut outputs,
@@ -1058,6 +1064,7 @@ pub(crate) mod tests {
             key_types: Default::default(),
             publishes: vec![],
             confidence_gate: None,
+            schema: None,
         };
         let by_name = OutputRule {
             document_key: "x".into(),
@@ -1067,6 +1074,7 @@ pub(crate) mod tests {
             key_types: Default::default(),
             publishes: vec![],
             confidence_gate: None,
+            schema: None,
         };
         let json = OutputRule {
             document_key: "x".into(),
@@ -1076,6 +1084,7 @@ pub(crate) mod tests {
             key_types: Default::default(),
             publishes: vec![],
             confidence_gate: None,
+            schema: None,
         };
         assert!(md.is_markdown() && by_name.is_markdown() && !json.is_markdown());
     }

@@ -1,5 +1,7 @@
 //! Seed 000 function 1, `sanitizeJsonContent`: strip the wrappers models put
-//! around JSON, then try simple structural fixes.
+//! around JSON, then try simple structural fixes; failing that, find the JSON
+//! a reply holds inside prose ("Here is the plan: {…}") or in a fenced block
+//! anywhere in it, as real models write when no server constrains them.
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JsonSanitization {
@@ -8,6 +10,9 @@ pub struct JsonSanitization {
     pub was_sanitized: bool,
     /// Missing closing braces/brackets were added.
     pub was_structurally_fixed: bool,
+    /// The JSON was found inside surrounding prose or a fenced block, and
+    /// the rest of the reply dropped.
+    pub was_extracted: bool,
     pub original_length: usize,
 }
 
@@ -120,22 +125,107 @@ pub fn sanitize_json(raw: &str) -> JsonSanitization {
         was_sanitized = true;
     }
     let mut current = trimmed.to_string();
-    let mut was_structurally_fixed = false;
+    let (mut was_structurally_fixed, mut was_extracted) = (false, false);
     if !parses(&current) {
-        let candidate = close_open_structures(&current)
-            .filter(|c| parses(c))
-            .or_else(|| open_missing_brace(&current).filter(|c| parses(c)));
-        if let Some(fixed) = candidate {
+        if let Some(fixed) = repaired(&current) {
             current = fixed;
             was_sanitized = true;
             was_structurally_fixed = true;
+        } else if let Some(found) = extract(raw) {
+            was_structurally_fixed = found.fixed;
+            current = found.text;
+            was_sanitized = true;
+            was_extracted = true;
         }
     }
     JsonSanitization {
         sanitized: current,
         was_sanitized,
         was_structurally_fixed,
+        was_extracted,
         original_length,
+    }
+}
+
+/// The text made whole by the structural fixes, if they make it parse.
+fn repaired(text: &str) -> Option<String> {
+    close_open_structures(text)
+        .filter(|c| parses(c))
+        .or_else(|| open_missing_brace(text).filter(|c| parses(c)))
+}
+
+/// JSON found inside a longer reply.
+struct Extracted {
+    text: String,
+    /// Closers were added: the value was cut off.
+    fixed: bool,
+}
+
+/// Places in a reply where an object may start, tried in order; bounded so
+/// that a hostile reply of many braces costs linear time, not quadratic.
+const MAX_CANDIDATES: usize = 16;
+
+/// The JSON object a reply holds somewhere: the first fenced block whose
+/// body is (or, cut off, can be closed into) an object; else the first
+/// complete object in the prose, read by serde_json's stream reader, which
+/// stops at the value's end whatever follows; else, for a reply cut off
+/// inside its object, that object closed.
+fn extract(raw: &str) -> Option<Extracted> {
+    fenced_blocks(raw)
+        .find_map(first_object)
+        .or_else(|| first_object(raw))
+}
+
+/// The bodies of ``` fenced blocks, wherever they stand; a block the reply
+/// never closes runs to its end. A language tag stays: it is no object.
+fn fenced_blocks(raw: &str) -> impl Iterator<Item = &str> {
+    let mut rest = raw;
+    std::iter::from_fn(move || {
+        let after = &rest[rest.find("```")? + 3..];
+        let end = after.find("```").unwrap_or(after.len());
+        rest = &after[(end + 3).min(after.len())..];
+        Some(&after[..end])
+    })
+    .take(MAX_CANDIDATES)
+}
+
+/// The first object in `text` that parses whole; else the first cut-off one
+/// that closing its open structures makes whole.
+fn first_object(text: &str) -> Option<Extracted> {
+    let starts: Vec<usize> = text
+        .match_indices('{')
+        .map(|(i, _)| i)
+        .take(MAX_CANDIDATES)
+        .collect();
+    starts
+        .iter()
+        .find_map(|&start| whole_object_at(text, start))
+        .or_else(|| {
+            starts.iter().find_map(|&start| {
+                close_open_structures(text[start..].trim_end().trim_end_matches("```"))
+                    .filter(|c| holds_a_key(c))
+                    .map(|text| Extracted { text, fixed: true })
+            })
+        })
+}
+
+/// A cut-off object is worth closing only if it got as far as one key.
+fn holds_a_key(text: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(text)
+        .is_ok_and(|v| v.as_object().is_some_and(|o| !o.is_empty()))
+}
+
+/// The object starting at `start`, read by serde_json's stream reader, which
+/// stops at the value's end whatever prose follows.
+fn whole_object_at(text: &str, start: usize) -> Option<Extracted> {
+    let mut values =
+        serde_json::Deserializer::from_str(&text[start..]).into_iter::<serde_json::Value>();
+    match values.next() {
+        Some(Ok(value)) if value.is_object() => Some(Extracted {
+            text: text[start..start + values.byte_offset()].to_string(),
+            fixed: false,
+        }),
+        _ => None,
     }
 }
 
@@ -182,9 +272,13 @@ mod tests {
         let nested = |layers: usize| format!("{q}{{\"a\":1}}{q}", q = "'".repeat(layers));
         let (value, _) = parse_model_json(&nested(MAX_WRAPPER_LAYERS)).expect("within the cap");
         assert_eq!(value, serde_json::json!({"a": 1}));
-        // A million quotes: refused (the fuzz target's timeout guards the time it takes).
-        let error = parse_model_json(&nested(1_000_000)).expect_err("beyond the cap");
-        assert_eq!(error.original_length, 2_000_007);
+        // A million quotes: past the cap the peeling stops, and extraction
+        // finds the object inside in linear time (the fuzz target's timeout
+        // guards the time it takes).
+        let (value, result) = parse_model_json(&nested(1_000_000)).expect("found inside");
+        assert_eq!(value, serde_json::json!({"a": 1}));
+        assert!(result.was_extracted);
+        assert_eq!(result.original_length, 2_000_007);
     }
 
     #[test]
@@ -226,6 +320,44 @@ mod tests {
             serde_json::from_str::<serde_json::Value>(&r.sanitized).unwrap()["content"],
             "a } inside"
         );
+    }
+
+    #[test]
+    fn json_inside_prose_or_a_fence_anywhere_is_found() {
+        let cases = [
+            ("Sure! Here is the plan: {\"a\": 1} Let me know.", false),
+            ("I think {this} is it:\n{\"a\": 1}", false),
+            (
+                "Here you go.\n```json\n{\"a\": 1}\n```\nAnything else?",
+                false,
+            ),
+            ("Notes first.\n```\n{\"a\": 1}\n```", false),
+            (
+                "```python\nprint(1)\n```\nThen:\n```json\n{\"a\": 1}\n```",
+                false,
+            ),
+            // Seen from SmolLM2: a sentence, then a fenced block cut off.
+            (
+                "The thesis is below.\n```json\n{\"a\": 1, \"b\": [\"x\"",
+                true,
+            ),
+            ("Answer: {\"a\": 1, \"b\": {\"c\": \"d\"", true),
+        ];
+        for (case, cut_off) in cases {
+            let (value, result) =
+                parse_model_json(case).unwrap_or_else(|e| panic!("{case:?}: {e}"));
+            assert_eq!(value["a"], serde_json::json!(1), "{case:?}");
+            assert!(result.was_extracted && result.was_sanitized, "{case:?}");
+            assert_eq!(result.was_structurally_fixed, cut_off, "{case:?}");
+        }
+    }
+
+    #[test]
+    fn extraction_is_bounded_on_hostile_text() {
+        let braces = "{".repeat(100_000);
+        assert!(parse_model_json(&braces).is_err());
+        let fences = "```\n{".repeat(10_000);
+        assert!(parse_model_json(&fences).is_err());
     }
 
     #[test]

@@ -502,6 +502,7 @@ mod tests {
             key_types: Default::default(),
             publishes: vec![],
             confidence_gate: None,
+            schema: None,
         }];
         step
     }

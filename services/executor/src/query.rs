@@ -14,6 +14,7 @@ use dialectic_core::prompt::{ChatRequest, Message};
 use dialectic_core::query::{self, Answer, Chunk, Route, Source, SubQuery};
 use dialectic_core::sanitize::parse_model_json;
 use dialectic_core::shape::JsonKind;
+use dialectic_core::structured;
 use dialectic_core::tokens::cost;
 use dialectic_proto::v1::executor::{AnswerCitation, AnswerRequest, AnswerResponse};
 use dialectic_runtime::error_status::{self, Failure};
@@ -178,6 +179,10 @@ impl Asking<'_> {
             ("citations".to_string(), JsonKind::Array),
             ("confidence".to_string(), JsonKind::Number),
         ]);
+        request.response_schema = Some(structured::keys_schema(
+            &request.required_keys,
+            &request.key_types,
+        ));
         let (reply, cost) = self.call(&format!("answer-{index}"), &request).await?;
         Ok((query::checked_answer(&reply, &given), cost))
     }
@@ -190,6 +195,7 @@ impl Asking<'_> {
         required: &[&str],
         max_tokens: u32,
     ) -> ChatRequest {
+        let required_keys: Vec<String> = required.iter().map(|k| k.to_string()).collect();
         ChatRequest {
             model: self.model.api_identifier.clone(),
             system_instruction: Some(system.to_string()),
@@ -197,7 +203,8 @@ impl Asking<'_> {
             max_tokens: max_tokens
                 .min(u32::try_from(self.model.max_output_tokens).unwrap_or(max_tokens)),
             output_type: output_type.to_string(),
-            required_keys: required.iter().map(|k| k.to_string()).collect(),
+            response_schema: Some(structured::keys_schema(&required_keys, &BTreeMap::new())),
+            required_keys,
             ..Default::default()
         }
     }

@@ -9,7 +9,8 @@ use dialectic_cache::{Cache, ProgressEvent};
 use dialectic_core::context::Context;
 use dialectic_core::payload::JobPayload;
 use dialectic_core::prompt::{ChatRequest, Message, PromptConstructionPayload, REJECTED_REPLY};
-use dialectic_core::recipe::RecipeStep;
+use dialectic_core::recipe::{OutputRule, RecipeStep};
+use dialectic_core::structured;
 use dialectic_runtime::worker::AttemptError;
 use dialectic_store::jobs::JobRow;
 use dialectic_tokenizer::Encoding;
@@ -60,6 +61,7 @@ impl Executor {
             request.required_keys = own.required_keys.clone();
             request.key_types = own.key_types.clone();
             request.publishes = own.publishes.clone();
+            request.response_schema = Some(turn_schema(own, chain));
         }
         request.job_id = Some(attempt.job.id.to_string());
         Ok(Prepared {
@@ -134,6 +136,16 @@ impl Executor {
                 .unwrap_or(&self.embedder)
                 .to_string(),
         })
+    }
+}
+
+/// The shape this turn's reply must have: the output's whole schema, or for a
+/// turn continuing a cut-off reply the same keys with none required.
+fn turn_schema(rule: &OutputRule, chain: Option<&Chain>) -> serde_json::Value {
+    let schema = structured::reply_schema(rule);
+    match chain {
+        Some(chain) if !chain.chunks.is_empty() => structured::continuation_schema(&schema),
+        _ => schema,
     }
 }
 
@@ -242,7 +254,7 @@ fn reporter<'a>(
 mod tests {
     use super::*;
     use dialectic_core::job::JobType;
-    use dialectic_core::recipe::{Granularity, OutputRule};
+    use dialectic_core::recipe::Granularity;
 
     fn step(outputs: Vec<OutputRule>) -> RecipeStep {
         RecipeStep {
