@@ -90,15 +90,34 @@ pub fn reply_schema(rule: &OutputRule) -> Value {
         return schema.clone();
     }
     let mut schema = keys_schema(&rule.required_keys, &rule.key_types);
-    if rule.file_type.as_deref() == Some("header_context")
-        && let Some(Value::Object(properties)) = schema.get_mut("properties")
-    {
-        properties.insert("context_for_documents".into(), planned_documents_schema());
-        properties
-            .entry("system_materials")
-            .or_insert_with(|| json!({"type": "object"}));
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        if rule.file_type.as_deref() == Some("header_context") {
+            properties.insert("context_for_documents".into(), planned_documents_schema());
+            properties
+                .entry("system_materials")
+                .or_insert_with(|| json!({"type": "object"}));
+        }
+        if !rule.publishes.is_empty() {
+            properties.insert("blackboard".into(), findings_schema(&rule.publishes));
+        }
     }
     schema
+}
+
+/// What a step that publishes findings may put under `blackboard`: entries
+/// of the types its rule names, each with its data.
+fn findings_schema(types: &[String]) -> Value {
+    json!({
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "type": {"type": "string", "enum": types},
+                "data": {"type": "object"},
+            },
+            "required": ["type", "data"],
+        },
+    })
 }
 
 /// An object with every required key (of any type unless typed) and every
@@ -314,6 +333,23 @@ mod tests {
         assert_eq!(
             schema["properties"]["system_materials"],
             json!({"type": "object"})
+        );
+    }
+
+    #[test]
+    fn a_publishing_step_may_list_findings_of_its_types_only() {
+        let mut r = rule(&["content"], &[("content", JsonKind::String)], "json");
+        r.publishes = vec!["buried_change".into(), "amendment_context".into()];
+        let schema = reply_schema(&r);
+        let entry = &schema["properties"]["blackboard"]["items"];
+        assert_eq!(
+            entry["properties"]["type"]["enum"],
+            json!(["buried_change", "amendment_context"])
+        );
+        assert_eq!(
+            schema["required"],
+            json!(["content"]),
+            "findings are optional"
         );
     }
 
