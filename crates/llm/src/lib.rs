@@ -20,6 +20,7 @@ pub use simulated_query::{COMPOUND_DIRECTIVE, FABRICATE_DIRECTIVE, FABRICATED_QU
 
 use async_trait::async_trait;
 use dialectic_core::prompt::ChatRequest;
+use dialectic_core::structured::{StructuredOutput, UnknownDialect};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -77,18 +78,33 @@ pub trait ModelProvider: Send + Sync {
 }
 
 /// Where a real provider is and how to authenticate, from a model row.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ProviderConfig {
     /// The row's `config.base_url`.
     pub base_url: Option<String>,
     /// The key, read from the environment variable the row's `secret_name` names.
     pub api_key: Option<String>,
     pub organization: Option<String>,
+    /// The row's `config.structured_output`; a value no dialect has is kept
+    /// as the error, which [`provider_for`] reports.
+    pub structured_output: Result<StructuredOutput, UnknownDialect>,
+}
+
+impl Default for ProviderConfig {
+    fn default() -> Self {
+        Self {
+            base_url: None,
+            api_key: None,
+            organization: None,
+            structured_output: Ok(StructuredOutput::default()),
+        }
+    }
 }
 
 impl ProviderConfig {
-    /// Reads `config` (`base_url`, `organization`) and the secret named by `secret_name`
-    /// from the environment; the key itself is never stored.
+    /// Reads `config` (`base_url`, `organization`, `structured_output`) and
+    /// the secret named by `secret_name` from the environment; the key itself
+    /// is never stored.
     pub fn from_row(config: &serde_json::Value, secret_name: Option<&str>) -> Self {
         let text = |k: &str| config.get(k).and_then(|v| v.as_str()).map(str::to_string);
         Self {
@@ -98,7 +114,19 @@ impl ProviderConfig {
                 .and_then(|n| std::env::var(n).ok())
                 .filter(|k| !k.is_empty()),
             organization: text("organization"),
+            structured_output: structured_output(config),
         }
+    }
+}
+
+/// The row's dialect; a value that is not a name (`3`, `true`) is as unknown
+/// as a misspelt one, not a reason to fall back to the default.
+fn structured_output(config: &serde_json::Value) -> Result<StructuredOutput, UnknownDialect> {
+    match config.get("structured_output") {
+        Some(value) if !value.is_string() && !value.is_null() => {
+            Err(UnknownDialect(value.to_string()))
+        }
+        _ => StructuredOutput::of_model_config(config),
     }
 }
 
@@ -108,12 +136,17 @@ pub fn provider_for(
     simulated: &SimulatedSettings,
     config: &ProviderConfig,
 ) -> Result<Arc<dyn ModelProvider>, LlmError> {
+    let structured_output = config
+        .structured_output
+        .clone()
+        .map_err(|e| LlmError::Permanent(format!("model config: {e}")))?;
     match kind {
         "simulated" => Ok(Arc::new(SimulatedProvider::new(simulated.clone()))),
         "openai" | "openai-compatible" => {
             let mut settings = OpenAiSettings {
                 api_key: config.api_key.clone(),
                 organization: config.organization.clone(),
+                structured_output,
                 ..OpenAiSettings::default()
             };
             if let Some(url) = &config.base_url {
@@ -129,6 +162,7 @@ pub fn provider_for(
                     .clone()
                     .unwrap_or_else(|| "https://api.anthropic.com/v1".into()),
                 api_key: config.api_key.clone(),
+                structured_output,
                 ..OpenAiSettings::default()
             };
             Ok(Arc::new(OpenAiProvider::new(settings)?))
@@ -200,5 +234,41 @@ impl WithFallback {
         let mut rerouted = request.clone();
         rerouted.model = self.fallback_model.clone();
         self.fallback.chat(&rerouted).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_row_names_its_structured_output_or_gets_the_default() {
+        let of = |config| ProviderConfig::from_row(&config, None).structured_output;
+        assert_eq!(
+            of(json!({"structured_output": "json_object_schema"})),
+            Ok(StructuredOutput::JsonObjectSchema)
+        );
+        assert_eq!(of(json!({})), Ok(StructuredOutput::JsonSchema));
+        assert_eq!(
+            of(json!({"structured_output": null})),
+            Ok(StructuredOutput::JsonSchema)
+        );
+    }
+
+    #[test]
+    fn an_unknown_structured_output_fails_the_provider_naming_it() {
+        for (value, named) in [(json!("yaml"), "\"yaml\""), (json!(3), "\"3\"")] {
+            let config = ProviderConfig::from_row(&json!({"structured_output": value}), None);
+            for kind in ["openai", "anthropic"] {
+                let error = provider_for(kind, &SimulatedSettings::default(), &config)
+                    .err()
+                    .expect("an unknown dialect is refused");
+                assert!(
+                    matches!(&error, LlmError::Permanent(m) if m.contains(named)),
+                    "{kind}: {error}"
+                );
+            }
+        }
     }
 }

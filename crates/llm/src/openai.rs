@@ -4,12 +4,22 @@
 //! is never cut by an idle timeout; retries 429/5xx/connection errors with
 //! exponential back-off and jitter, honouring `Retry-After`; never retries a
 //! request that cannot succeed.
+//!
+//! A request's `response_schema` goes out in the model's structured-output
+//! dialect (`response_format`, or a forced `reply` tool for Anthropic, whose
+//! streamed input is the reply's text). Continuation fits constrained
+//! decoding: a reply cut off at `max_tokens` is still a cut-off JSON text
+//! (finish reason `Length`), and the executor continues it with a new turn
+//! whose schema requires nothing (core `structured::continuation_schema`),
+//! whose keys `shape::merge_chunks` appends to the cut-off chunk's.
 
 use crate::{ChatResponse, FinishReason, LlmError, ModelProvider};
 use async_trait::async_trait;
 use dialectic_core::prompt::{ChatRequest, Role};
+use dialectic_core::structured::{StructuredOutput, is_strict};
 use dialectic_core::tokens::estimate_tokens;
 use futures::StreamExt;
+use serde_json::{Value, json};
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -36,6 +46,8 @@ pub struct OpenAiSettings {
     pub total_timeout: Duration,
     pub max_retries: u32,
     pub retry_base: Duration,
+    /// How the server is asked for a reply of the request's schema.
+    pub structured_output: StructuredOutput,
 }
 
 impl Default for OpenAiSettings {
@@ -50,6 +62,7 @@ impl Default for OpenAiSettings {
             total_timeout: Duration::from_secs(600),
             max_retries: 3,
             retry_base: Duration::from_millis(500),
+            structured_output: StructuredOutput::default(),
         }
     }
 }
@@ -59,12 +72,80 @@ pub struct OpenAiProvider {
     settings: OpenAiSettings,
 }
 
-/// The request body in the endpoint's dialect.
-pub fn request_body(dialect: Dialect, request: &ChatRequest) -> serde_json::Value {
+/// The request body in the endpoint's dialect, asking for the request's
+/// `response_schema` (when it has one) the way `structured` says.
+pub fn request_body(
+    dialect: Dialect,
+    structured: StructuredOutput,
+    request: &ChatRequest,
+) -> Value {
     match dialect {
-        Dialect::OpenAi => openai_body(request),
-        Dialect::Anthropic => anthropic_body(request),
+        Dialect::OpenAi => {
+            let mut body = openai_body(request);
+            if let Some(format) = response_format(structured, request) {
+                body["response_format"] = format;
+            }
+            body
+        }
+        Dialect::Anthropic => {
+            let mut body = anthropic_body(request);
+            if let Some(schema) = &request.response_schema
+                && structured != StructuredOutput::None
+            {
+                force_reply_tool(&mut body, schema);
+            }
+            body
+        }
     }
+}
+
+/// An OpenAI-compatible server's `response_format` for the request's schema.
+fn response_format(structured: StructuredOutput, request: &ChatRequest) -> Option<Value> {
+    let schema = request.response_schema.as_ref()?;
+    match structured {
+        StructuredOutput::JsonSchema => Some(json!({
+            "type": "json_schema",
+            "json_schema": {
+                "name": schema_name(&request.output_type),
+                "schema": schema,
+                // Strict with a schema that does not meet it is refused outright.
+                "strict": is_strict(schema),
+            },
+        })),
+        StructuredOutput::JsonObjectSchema => {
+            Some(json!({"type": "json_object", "schema": schema}))
+        }
+        StructuredOutput::JsonObject => Some(json!({"type": "json_object"})),
+        StructuredOutput::None => None,
+    }
+}
+
+/// The schema's name as OpenAI accepts it: 1–64 of `[A-Za-z0-9_-]`.
+fn schema_name(output_type: &str) -> String {
+    let name: String = output_type
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+        .take(64)
+        .collect();
+    if name.is_empty() {
+        REPLY_TOOL.to_string()
+    } else {
+        name
+    }
+}
+
+/// The tool an Anthropic model must call; its input is the reply.
+const REPLY_TOOL: &str = "reply";
+
+/// Anthropic has no response format: the schema becomes the input of a tool
+/// the model is made to call.
+fn force_reply_tool(body: &mut Value, schema: &Value) {
+    body["tools"] = json!([{
+        "name": REPLY_TOOL,
+        "description": "Reply with the document",
+        "input_schema": schema,
+    }]);
+    body["tool_choice"] = json!({"type": "tool", "name": REPLY_TOOL});
 }
 
 /// Anthropic: the system instruction on its own, turns strictly alternating
@@ -141,7 +222,10 @@ fn openai_body(request: &ChatRequest) -> serde_json::Value {
 
 pub fn finish_reason(value: Option<&str>) -> FinishReason {
     match value {
-        Some("stop") | Some("end_turn") | Some("stop_sequence") => FinishReason::Stop,
+        // A forced reply tool ends the turn by calling it.
+        Some("stop") | Some("end_turn") | Some("stop_sequence") | Some("tool_use") => {
+            FinishReason::Stop
+        }
         Some("length") | Some("max_tokens") => FinishReason::Length,
         Some("content_filter") => FinishReason::ContentFilter,
         // A stream that ended without saying why did not finish cleanly.
@@ -168,7 +252,9 @@ impl Collected {
                 self.input = event["message"]["usage"]["input_tokens"].as_u64();
             }
             Some("content_block_delta") => {
-                if let Some(text) = event["delta"]["text"].as_str() {
+                // A reply tool's input streams as JSON text.
+                let delta = &event["delta"];
+                if let Some(text) = delta["text"].as_str().or(delta["partial_json"].as_str()) {
                     self.text.push_str(text);
                 }
             }
@@ -186,6 +272,8 @@ impl Collected {
                 for block in event["content"].as_array().into_iter().flatten() {
                     if let Some(text) = block["text"].as_str() {
                         self.text.push_str(text);
+                    } else if block["type"] == "tool_use" {
+                        self.text.push_str(&block["input"].to_string());
                     }
                 }
                 self.finish = event["stop_reason"].as_str().map(str::to_string);
@@ -412,7 +500,11 @@ impl Lines {
 impl ModelProvider for OpenAiProvider {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         use backon::Retryable;
-        let body = request_body(self.settings.dialect, request);
+        let body = request_body(
+            self.settings.dialect,
+            self.settings.structured_output,
+            request,
+        );
         let base = self.settings.retry_base;
         // retry_base, doubling up to 256 times it, each wait stretched at
         // random by up to as much again so replicas throttled together do not
@@ -509,11 +601,118 @@ mod tests {
     #[test]
     fn a_steps_temperature_reaches_both_dialects_only_when_set() {
         for dialect in [Dialect::OpenAi, Dialect::Anthropic] {
-            let body = request_body(dialect, &request(Some(0.2)));
+            let body = request_body(dialect, StructuredOutput::default(), &request(Some(0.2)));
             assert_eq!(body["temperature"], serde_json::json!(0.2), "{dialect:?}");
             assert_eq!(body["max_tokens"], serde_json::json!(300));
-            let body = request_body(dialect, &request(None));
+            let body = request_body(dialect, StructuredOutput::default(), &request(None));
             assert!(body.get("temperature").is_none(), "{dialect:?}: {body}");
         }
+    }
+
+    fn with_schema(schema: Value) -> ChatRequest {
+        ChatRequest {
+            response_schema: Some(schema),
+            ..request(None)
+        }
+    }
+
+    fn open_schema() -> Value {
+        json!({"type": "object", "properties": {"content": {}}, "required": ["content"]})
+    }
+
+    fn strict_schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {"content": {"type": "string"}},
+            "required": ["content"],
+            "additionalProperties": false,
+        })
+    }
+
+    #[test]
+    fn json_schema_names_the_output_and_asks_strict_only_of_a_strict_schema() {
+        for (schema, strict) in [(open_schema(), false), (strict_schema(), true)] {
+            let body = request_body(
+                Dialect::OpenAi,
+                StructuredOutput::JsonSchema,
+                &with_schema(schema.clone()),
+            );
+            assert_eq!(
+                body["response_format"],
+                json!({
+                    "type": "json_schema",
+                    "json_schema": {"name": "business_case", "schema": schema, "strict": strict},
+                })
+            );
+            assert!(body.get("tools").is_none());
+        }
+    }
+
+    #[test]
+    fn the_other_openai_dialects_send_their_own_response_format() {
+        let request = with_schema(open_schema());
+        let format = |structured| request_body(Dialect::OpenAi, structured, &request);
+        assert_eq!(
+            format(StructuredOutput::JsonObjectSchema)["response_format"],
+            json!({"type": "json_object", "schema": open_schema()})
+        );
+        assert_eq!(
+            format(StructuredOutput::JsonObject)["response_format"],
+            json!({"type": "json_object"})
+        );
+        let none = format(StructuredOutput::None);
+        assert!(none.get("response_format").is_none(), "{none}");
+    }
+
+    #[test]
+    fn anthropic_gets_the_schema_as_a_forced_reply_tool_unless_none() {
+        let request = with_schema(open_schema());
+        for structured in [
+            StructuredOutput::JsonSchema,
+            StructuredOutput::JsonObjectSchema,
+            StructuredOutput::JsonObject,
+        ] {
+            let body = request_body(Dialect::Anthropic, structured, &request);
+            assert_eq!(
+                body["tools"],
+                json!([{
+                    "name": "reply",
+                    "description": "Reply with the document",
+                    "input_schema": open_schema(),
+                }]),
+                "{structured}"
+            );
+            assert_eq!(
+                body["tool_choice"],
+                json!({"type": "tool", "name": "reply"})
+            );
+            assert!(body.get("response_format").is_none());
+        }
+        let body = request_body(Dialect::Anthropic, StructuredOutput::None, &request);
+        assert!(
+            body.get("tools").is_none() && body.get("tool_choice").is_none(),
+            "{body}"
+        );
+    }
+
+    #[test]
+    fn a_request_without_a_schema_asks_for_no_structure() {
+        for dialect in [Dialect::OpenAi, Dialect::Anthropic] {
+            for structured in StructuredOutput::ALL {
+                let body = request_body(dialect, structured, &request(None));
+                for key in ["response_format", "tools", "tool_choice"] {
+                    assert!(body.get(key).is_none(), "{dialect:?} {structured}: {body}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_schema_name_keeps_what_openai_allows_and_is_never_empty() {
+        assert_eq!(schema_name("business_case"), "business_case");
+        assert_eq!(schema_name("Plan: §2.1 – risks"), "Plan21risks");
+        assert_eq!(schema_name(&"a".repeat(80)).len(), 64);
+        assert_eq!(schema_name("§ – ."), "reply");
+        assert_eq!(schema_name(""), "reply");
     }
 }

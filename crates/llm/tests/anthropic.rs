@@ -133,3 +133,54 @@ async fn characters_split_across_network_chunks_arrive_whole() {
     assert_eq!(reply.text, "{\"content\": \"é—“”\"}");
     assert_eq!(reply.finish_reason, FinishReason::Stop);
 }
+
+fn with_schema() -> ChatRequest {
+    ChatRequest {
+        response_schema: Some(serde_json::json!({
+            "type": "object",
+            "properties": {"content": {"type": "string"}},
+            "required": ["content"],
+        })),
+        ..request()
+    }
+}
+
+#[tokio::test]
+async fn a_streamed_reply_tool_call_is_the_replys_json_text() {
+    let server = serve(vec![event_stream(&[
+        ("message_start", r#"{"type":"message_start","message":{"usage":{"input_tokens":31,"output_tokens":1}}}"#),
+        ("content_block_start", r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"reply","input":{}}}"#),
+        ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"content\": \"Hi"}}"#),
+        ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":" there\"}"}}"#),
+        ("content_block_stop", r#"{"type":"content_block_stop","index":0}"#),
+        ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}"#),
+        ("message_stop", r#"{"type":"message_stop"}"#),
+    ])])
+    .await;
+    let reply = client(&server.url)
+        .chat(&with_schema())
+        .await
+        .expect("reply");
+    assert_eq!(reply.text, "{\"content\": \"Hi there\"}");
+    assert_eq!(reply.finish_reason, FinishReason::Stop);
+    let sent = server.requests.lock().expect("lock")[0].clone();
+    let body: serde_json::Value =
+        serde_json::from_str(&sent[sent.find("\r\n\r\n").expect("body") + 4..]).expect("json");
+    assert_eq!(
+        body["tools"][0]["input_schema"],
+        with_schema().response_schema.expect("schema")
+    );
+    assert_eq!(body["tool_choice"]["name"], "reply");
+}
+
+#[tokio::test]
+async fn a_whole_reply_tool_call_is_the_replys_json_text() {
+    let whole = r#"{"type":"message","content":[{"type":"tool_use","id":"toolu_1","name":"reply","input":{"content":"ok"}}],"stop_reason":"tool_use","usage":{"input_tokens":5,"output_tokens":3}}"#;
+    let server = serve(vec![http("200 OK", "application/json", "", whole)]).await;
+    let reply = client(&server.url)
+        .chat(&with_schema())
+        .await
+        .expect("reply");
+    assert_eq!(reply.text, r#"{"content":"ok"}"#);
+    assert_eq!(reply.finish_reason, FinishReason::Stop);
+}

@@ -298,3 +298,25 @@ async fn characters_split_across_network_chunks_arrive_whole() {
     assert_eq!(reply.text, text);
     assert_eq!(reply.finish_reason, FinishReason::Stop);
 }
+
+#[tokio::test]
+async fn a_model_rows_structured_output_reaches_the_wire() {
+    use dialectic_llm::{ProviderConfig, SimulatedSettings, provider_for};
+    let server = serve(vec![sse(&[CHUNK_A, CHUNK_B, "[DONE]"])]).await;
+    let row = serde_json::json!({"base_url": server.url, "structured_output": "json_object"});
+    let config = ProviderConfig::from_row(&row, None);
+    let provider =
+        provider_for("openai", &SimulatedSettings::default(), &config).expect("provider");
+    let request = ChatRequest {
+        response_schema: Some(serde_json::json!({"type": "object"})),
+        ..request()
+    };
+    provider.chat(&request).await.expect("reply");
+    let sent = server.requests.lock().expect("lock")[0].clone();
+    let body: serde_json::Value =
+        serde_json::from_str(&sent[sent.find("\r\n\r\n").expect("body") + 4..]).expect("json");
+    assert_eq!(
+        body["response_format"],
+        serde_json::json!({"type": "json_object"})
+    );
+}
