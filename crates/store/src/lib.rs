@@ -11,6 +11,7 @@ pub mod inputs;
 pub mod jobs;
 pub mod ledger;
 pub mod listing;
+pub mod models;
 pub mod outbox;
 pub mod pipelines;
 pub mod position;

@@ -1,7 +1,7 @@
 //! Pure text formatting and the watch stop rule, kept apart for testing.
 
 use dialectic_core::session::SessionStatus;
-use dialectic_proto::v1::{QueryResponse, Session, SessionEvent, StageDocument, Wallet};
+use dialectic_proto::v1::{Model, QueryResponse, Session, SessionEvent, StageDocument, Wallet};
 use tonic::{Code, Status};
 use tonic_types::StatusExt;
 
@@ -120,6 +120,80 @@ pub fn wallet(w: &Wallet) -> String {
             t.balance_after,
             or_dash(&t.reason)
         ));
+    }
+    out
+}
+
+/// `dialectic models`: one aligned row per model under a header; unset
+/// settings print as `-` so the columns stay aligned for `awk`.
+pub fn models(models: &[Model]) -> String {
+    let header = [
+        "NAME",
+        "PROVIDER",
+        "CONTEXT",
+        "OUTPUT",
+        "STRUCTURED",
+        "LIMITS",
+        "FALLBACK",
+        "DISPLAY NAME",
+    ];
+    let mut rows = vec![header.map(str::to_string).to_vec()];
+    rows.extend(models.iter().map(|m| {
+        vec![
+            m.api_identifier.clone(),
+            m.provider.clone(),
+            m.context_window_tokens.to_string(),
+            m.max_output_tokens.to_string(),
+            or_dash(&m.structured_output).to_string(),
+            limits(m),
+            or_dash(&m.fallback_model).to_string(),
+            m.name.clone(),
+        ]
+    }));
+    table(&rows)
+}
+
+/// A model's call caps (`2 at once, 60 req/min, 90000 tok/min`), `-` for none.
+fn limits(m: &Model) -> String {
+    let caps: Vec<String> = [
+        (u64::from(m.max_concurrency), "at once"),
+        (m.requests_per_minute, "req/min"),
+        (m.tokens_per_minute, "tok/min"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, unit)| format!("{n} {unit}"))
+    .collect();
+    if caps.is_empty() {
+        "-".into()
+    } else {
+        caps.join(", ")
+    }
+}
+
+/// Columns padded to their widest cell, two spaces apart; the last one unpadded.
+fn table(rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|cell| cell.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let last = row.len().saturating_sub(1);
+        for (c, cell) in row.iter().enumerate() {
+            if c == last {
+                out.push_str(cell);
+            } else {
+                out.push_str(&format!("{cell:<width$}  ", width = widths[c]));
+            }
+        }
+        out.push('\n');
     }
     out
 }
@@ -305,6 +379,61 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(event(&snapshot), "[snapshot] - pending_thesis - - - 0%");
+    }
+
+    #[test]
+    fn models_print_their_settings_in_aligned_columns() {
+        let listed = [
+            Model {
+                api_identifier: "simulated".into(),
+                name: "Simulated (default)".into(),
+                provider: "simulated".into(),
+                context_window_tokens: 128000,
+                max_output_tokens: 8192,
+                structured_output: "json_schema".into(),
+                ..Default::default()
+            },
+            Model {
+                api_identifier: "qwen2.5".into(),
+                name: "Qwen 2.5 on llama.cpp".into(),
+                provider: "openai-compatible".into(),
+                context_window_tokens: 8192,
+                max_output_tokens: 1024,
+                structured_output: "json_object_schema".into(),
+                fallback_model: "simulated".into(),
+                max_concurrency: 2,
+                tokens_per_minute: 90000,
+                ..Default::default()
+            },
+        ];
+        let text = models(&listed);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[0].starts_with("NAME       PROVIDER           CONTEXT  OUTPUT  STRUCTURED"));
+        assert!(
+            lines[2].starts_with(
+                "qwen2.5    openai-compatible  8192     1024    json_object_schema  2 at once, 90000 tok/min  simulated  Qwen 2.5 on llama.cpp"
+            ),
+            "{text}"
+        );
+        let fields: Vec<&str> = lines[1]
+            .split("  ")
+            .map(str::trim)
+            .filter(|f| !f.is_empty())
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                "simulated",
+                "simulated",
+                "128000",
+                "8192",
+                "json_schema",
+                "-",
+                "-",
+                "Simulated (default)"
+            ]
+        );
     }
 
     #[test]

@@ -686,12 +686,7 @@ async fn models(gateway: &Gateway, json: bool) -> Result<()> {
         print_json(&models.models.iter().map(json::model).collect());
         return Ok(());
     }
-    for m in models.models {
-        println!(
-            "{:<20} {:<12} context {:>7}  max output {:>6}  {}",
-            m.api_identifier, m.provider, m.context_window_tokens, m.max_output_tokens, m.name
-        );
-    }
+    print!("{}", format::models(&models.models));
 
     Ok(())
 }

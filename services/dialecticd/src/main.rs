@@ -9,6 +9,8 @@ use dialectic_runtime::{CancellationToken, StartFn};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod models;
+
 const SERVICES: [(&str, StartFn); 6] = [
     ("wallet", dialectic_wallet::start),
     ("indexer", dialectic_indexer::start),
@@ -43,6 +45,10 @@ enum Command {
     /// Pipeline files: one TOML file per process (docs/pipelines.md).
     #[command(subcommand)]
     Pipeline(PipelineCommand),
+    /// Models sessions may use: register, list, remove (README, "Against a
+    /// real, OpenAI-compatible model").
+    #[command(subcommand)]
+    Model(models::ModelCommand),
     /// Ask a running dialecticd to take no new work (SIGUSR1), then wait: the
     /// Kubernetes preStop hook, so endpoints and queue consumers are gone
     /// before SIGTERM. In-flight work goes on.
@@ -340,15 +346,21 @@ fn main() -> anyhow::Result<()> {
             services[0].clone()
         }
         Command::Migrate => "migrate".to_string(),
-        Command::Admin(_) | Command::Pipeline(_) => "admin".to_string(),
+        Command::Admin(_) | Command::Pipeline(_) | Command::Model(_) => "admin".to_string(),
         Command::Run { .. } | Command::Drain { .. } => "dialecticd".to_string(),
     };
     runtime.block_on(async move {
-        let _telemetry = dialectic_runtime::init_telemetry(&trace_name, &settings)?;
+        // Model commands print tables and JSON on stdout, where log lines
+        // would go; they have nothing to trace.
+        let _telemetry = match &command {
+            Command::Model(_) => None,
+            _ => Some(dialectic_runtime::init_telemetry(&trace_name, &settings)?),
+        };
         match command {
             Command::Migrate => migrate(&settings).await,
             Command::Run { services } => run(settings, &services).await,
             Command::Admin(command) => admin(&settings, command).await,
+            Command::Model(command) => models::run(&settings, command).await,
             Command::Pipeline(PipelineCommand::Export { name }) => {
                 export_pipeline(&settings, &name).await
             }

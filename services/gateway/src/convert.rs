@@ -10,6 +10,7 @@ use dialectic_proto::v1::{BlackboardEntry, SessionPosition};
 use dialectic_proto::v1::{JobType as ApiJobType, SessionEventKind, SessionState, TransactionKind};
 use dialectic_proto::v1::{Model, Project, SessionEvent, StageDocument, StageJobCounts};
 use dialectic_store::gates::LowConfidence;
+use dialectic_store::models::ModelSettings;
 use dialectic_store::records::{ModelRow, ProjectRow, ResourceRow};
 use prost_types::Timestamp;
 use std::collections::HashMap;
@@ -128,7 +129,10 @@ pub fn project(row: ProjectRow) -> Project {
     }
 }
 
+/// A model row as clients see it: what they need to pick one and size a
+/// request, never where it is served from or which variable holds its key.
 pub fn model(row: &ModelRow) -> Model {
+    let settings = ModelSettings::from_config(&row.config.0);
     Model {
         id: row.id.to_string(),
         api_identifier: row.api_identifier.clone(),
@@ -136,6 +140,13 @@ pub fn model(row: &ModelRow) -> Model {
         provider: row.provider.clone(),
         context_window_tokens: clamp_u32(row.context_window_tokens.into()),
         max_output_tokens: clamp_u32(row.max_output_tokens.into()),
+        structured_output: settings.structured_output,
+        fallback_model: settings.fallback_model.unwrap_or_default(),
+        max_concurrency: settings
+            .max_concurrency
+            .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+        requests_per_minute: settings.requests_per_minute.unwrap_or(0),
+        tokens_per_minute: settings.tokens_per_minute.unwrap_or(0),
     }
 }
 

@@ -1,0 +1,715 @@
+//! Models are data (DESIGN.md §10): `dialecticd model add | list | remove`
+//! registers, lists and retires rows of `ai_providers` here, so nobody needs
+//! SQL for them. A row is never deleted: jobs, contributions and
+//! regenerations reference it, so removing a model deactivates it, and every
+//! read that picks models for new work (`records::active_models`,
+//! `records::model_by_identifier`) skips inactive rows.
+
+use dialectic_core::ids::ModelId;
+use dialectic_core::structured::StructuredOutput;
+use serde_json::{Map, Value};
+use sqlx::PgPool;
+use sqlx::types::Json;
+use std::fmt;
+use std::str::FromStr;
+
+/// The `config` keys a registration owns: re-adding a model sets or clears
+/// each of them, and keeps any other key (`organization`, `embedder`).
+const MANAGED_KEYS: [&str; 6] = [
+    "base_url",
+    "structured_output",
+    "max_concurrency",
+    "requests_per_minute",
+    "tokens_per_minute",
+    "fallback_model",
+];
+
+/// Prefixes of environment variables that hold the platform's own secrets:
+/// dialectic's settings (`DIALECTIC_INTERNAL__TOKEN_SECRET`,
+/// `DIALECTIC_S3__SECRET_KEY`, the database URL) and the AWS credential chain
+/// the S3 client falls back to. A model's key goes to the model's base URL,
+/// which whoever registers the model chooses, so a row naming one of these
+/// would send that secret there.
+const PLATFORM_ENV_PREFIXES: [&str; 2] = ["DIALECTIC_", "AWS_"];
+
+const MAX_NAME_CHARS: usize = 200;
+
+/// The `provider` column: which client calls the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    /// Offline and deterministic; calls no server.
+    Simulated,
+    /// OpenAI's API, or any server that speaks it when given a base URL.
+    OpenAi,
+    /// A server that speaks OpenAI's API and has no default address.
+    OpenAiCompatible,
+    /// Anthropic's Messages API.
+    Anthropic,
+}
+
+impl ProviderKind {
+    pub const ALL: [ProviderKind; 4] = [
+        ProviderKind::Simulated,
+        ProviderKind::OpenAi,
+        ProviderKind::OpenAiCompatible,
+        ProviderKind::Anthropic,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Simulated => "simulated",
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::OpenAiCompatible => "openai-compatible",
+            ProviderKind::Anthropic => "anthropic",
+        }
+    }
+}
+
+impl fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown provider {0:?}: use simulated, openai, openai-compatible (vLLM, llama.cpp, Ollama, OpenRouter) or anthropic"
+)]
+pub struct UnknownProvider(pub String);
+
+impl FromStr for ProviderKind {
+    type Err = UnknownProvider;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.as_str() == text.trim())
+            .ok_or_else(|| UnknownProvider(text.to_string()))
+    }
+}
+
+/// Everything `model add` states about a model. Re-adding replaces each of
+/// these (one left out takes its default) and re-activates the row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelSpec {
+    /// The name sessions and ListModels use (`api_identifier`), also the
+    /// model name sent to the provider.
+    pub name: String,
+    /// What people see; the name when not given.
+    pub display_name: Option<String>,
+    pub provider: ProviderKind,
+    /// The server's OpenAI-style base URL (`…/v1`); the provider's own when not given.
+    pub base_url: Option<String>,
+    /// The NAME of the environment variable holding the key, never the key.
+    pub key_env: Option<String>,
+    pub context_window: u32,
+    pub max_output: u32,
+    /// The JSON dialect the server understands; `json_schema` when not given.
+    pub structured_output: Option<StructuredOutput>,
+    /// Calls in flight at once, across every executor replica.
+    pub max_concurrency: Option<u32>,
+    pub requests_per_minute: Option<u64>,
+    pub tokens_per_minute: Option<u64>,
+    /// An active model that takes over when this one's provider keeps failing.
+    pub fallback: Option<String>,
+    /// Billing rates per token (1 when not given).
+    pub input_cost: Option<f64>,
+    pub output_cost: Option<f64>,
+    /// The tokenizer the token counts use (the tokenizer crate validates the name).
+    pub tokenizer: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// `field` is the spec field (and `model add` flag, `_` for `-`) at fault.
+    #[error("{field}: {reason}")]
+    Invalid { field: &'static str, reason: String },
+    #[error("no model is named {0:?}; `dialecticd model list` shows the registered ones")]
+    NotFound(String),
+    #[error(
+        "fallback: no active model is named {0:?}; register it first (`dialecticd model add {0} …`)"
+    )]
+    UnknownFallback(String),
+    #[error(
+        "model {name:?} is the fallback of {}; give them another (`dialecticd model add … --fallback OTHER`) or remove them first",
+        .users.join(", ")
+    )]
+    StillAFallback { name: String, users: Vec<String> },
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> ModelError {
+    ModelError::Invalid {
+        field,
+        reason: reason.into(),
+    }
+}
+
+impl ModelSpec {
+    /// Every rule that needs no database; the fallback's existence is checked
+    /// where it is locked, in [`register`].
+    pub fn validate(&self) -> Result<(), ModelError> {
+        check_name("name", &self.name)?;
+        if let Some(display) = &self.display_name {
+            check_display_name(display)?;
+        }
+        self.check_limits()?;
+        self.check_costs()?;
+        self.check_endpoint()?;
+        if let Some(var) = &self.key_env {
+            check_key_env(var)?;
+        }
+        if let Some(fallback) = &self.fallback {
+            check_name("fallback", fallback)?;
+            if fallback.trim() == self.name.trim() {
+                return Err(invalid(
+                    "fallback",
+                    "a model cannot be its own fallback; name another model",
+                ));
+            }
+        }
+        if self.tokenizer.trim().is_empty() {
+            return Err(invalid("tokenizer", "must not be empty"));
+        }
+        Ok(())
+    }
+
+    fn check_limits(&self) -> Result<(), ModelError> {
+        let window = positive_i32("context_window", u64::from(self.context_window))?;
+        let output = positive_i32("max_output", u64::from(self.max_output))?;
+        if output > window {
+            return Err(invalid(
+                "max_output",
+                format!("{output} tokens exceeds the context window ({window})"),
+            ));
+        }
+        let optional = [
+            ("max_concurrency", self.max_concurrency.map(u64::from)),
+            ("requests_per_minute", self.requests_per_minute),
+            ("tokens_per_minute", self.tokens_per_minute),
+        ];
+        for (field, value) in optional {
+            // The executor reads 0 as "no limit"; saying so is leaving it out.
+            if value == Some(0) {
+                return Err(invalid(
+                    field,
+                    "must be positive; leave it out for no limit",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_costs(&self) -> Result<(), ModelError> {
+        for (field, rate) in [
+            ("input_cost", self.input_cost),
+            ("output_cost", self.output_cost),
+        ] {
+            if let Some(rate) = rate
+                && !(rate.is_finite() && rate >= 0.0)
+            {
+                return Err(invalid(field, format!("{rate} is not a rate of 0 or more")));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_endpoint(&self) -> Result<(), ModelError> {
+        match (&self.provider, &self.base_url, &self.key_env) {
+            (ProviderKind::Simulated, Some(_), _) | (ProviderKind::Simulated, _, Some(_)) => {
+                Err(invalid(
+                    "provider",
+                    "the simulated provider calls no server: leave out base_url and key_env",
+                ))
+            }
+            (ProviderKind::OpenAiCompatible, None, _) => Err(invalid(
+                "base_url",
+                "an openai-compatible model needs its server's base URL (e.g. http://127.0.0.1:8080/v1)",
+            )),
+            (_, Some(url), _) => check_base_url(url),
+            _ => Ok(()),
+        }
+    }
+
+    /// The `config` keys this spec sets (those it leaves out are cleared).
+    fn config(&self) -> Value {
+        let mut config = Map::new();
+        let mut set = |key: &str, value: Option<Value>| {
+            if let Some(value) = value {
+                config.insert(key.to_string(), value);
+            }
+        };
+        set(
+            "base_url",
+            self.base_url.as_deref().map(normal_url).map(Value::from),
+        );
+        set(
+            "structured_output",
+            self.structured_output.map(|d| Value::from(d.as_str())),
+        );
+        set("max_concurrency", self.max_concurrency.map(Value::from));
+        set(
+            "requests_per_minute",
+            self.requests_per_minute.map(Value::from),
+        );
+        set("tokens_per_minute", self.tokens_per_minute.map(Value::from));
+        set(
+            "fallback_model",
+            self.fallback.as_deref().map(|f| Value::from(f.trim())),
+        );
+        Value::Object(config)
+    }
+}
+
+fn positive_i32(field: &'static str, value: u64) -> Result<i32, ModelError> {
+    match i32::try_from(value) {
+        Ok(0) => Err(invalid(field, "must be a positive number of tokens")),
+        Ok(n) => Ok(n),
+        Err(_) => Err(invalid(field, format!("{value} is more than {}", i32::MAX))),
+    }
+}
+
+fn check_name(field: &'static str, name: &str) -> Result<(), ModelError> {
+    if name.trim().is_empty() {
+        return Err(invalid(field, "a model name must not be empty"));
+    }
+    if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(invalid(
+            field,
+            format!("model name {name:?} has a space or control character"),
+        ));
+    }
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(invalid(
+            field,
+            format!("a model name has at most {MAX_NAME_CHARS} characters"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_display_name(display: &str) -> Result<(), ModelError> {
+    if display.trim().is_empty() || display.chars().any(char::is_control) {
+        return Err(invalid(
+            "display_name",
+            "must be non-empty text on one line",
+        ));
+    }
+    if display.chars().count() > MAX_NAME_CHARS {
+        return Err(invalid(
+            "display_name",
+            format!("has at most {MAX_NAME_CHARS} characters"),
+        ));
+    }
+    Ok(())
+}
+
+/// A variable name a shell could export, that is not one of the platform's.
+pub fn check_key_env(var: &str) -> Result<(), ModelError> {
+    let mut chars = var.chars();
+    let plausible = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && var.len() <= 128;
+    if !plausible {
+        return Err(invalid(
+            "key_env",
+            format!(
+                "{var:?} is not an environment variable name (letters, digits and _, e.g. OPENAI_API_KEY); it names the variable that holds the key, never the key itself"
+            ),
+        ));
+    }
+    let upper = var.to_ascii_uppercase();
+    if let Some(prefix) = PLATFORM_ENV_PREFIXES.iter().find(|p| upper.starts_with(*p)) {
+        return Err(invalid(
+            "key_env",
+            format!(
+                "{var} is one of the platform's own variables ({prefix}*), whose secrets a model must never send to its server; put the provider's key in a variable of its own, e.g. OPENAI_API_KEY"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// An absolute http(s) URL with a host and no credentials in it.
+pub fn check_base_url(text: &str) -> Result<(), ModelError> {
+    let url = url::Url::parse(text.trim())
+        .map_err(|e| invalid("base_url", format!("{text:?} is not a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(invalid(
+            "base_url",
+            format!("{text:?} is not an http or https URL"),
+        ));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(invalid("base_url", format!("{text:?} has no host")));
+    }
+    // The row is readable by anyone with database access and is listed in
+    // full; a key belongs in the environment (key_env).
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(invalid(
+            "base_url",
+            "has credentials in it; name the variable holding the key with key_env instead",
+        ));
+    }
+    Ok(())
+}
+
+/// The clients append `/chat/completions`: a trailing slash would double it.
+fn normal_url(text: &str) -> String {
+    text.trim().trim_end_matches('/').to_string()
+}
+
+/// What `register` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Registered {
+    Created(ModelId),
+    /// The row existed; `reactivated` when it had been removed.
+    Updated {
+        id: ModelId,
+        reactivated: bool,
+    },
+}
+
+/// Validates `spec`, then inserts its row or replaces the existing row of the
+/// same name (re-activating it). Config keys a spec does not manage are kept.
+pub async fn register(pool: &PgPool, spec: &ModelSpec) -> Result<Registered, ModelError> {
+    spec.validate()?;
+    let name = spec.name.trim();
+    let mut tx = pool.begin().await?;
+    if let Some(fallback) = &spec.fallback {
+        // FOR SHARE: a concurrent `remove` of the fallback waits for this
+        // registration and then sees it as a user of the fallback, or wins
+        // and this lookup finds no active row.
+        let active: Option<ModelId> = sqlx::query_scalar(
+            "SELECT id FROM ai_providers WHERE api_identifier = $1 AND is_active FOR SHARE",
+        )
+        .bind(fallback.trim())
+        .fetch_optional(&mut *tx)
+        .await?;
+        if active.is_none() {
+            return Err(ModelError::UnknownFallback(fallback.trim().to_string()));
+        }
+    }
+    let before: Option<bool> = sqlx::query_scalar(
+        "SELECT is_active FROM ai_providers WHERE api_identifier = $1 FOR UPDATE",
+    )
+    .bind(name)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let id = upsert(&mut tx, spec).await?;
+    tx.commit().await?;
+    Ok(match before {
+        None => Registered::Created(id),
+        Some(was_active) => Registered::Updated {
+            id,
+            reactivated: !was_active,
+        },
+    })
+}
+
+async fn upsert(tx: &mut crate::Tx<'_>, spec: &ModelSpec) -> Result<ModelId, ModelError> {
+    let name = spec.name.trim();
+    let display = spec.display_name.as_deref().map_or(name, str::trim);
+    Ok(sqlx::query_scalar(
+        "INSERT INTO ai_providers AS p
+           (api_identifier, name, provider, context_window_tokens, max_output_tokens,
+            input_token_cost_rate, output_token_cost_rate, tokenizer, secret_name, config, is_active)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, true)
+         ON CONFLICT (api_identifier) DO UPDATE SET
+           name = EXCLUDED.name,
+           provider = EXCLUDED.provider,
+           context_window_tokens = EXCLUDED.context_window_tokens,
+           max_output_tokens = EXCLUDED.max_output_tokens,
+           input_token_cost_rate = EXCLUDED.input_token_cost_rate,
+           output_token_cost_rate = EXCLUDED.output_token_cost_rate,
+           tokenizer = EXCLUDED.tokenizer,
+           secret_name = EXCLUDED.secret_name,
+           config = (p.config - $11::text[]) || EXCLUDED.config,
+           is_active = true
+         RETURNING id",
+    )
+    .bind(name)
+    .bind(display)
+    .bind(spec.provider.as_str())
+    .bind(positive_i32("context_window", u64::from(spec.context_window))?)
+    .bind(positive_i32("max_output", u64::from(spec.max_output))?)
+    .bind(spec.input_cost.unwrap_or(1.0))
+    .bind(spec.output_cost.unwrap_or(1.0))
+    .bind(spec.tokenizer.trim())
+    .bind(spec.key_env.as_deref().map(str::trim))
+    .bind(Json(spec.config()))
+    .bind(&MANAGED_KEYS[..])
+    .fetch_one(&mut **tx)
+    .await?)
+}
+
+/// What `remove` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removed {
+    Deactivated,
+    /// It had been removed before; nothing changed.
+    AlreadyInactive,
+}
+
+/// Deactivates the model `name`: new sessions, fallbacks and ListModels no
+/// longer see it; rows that reference it keep doing so. Refused while an
+/// active model names it as its fallback.
+pub async fn remove(pool: &PgPool, name: &str) -> Result<Removed, ModelError> {
+    let name = name.trim();
+    let mut tx = pool.begin().await?;
+    // FOR UPDATE waits for any registration holding this row as its fallback.
+    let active: Option<bool> = sqlx::query_scalar(
+        "SELECT is_active FROM ai_providers WHERE api_identifier = $1 FOR UPDATE",
+    )
+    .bind(name)
+    .fetch_optional(&mut *tx)
+    .await?;
+    match active {
+        None => return Err(ModelError::NotFound(name.to_string())),
+        Some(false) => return Ok(Removed::AlreadyInactive),
+        Some(true) => {}
+    }
+    let users: Vec<String> = sqlx::query_scalar(
+        "SELECT api_identifier FROM ai_providers
+          WHERE is_active AND config->>'fallback_model' = $1 AND api_identifier <> $1
+          ORDER BY api_identifier",
+    )
+    .bind(name)
+    .fetch_all(&mut *tx)
+    .await?;
+    if !users.is_empty() {
+        return Err(ModelError::StillAFallback {
+            name: name.to_string(),
+            users,
+        });
+    }
+    sqlx::query("UPDATE ai_providers SET is_active = false WHERE api_identifier = $1")
+        .bind(name)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(Removed::Deactivated)
+}
+
+/// A model row as `model list` shows it, active or not.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct RegisteredModel {
+    pub id: ModelId,
+    pub api_identifier: String,
+    pub name: String,
+    /// As stored: a row written by SQL may name a provider this build lacks.
+    pub provider: String,
+    pub context_window_tokens: i32,
+    pub max_output_tokens: i32,
+    pub input_token_cost_rate: f64,
+    pub output_token_cost_rate: f64,
+    pub tokenizer: String,
+    /// The NAME of the variable holding the key.
+    pub secret_name: Option<String>,
+    pub config: Json<Value>,
+    pub is_active: bool,
+}
+
+impl RegisteredModel {
+    pub fn settings(&self) -> ModelSettings {
+        ModelSettings::from_config(&self.config.0)
+    }
+}
+
+/// Every model row, removed ones too, by name.
+pub async fn list(pool: &PgPool) -> Result<Vec<RegisteredModel>, ModelError> {
+    Ok(sqlx::query_as::<_, RegisteredModel>(
+        "SELECT id, api_identifier, name, provider, context_window_tokens, max_output_tokens,
+                input_token_cost_rate, output_token_cost_rate, tokenizer, secret_name, config,
+                is_active
+           FROM ai_providers ORDER BY api_identifier",
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+/// The settings a row's `config` holds, read as the executor reads them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ModelSettings {
+    pub base_url: Option<String>,
+    /// The dialect's name: the stored one, `json_schema` when none is stored.
+    /// A name this build does not know is shown as stored, so it can be fixed.
+    pub structured_output: String,
+    pub fallback_model: Option<String>,
+    pub max_concurrency: Option<u64>,
+    pub requests_per_minute: Option<u64>,
+    pub tokens_per_minute: Option<u64>,
+}
+
+impl ModelSettings {
+    pub fn from_config(config: &Value) -> Self {
+        let text = |k: &str| config.get(k).and_then(Value::as_str).map(str::to_string);
+        // As executor::limits reads them: 0 or a non-number is no limit.
+        let number = |k: &str| config.get(k).and_then(Value::as_u64).filter(|n| *n > 0);
+        let structured_output = match StructuredOutput::of_model_config(config) {
+            Ok(dialect) => dialect.as_str().to_string(),
+            Err(unknown) => unknown.0,
+        };
+        Self {
+            base_url: text("base_url"),
+            structured_output,
+            fallback_model: text("fallback_model"),
+            max_concurrency: number("max_concurrency"),
+            requests_per_minute: number("requests_per_minute"),
+            tokens_per_minute: number("tokens_per_minute"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec() -> ModelSpec {
+        ModelSpec {
+            name: "llama3.1".into(),
+            display_name: None,
+            provider: ProviderKind::OpenAiCompatible,
+            base_url: Some("http://127.0.0.1:11434/v1/".into()),
+            key_env: Some("OLLAMA_API_KEY".into()),
+            context_window: 8192,
+            max_output: 2048,
+            structured_output: Some(StructuredOutput::JsonObjectSchema),
+            max_concurrency: Some(2),
+            requests_per_minute: None,
+            tokens_per_minute: Some(100_000),
+            fallback: Some("simulated".into()),
+            input_cost: None,
+            output_cost: Some(0.5),
+            tokenizer: "cl100k_base".into(),
+        }
+    }
+
+    fn refused(change: impl FnOnce(&mut ModelSpec)) -> (&'static str, String) {
+        let mut s = spec();
+        change(&mut s);
+        match s.validate() {
+            Err(ModelError::Invalid { field, reason }) => (field, reason),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_full_spec_is_valid_and_writes_only_the_keys_it_sets() {
+        spec().validate().expect("valid");
+        assert_eq!(
+            spec().config(),
+            json!({
+                "base_url": "http://127.0.0.1:11434/v1",
+                "structured_output": "json_object_schema",
+                "max_concurrency": 2,
+                "tokens_per_minute": 100000,
+                "fallback_model": "simulated",
+            })
+        );
+    }
+
+    #[test]
+    fn platform_variables_are_refused_as_key_env() {
+        for var in [
+            "DIALECTIC_INTERNAL__TOKEN_SECRET",
+            "dialectic_s3__secret_key",
+            "AWS_SECRET_ACCESS_KEY",
+        ] {
+            let (field, reason) = refused(|s| s.key_env = Some(var.into()));
+            assert_eq!(field, "key_env");
+            assert!(reason.contains("platform's own"), "{reason}");
+        }
+        for var in ["sk-abc123", "MY KEY", "1KEY", ""] {
+            let (field, reason) = refused(|s| s.key_env = Some(var.into()));
+            assert_eq!(field, "key_env");
+            assert!(
+                reason.contains("not an environment variable name"),
+                "{reason}"
+            );
+        }
+        check_key_env("OPENAI_API_KEY").expect("plausible");
+        check_key_env("_my_key2").expect("plausible");
+    }
+
+    #[test]
+    fn base_urls_must_be_http_with_a_host_and_no_credentials() {
+        for bad in [
+            "127.0.0.1:8080/v1",
+            "ftp://example.com/v1",
+            "file:///etc/passwd",
+            "http://",
+            "not a url",
+        ] {
+            let (field, _) = refused(|s| s.base_url = Some(bad.into()));
+            assert_eq!(field, "base_url", "{bad}");
+        }
+        let (_, reason) = refused(|s| s.base_url = Some("https://user:sk-1@example.com/v1".into()));
+        assert!(reason.contains("credentials"), "{reason}");
+        let (field, _) = refused(|s| s.base_url = None);
+        assert_eq!(field, "base_url", "openai-compatible needs one");
+        let mut openai = spec();
+        openai.provider = ProviderKind::OpenAi;
+        openai.base_url = None;
+        openai.validate().expect("openai has a default server");
+    }
+
+    #[test]
+    fn limits_must_be_positive_and_fit() {
+        assert_eq!(refused(|s| s.context_window = 0).0, "context_window");
+        assert_eq!(refused(|s| s.max_output = 0).0, "max_output");
+        assert_eq!(refused(|s| s.max_output = 9000).0, "max_output");
+        assert_eq!(refused(|s| s.context_window = u32::MAX).0, "context_window");
+        assert_eq!(
+            refused(|s| s.max_concurrency = Some(0)).0,
+            "max_concurrency"
+        );
+        assert_eq!(
+            refused(|s| s.requests_per_minute = Some(0)).0,
+            "requests_per_minute"
+        );
+        assert_eq!(refused(|s| s.input_cost = Some(-1.0)).0, "input_cost");
+        assert_eq!(refused(|s| s.output_cost = Some(f64::NAN)).0, "output_cost");
+    }
+
+    #[test]
+    fn names_fallbacks_and_providers() {
+        assert_eq!(refused(|s| s.name = "my model".into()).0, "name");
+        assert_eq!(refused(|s| s.name = " ".into()).0, "name");
+        let (field, reason) = refused(|s| s.fallback = Some("llama3.1".into()));
+        assert_eq!(field, "fallback");
+        assert!(reason.contains("its own fallback"), "{reason}");
+        assert_eq!(
+            refused(|s| s.provider = ProviderKind::Simulated).0,
+            "provider",
+            "a simulated model with a base URL"
+        );
+        assert_eq!(
+            "openai-compatible".parse::<ProviderKind>(),
+            Ok(ProviderKind::OpenAiCompatible)
+        );
+        assert!("ollama".parse::<ProviderKind>().is_err());
+    }
+
+    #[test]
+    fn settings_read_config_as_the_executor_does() {
+        let read = ModelSettings::from_config(&json!({
+            "base_url": "http://h/v1",
+            "max_concurrency": 0,
+            "requests_per_minute": 60,
+            "structured_output": "xml",
+        }));
+        assert_eq!(read.base_url.as_deref(), Some("http://h/v1"));
+        assert_eq!(read.max_concurrency, None);
+        assert_eq!(read.requests_per_minute, Some(60));
+        assert_eq!(read.structured_output, "xml");
+        assert_eq!(
+            ModelSettings::from_config(&json!({})).structured_output,
+            "json_schema"
+        );
+    }
+}
