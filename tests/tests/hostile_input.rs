@@ -12,9 +12,9 @@ use dialectic_proto::v1::{
     GetWalletRequest, InstallPipelineRequest, ListModelsRequest, ListPipelinesRequest,
     ListProjectDocumentsRequest, ListProjectsRequest, ListRecipesRequest, ListSessionsRequest,
     ListStageDocumentsRequest, ListWalletTransactionsRequest, PauseSessionRequest, QueryRequest,
-    RecipeEdge, RegenerateDocumentRequest, ResumeSessionRequest, RevisitStageRequest,
-    SaveDocumentEditRequest, StageResponse, StartSessionRequest, SubmitStageResponsesRequest,
-    WatchSessionRequest,
+    RecipeEdge, RegenerateDocumentRequest, ResumeSessionRequest, RetryStageRequest,
+    RevisitStageRequest, SaveDocumentEditRequest, StageResponse, StartSessionRequest,
+    SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use dialectic_runtime::error_status::{self, StatusExt};
 use prost::Message;
@@ -396,6 +396,20 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                         impact: "major".into(),
                         reason: "hostile".into(),
                         impact_level: 0,
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
+            "RetryStage",
+            what,
+            code,
+            done(
+                client
+                    .retry_stage(RetryStageRequest {
+                        session_id: id.clone(),
+                        stage_slug: String::new(),
+                        model: "simulated".into(),
                     })
                     .await,
             ),

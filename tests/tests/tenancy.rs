@@ -11,8 +11,8 @@ use dialectic_proto::v1::{
     GetSessionRequest, GetStageRecipeRequest, GetWalletRequest, ListProjectsRequest,
     ListSessionsRequest, ListStageDocumentsRequest, ListWalletTransactionsRequest,
     PauseSessionRequest, PromptFile, RecipeEdge, RegenerateDocumentRequest, ResumeSessionRequest,
-    RevisitStageRequest, SaveDocumentEditRequest, StartSessionRequest, SubmitStageResponsesRequest,
-    WatchSessionRequest,
+    RetryStageRequest, RevisitStageRequest, SaveDocumentEditRequest, StartSessionRequest,
+    SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use dialectic_runtime::error_status::StatusExt;
 use tonic::Code;
@@ -302,6 +302,17 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
                     impact: "major".into(),
                     reason: String::new(),
                     impact_level: 0,
+                })
+                .await
+                .map(drop),
+        ),
+        (
+            "RetryStage",
+            theirs
+                .retry_stage(RetryStageRequest {
+                    session_id: session_id(),
+                    stage_slug: String::new(),
+                    model: "simulated".into(),
                 })
                 .await
                 .map(drop),

@@ -173,6 +173,14 @@ pub const INSUFFICIENT_BALANCE: &str = "insufficient_balance";
 /// rewrite a finished stage's document carry it (their continuations do not).
 pub const REGENERATION_KEY_MARK: &str = ":regen:";
 
+/// Error code of a job that failed because one of its children did (its own
+/// work had succeeded): a retry of that child reopens it.
+pub const CHILD_FAILED: &str = "child_failed";
+
+/// Error code of a job that failed because its prerequisite did (it never
+/// ran): a retry of the prerequisite reopens it.
+pub const PREREQUISITE_FAILED: &str = "prerequisite_failed";
+
 /// Something that happened to a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobEvent {
@@ -207,6 +215,15 @@ pub enum JobEvent {
     },
     /// A regeneration of the document this job produces (or renders) replaced it.
     Superseded,
+    /// The user asked for a failed job to run again (RetryStage): it starts
+    /// over with a fresh attempt budget.
+    ManualRetry,
+    /// A job that failed only because a child failed, now that the child runs
+    /// again: it waits for its children once more.
+    ChildRetried,
+    /// A job that failed only because its prerequisite failed, now that the
+    /// prerequisite runs again: it waits for it once more.
+    PrerequisiteRetried,
 }
 
 /// What the planner must do after a transition, in the same transaction.
@@ -302,7 +319,26 @@ pub fn transition(from: JobStatus, event: JobEvent) -> Result<Transition, Invali
         (from, Ev::Superseded) if from != S::Superseded && !from.is_failure() => {
             t(S::Superseded, vec![])
         }
+        // A manual retry is the only way out of a failure. The jobs that failed
+        // because of the retried one wait again, without effects: the retried
+        // job's own outcome wakes them as if it had never failed.
+        (S::Failed | S::RetryLoopFailed, Ev::ManualRetry) => t(S::Pending, vec![E::Dispatch]),
+        (S::Failed, Ev::ChildRetried) => t(S::WaitingForChildren, vec![]),
+        (S::Failed, Ev::PrerequisiteRetried) => t(S::WaitingForPrerequisite, vec![]),
         (from, event) => Err(InvalidTransition { from, event }),
+    }
+}
+
+/// What a retry of its stage does to a failed job, from its status and the
+/// code its failure recorded: a job that failed because a child or its
+/// prerequisite did waits for it again; any other failure runs again. None
+/// for a job that has not failed.
+pub fn retry_event(status: JobStatus, error_code: Option<&str>) -> Option<JobEvent> {
+    match (status, error_code) {
+        (JobStatus::Failed, Some(CHILD_FAILED)) => Some(JobEvent::ChildRetried),
+        (JobStatus::Failed, Some(PREREQUISITE_FAILED)) => Some(JobEvent::PrerequisiteRetried),
+        (status, _) if status.is_failure() => Some(JobEvent::ManualRetry),
+        _ => None,
     }
 }
 
@@ -462,6 +498,100 @@ mod tests {
         }
     }
 
+    /// A retried stage: the job that ran out of attempts starts over and is
+    /// dispatched; its parent, failed by it, waits for its children again and
+    /// goes on when the retried child completes, as if nothing had failed.
+    #[test]
+    fn a_manual_retry_starts_the_failed_job_over_and_reopens_its_parent() {
+        use JobEffect as E;
+        let retried = transition(S::RetryLoopFailed, Ev::ManualRetry).unwrap();
+        assert_eq!(
+            (retried.to, retried.effects),
+            (S::Pending, vec![E::Dispatch])
+        );
+        let claimed = transition(S::Pending, Ev::Claimed).unwrap();
+        let done = transition(claimed.to, Ev::Succeeded).unwrap();
+        assert_eq!(done.to, S::Completed);
+        assert!(done.effects.contains(&E::CheckParent));
+
+        let reopened = transition(S::Failed, Ev::ChildRetried).unwrap();
+        assert_eq!(
+            (reopened.to, reopened.effects),
+            (S::WaitingForChildren, vec![])
+        );
+        let woken = transition(reopened.to, Ev::ChildrenCompleted).unwrap();
+        assert_eq!(woken.to, S::PendingNextStep);
+
+        let waiting = transition(S::Failed, Ev::PrerequisiteRetried).unwrap();
+        assert_eq!(
+            (waiting.to, waiting.effects),
+            (S::WaitingForPrerequisite, vec![])
+        );
+        assert_eq!(
+            transition(waiting.to, Ev::PrerequisiteCompleted)
+                .unwrap()
+                .to,
+            S::Pending
+        );
+    }
+
+    /// Only failures are retried: a completed (or superseded, or live) job
+    /// never runs again, and a job still running is never reopened.
+    #[test]
+    fn nothing_but_a_failure_takes_a_retry() {
+        for from in S::ALL.into_iter().filter(|s| !s.is_failure()) {
+            for event in [Ev::ManualRetry, Ev::ChildRetried, Ev::PrerequisiteRetried] {
+                assert!(transition(from, event).is_err(), "{from} on {event:?}");
+            }
+        }
+        // A job that ran out of attempts was never waiting for anything.
+        assert!(transition(S::RetryLoopFailed, Ev::ChildRetried).is_err());
+        assert!(transition(S::RetryLoopFailed, Ev::PrerequisiteRetried).is_err());
+    }
+
+    /// What a retry does to each job of its stage, by status and the code its
+    /// failure recorded.
+    #[test]
+    fn retry_event_table() {
+        let cases: &[(S, Option<&str>, Option<Ev>)] = &[
+            (
+                S::RetryLoopFailed,
+                Some("malformed_json"),
+                Some(Ev::ManualRetry),
+            ),
+            (S::RetryLoopFailed, None, Some(Ev::ManualRetry)),
+            // A retry loop that ended on a child's code is still the job's own failure.
+            (
+                S::RetryLoopFailed,
+                Some(CHILD_FAILED),
+                Some(Ev::ManualRetry),
+            ),
+            (S::Failed, Some("context_window"), Some(Ev::ManualRetry)),
+            (S::Failed, None, Some(Ev::ManualRetry)),
+            (S::Failed, Some(CHILD_FAILED), Some(Ev::ChildRetried)),
+            (
+                S::Failed,
+                Some(PREREQUISITE_FAILED),
+                Some(Ev::PrerequisiteRetried),
+            ),
+            (S::Completed, Some(CHILD_FAILED), None),
+            (S::Completed, None, None),
+            (S::Superseded, None, None),
+            (S::Processing, Some("malformed_json"), None),
+            (S::Retrying, Some("model_transient"), None),
+            (S::WaitingForChildren, Some(CHILD_FAILED), None),
+        ];
+        for (status, code, want) in cases {
+            assert_eq!(retry_event(*status, *code), *want, "{status} {code:?}");
+            if let Some(event) = want {
+                assert!(
+                    transition(*status, *event).is_ok(),
+                    "{status} takes {event:?}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn backoff_grows_and_caps() {
         assert_eq!(retry_backoff_ms(1, 100, 10_000), 100);
@@ -488,6 +618,9 @@ mod tests {
             Ev::InsufficientBalance,
             Ev::Resumed,
             Ev::Superseded,
+            Ev::ManualRetry,
+            Ev::ChildRetried,
+            Ev::PrerequisiteRetried,
         ];
         for (attempts_used, max_attempts) in [(0, 0), (0, 3), (1, 3), (2, 3), (3, 3), (7, 3)] {
             events.push(Ev::RetryDue {
@@ -538,6 +671,12 @@ mod tests {
             Ev::Resumed => (from == S::PausedNsf).then(|| (S::Pending, vec![E::Dispatch])),
             Ev::Superseded => (!matches!(from, S::Superseded | S::Failed | S::RetryLoopFailed))
                 .then(|| (S::Superseded, vec![])),
+            Ev::ManualRetry => matches!(from, S::Failed | S::RetryLoopFailed)
+                .then(|| (S::Pending, vec![E::Dispatch])),
+            Ev::ChildRetried => (from == S::Failed).then(|| (S::WaitingForChildren, vec![])),
+            Ev::PrerequisiteRetried => {
+                (from == S::Failed).then(|| (S::WaitingForPrerequisite, vec![]))
+            }
             Ev::RetryDue {
                 attempts_used,
                 max_attempts,
@@ -576,17 +715,24 @@ mod tests {
         }
         // 4 claims + 1 + 1 + 1 + 3 spawns + 1 + 1 + 2 successes + 1 + 2 + 1 + 6 retry-dues
         // + pausing on an unaffordable call and resuming + superseding from the
-        // nine statuses that are neither failed nor superseded already.
-        assert_eq!(valid, 35);
+        // nine statuses that are neither failed nor superseded already + a
+        // manual retry of either failure and the two reopenings of `failed`.
+        assert_eq!(valid, 39);
     }
 
     /// Terminal states must be absorbing: no event of the table leaves them,
-    /// except that a completed job's document may be regenerated (superseded).
+    /// except that a completed job's document may be regenerated (superseded)
+    /// and a failed job may be retried by the user (or reopened for one).
     #[test]
     fn terminal_states_reject_every_event() {
         for from in S::ALL.into_iter().filter(|s| s.is_terminal()) {
             for event in all_events() {
-                let allowed = from == S::Completed && event == Ev::Superseded;
+                let retry = matches!(
+                    event,
+                    Ev::ManualRetry | Ev::ChildRetried | Ev::PrerequisiteRetried
+                );
+                let allowed = (from == S::Completed && event == Ev::Superseded)
+                    || (from.is_failure() && retry && transition(from, event).is_ok());
                 assert_eq!(
                     transition(from, event).is_ok(),
                     allowed,

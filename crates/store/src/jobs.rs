@@ -381,6 +381,49 @@ pub async fn root_jobs(
         .collect()
 }
 
+/// The failed jobs (`failed`, `retry_loop_failed`) of a stage iteration,
+/// locked newest first, so a child is locked before its parent as every
+/// planner unit does.
+pub async fn lock_failed_in_stage(
+    tx: &mut Tx<'_>,
+    session_id: SessionId,
+    stage_slug: &str,
+    iteration: i32,
+) -> Result<Vec<JobRow>, StoreError> {
+    let failed = [
+        JobStatus::Failed.as_str(),
+        JobStatus::RetryLoopFailed.as_str(),
+    ];
+    Ok(sqlx::query_as::<_, JobRow>(&format!(
+        "SELECT {JOB_COLUMNS} FROM dialectic_generation_jobs
+         WHERE session_id = $1 AND stage_slug = $2 AND iteration_number = $3 AND status = ANY($4)
+         ORDER BY created_at DESC, id DESC FOR NO KEY UPDATE"
+    ))
+    .bind(session_id)
+    .bind(stage_slug)
+    .bind(iteration)
+    .bind(&failed[..])
+    .fetch_all(&mut **tx)
+    .await?)
+}
+
+/// A retried job's fresh budget: `attempts` more claims from the ones it
+/// used. Its attempt numbers go on from there, so every new attempt keeps
+/// its own contribution and debit keys.
+pub async fn renew_attempts(tx: &mut Tx<'_>, id: JobId, attempts: i32) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE dialectic_generation_jobs
+         SET max_retries = attempt_count + $2, next_attempt_at = NULL, completed_at = NULL,
+             updated_at = now()
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(attempts)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 /// Jobs whose worker stopped heartbeating.
 pub async fn expired_leases(tx: &mut Tx<'_>, limit: i64) -> Result<Vec<JobId>, StoreError> {
     Ok(sqlx::query_scalar(

@@ -9,8 +9,8 @@
 use dialectic_proto::v1::{
     BlackboardEntry, DeleteProjectResponse, DocumentChunk, ExportUrl, InstallPipelineResponse,
     Model, Pipeline, Project, ProjectDocument, QueryResponse, RecipeSummary,
-    RegenerateDocumentResponse, RevisitStageResponse, Session, SessionEvent, StageDocument,
-    StageRecipe, Wallet,
+    RegenerateDocumentResponse, RetryStageResponse, RevisitStageResponse, Session, SessionEvent,
+    StageDocument, StageRecipe, Wallet,
 };
 use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 use serde_json::{Value, json};
@@ -68,6 +68,7 @@ json_of! {
     export_url(ExportUrl) => "dialectic.v1.ExportUrl";
     answer(QueryResponse) => "dialectic.v1.QueryResponse";
     revisit(RevisitStageResponse) => "dialectic.v1.RevisitStageResponse";
+    retry(RetryStageResponse) => "dialectic.v1.RetryStageResponse";
     chunk(DocumentChunk) => "dialectic.v1.DocumentChunk";
     model(Model) => "dialectic.v1.Model";
     regeneration(RegenerateDocumentResponse) => "dialectic.v1.RegenerateDocumentResponse";

@@ -15,9 +15,9 @@ use dialectic_proto::v1::{
     ListModelsRequest, ListPipelinesRequest, ListProjectDocumentsRequest, ListProjectsRequest,
     ListRecipesRequest, ListSessionsRequest, ListStageDocumentsRequest, PauseSessionRequest,
     Pipeline, Project, ProjectDocument, PromptFile, QueryRequest, RecipeEdge,
-    RegenerateDocumentRequest, ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest,
-    Session, StageDocument, StageResponse, StartSessionRequest, SubmitStageResponsesRequest,
-    WatchSessionRequest,
+    RegenerateDocumentRequest, ResumeSessionRequest, RetryStageRequest, RevisitStageRequest,
+    SaveDocumentEditRequest, Session, StageDocument, StageResponse, StartSessionRequest,
+    SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -190,6 +190,18 @@ enum Command {
         impact: String,
         #[arg(long, default_value = "")]
         reason: String,
+    },
+    /// Run a stage's failed jobs again (fresh attempts; what completed is
+    /// kept), optionally on another model; the session then goes on by itself.
+    Retry {
+        #[arg(long)]
+        session: String,
+        /// The stage to retry [default: the session's current stage].
+        #[arg(long)]
+        stage: Option<String>,
+        /// Run the retried jobs on this model (api identifier or id) instead.
+        #[arg(long)]
+        model: Option<String>,
     },
     /// List the models a session may use.
     Models,
@@ -460,6 +472,11 @@ async fn run(cli: Cli) -> Result<()> {
             reason,
         } => revisit(&gateway, json, session, stage, impact, reason).await,
         Command::Cancel { session } => change_session(&gateway, session, Lifecycle::Cancel).await,
+        Command::Retry {
+            session,
+            stage,
+            model,
+        } => retry(&gateway, json, session, stage, model).await,
         Command::Docs(DocsCommand::Chunks { resource }) => {
             doc_chunks(&gateway, json, resource).await
         }
@@ -644,6 +661,44 @@ async fn revisit(
         for key in &done.archived {
             println!("archived: {key}");
         }
+    }
+
+    Ok(())
+}
+
+async fn retry(
+    gateway: &Gateway,
+    json: bool,
+    session: String,
+    stage: Option<String>,
+    model: Option<String>,
+) -> Result<()> {
+    let done = gateway
+        .call(|mut c| {
+            let request = gateway.request(RetryStageRequest {
+                session_id: session.clone(),
+                stage_slug: stage.clone().unwrap_or_default(),
+                model: model.clone().unwrap_or_default(),
+            });
+            async move { c.retry_stage(request).await }
+        })
+        .await?;
+    if json {
+        print_json(&json::retry(&done));
+        return Ok(());
+    }
+    if let Some(s) = &done.session {
+        gateway.print_session_line(s);
+    }
+    let on = model.map_or(String::new(), |m| format!(" on {m}"));
+    println!(
+        "stage {}: {} failed job(s) run again{on}; {} job(s) wait for them",
+        done.stage_slug,
+        done.retried_job_ids.len(),
+        done.reopened_jobs
+    );
+    for job in &done.retried_job_ids {
+        println!("retried: {job}");
     }
 
     Ok(())

@@ -138,7 +138,8 @@ impl Board {
             let stage = self.stage(&e.stage_slug);
             stage.percent = e.stage_percent;
             match kind {
-                "stage_started" => stage.ended = None,
+                // A retried stage runs again after its failure.
+                "stage_started" | "stage_retried" => stage.ended = None,
                 "stage_completed" => stage.ended = Some(Ended::Completed),
                 "stage_failed" => stage.ended = Some(Ended::Failed),
                 _ => {}
@@ -257,6 +258,7 @@ impl Board {
 fn kept(e: &SessionEvent) -> bool {
     match e.kind.as_str() {
         "stage_failed"
+        | "stage_retried"
         | "wallet_insufficient"
         | "idle_warning"
         | "session_paused"
@@ -730,6 +732,18 @@ mod tests {
                 "antithesis|2/3 jobs  failed (1 failed)  cost 100",
             ]
         );
+    }
+
+    /// A retried stage runs again: the retry is a line of its own and the
+    /// stage's bar stops saying it failed.
+    #[test]
+    fn a_retried_stage_runs_again() {
+        let mut board = Board::new("s1");
+        board.event(&event("stage_failed", "thesis", "running_thesis", 75));
+        assert!(texts(&board)[0].contains("failed"), "{:?}", texts(&board));
+        let line = board.event(&event("stage_retried", "thesis", "running_thesis", 75));
+        assert!(line.is_some(), "the retry stays above the bars");
+        assert!(!texts(&board)[0].contains("failed"), "{:?}", texts(&board));
     }
 
     #[test]

@@ -365,6 +365,7 @@ mod tests {
             "low_confidence",
             "clarification_requested",
             "clarification_ignored",
+            "stage_retried",
         ];
         for kind in emitted {
             assert_ne!(event_kind(kind), 0, "{kind} has no SessionEventKind");

@@ -9,6 +9,7 @@ pub mod documents;
 pub mod error;
 pub mod query;
 pub mod regenerate;
+pub mod retry;
 pub mod revisit;
 pub mod service;
 

@@ -30,7 +30,8 @@ use dialectic_proto::v1::{
     ListPipelinesResponse, ListProjectsRequest, ListProjectsResponse, ListRecipesRequest,
     ListRecipesResponse, ListSessionsRequest, ListSessionsResponse, ListWalletTransactionsRequest,
     ListWalletTransactionsResponse, RegenerateDocumentRequest, RegenerateDocumentResponse,
-    RevisitStageRequest, RevisitStageResponse, StageRecipe, WalletTransaction,
+    RetryStageRequest, RetryStageResponse, RevisitStageRequest, RevisitStageResponse, StageRecipe,
+    WalletTransaction,
 };
 use dialectic_proto::v1::{
     CreateProjectRequest, DocumentContent, GetDocumentContentRequest, GetProjectRequest,

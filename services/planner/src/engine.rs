@@ -11,8 +11,8 @@ use dialectic_core::error::{ErrorCode, ErrorContract};
 use dialectic_core::fanout::{Anchor, FanOutJob, SourceDoc, fan_out};
 use dialectic_core::ids::{ContributionId, InvalidId, JobId, ProjectId, SessionId, StepId};
 use dialectic_core::job::{
-    ChildrenState, INSUFFICIENT_BALANCE, JobEffect, JobEvent, JobStatus, JobType,
-    REGENERATION_KEY_MARK, children_state, retry_backoff_ms, transition,
+    CHILD_FAILED, ChildrenState, INSUFFICIENT_BALANCE, JobEffect, JobEvent, JobStatus, JobType,
+    PREREQUISITE_FAILED, REGENERATION_KEY_MARK, children_state, retry_backoff_ms, transition,
 };
 use dialectic_core::paths::Lineage;
 use dialectic_core::payload::{JobPayload, RenderPayload};
@@ -52,6 +52,9 @@ pub enum PlannerError {
     /// Rows kept changing under a command; the caller may try again.
     #[error("{0}")]
     Unavailable(String),
+    /// A retry found no failed job in its stage.
+    #[error("nothing failed in stage {stage} of this iteration; there is nothing to retry")]
+    NothingToRetry { stage: String },
     #[error("{0}")]
     Blob(#[from] dialectic_blob::BlobError),
 }
@@ -73,7 +76,9 @@ impl ErrorContract for PlannerError {
         match self {
             PlannerError::Store(e) => e.code(),
             PlannerError::Blob(e) => e.code(),
-            PlannerError::Refused(_) => ErrorCode::FailedPrecondition,
+            PlannerError::Refused(_) | PlannerError::NothingToRetry { .. } => {
+                ErrorCode::FailedPrecondition
+            }
             PlannerError::Unavailable(_) => ErrorCode::Unavailable,
             PlannerError::BadMessage(_) => ErrorCode::InvalidArgument,
             PlannerError::Recipe { .. } => ErrorCode::Internal,
@@ -86,6 +91,7 @@ impl ErrorContract for PlannerError {
             PlannerError::Blob(e) => e.reason(),
             PlannerError::Refused(_) => "TRANSITION_REFUSED",
             PlannerError::Unavailable(_) => "CONCURRENT_UPDATE",
+            PlannerError::NothingToRetry { .. } => "NOTHING_TO_RETRY",
             PlannerError::BadMessage(_) => "INVALID_COMMAND",
             PlannerError::Recipe { .. } => "RECIPE_UNPLANNABLE",
         }
@@ -95,7 +101,9 @@ impl ErrorContract for PlannerError {
         match self {
             PlannerError::Store(e) => e.metadata(),
             PlannerError::Blob(e) => e.metadata(),
-            PlannerError::Recipe { stage, .. } => vec![("stage", stage.clone())],
+            PlannerError::Recipe { stage, .. } | PlannerError::NothingToRetry { stage } => {
+                vec![("stage", stage.clone())]
+            }
             _ => Vec::new(),
         }
     }
@@ -172,6 +180,19 @@ pub(crate) struct Unit {
     /// The stages (session, slug, iteration) whose job events carry the
     /// stage's percent, read once per stage just before the commit.
     percent_of: Vec<(SessionId, String, i32)>,
+}
+
+impl Unit {
+    /// Queues `event` for a job this unit has locked; it is applied, with
+    /// its effects, in order when the unit finishes.
+    pub(crate) fn apply_later(&mut self, job: JobId, event: JobEvent) {
+        self.work.push_back(Work::Apply {
+            job: job.into(),
+            event,
+            error: None,
+            results: None,
+        });
+    }
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -933,7 +954,7 @@ impl Engine {
                             } else {
                                 JobEvent::PrerequisiteFailed
                             },
-                            error: (!succeeded).then(|| json!({"code": "prerequisite_failed"})),
+                            error: (!succeeded).then(|| json!({"code": PREREQUISITE_FAILED})),
                             results: None,
                         });
                     }
@@ -1087,7 +1108,7 @@ impl Engine {
             job: parent_id.into(),
             event,
             error: (event == JobEvent::ChildFailed)
-                .then(|| json!({"code": "child_failed", "message": "a child job failed"})),
+                .then(|| json!({"code": CHILD_FAILED, "message": "a child job failed"})),
             results: None,
         });
         Ok(())
@@ -1221,6 +1242,8 @@ impl Engine {
         ) {
             return Ok(Vec::new());
         }
+        // A root a retry moved to another model still fans out over its lineage's artifacts.
+        let lineage = root.payload()?.lineage_model_id.or(root.model_id);
         let mut anchors = Vec::new();
         for (index, rule) in step
             .inputs_required
@@ -1240,7 +1263,7 @@ impl Engine {
                 let query = inputs::DocumentQuery::for_rule(
                     root.session_id,
                     &root.stage_slug,
-                    root.model_id,
+                    lineage,
                     root.iteration_number,
                     rule,
                 );
@@ -1310,7 +1333,8 @@ impl Engine {
             recipe: None,
             sources: fan.sources,
             lineage: (fan.lineage != Lineage::Plain).then_some(fan.lineage),
-            lineage_model_id: None,
+            // A root moved to another model by a retry keeps its lineage.
+            lineage_model_id: parent_payload.lineage_model_id,
             clarification: child.round.filter(|_| child.asked).cloned(),
         };
         let job_id = JobId::new();

@@ -75,6 +75,11 @@ pub enum SessionEvent {
         stage: String,
         next: Option<String>,
     },
+    /// The user runs the failed jobs of `stage` again (RetryStage). Only the
+    /// stage the session is at takes one; its status does not change.
+    RetryStage {
+        stage: String,
+    },
 }
 
 /// What the planner does after a transition, in the same transaction.
@@ -130,6 +135,7 @@ impl SessionEvent {
             SessionEvent::RegenerateDocument { stage, .. } => {
                 format!("a regeneration of a {stage} document")
             }
+            SessionEvent::RetryStage { stage } => format!("a retry of stage {stage}"),
         }
     }
 }
@@ -235,6 +241,9 @@ fn active(status: &SessionStatus, event: &SessionEvent) -> Option<Transition> {
         (_, Ev::RegenerateDocument { next, .. }) if waits_right_after(status, next) => {
             Some(stay(&here, vec![E::RegenerateDocument]))
         }
+        (S::Pending(s) | S::Running(s), Ev::RetryStage { stage }) if s == stage => {
+            Some(stay(&here, vec![]))
+        }
         _ => None,
     }
 }
@@ -249,6 +258,8 @@ fn paused(from: &SessionState, event: &SessionEvent) -> Option<Transition> {
             to: SessionState::new(was.clone()),
             effects: vec![SessionEffect::DispatchWaiting],
         }),
+        // The retried jobs are dispatched when the session resumes.
+        Ev::RetryStage { .. } => active(was, event).map(|_| stay(from, vec![])),
         Ev::StartStage { .. } | Ev::RootPlanStarted { .. } | Ev::StageCompleted { .. } => {
             let inner = active(was, event)?;
             Some(Transition {
@@ -405,6 +416,7 @@ mod tests {
                     next: Some("c".into()),
                 },
             ),
+            ("retry b", Ev::RetryStage { stage: "b".into() }),
         ]
     }
 
@@ -459,6 +471,10 @@ mod tests {
             ("pending_c", "regenerate a b document") => {
                 ok(state(pending("c")), vec![E::RegenerateDocument])
             }
+            ("pending_b", "retry b") => ok(state(pending("b")), vec![]),
+            ("running_b", "retry b") => ok(state(running("b")), vec![]),
+            ("paused from pending_b", "retry b") => ok(paused_from(pending("b")), vec![]),
+            ("paused from running_b", "retry b") => ok(paused_from(running("b")), vec![]),
             _ => None,
         }
     }

@@ -40,6 +40,14 @@ impl Names for SubmitStageResponsesRequest {
     }
 }
 
+/// A retry runs the stage's jobs again: their work joins the session's trace.
+impl Names for RetryStageRequest {
+    const JOINS_SESSION_TRACE: bool = true;
+    fn named_ids(&self) -> Vec<(&'static str, &str)> {
+        vec![("session_id", self.session_id.as_str())]
+    }
+}
+
 impl Names for ResumeSessionRequest {
     const JOINS_SESSION_TRACE: bool = true;
     fn named_ids(&self) -> Vec<(&'static str, &str)> {
@@ -242,6 +250,7 @@ dialectic_service! {
     query(QueryRequest) -> QueryResponse: |gw, user, req| Gateway::query(gw, user, req);
     revisit_stage(RevisitStageRequest) -> RevisitStageResponse: |gw, user, req| Gateway::revisit_stage(gw, user, req);
     regenerate_document(RegenerateDocumentRequest) -> RegenerateDocumentResponse: |gw, user, req| Gateway::regenerate_document(gw, user, req);
+    retry_stage(RetryStageRequest) -> RetryStageResponse: |gw, user, req| Gateway::retry_stage(gw, user, req);
     export_project(ExportProjectRequest) -> Self::ExportProjectStream: |gw, user, req| async move { gw.export_stream(user, &req.project_id).await };
     get_export_url(ExportProjectRequest) -> ExportUrl: |gw, user, req| async move { gw.export_url(user, &req.project_id).await };
     watch_session(WatchSessionRequest) -> Self::WatchSessionStream: |gw, user, req| gw.watch(user, req);

@@ -7,6 +7,7 @@
 mod delete_project;
 mod regenerate;
 mod render_edit;
+mod retry;
 mod revisit;
 mod session;
 mod submit;
@@ -19,8 +20,8 @@ use dialectic_core::session::SessionEvent;
 use dialectic_proto::v1::planner::planner_service_server::PlannerService;
 use dialectic_proto::v1::planner::{
     DeleteProjectCommand, DeleteProjectResult, RegenerateDocumentCommand, RegenerateDocumentResult,
-    RevisitStageCommand, RevisitStageResult, SessionCommand, SessionCommandResult,
-    SubmitStageResponsesCommand, SweepNowRequest, SweepNowResponse,
+    RetryStageCommand, RetryStageResult, RevisitStageCommand, RevisitStageResult, SessionCommand,
+    SessionCommandResult, SubmitStageResponsesCommand, SweepNowRequest, SweepNowResponse,
 };
 use dialectic_store::records::SessionRow;
 use std::sync::Arc;
@@ -119,6 +120,17 @@ impl PlannerService for Api {
             &request.get_ref().session_id,
         );
         let result = regenerate::regenerate(&self.engine, request.into_inner())
+            .instrument(span)
+            .await?;
+        Ok(Response::new(result))
+    }
+
+    async fn retry_stage(
+        &self,
+        request: Request<RetryStageCommand>,
+    ) -> Result<Response<RetryStageResult>, Status> {
+        let span = command_span("retry_stage", &request, &request.get_ref().session_id);
+        let result = retry::retry(&self.engine, request.into_inner())
             .instrument(span)
             .await?;
         Ok(Response::new(result))
