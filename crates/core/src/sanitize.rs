@@ -125,13 +125,20 @@ pub fn sanitize_json(raw: &str) -> JsonSanitization {
         was_sanitized = true;
     }
     let mut current = trimmed.to_string();
+    if !parses(&current)
+        && let Some(escaped) = escape_raw_controls(&current)
+    {
+        current = escaped;
+        was_sanitized = true;
+    }
     let (mut was_structurally_fixed, mut was_extracted) = (false, false);
     if !parses(&current) {
         if let Some(fixed) = repaired(&current) {
             current = fixed;
             was_sanitized = true;
             was_structurally_fixed = true;
-        } else if let Some(found) = extract(raw) {
+        } else if let Some(found) = extract(&escape_raw_controls(raw).unwrap_or_else(|| raw.into()))
+        {
             was_structurally_fixed = found.fixed;
             current = found.text;
             was_sanitized = true;
@@ -145,6 +152,36 @@ pub fn sanitize_json(raw: &str) -> JsonSanitization {
         was_extracted,
         original_length,
     }
+}
+
+/// The text with control characters inside its strings escaped, when it
+/// has any: JSON forbids them raw, and grammar-constrained servers (the
+/// llama.cpp server's schema grammar among them) still let a model write a
+/// line break inside a string.
+fn escape_raw_controls(text: &str) -> Option<String> {
+    let (mut in_string, mut escaped) = (false, false);
+    let mut out: Option<String> = None;
+    for (at, c) in text.char_indices() {
+        let raw_control = in_string && !escaped && c.is_control() && (c as u32) < 0x20;
+        match (in_string, escaped, c) {
+            (true, true, _) => escaped = false,
+            (true, false, '\\') => escaped = true,
+            (_, false, '"') => in_string = !in_string,
+            _ => {}
+        }
+        if raw_control {
+            let out = out.get_or_insert_with(|| text[..at].to_string());
+            match c {
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                other => out.push_str(&format!("\\u{:04x}", other as u32)),
+            }
+        } else if let Some(out) = out.as_mut() {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The text made whole by the structural fixes, if they make it parse.
@@ -350,6 +387,23 @@ mod tests {
             assert!(result.was_extracted && result.was_sanitized, "{case:?}");
             assert_eq!(result.was_structurally_fixed, cut_off, "{case:?}");
         }
+    }
+
+    #[test]
+    fn line_breaks_inside_strings_are_escaped_outside_left_alone() {
+        // Seen from SmolLM2 under the llama.cpp server's schema grammar.
+        let raw = "{\n  \"content\": \"Trees give shade.\nThey clean\tthe air.\",\n  \"n\": 1\n}";
+        let (value, result) = parse_model_json(raw).expect("escaped");
+        assert_eq!(value["content"], "Trees give shade.\nThey clean\tthe air.");
+        assert!(result.was_sanitized && !result.was_structurally_fixed);
+        let cut = "Here: {\"content\": \"one\ntwo";
+        assert!(
+            parse_model_json(cut).is_err(),
+            "an unterminated string stays unfixable"
+        );
+        let cut = "Here: {\"content\": \"one\ntwo\", \"more\": [\"x\"";
+        let (value, _) = parse_model_json(cut).expect("extracted and closed");
+        assert_eq!(value["content"], "one\ntwo");
     }
 
     #[test]

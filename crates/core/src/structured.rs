@@ -95,7 +95,7 @@ pub fn reply_schema(rule: &OutputRule) -> Value {
             properties.insert("context_for_documents".into(), planned_documents_schema());
             properties
                 .entry("system_materials")
-                .or_insert_with(|| json!({"type": "object"}));
+                .or_insert_with(system_materials_schema);
         }
         if !rule.publishes.is_empty() {
             properties.insert("blackboard".into(), findings_schema(&rule.publishes));
@@ -113,7 +113,14 @@ fn findings_schema(types: &[String]) -> Value {
             "type": "object",
             "properties": {
                 "type": {"type": "string", "enum": types},
-                "data": {"type": "object"},
+                "data": {
+                    "type": "object",
+                    "properties": {
+                        "section": {"type": "string"},
+                        "summary": {"type": "string"},
+                    },
+                    "required": ["summary"],
+                },
             },
             "required": ["type", "data"],
         },
@@ -141,7 +148,11 @@ fn kind_schema(kind: JsonKind) -> Value {
     json!({ "type": kind.as_str() })
 }
 
-/// What a PLAN step writes for each document it plans.
+// Every object below names its properties: an open `{"type": "object"}`
+// lets a grammar-constrained small model write keys and values until its
+// token limit (seen with SmolLM2: 400 tokens of invented keys per plan).
+
+/// What a PLAN step writes for each document it plans: the points it must make.
 fn planned_documents_schema() -> Value {
     json!({
         "type": "array",
@@ -149,10 +160,25 @@ fn planned_documents_schema() -> Value {
             "type": "object",
             "properties": {
                 "document_key": {"type": "string"},
-                "content_to_include": {"type": "object"},
+                "content_to_include": {
+                    "type": "object",
+                    "properties": {
+                        "points": {"type": "array", "items": {"type": "string"}, "maxItems": 6},
+                    },
+                    "required": ["points"],
+                },
             },
             "required": ["document_key", "content_to_include"],
         },
+    })
+}
+
+/// Why the stage exists, in a sentence.
+fn system_materials_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"stage_rationale": {"type": "string"}},
+        "required": ["stage_rationale"],
     })
 }
 
@@ -331,8 +357,14 @@ mod tests {
             json!(["document_key", "content_to_include"])
         );
         assert_eq!(
-            schema["properties"]["system_materials"],
-            json!({"type": "object"})
+            schema["properties"]["system_materials"]["required"],
+            json!(["stage_rationale"])
+        );
+        let planned = &items["properties"]["content_to_include"];
+        assert_eq!(
+            planned["required"],
+            json!(["points"]),
+            "no open object: {planned}"
         );
     }
 
