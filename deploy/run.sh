@@ -4,7 +4,11 @@
 # stage until it is ready for review, then show the rendered documents and a
 # summary per stage.
 #
-#   deploy/run.sh [--pipeline dialectic|essay|contract_stack] [extra `dialectic run` flags]
+#   deploy/run.sh [--local-model] [--pipeline dialectic|essay|contract_stack] [extra `dialectic run` flags]
+#
+# --local-model: run on a real model instead, the llama.cpp server with
+#   SmolLM2-135M-Instruct on loopback (deploy/local-model.sh: built once into
+#   ~/.cache, then reused); registered as `smollm2` with `dialecticd model add`.
 #
 # dialectic (default): thesis → antithesis → synthesis → parenthesis →
 #   paralysis on deploy/samples/dialectic-prompt.md with two models.
@@ -22,10 +26,35 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/dialectic-target}"
 STATE_DIR="${DIALECTIC_STATE_DIR:-$HOME/.local/share/dialectic}"
 mkdir -p "$STATE_DIR"
 
+LOCAL_MODEL=
+PIPELINE=dialectic
+while [ "$#" -gt 0 ]; do
+    case "$1" in
+        --local-model) LOCAL_MODEL=1; shift ;;
+        --pipeline)
+            PIPELINE="${2:?--pipeline needs a name: dialectic, essay or contract_stack}"
+            shift 2
+            ;;
+        *) break ;;
+    esac
+done
+if [ -n "$LOCAL_MODEL" ]; then
+    deploy/local-model.sh up
+    eval "$(deploy/local-model.sh env)"
+fi
+
 cargo build --locked -p dialecticd -p dialectic-cli
 BIN="$CARGO_TARGET_DIR/debug"
 
 "$BIN/dialecticd" migrate
+if [ -n "$LOCAL_MODEL" ]; then
+    # One call at a time: the server answers one request at a time anyway,
+    # and queued calls would spend their first-byte timeout waiting.
+    "$BIN/dialecticd" model add "$DIALECTIC_LOCAL_MODEL_NAME" --provider openai-compatible \
+        --base-url "$DIALECTIC_LOCAL_MODEL_URL" --context-window "$DIALECTIC_LOCAL_MODEL_CONTEXT" \
+        --max-output 1024 --structured-output json_object_schema --max-concurrency 1 \
+        --display-name "Local model (llama.cpp)"
+fi
 
 LOG="$STATE_DIR/dialecticd.log"
 "$BIN/dialecticd" run >"$LOG" 2>&1 &
@@ -37,11 +66,6 @@ cleanup() {
 trap cleanup EXIT
 echo "dialecticd running (pid $SERVER_PID, log $LOG)"
 
-PIPELINE=dialectic
-if [ "${1:-}" = "--pipeline" ]; then
-    PIPELINE="${2:?--pipeline needs a name: dialectic, essay or contract_stack}"
-    shift 2
-fi
 SAMPLES=deploy/samples
 case "$PIPELINE" in
     dialectic)
@@ -67,6 +91,9 @@ case "$PIPELINE" in
         exit 2
         ;;
 esac
+if [ -n "$LOCAL_MODEL" ]; then
+    DEFAULT_MODELS=(--model "$DIALECTIC_LOCAL_MODEL_NAME")
+fi
 if [ "$#" -eq 0 ]; then
     set -- "${DEFAULT_MODELS[@]}"
 fi

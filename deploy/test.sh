@@ -8,6 +8,12 @@ cd "$(dirname "$0")/.."
 command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
 deploy/stack.sh up
 eval "$(deploy/stack.sh env)"
+# The real local model (llama.cpp server + SmolLM2-135M) for the tests that
+# run shipped pipelines on it; built once into ~/.cache, then reused.
+if [ "${DIALECTIC_SKIP_LOCAL_MODEL:-}" != 1 ]; then
+    deploy/local-model.sh up
+    eval "$(deploy/local-model.sh env)"
+fi
 # Reuse one build directory across clones of this repository on the same machine.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/dialectic-target}"
 

@@ -657,3 +657,35 @@ pub async fn upload_documents(
             .unwrap_or_else(|e| panic!("upload {name}: {e}"));
     }
 }
+
+/// Registers a model served by a llama.cpp server at `url` as
+/// `dialecticd model add --provider openai-compatible` does: one call at a
+/// time (the server answers one at a time) and `dialect` for its replies.
+pub async fn register_llama_cpp_model(
+    env: &TestEnv,
+    name: &str,
+    url: &str,
+    dialect: dialectic_core::structured::StructuredOutput,
+    context_window: u32,
+) {
+    let spec = dialectic_store::models::ModelSpec {
+        name: name.to_string(),
+        display_name: None,
+        provider: dialectic_store::models::ProviderKind::OpenAiCompatible,
+        base_url: Some(url.to_string()),
+        key_env: None,
+        context_window,
+        max_output: 1024,
+        structured_output: Some(dialect),
+        max_concurrency: Some(1),
+        requests_per_minute: None,
+        tokens_per_minute: None,
+        fallback: None,
+        input_cost: None,
+        output_cost: None,
+        tokenizer: "cl100k_base".into(),
+    };
+    dialectic_store::models::register(env.store.pool(), &spec)
+        .await
+        .unwrap_or_else(|e| panic!("register {name}: {e}"));
+}

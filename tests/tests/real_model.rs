@@ -1,0 +1,151 @@
+//! The essay pipeline end to end on a real model: the llama.cpp server that
+//! `deploy/local-model.sh up` starts on loopback (SmolLM2-135M-Instruct), with
+//! no simulated model anywhere in the session. The step shapes go out as
+//! structured output (`json_object_schema`, the llama.cpp dialect), so even a
+//! 135M model answers every step in its declared shape.
+//!
+//! The server's address comes from `DIALECTIC_LOCAL_MODEL_URL` (README's test
+//! command sets it). Without it the test fails and says how to start one;
+//! `DIALECTIC_SKIP_LOCAL_MODEL=1` skips it on a machine that cannot build one.
+
+use dialectic_core::structured::StructuredOutput;
+use dialectic_e2e::{TestEnv, eventually, register_llama_cpp_model};
+use dialectic_proto::v1::{
+    GetDocumentContentRequest, GetSessionRequest, ListStageDocumentsRequest,
+};
+
+const PROMPT: &str = "A short essay arguing that every town should plant more street trees: \
+    shade, cleaner air and calmer streets.";
+
+/// The local server, or None when this run skips real models.
+fn local_model() -> Option<(String, String)> {
+    if std::env::var("DIALECTIC_SKIP_LOCAL_MODEL").is_ok_and(|v| v == "1") {
+        eprintln!("DIALECTIC_SKIP_LOCAL_MODEL=1: the real-model test is skipped");
+        return None;
+    }
+    let url = std::env::var("DIALECTIC_LOCAL_MODEL_URL").unwrap_or_else(|_| {
+        panic!(
+            "DIALECTIC_LOCAL_MODEL_URL is not set: run `deploy/local-model.sh up && \
+             eval \"$(deploy/local-model.sh env)\"` first (deploy/test.sh does), or set \
+             DIALECTIC_SKIP_LOCAL_MODEL=1"
+        )
+    });
+    let name = std::env::var("DIALECTIC_LOCAL_MODEL_NAME").unwrap_or_else(|_| "smollm2".into());
+    Some((url, name))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_essay_pipeline_finishes_on_the_local_llama_cpp_model() {
+    let Some((url, name)) = local_model() else {
+        return;
+    };
+    let mut env = TestEnv::new().await;
+    let context = std::env::var("DIALECTIC_LOCAL_MODEL_CONTEXT")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(8192);
+    register_llama_cpp_model(
+        &env,
+        &name,
+        &url,
+        StructuredOutput::JsonObjectSchema,
+        context,
+    )
+    .await;
+    env.start_all().await;
+    let mut client = env.gateway().await;
+    let (_, session_id) = env.new_session_on("essay", PROMPT, &[&name], true).await;
+
+    let session = uuid::Uuid::parse_str(&session_id).expect("uuid");
+    let finished = eventually(1_800, "the essay session to reach review", || {
+        let mut client = client.clone();
+        let session_id = session_id.clone();
+        async move {
+            let s = client
+                .get_session(GetSessionRequest { session_id })
+                .await
+                .ok()?
+                .into_inner();
+            let failed: u32 = s.jobs.iter().map(|j| j.failed).sum();
+            assert_eq!(failed, 0, "a job gave up on the real model: {s:?}");
+            (s.status == "iteration_complete_pending_review").then_some(s)
+        }
+    })
+    .await;
+    assert_eq!(
+        finished.models,
+        std::slice::from_ref(&name),
+        "the session ran on the local model only"
+    );
+
+    // Every model call of the session went to the local model, none simulated.
+    let simulated = env
+        .count(
+            "SELECT count(*) FROM dialectic_contributions c JOIN ai_providers m ON m.id = c.model_id \
+             WHERE c.session_id = $1 AND m.provider = 'simulated'",
+            session,
+        )
+        .await;
+    assert_eq!(simulated, 0);
+    let (jobs, attempts) = attempts(&env, session).await;
+    assert!(jobs >= 8, "the essay's steps all ran: {jobs} model jobs");
+    let per_job = attempts as f64 / jobs as f64;
+    eprintln!("{jobs} model jobs, {attempts} attempts ({per_job:.2} per job)");
+    assert!(per_job <= 2.0, "{attempts} attempts for {jobs} jobs");
+
+    let essay = final_essay(&mut client, &session_id).await;
+    eprintln!("the final essay:\n{essay}");
+    let body = essay.trim_start_matches("# Final Essay").trim();
+    assert!(
+        body.split_whitespace().count() >= 3,
+        "the final essay is text, not a placeholder: {essay:?}"
+    );
+    assert!(
+        !essay.contains('\u{FFFD}'),
+        "no corrupted characters: {essay:?}"
+    );
+    env.teardown().await;
+}
+
+/// Model jobs of the session (PLAN and EXECUTE) and the attempts they took.
+async fn attempts(env: &TestEnv, session: uuid::Uuid) -> (i64, i64) {
+    sqlx::query_as(
+        "SELECT count(*), COALESCE(sum(attempt_count), 0)::bigint FROM dialectic_generation_jobs \
+         WHERE session_id = $1 AND job_type IN ('PLAN', 'EXECUTE')",
+    )
+    .bind(session)
+    .fetch_one(env.store.pool())
+    .await
+    .expect("attempts")
+}
+
+async fn final_essay(client: &mut dialectic_e2e::GatewayClient, session_id: &str) -> String {
+    let documents = eventually(60, "the final essay to be rendered", || {
+        let mut client = client.clone();
+        let session_id = session_id.to_string();
+        async move {
+            let documents = client
+                .list_stage_documents(ListStageDocumentsRequest {
+                    session_id,
+                    stage_slug: "paragraph_writing".into(),
+                    iteration: 1,
+                })
+                .await
+                .ok()?
+                .into_inner()
+                .documents;
+            documents
+                .into_iter()
+                .find(|d| d.document_key == "final_essay")
+        }
+    })
+    .await;
+    client
+        .get_document_content(GetDocumentContentRequest {
+            resource_id: documents.resource_id,
+        })
+        .await
+        .expect("the final essay's content")
+        .into_inner()
+        .content
+}
