@@ -5,6 +5,8 @@
 
 use crate::RuntimeError;
 use dialectic_telemetry::metrics;
+use prost::Message;
+use std::collections::HashSet;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -83,16 +85,72 @@ async fn answer(mut stream: TcpStream) -> std::io::Result<()> {
     stream.shutdown().await
 }
 
+/// The label a request's method gets in metrics and spans for anything the
+/// server does not serve: a client may send any path, and each distinct label
+/// value is a series kept forever.
+pub const UNKNOWN_METHOD: &str = "unknown";
+
+/// The gRPC paths (`/package.Service/Method`) one server answers: its own
+/// service's methods, read from the descriptors it is built from, plus health
+/// and reflection.
+#[derive(Debug, Clone)]
+pub struct KnownMethods(Arc<HashSet<Arc<str>>>);
+
+impl KnownMethods {
+    /// Every method of `service` (a full name such as
+    /// `dialectic.v1.wallet.WalletService`), health and reflection.
+    pub fn serving(service: &str) -> Self {
+        let mut paths = HashSet::new();
+        let served = [
+            (dialectic_proto::FILE_DESCRIPTOR_SET, Some(service)),
+            (tonic_health::pb::FILE_DESCRIPTOR_SET, None),
+            (tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET, None),
+            (tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET, None),
+        ];
+        for (encoded, only) in served {
+            // The sets are compiled in; one that does not decode serves nothing.
+            let Ok(set) = prost_types::FileDescriptorSet::decode(encoded) else {
+                continue;
+            };
+            for file in &set.file {
+                for svc in &file.service {
+                    let full = format!("{}.{}", file.package(), svc.name());
+                    if only.is_some_and(|only| only != full) {
+                        continue;
+                    }
+                    paths.extend(
+                        svc.method
+                            .iter()
+                            .map(|m| Arc::from(format!("/{full}/{}", m.name()))),
+                    );
+                }
+            }
+        }
+        Self(Arc::new(paths))
+    }
+
+    /// `path` itself when this server serves it, else [`UNKNOWN_METHOD`].
+    pub fn label(&self, path: &str) -> Arc<str> {
+        self.0
+            .get(path)
+            .cloned()
+            .unwrap_or_else(|| Arc::from(UNKNOWN_METHOD))
+    }
+}
+
 /// Tower layer for the gRPC server: per-request metrics and trace continuation.
 #[derive(Clone)]
 pub struct GrpcObserveLayer {
     service: Arc<str>,
+    known: KnownMethods,
 }
 
 impl GrpcObserveLayer {
+    /// Labels requests to `service` by the methods it serves.
     pub fn new(service: &str) -> Self {
         Self {
             service: Arc::from(service),
+            known: KnownMethods::serving(service),
         }
     }
 }
@@ -103,6 +161,7 @@ impl<S> tower::Layer<S> for GrpcObserveLayer {
         GrpcObserve {
             inner,
             service: self.service.clone(),
+            known: self.known.clone(),
         }
     }
 }
@@ -111,6 +170,7 @@ impl<S> tower::Layer<S> for GrpcObserveLayer {
 pub struct GrpcObserve<S> {
     inner: S,
     service: Arc<str>,
+    known: KnownMethods,
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -135,7 +195,8 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let service = self.service.clone();
-        let method = request.uri().path().to_string();
+        // Labelled before authentication, so only by what this server serves.
+        let method = self.known.label(request.uri().path());
         // Probes hit health every few seconds; a trace each would drown real ones.
         let traced =
             !method.starts_with("/grpc.health.") && !method.starts_with("/grpc.reflection.");
@@ -211,4 +272,31 @@ pub type TracedChannel =
 
 pub fn traced(channel: tonic::transport::Channel) -> TracedChannel {
     tonic::service::interceptor::InterceptedService::new(channel, TraceInterceptor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_labels_its_own_methods_and_nothing_else() {
+        let wallet = KnownMethods::serving("dialectic.v1.wallet.WalletService");
+        for served in [
+            "/dialectic.v1.wallet.WalletService/Hold",
+            "/grpc.health.v1.Health/Check",
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+        ] {
+            assert_eq!(&*wallet.label(served), served);
+        }
+        for other in [
+            "/dialectic.v1.wallet.WalletService/Mint",
+            "/dialectic.v1.planner.PlannerService/Pause",
+            "/dialectic.v1.wallet.WalletService/Hold/",
+            "/x7f3a",
+            "",
+        ] {
+            assert_eq!(&*wallet.label(other), UNKNOWN_METHOD, "{other}");
+        }
+    }
 }
