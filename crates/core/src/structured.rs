@@ -46,11 +46,14 @@ impl StructuredOutput {
         }
     }
 
-    /// The dialect a model row names; a row that names none gets the default.
+    /// The dialect a model row names; a row that names none gets the default,
+    /// and a value that is not a name (`3`, `true`) is as unknown as a
+    /// misspelt one, not a reason to fall back to the default.
     pub fn of_model_config(config: &Value) -> Result<Self, UnknownDialect> {
-        match config.get("structured_output").and_then(Value::as_str) {
-            Some(name) => name.parse(),
-            None => Ok(Self::default()),
+        match config.get("structured_output") {
+            None | Some(Value::Null) => Ok(Self::default()),
+            Some(Value::String(name)) => name.parse(),
+            Some(other) => Err(UnknownDialect(other.to_string())),
         }
     }
 }
@@ -439,6 +442,7 @@ mod tests {
             assert_eq!(dialect.as_str().parse::<StructuredOutput>(), Ok(dialect));
         }
         assert!("yaml".parse::<StructuredOutput>().is_err());
+        assert!(StructuredOutput::of_model_config(&json!({"structured_output": 3})).is_err());
         assert_eq!(
             StructuredOutput::of_model_config(&json!({})),
             Ok(StructuredOutput::JsonSchema)

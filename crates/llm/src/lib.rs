@@ -114,19 +114,8 @@ impl ProviderConfig {
                 .and_then(|n| std::env::var(n).ok())
                 .filter(|k| !k.is_empty()),
             organization: text("organization"),
-            structured_output: structured_output(config),
+            structured_output: StructuredOutput::of_model_config(config),
         }
-    }
-}
-
-/// The row's dialect; a value that is not a name (`3`, `true`) is as unknown
-/// as a misspelt one, not a reason to fall back to the default.
-fn structured_output(config: &serde_json::Value) -> Result<StructuredOutput, UnknownDialect> {
-    match config.get("structured_output") {
-        Some(value) if !value.is_string() && !value.is_null() => {
-            Err(UnknownDialect(value.to_string()))
-        }
-        _ => StructuredOutput::of_model_config(config),
     }
 }
 
