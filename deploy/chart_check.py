@@ -69,6 +69,7 @@ def every_option(prod):
     v["modelKeys"] = {"existingSecret": "", "values": {"OPENAI_API_KEY": "sk-test"},
                       "services": ["executor", "indexer"]}
     v["topologySpread"] = {"zone": True, "hostname": False, "maxSkew": 2}
+    v["internal"] = {"existingSecret": "", "tokenSecret": "x" * 48}
     v["services"]["executor"].update({
         "terminationGracePeriodSeconds": 700,
         "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/r"}},
@@ -100,9 +101,18 @@ def helm_merge(base, over):
 def render(chart, values, label):
     try:
         out = chart.render(values, name="dialectic", namespace="dialectic", is_install=True)
+        # GitOps (Argo CD, Flux's drift detection) renders again on every sync:
+        # the same values must give the same bytes, or every sync replaces
+        # something (a fresh random secret, a reset replica count).
+        again = chart.render(values, name="dialectic", namespace="dialectic", is_install=True)
     except helm.HelmError as e:
         fail(f"{label}: render: {e}")
         return []
+    differ = sorted(p for p in set(out) | set(again) if out.get(p) != again.get(p))
+    if differ:
+        fail(f"{label}: two renders of the same values differ in {differ}")
+    else:
+        print(f"ok   {label}: two renders are byte-identical ({len(out)} files)")
     docs = []
     text = []
     for path, manifest in sorted(out.items()):
@@ -139,18 +149,51 @@ def validate(docs, label):
     return kinds
 
 
+def check_templates_stateless():
+    """No template reads the cluster or draws randomness: `helm template` (Argo CD)
+    gets nothing from lookup, and a random value changes on every render."""
+    for path in sorted((CHART / "templates").rglob("*")):
+        if not path.is_file():
+            continue
+        text = path.read_text()
+        for word in ["lookup ", "randAlphaNum", "randAlpha ", "randAscii", "randNumeric", "randBytes",
+                     "uuidv4", "genPrivateKey", "genCA", "genSelfSignedCert", " now "]:
+            if word in text:
+                fail(f"{path.relative_to(CHART)} uses {word.strip()}: the render would depend on the cluster or on chance")
+    print("ok   templates use no lookup and no randomness")
+
+
 def check_shape(docs, label, values):
     """What the issue asks of every service, beyond schema validity."""
     by = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    check_secrets(by, label, values)
     for svc in SERVICES:
         for kind in ["Deployment", "Service", "ServiceAccount"]:
             if (kind, f"dialectic-{svc}") not in by:
                 fail(f"{label}: missing {kind} dialectic-{svc}")
         if values["services"][svc]["pdb"]["enabled"] and ("PodDisruptionBudget", f"dialectic-{svc}") not in by:
             fail(f"{label}: missing PodDisruptionBudget dialectic-{svc}")
+        pdb = by.get(("PodDisruptionBudget", f"dialectic-{svc}"))
+        if pdb and pdb["spec"].get("unhealthyPodEvictionPolicy") != "AlwaysAllow":
+            fail(f"{label}: {svc}: the PDB lets a pod that is not ready block node drains")
         dep = by.get(("Deployment", f"dialectic-{svc}"))
         if not dep:
             continue
+        autoscaled = ((svc == "gateway" and values["gatewayAutoscaling"]["enabled"])
+                      or (svc in ("executor", "renderer") and values["keda"]["enabled"]))
+        if autoscaled and "replicas" in dep["spec"]:
+            fail(f"{label}: {svc}: an autoscaler owns the count, but the Deployment sets replicas")
+        if not autoscaled and dep["spec"].get("replicas") != values["services"][svc]["replicas"]:
+            fail(f"{label}: {svc}: replicas {dep['spec'].get('replicas')}, values say {values['services'][svc]['replicas']}")
+        annotations = dep["spec"]["template"]["metadata"].get("annotations", {})
+        owned = ["checksum/config"]
+        if not values["secrets"]["existingSecret"] or values["modelKeys"]["values"]:
+            owned.append("checksum/secret")
+        if values["internal"]["tokenSecret"] and not values["internal"]["existingSecret"]:
+            owned.append("checksum/internal")
+        for key in owned:
+            if key not in annotations:
+                fail(f"{label}: {svc}: no {key} annotation: a change to what the chart renders would not restart the pods")
         pod = dep["spec"]["template"]["spec"]
         c = pod["containers"][0]
         sc = c.get("securityContext", {})
@@ -174,6 +217,29 @@ def check_shape(docs, label, values):
         hook = by[("Job", "dialectic-migrate")]["metadata"]["annotations"]["helm.sh/hook"]
         if hook != "pre-install,pre-upgrade":
             fail(f"{label}: migrate Job hook is {hook}")
+
+
+def check_secrets(by, label, values):
+    """The internal secret comes from exactly one place: values, an existing
+    Secret, or the create-if-absent hook Job (never a render-time random value)."""
+    internal = values["internal"]
+    rendered = by.get(("Secret", "dialectic-internal"))
+    job = by.get(("Job", "dialectic-internal-secret"))
+    if internal["existingSecret"]:
+        want = (False, False)
+    elif internal["tokenSecret"]:
+        want = (True, False)
+    else:
+        want = (False, True)
+    if (bool(rendered), bool(job)) != want:
+        fail(f"{label}: internal secret: rendered Secret {bool(rendered)}, hook Job {bool(job)}; expected {want}")
+    if job:
+        hook = job["metadata"]["annotations"].get("helm.sh/hook")
+        if hook != "pre-install,pre-upgrade":
+            fail(f"{label}: the internal-secret Job is hook {hook}")
+        role = by.get(("Role", "dialectic-internal-secret"))
+        if not role or role["rules"] != [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}]:
+            fail(f"{label}: the internal-secret Job's Role should allow creating Secrets and nothing else")
 
 
 def check_shutdown(pod, container, svc, label, values):
@@ -257,6 +323,7 @@ def main():
         summary = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
         print(f"ok   {label}: {len(docs)} manifests validated against k8s {' and '.join(KUBE_VERSIONS)}: {summary}")
 
+    check_templates_stateless()
     wrong = copy.deepcopy(defaults)
     wrong["services"]["gateway"]["replicas"] = "two"
     expect_rejected(chart, {"services": wrong["services"]}, "a string for services.gateway.replicas")
@@ -269,6 +336,7 @@ def main():
     expect_rejected(chart, {"services": {"executor": {"shutdownGraceSeconds": "long"}}},
                     "a string for services.executor.shutdownGraceSeconds")
     expect_rejected(chart, {"modelKeys": {"services": ["scheduler"]}}, "modelKeys for an unknown service")
+    expect_rejected(chart, {"internal": {"tokenSecret": "short"}}, "an internal tokenSecret shorter than 32 characters")
     expect_crd_schemas_reject()
 
     if failures:
