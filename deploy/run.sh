@@ -98,7 +98,7 @@ if [ "$#" -eq 0 ]; then
     set -- "${DEFAULT_MODELS[@]}"
 fi
 OUT="$STATE_DIR/last-run.txt"
-"$BIN/dialectic" run --name "$NAME" --pipeline "$PIPELINE" "${SAMPLE[@]}" \
+"$BIN/dialectic" --wait-for-gateway 60s run --name "$NAME" --pipeline "$PIPELINE" "${SAMPLE[@]}" \
     "$@" | tee "$OUT"
 
 PROJECT_ID=$(grep -Eo 'project[: ]+[0-9a-f-]{36}' "$OUT" | grep -Eo '[0-9a-f-]{36}' | head -n1 || true)

@@ -258,6 +258,35 @@ fn code_name(s: &Status) -> &'static str {
     }
 }
 
+/// `--until`'s value parser: a session status's shape (a typo such as
+/// `iteration_complete_pending_reviw` is a usage error before any call).
+pub fn until_status(value: &str) -> Result<String, String> {
+    match SessionStatus::parse(value) {
+        Ok(status) if status.stage() != Some("") => Ok(value.to_string()),
+        _ => Err(format!(
+            "not a session status; use {REVIEW}, {}, {}, or {}STAGE / {}STAGE",
+            SessionStatus::PAUSED,
+            SessionStatus::ABANDONED,
+            SessionStatus::PENDING_PREFIX,
+            SessionStatus::RUNNING_PREFIX
+        )),
+    }
+}
+
+/// Whether a session running `stages` can ever have the status `until`.
+pub fn check_until(until: &str, stages: &[String]) -> Result<(), String> {
+    let stage = SessionStatus::parse(until)
+        .ok()
+        .and_then(|s| s.stage().map(str::to_string));
+    match stage {
+        Some(stage) if !stages.contains(&stage) => Err(format!(
+            "--until {until}: the session's pipeline has no stage {stage:?} (its stages: {})",
+            stages.join(", ")
+        )),
+        _ => Ok(()),
+    }
+}
+
 #[derive(Debug, PartialEq, Eq)]
 pub enum Verdict {
     Continue,
@@ -434,6 +463,20 @@ mod tests {
                 "Simulated (default)"
             ]
         );
+    }
+
+    #[test]
+    fn until_takes_only_statuses_of_the_session_s_stages() {
+        assert!(until_status(REVIEW).is_ok());
+        assert!(until_status("paused").is_ok());
+        assert!(until_status("pending_synthesis").is_ok());
+        assert!(until_status("iteration_complete_pending_reviw").is_err());
+        assert!(until_status("pending_").is_err(), "no stage");
+        let stages = ["thesis".to_string(), "synthesis".to_string()];
+        assert!(check_until("running_synthesis", &stages).is_ok());
+        assert!(check_until(REVIEW, &stages).is_ok());
+        let typo = check_until("pending_synthesys", &stages).unwrap_err();
+        assert!(typo.contains("thesis, synthesis"), "{typo}");
     }
 
     #[test]

@@ -1,36 +1,30 @@
 //! `dialectic`: the command-line client of the gateway.
 
 mod admin;
+mod exit;
 mod format;
+mod gateway;
 mod json;
 mod progress;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Parser, Subcommand};
-use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{
     AddProjectDocumentRequest, CancelSessionRequest, CreateProjectRequest, DeleteProjectRequest,
     EditStageRecipeRequest, ExportProjectRequest, GetBlackboardRequest, GetDocumentContentRequest,
-    GetSessionRequest, GetStageRecipeRequest, GetWalletRequest, InstallPipelineRequest,
-    ListModelsRequest, ListPipelinesRequest, ListProjectDocumentsRequest, ListProjectsRequest,
-    ListRecipesRequest, ListSessionsRequest, ListStageDocumentsRequest, PauseSessionRequest,
-    Pipeline, Project, ProjectDocument, PromptFile, QueryRequest, RecipeEdge,
-    RegenerateDocumentRequest, ResumeSessionRequest, RetryStageRequest, RevisitStageRequest,
-    SaveDocumentEditRequest, Session, StageDocument, StageResponse, StartSessionRequest,
-    SubmitStageResponsesRequest, WatchSessionRequest,
+    GetStageRecipeRequest, GetWalletRequest, InstallPipelineRequest, ListModelsRequest,
+    ListPipelinesRequest, ListProjectDocumentsRequest, ListProjectsRequest, ListRecipesRequest,
+    ListSessionsRequest, PauseSessionRequest, Pipeline, ProjectDocument, PromptFile, QueryRequest,
+    RecipeEdge, RegenerateDocumentRequest, ResumeSessionRequest, RetryStageRequest,
+    RevisitStageRequest, SaveDocumentEditRequest, StageResponse, SubmitStageResponsesRequest,
 };
-use std::future::Future;
+use exit::{Failed, Kind};
+use gateway::{Gateway, Target};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tokio_stream::StreamExt;
-use tonic::metadata::MetadataValue;
-use tonic::transport::{Channel, Endpoint};
-use tonic::{Code, Request, Status};
-
-/// How long to keep trying while the gateway starts or a dependency recovers.
-const STARTUP_PATIENCE: Duration = Duration::from_secs(30);
-const RETRY_DELAY: Duration = Duration::from_millis(500);
+use tonic::Status;
 
 #[derive(Parser)]
 #[command(
@@ -52,6 +46,14 @@ struct Cli {
     /// `json` prints one JSON document per answer (one line per watched event).
     #[arg(long, value_enum, default_value_t = Output::Text, env = "DIALECTIC_OUTPUT", global = true)]
     output: Output,
+    /// How long any one call may take (e.g. 500ms, 30s, 2m); a stream such as
+    /// `watch` only until it starts.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, env = "DIALECTIC_TIMEOUT", global = true)]
+    timeout: Duration,
+    /// Keep trying this long while the gateway is unreachable or answers
+    /// UNAVAILABLE (e.g. 30s while it starts) [default: fail at once].
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration, global = true)]
+    wait_for_gateway: Duration,
     #[command(subcommand)]
     command: Command,
 }
@@ -235,8 +237,8 @@ enum Command {
     Watch {
         #[arg(long)]
         session: String,
-        /// Stop when the session reaches this status.
-        #[arg(long)]
+        /// Stop when the session reaches this status (one its pipeline has).
+        #[arg(long, value_parser = format::until_status)]
         until: Option<String>,
     },
     /// A session's rendered documents: list, show one, or save an edit.
@@ -341,8 +343,8 @@ struct RunArgs {
     prompt: PromptSource,
     #[arg(long = "model")]
     models: Vec<String>,
-    /// Stop when the session reaches this status.
-    #[arg(long, default_value = dialectic_core::session::SessionStatus::REVIEW)]
+    /// Stop when the session reaches this status (one its pipeline has).
+    #[arg(long, default_value = dialectic_core::session::SessionStatus::REVIEW, value_parser = format::until_status)]
     until: String,
     /// Wait at each stage for `dialectic submit` instead of advancing by itself.
     #[arg(long)]
@@ -423,7 +425,18 @@ enum RecipeCommand {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version are answers, not errors.
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let _ = e.print();
+            return exit::exit_code(Kind::Usage);
+        }
+    };
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -431,7 +444,7 @@ async fn main() -> ExitCode {
                 Some(status) => eprintln!("error: {}", format::status(status)),
                 None => eprintln!("error: {e:#}"),
             }
-            ExitCode::FAILURE
+            exit::exit_code(exit::kind_of(&e))
         }
     }
 }
@@ -442,14 +455,20 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Admin(args) => return admin::run(args).await,
         command => command,
     };
-    let file = FileConfig::load(cli.config_file.as_ref())?;
+    let file = FileConfig::load(cli.config_file.as_ref())
+        .map_err(|e| Failed::new(Kind::Config, format!("{e:#}")))?;
     let url = cli
         .gateway
         .or(file.gateway_url)
         .unwrap_or_else(|| "http://127.0.0.1:7051".into());
-    let api_key = cli.api_key.or(file.api_key);
+    let target = Target {
+        url,
+        api_key: cli.api_key.or(file.api_key),
+        timeout: cli.timeout,
+        patience: cli.wait_for_gateway,
+    };
     let json = cli.output == Output::Json;
-    let gateway = Gateway::connect(&url, api_key.as_deref(), json).await?;
+    let gateway = Gateway::connect(&target, json).await?;
     match command {
         Command::Create { name, prompt } => create(&gateway, json, name, prompt).await,
         Command::Start {
@@ -779,6 +798,12 @@ async fn watch(
     session: String,
     until: Option<String>,
 ) -> Result<()> {
+    if let Some(until) = &until {
+        let watched = gateway.session(&session).await?;
+        if let Some(stages) = gateway.session_stages(&watched).await? {
+            format::check_until(until, &stages).map_err(|e| Failed::new(Kind::Usage, e))?;
+        }
+    }
     let mut view = progress::View::new(json, &session);
     gateway
         .watch(&session, until.as_deref(), None, &mut view)
@@ -1296,6 +1321,11 @@ async fn run_session(gateway: &Gateway, json: bool, args: RunArgs) -> Result<()>
         timeout_secs,
         docs,
     } = args;
+    let pipeline = prompt.pipeline.as_deref().unwrap_or("dialectic");
+    // An unknown pipeline is CreateProject's NOT_FOUND, said below.
+    if let Some(stages) = gateway.pipeline_stages(pipeline, None).await? {
+        format::check_until(&until, &stages).map_err(|e| Failed::new(Kind::Usage, e))?;
+    }
     let project = gateway.create_project(prompt.request(&name)?).await?;
     if !json {
         println!("project {}", project.id);
@@ -1338,14 +1368,6 @@ async fn run_session(gateway: &Gateway, json: bool, args: RunArgs) -> Result<()>
     Ok(())
 }
 
-struct Gateway {
-    client: DialecticServiceClient<Channel>,
-    /// `Bearer <key>`, sent as `authorization` on every call.
-    authorization: MetadataValue<tonic::metadata::Ascii>,
-    /// Print JSON instead of text.
-    json: bool,
-}
-
 fn print_json(value: &serde_json::Value) {
     println!("{value}");
 }
@@ -1357,278 +1379,6 @@ fn client_request_id() -> String {
         .map(|d| d.as_nanos())
         .unwrap_or(0);
     format!("cli-{}-{nanos}", std::process::id())
-}
-
-impl Gateway {
-    async fn connect(url: &str, api_key: Option<&str>, json: bool) -> Result<Self> {
-        let Some(key) = api_key.map(str::trim).filter(|k| !k.is_empty()) else {
-            bail!(
-                "no API key: pass --api-key or set DIALECTIC_API_KEY \
-                 (locally, `eval \"$(deploy/stack.sh env)\"` sets the bootstrap key)"
-            );
-        };
-        let authorization = MetadataValue::try_from(format!("Bearer {key}"))
-            .map_err(|_| anyhow!("the API key is not a valid header value"))?;
-        let endpoint = Endpoint::from_shared(url.to_string())
-            .with_context(|| format!("invalid gateway URL {url:?}"))?
-            .connect_timeout(Duration::from_secs(2));
-        let deadline = Instant::now() + STARTUP_PATIENCE;
-        let channel = loop {
-            match endpoint.connect().await {
-                Ok(channel) => break channel,
-                Err(e) if Instant::now() < deadline => {
-                    note(&format!("gateway {url} not reachable yet ({e}); retrying"));
-                    tokio::time::sleep(RETRY_DELAY).await;
-                }
-                Err(e) => {
-                    return Err(
-                        anyhow!(e).context(format!("cannot connect to the gateway at {url}"))
-                    );
-                }
-            }
-        };
-        Ok(Self {
-            client: DialecticServiceClient::new(channel),
-            authorization,
-            json,
-        })
-    }
-
-    fn request<T>(&self, message: T) -> Request<T> {
-        let mut request = Request::new(message);
-        request
-            .metadata_mut()
-            .insert("authorization", self.authorization.clone());
-        request
-    }
-
-    /// Calls until the answer is not UNAVAILABLE, for at most STARTUP_PATIENCE.
-    async fn call<T, F, Fut>(&self, mut attempt: F) -> Result<T, Status>
-    where
-        F: FnMut(DialecticServiceClient<Channel>) -> Fut,
-        Fut: Future<Output = Result<tonic::Response<T>, Status>>,
-    {
-        let deadline = Instant::now() + STARTUP_PATIENCE;
-        loop {
-            match attempt(self.client.clone()).await {
-                Err(s) if s.code() == Code::Unavailable && Instant::now() < deadline => {
-                    note(&format!("gateway unavailable ({}); retrying", s.message()));
-                    tokio::time::sleep(RETRY_DELAY).await;
-                }
-                other => return other.map(tonic::Response::into_inner),
-            }
-        }
-    }
-
-    fn print_session_line(&self, s: &Session) {
-        if self.json {
-            print_json(&json::session(s));
-        } else {
-            println!("{} {} (iteration {})", s.id, s.status, s.iteration);
-        }
-    }
-
-    async fn create_project(&self, message: CreateProjectRequest) -> Result<Project> {
-        let project = self
-            .call(|mut c| {
-                let request = self.request(message.clone());
-                async move { c.create_project(request).await }
-            })
-            .await?;
-        Ok(project)
-    }
-
-    async fn start_session(
-        &self,
-        project: &str,
-        models: &[String],
-        auto_advance: bool,
-    ) -> Result<Session> {
-        let message = StartSessionRequest {
-            project_id: project.to_string(),
-            models: models.to_vec(),
-            description: String::new(),
-            client_request_id: client_request_id(),
-            auto_advance,
-        };
-        Ok(self
-            .call(|mut c| {
-                let request = self.request(message.clone());
-                async move { c.start_session(request).await }
-            })
-            .await?)
-    }
-
-    async fn session(&self, session: &str) -> Result<Session> {
-        Ok(self
-            .call(|mut c| {
-                let request = self.request(GetSessionRequest {
-                    session_id: session.to_string(),
-                });
-                async move { c.get_session(request).await }
-            })
-            .await?)
-    }
-
-    /// Shows events in `view` until `format::Stop` says so. A dropped stream is
-    /// watched again (the new snapshot carries the current status); without a
-    /// deadline it gives up after STARTUP_PATIENCE of failed attempts.
-    async fn watch(
-        &self,
-        session: &str,
-        until: Option<&str>,
-        deadline: Option<Instant>,
-        view: &mut progress::View,
-    ) -> Result<()> {
-        let mut stop = format::Stop::new(until);
-        let mut last_ok = Instant::now();
-        loop {
-            let ended = async {
-                let mut stream = self
-                    .call(|mut c| {
-                        let request = self.request(WatchSessionRequest {
-                            session_id: session.to_string(),
-                        });
-                        async move { c.watch_session(request).await }
-                    })
-                    .await?;
-                // Bars also need the job counts, which no event carries.
-                let mut ticker = tokio::time::interval(progress::TICK);
-                ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                loop {
-                    let item = tokio::select! {
-                        item = stream.next() => item,
-                        _ = ticker.tick(), if view.wants_counts() => {
-                            self.read_counts(session, view, false).await;
-                            continue;
-                        }
-                    };
-                    let Some(item) = item else { break };
-                    let event = item?;
-                    view.event(&event);
-                    match stop.observe(&event.session_status) {
-                        format::Verdict::Continue => {}
-                        format::Verdict::Reached => {
-                            self.read_counts(session, view, true).await;
-                            return Ok(true);
-                        }
-                        format::Verdict::Ended(status) => {
-                            return Err(anyhow!(
-                                "session ended as {status} before reaching {}",
-                                until.unwrap_or("a review state")
-                            ));
-                        }
-                    }
-                }
-                Ok::<bool, anyhow::Error>(false)
-            };
-            let outcome = match deadline {
-                Some(d) => match tokio::time::timeout_at(d.into(), ended).await {
-                    Ok(outcome) => outcome,
-                    Err(_) => bail!(
-                        "timed out waiting for status {}; last status {}",
-                        until.unwrap_or("a review state"),
-                        stop.last().unwrap_or("unknown")
-                    ),
-                },
-                None => ended.await,
-            };
-            match outcome {
-                Ok(true) => return Ok(()),
-                Ok(false) => last_ok = Instant::now(),
-                Err(e) => {
-                    let retryable = e
-                        .downcast_ref::<Status>()
-                        .is_some_and(|s| s.code() == Code::Unavailable);
-                    if !retryable || (deadline.is_none() && last_ok.elapsed() > STARTUP_PATIENCE) {
-                        return Err(e);
-                    }
-                }
-            }
-            view.note("event stream ended; watching again");
-            tokio::time::sleep(RETRY_DELAY).await;
-        }
-    }
-
-    /// Reads the job counts `view`'s bars draw, when they are due (or
-    /// `now`): one brief attempt, best effort, so events keep flowing.
-    async fn read_counts(&self, session: &str, view: &mut progress::View, now: bool) {
-        if !view.wants_counts() || !(now || view.counts_due(Instant::now())) {
-            return;
-        }
-        let mut client = self.client.clone();
-        let request = self.request(GetSessionRequest {
-            session_id: session.to_string(),
-        });
-        let read = tokio::time::timeout(Duration::from_secs(2), client.get_session(request)).await;
-        view.counts(
-            read.ok()
-                .and_then(Result::ok)
-                .map(tonic::Response::into_inner),
-        );
-    }
-
-    /// RENDER jobs do not gate a stage, so the last documents may still be
-    /// rendering when the status moves on: wait until no job is in flight.
-    async fn wait_for_renders(
-        &self,
-        session: &str,
-        deadline: Instant,
-        view: &mut progress::View,
-    ) -> Result<()> {
-        loop {
-            let s = self.session(session).await?;
-            let idle = s.jobs.iter().all(|j| j.in_flight == 0);
-            view.counts(Some(s));
-            if idle {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                bail!("timed out waiting for documents to render");
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    async fn docs(&self, session: &str, stage: &str) -> Result<Vec<StageDocument>> {
-        let list = self
-            .call(|mut c| {
-                let request = self.request(ListStageDocumentsRequest {
-                    session_id: session.to_string(),
-                    stage_slug: stage.to_string(),
-                    iteration: 0,
-                });
-                async move { c.list_stage_documents(request).await }
-            })
-            .await?;
-        if self.json {
-            // `run` prints them in its summary; `docs list` prints them here.
-            return Ok(list.documents);
-        }
-        if list.documents.is_empty() {
-            println!("no documents yet");
-        }
-        for doc in &list.documents {
-            let note = if doc.incomplete {
-                ", incomplete: continuation limit reached"
-            } else {
-                ""
-            };
-            println!("{} ({} bytes{note})", doc.storage_key, doc.size_bytes);
-            let content = self
-                .call(|mut c| {
-                    let request = self.request(GetDocumentContentRequest {
-                        resource_id: doc.resource_id.clone(),
-                    });
-                    async move { c.get_document_content(request).await }
-                })
-                .await?;
-            for line in format::head(&content.content, 6) {
-                println!("    {line}");
-            }
-        }
-        Ok(list.documents)
-    }
 }
 
 /// Progress notes go to stderr so stdout stays parseable.

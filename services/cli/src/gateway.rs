@@ -1,0 +1,409 @@
+//! The gateway client: one connection, the API key on every call, a deadline
+//! on every call, and no waiting for a gateway that is down unless asked.
+
+use crate::exit::{Failed, Kind};
+use crate::{client_request_id, format, json, note, print_json, progress};
+use anyhow::{Result, anyhow};
+use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
+use dialectic_proto::v1::{
+    CreateProjectRequest, GetDocumentContentRequest, GetProjectRequest, GetSessionRequest,
+    ListPipelinesRequest, ListStageDocumentsRequest, Project, Session, StageDocument,
+    StartSessionRequest, WatchSessionRequest,
+};
+use std::future::Future;
+use std::time::{Duration, Instant};
+use tokio_stream::StreamExt;
+use tonic::metadata::MetadataValue;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Request, Status};
+
+/// How long a connection attempt may take: long enough for a gateway across
+/// the world, short enough that a stopped one fails at once.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a watch keeps re-watching a stream that keeps failing.
+const REWATCH_PATIENCE: Duration = Duration::from_secs(30);
+const RETRY_DELAY: Duration = Duration::from_millis(500);
+
+/// Where the gateway is and how long to wait for it.
+pub struct Target {
+    pub url: String,
+    pub api_key: Option<String>,
+    /// Every call's deadline (`--timeout`).
+    pub timeout: Duration,
+    /// How long to keep trying while the gateway is unreachable or
+    /// UNAVAILABLE (`--wait-for-gateway`); zero fails at once.
+    pub patience: Duration,
+}
+
+pub struct Gateway {
+    client: DialecticServiceClient<Channel>,
+    /// `Bearer <key>`, sent as `authorization` on every call.
+    authorization: MetadataValue<tonic::metadata::Ascii>,
+    timeout: Duration,
+    patience: Duration,
+    /// Print JSON instead of text.
+    json: bool,
+}
+
+/// An error and its causes on one line (tonic's own Display says only
+/// "transport error").
+fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    let mut last = text.clone();
+    while let Some(cause) = source {
+        // hyper repeats a cause's text in its wrapper; say it once.
+        let said = cause.to_string();
+        if said != last {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        last = said;
+        source = cause.source();
+    }
+    text
+}
+
+impl Gateway {
+    pub async fn connect(target: &Target, json: bool) -> Result<Self> {
+        let Some(key) = target
+            .api_key
+            .as_deref()
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+        else {
+            return Err(Failed::new(
+                Kind::Config,
+                "no API key: pass --api-key or set DIALECTIC_API_KEY \
+                 (locally, `eval \"$(deploy/stack.sh env)\"` sets the bootstrap key)",
+            )
+            .into());
+        };
+        let authorization = MetadataValue::try_from(format!("Bearer {key}"))
+            .map_err(|_| Failed::new(Kind::Config, "the API key is not a valid header value"))?;
+        let url = &target.url;
+        let endpoint = Endpoint::from_shared(url.clone())
+            .map_err(|e| Failed::new(Kind::Usage, format!("invalid gateway URL {url:?}: {e}")))?
+            .connect_timeout(CONNECT_TIMEOUT);
+        let deadline = Instant::now() + target.patience;
+        let channel = loop {
+            match endpoint.connect().await {
+                Ok(channel) => break channel,
+                Err(e) if Instant::now() < deadline => {
+                    note(&format!(
+                        "gateway {url} not reachable yet ({}); retrying",
+                        causes(&e)
+                    ));
+                    tokio::time::sleep(RETRY_DELAY).await;
+                }
+                Err(e) => {
+                    return Err(Failed::new(
+                        Kind::Unavailable,
+                        format!(
+                            "cannot reach the gateway at {url}: {} \
+                             (is it running? --gateway names another; \
+                             --wait-for-gateway waits for one that is starting)",
+                            causes(&e)
+                        ),
+                    )
+                    .into());
+                }
+            }
+        };
+        Ok(Self {
+            client: DialecticServiceClient::new(channel),
+            authorization,
+            timeout: target.timeout,
+            patience: target.patience,
+            json,
+        })
+    }
+
+    pub fn request<T>(&self, message: T) -> Request<T> {
+        let mut request = Request::new(message);
+        request
+            .metadata_mut()
+            .insert("authorization", self.authorization.clone());
+        request
+    }
+
+    /// One call under `--timeout` (for a stream: until it starts); an
+    /// UNAVAILABLE answer is retried only within `--wait-for-gateway`.
+    pub async fn call<T, F, Fut>(&self, mut attempt: F) -> Result<T, Status>
+    where
+        F: FnMut(DialecticServiceClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        let deadline = Instant::now() + self.patience;
+        loop {
+            let answer = tokio::time::timeout(self.timeout, attempt(self.client.clone()))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Status::deadline_exceeded(format!(
+                        "no answer from the gateway within {} (--timeout)",
+                        humantime::format_duration(self.timeout)
+                    )))
+                });
+            match answer {
+                Err(s) if s.code() == Code::Unavailable && Instant::now() < deadline => {
+                    note(&format!("gateway unavailable ({}); retrying", s.message()));
+                    tokio::time::sleep(RETRY_DELAY).await;
+                }
+                other => return other.map(tonic::Response::into_inner),
+            }
+        }
+    }
+    pub fn print_session_line(&self, s: &Session) {
+        if self.json {
+            print_json(&json::session(s));
+        } else {
+            println!("{} {} (iteration {})", s.id, s.status, s.iteration);
+        }
+    }
+
+    pub async fn create_project(&self, message: CreateProjectRequest) -> Result<Project> {
+        let project = self
+            .call(|mut c| {
+                let request = self.request(message.clone());
+                async move { c.create_project(request).await }
+            })
+            .await?;
+        Ok(project)
+    }
+
+    pub async fn start_session(
+        &self,
+        project: &str,
+        models: &[String],
+        auto_advance: bool,
+    ) -> Result<Session> {
+        let message = StartSessionRequest {
+            project_id: project.to_string(),
+            models: models.to_vec(),
+            description: String::new(),
+            client_request_id: client_request_id(),
+            auto_advance,
+        };
+        Ok(self
+            .call(|mut c| {
+                let request = self.request(message.clone());
+                async move { c.start_session(request).await }
+            })
+            .await?)
+    }
+
+    pub async fn session(&self, session: &str) -> Result<Session> {
+        Ok(self
+            .call(|mut c| {
+                let request = self.request(GetSessionRequest {
+                    session_id: session.to_string(),
+                });
+                async move { c.get_session(request).await }
+            })
+            .await?)
+    }
+
+    /// Shows events in `view` until `format::Stop` says so. A dropped stream is
+    /// watched again (the new snapshot carries the current status); without a
+    /// deadline it gives up after REWATCH_PATIENCE of failed attempts.
+    pub async fn watch(
+        &self,
+        session: &str,
+        until: Option<&str>,
+        deadline: Option<Instant>,
+        view: &mut progress::View,
+    ) -> Result<()> {
+        let mut stop = format::Stop::new(until);
+        let mut last_ok = Instant::now();
+        loop {
+            let ended = async {
+                let mut stream = self
+                    .call(|mut c| {
+                        let request = self.request(WatchSessionRequest {
+                            session_id: session.to_string(),
+                        });
+                        async move { c.watch_session(request).await }
+                    })
+                    .await?;
+                // Bars also need the job counts, which no event carries.
+                let mut ticker = tokio::time::interval(progress::TICK);
+                ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    let item = tokio::select! {
+                        item = stream.next() => item,
+                        _ = ticker.tick(), if view.wants_counts() => {
+                            self.read_counts(session, view, false).await;
+                            continue;
+                        }
+                    };
+                    let Some(item) = item else { break };
+                    let event = item?;
+                    view.event(&event);
+                    match stop.observe(&event.session_status) {
+                        format::Verdict::Continue => {}
+                        format::Verdict::Reached => {
+                            self.read_counts(session, view, true).await;
+                            return Ok(true);
+                        }
+                        format::Verdict::Ended(status) => {
+                            return Err(anyhow!(
+                                "session ended as {status} before reaching {}",
+                                until.unwrap_or("a review state")
+                            ));
+                        }
+                    }
+                }
+                Ok::<bool, anyhow::Error>(false)
+            };
+            let outcome = match deadline {
+                Some(d) => match tokio::time::timeout_at(d.into(), ended).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => {
+                        return Err(Failed::new(
+                            Kind::TimedOut,
+                            format!(
+                                "timed out waiting for status {}; last status {}",
+                                until.unwrap_or("a review state"),
+                                stop.last().unwrap_or("unknown")
+                            ),
+                        )
+                        .into());
+                    }
+                },
+                None => ended.await,
+            };
+            match outcome {
+                Ok(true) => return Ok(()),
+                Ok(false) => last_ok = Instant::now(),
+                Err(e) => {
+                    let retryable = e
+                        .downcast_ref::<Status>()
+                        .is_some_and(|s| s.code() == Code::Unavailable);
+                    if !retryable || (deadline.is_none() && last_ok.elapsed() > REWATCH_PATIENCE) {
+                        return Err(e);
+                    }
+                }
+            }
+            view.note("event stream ended; watching again");
+            tokio::time::sleep(RETRY_DELAY).await;
+        }
+    }
+
+    /// Reads the job counts `view`'s bars draw, when they are due (or
+    /// `now`): one brief attempt, best effort, so events keep flowing.
+    async fn read_counts(&self, session: &str, view: &mut progress::View, now: bool) {
+        if !view.wants_counts() || !(now || view.counts_due(Instant::now())) {
+            return;
+        }
+        let mut client = self.client.clone();
+        let request = self.request(GetSessionRequest {
+            session_id: session.to_string(),
+        });
+        let read = tokio::time::timeout(Duration::from_secs(2), client.get_session(request)).await;
+        view.counts(
+            read.ok()
+                .and_then(Result::ok)
+                .map(tonic::Response::into_inner),
+        );
+    }
+
+    /// RENDER jobs do not gate a stage, so the last documents may still be
+    /// rendering when the status moves on: wait until no job is in flight.
+    pub async fn wait_for_renders(
+        &self,
+        session: &str,
+        deadline: Instant,
+        view: &mut progress::View,
+    ) -> Result<()> {
+        loop {
+            let s = self.session(session).await?;
+            let idle = s.jobs.iter().all(|j| j.in_flight == 0);
+            view.counts(Some(s));
+            if idle {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(Failed::new(
+                    Kind::TimedOut,
+                    "timed out waiting for documents to render",
+                )
+                .into());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    pub async fn docs(&self, session: &str, stage: &str) -> Result<Vec<StageDocument>> {
+        let list = self
+            .call(|mut c| {
+                let request = self.request(ListStageDocumentsRequest {
+                    session_id: session.to_string(),
+                    stage_slug: stage.to_string(),
+                    iteration: 0,
+                });
+                async move { c.list_stage_documents(request).await }
+            })
+            .await?;
+        if self.json {
+            // `run` prints them in its summary; `docs list` prints them here.
+            return Ok(list.documents);
+        }
+        if list.documents.is_empty() {
+            println!("no documents yet");
+        }
+        for doc in &list.documents {
+            let note = if doc.incomplete {
+                ", incomplete: continuation limit reached"
+            } else {
+                ""
+            };
+            println!("{} ({} bytes{note})", doc.storage_key, doc.size_bytes);
+            let content = self
+                .call(|mut c| {
+                    let request = self.request(GetDocumentContentRequest {
+                        resource_id: doc.resource_id.clone(),
+                    });
+                    async move { c.get_document_content(request).await }
+                })
+                .await?;
+            for line in format::head(&content.content, 6) {
+                println!("    {line}");
+            }
+        }
+        Ok(list.documents)
+    }
+
+    /// The stages of the pipeline version a session runs, to check `--until`
+    /// against; None when the gateway does not list that version.
+    pub async fn session_stages(&self, session: &Session) -> Result<Option<Vec<String>>> {
+        let project = self
+            .call(|mut c| {
+                let request = self.request(GetProjectRequest {
+                    project_id: session.project_id.clone(),
+                });
+                async move { c.get_project(request).await }
+            })
+            .await?;
+        self.pipeline_stages(&project.pipeline, Some(session.pipeline_version))
+            .await
+    }
+
+    /// The stages of a pipeline's `version`, or of its current one.
+    pub async fn pipeline_stages(
+        &self,
+        slug: &str,
+        version: Option<u32>,
+    ) -> Result<Option<Vec<String>>> {
+        let list = self
+            .call(|mut c| {
+                let request = self.request(ListPipelinesRequest {});
+                async move { c.list_pipelines(request).await }
+            })
+            .await?;
+        Ok(list
+            .pipelines
+            .into_iter()
+            .find(|p| p.slug == slug && version.map_or(p.current, |v| v == p.version))
+            .map(|p| p.stages))
+    }
+}
