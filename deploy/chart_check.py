@@ -70,6 +70,20 @@ def every_option(prod):
                       "services": ["executor", "indexer"]}
     v["topologySpread"] = {"zone": True, "hostname": False, "maxSkew": 2}
     v["internal"] = {"existingSecret": "", "tokenSecret": "x" * 48}
+    v["migrations"] = {
+        "podAnnotations": {"sidecar.istio.io/inject": "false"},
+        "podLabels": {"example.com/tier": "jobs"},
+        "nodeSelector": {"example.com/pool": "system"},
+        "tolerations": [{"key": "system", "operator": "Exists", "effect": "NoSchedule"}],
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}},
+        "priorityClassName": "dialectic-workers",
+        "extraEnv": {"PGSSLMODE": "verify-full"},
+        "extraEnvFrom": [{"secretRef": {"name": "db-extra"}}],
+        "extraVolumes": [{"name": "db-ca", "secret": {"secretName": "db-ca"}}],
+        "extraVolumeMounts": [{"name": "db-ca", "mountPath": "/etc/dialectic/db-ca", "readOnly": True}],
+    }
+    v["podAntiAffinity"] = {"mode": "hard", "topologyKey": "topology.kubernetes.io/zone", "weight": 100}
     v["services"]["executor"].update({
         "terminationGracePeriodSeconds": 700,
         "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/r"}},
@@ -211,12 +225,83 @@ def check_shape(docs, label, values):
             fail(f"{label}: {svc}: no service identity secret in envFrom: {secrets}")
         if not pod.get("topologySpreadConstraints"):
             fail(f"{label}: {svc}: no topology spread")
+    check_placement(by, label, values)
+    check_gateway_policy(by, label, values)
     if ("Job", "dialectic-migrate") not in by:
         fail(f"{label}: missing migrate Job")
     else:
-        hook = by[("Job", "dialectic-migrate")]["metadata"]["annotations"]["helm.sh/hook"]
+        job = by[("Job", "dialectic-migrate")]
+        hook = job["metadata"]["annotations"]["helm.sh/hook"]
         if hook != "pre-install,pre-upgrade":
             fail(f"{label}: migrate Job hook is {hook}")
+        check_migrate_extensions(job, label, values)
+
+
+def check_placement(by, label, values):
+    """Anti-affinity keeps a service's own replicas apart (never every component's),
+    and every PriorityClass a pod names exists: rendered by the chart, or (in
+    values without priorityClasses) made outside it."""
+    anti = values["podAntiAffinity"]
+    created = {pc["name"] for pc in values["priorityClasses"]}
+    rendered = {name for kind, name in by if kind == "PriorityClass"}
+    if created != rendered:
+        fail(f"{label}: PriorityClasses rendered {sorted(rendered)}, values list {sorted(created)}")
+    for (kind, name), doc in by.items():
+        if kind not in ("Deployment", "Job"):
+            continue
+        pod = doc["spec"]["template"]["spec"]
+        pc = pod.get("priorityClassName")
+        if pc and created and pc not in created:
+            fail(f"{label}: {kind}/{name} names PriorityClass {pc}, which the chart does not create")
+        for terms in (pod.get("affinity", {}).get("podAntiAffinity") or {}).values():
+            for term in terms:
+                term = term.get("podAffinityTerm", term)
+                labels = term.get("labelSelector", {}).get("matchLabels", {})
+                if kind == "Deployment" and labels.get("app.kubernetes.io/component") != name.removeprefix("dialectic-"):
+                    fail(f"{label}: {name}: anti-affinity selects {labels}, not its own component's pods")
+        if kind == "Deployment" and anti["mode"] and not pod.get("affinity", {}).get("podAntiAffinity"):
+            fail(f"{label}: {name}: podAntiAffinity.mode {anti['mode']} but no anti-affinity")
+    if label == "production" and not rendered:
+        fail("production: the production values name a PriorityClass but create none")
+
+
+def check_gateway_policy(by, label, values):
+    """The gateway admits its ingress controller by selectors, not by an ipBlock alone."""
+    np = values["networkPolicy"]
+    if not np["enabled"]:
+        return
+    peers = [peer for rule in by[("NetworkPolicy", "dialectic-gateway")]["spec"]["ingress"]
+             for peer in rule.get("from", [])]
+    selectors = [p for p in peers if "ipBlock" not in p and "namespaceSelector" in p]
+    if not selectors:
+        fail(f"{label}: the gateway's NetworkPolicy admits other namespaces only by ipBlock: {peers}")
+    if np.get("ingressController") and np["ingressController"] not in peers:
+        fail(f"{label}: the gateway's NetworkPolicy does not admit the ingress controller {np['ingressController']}")
+    open_ = any(p.get("ipBlock", {}).get("cidr") == "0.0.0.0/0" for p in peers)
+    if open_ != bool(np["gatewayOpen"] and not np["gatewayFrom"]):
+        fail(f"{label}: the gateway is {'open' if open_ else 'closed'} to every address, against gatewayOpen/gatewayFrom")
+
+
+def check_migrate_extensions(job, label, values):
+    """The migrate Job takes the Deployments' extension points."""
+    m = values["migrations"]
+    tpl = job["spec"]["template"]
+    pod = tpl["spec"]
+    c = pod["containers"][0]
+    want = {
+        "podAnnotations": all(tpl["metadata"].get("annotations", {}).get(k) == v for k, v in m["podAnnotations"].items()),
+        "podLabels": all(tpl["metadata"]["labels"].get(k) == v for k, v in m["podLabels"].items()),
+        "nodeSelector": all(pod.get("nodeSelector", {}).get(k) == v for k, v in m["nodeSelector"].items()),
+        "tolerations": not m["tolerations"] or pod.get("tolerations") == m["tolerations"],
+        "affinity": not m["affinity"] or pod.get("affinity") == m["affinity"],
+        "extraEnv": all({"name": k, "value": str(v)} in c["env"] for k, v in m["extraEnv"].items()),
+        "extraEnvFrom": all(e in c.get("envFrom", []) for e in m["extraEnvFrom"]),
+        "extraVolumes": all(v in pod.get("volumes", []) for v in m["extraVolumes"]),
+        "extraVolumeMounts": all(v in c.get("volumeMounts", []) for v in m["extraVolumeMounts"]),
+    }
+    for key, ok in want.items():
+        if not ok:
+            fail(f"{label}: the migrate Job ignores migrations.{key}")
 
 
 def check_secrets(by, label, values):
@@ -337,6 +422,7 @@ def main():
                     "a string for services.executor.shutdownGraceSeconds")
     expect_rejected(chart, {"modelKeys": {"services": ["scheduler"]}}, "modelKeys for an unknown service")
     expect_rejected(chart, {"internal": {"tokenSecret": "short"}}, "an internal tokenSecret shorter than 32 characters")
+    expect_rejected(chart, {"podAntiAffinity": {"mode": "always"}}, "podAntiAffinity.mode always")
     expect_crd_schemas_reject()
 
     if failures:
