@@ -79,7 +79,7 @@ start() {
     # Loopback only; one model, its alias the name dialectic registers.
     nohup "$VENV/bin/python" -m llama_cpp.server --model "$model" --model_alias "$NAME" \
         --host 127.0.0.1 --port "$PORT" --n_ctx "$CONTEXT" --n_threads "$(nproc)" \
-        >"$LOG" 2>&1 &
+        </dev/null >"$LOG" 2>&1 &
     echo $! >"$PID_FILE"
     for _ in $(seq 1 120); do
         answers && { log "ready at $URL"; return 0; }

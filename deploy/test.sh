@@ -9,10 +9,12 @@ command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&
 deploy/stack.sh up
 eval "$(deploy/stack.sh env)"
 # The real local model (llama.cpp server + SmolLM2-135M) for the tests that
-# run shipped pipelines on it; built once into ~/.cache, then reused.
+# run shipped pipelines on it; built once into ~/.cache, then reused. Its
+# one-time build runs beside the checks below and is waited for before the tests.
+LOCAL_MODEL_PID=
 if [ "${DIALECTIC_SKIP_LOCAL_MODEL:-}" != 1 ]; then
-    deploy/local-model.sh up
-    eval "$(deploy/local-model.sh env)"
+    deploy/local-model.sh up &
+    LOCAL_MODEL_PID=$!
 fi
 # Reuse one build directory across clones of this repository on the same machine.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/dialectic-target}"
@@ -23,6 +25,10 @@ deploy/chart-check.sh
 deploy/proto-check.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+if [ -n "$LOCAL_MODEL_PID" ]; then
+    wait "$LOCAL_MODEL_PID" || { echo "the local model server did not start (deploy/local-model.sh up)" >&2; exit 1; }
+    eval "$(deploy/local-model.sh env)"
+fi
 cargo test --workspace --locked
 # A short fuzz run of every cargo-fuzz target (deploy/fuzz.sh SECONDS for a long one).
 deploy/fuzz.sh "${FUZZ_SECONDS:-10}"
