@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Offline checks of the Helm chart (part of deploy/test.sh, so of CI):
-#   helm lint --strict, render with default / production / every-option values,
+#   helm lint --strict, render with default / production / every-option / EKS /
+#   quickstart values (twice each: the renders must be byte-identical),
 #   validate every manifest against the Kubernetes schemas, prove that
 #   values.schema.json rejects wrong-typed values, and run checkov on the
 #   rendered manifests (skips explained in helm/dialectic/.checkov.yaml).
@@ -26,6 +27,9 @@ out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 "$venv/bin/python" deploy/chart_check.py "$out"
 
+# (The quickstart manifests are rendered, validated and checked above but not
+# scanned: their Postgres, RabbitMQ, Redis and MinIO are third-party images by
+# tag, for evaluation only.)
 for values in default production every-option eks; do
   extra=()
   if [ "$values" = default ]; then

@@ -1,7 +1,8 @@
 """Checks the Helm chart offline (run by deploy/chart-check.sh inside its venv).
 
-1. lint (strict) with the default and the production values;
-2. render with default, production and every-option values and validate every
+1. lint (strict) with the default, production and quickstart values;
+2. render with default, production, every-option, EKS and quickstart values (each
+   twice: the two renders must be byte-identical) and validate every
    manifest against the Kubernetes OpenAPI schemas (strict: unknown fields fail),
    for the oldest and the newest Kubernetes the chart supports;
 3. values.schema.json rejects values of the wrong type, unknown keys and
@@ -227,7 +228,9 @@ def check_shape(docs, label, values):
             fail(f"{label}: {svc}: no topology spread")
     check_placement(by, label, values)
     check_gateway_policy(by, label, values)
-    if ("Job", "dialectic-migrate") not in by:
+    if values["quickstart"]["enabled"]:
+        check_quickstart(by, label, values)
+    elif ("Job", "dialectic-migrate") not in by:
         fail(f"{label}: missing migrate Job")
     else:
         job = by[("Job", "dialectic-migrate")]
@@ -235,6 +238,43 @@ def check_shape(docs, label, values):
         if hook != "pre-install,pre-upgrade":
             fail(f"{label}: migrate Job hook is {hook}")
         check_migrate_extensions(job, label, values)
+
+
+QUICKSTART = {"postgres": 5432, "rabbitmq": 5672, "redis": 6379, "s3": 9000}
+
+
+def check_quickstart(by, label, values):
+    """An install with the quickstart values waits on nothing outside the release:
+    every URL names a Service the release renders, and migrations run as an
+    ordinary Job (a pre-install hook would wait for a Postgres not yet created)."""
+    for name, port in QUICKSTART.items():
+        svc = by.get(("Service", f"dialectic-{name}"))
+        if not svc or svc["spec"]["ports"][0]["port"] != port:
+            fail(f"{label}: no quickstart Service dialectic-{name} on port {port}")
+        dep = by.get(("Deployment", f"dialectic-{name}"))
+        if not dep or dep["spec"]["replicas"] != 1:
+            fail(f"{label}: no single-replica quickstart Deployment dialectic-{name}")
+        elif "evaluation only" not in dep["metadata"]["annotations"].get("dialectic.dev/quickstart", "").lower():
+            fail(f"{label}: dialectic-{name} is not labelled evaluation-only")
+    urls = by[("Secret", "dialectic-connections")]["stringData"]
+    config = by[("ConfigMap", "dialectic-config")]["data"]
+    for key, host in [("DIALECTIC_DATABASE__URL", "@dialectic-postgres:5432/"),
+                      ("DIALECTIC_AMQP__URL", "@dialectic-rabbitmq:5672/"),
+                      ("DIALECTIC_REDIS__URL", "//dialectic-redis:6379")]:
+        if host not in urls.get(key, ""):
+            fail(f"{label}: {key} does not name the quickstart Service ({urls.get(key)})")
+    if config["DIALECTIC_S3__ENDPOINT"] != "http://dialectic-s3:9000":
+        fail(f"{label}: the S3 endpoint is {config['DIALECTIC_S3__ENDPOINT']}, not the quickstart server")
+    jobs = {name: doc for (kind, name), doc in by.items() if kind == "Job"}
+    migrate = [doc for name, doc in jobs.items() if name.startswith("dialectic-migrate-")]
+    if len(migrate) != 1 or "helm.sh/hook" in migrate[0]["metadata"].get("annotations", {}):
+        fail(f"{label}: migrations are not one ordinary Job: {sorted(jobs)}")
+    if not any(name.startswith("dialectic-bucket-") for name in jobs):
+        fail(f"{label}: no Job creates the bucket")
+    for (kind, name), doc in by.items():
+        if "helm.sh/hook" in doc["metadata"].get("annotations", {}) and kind not in (
+                "Job", "ServiceAccount", "Role", "RoleBinding") :
+            fail(f"{label}: {kind}/{name} is a hook")
 
 
 def check_placement(by, label, values):
@@ -384,8 +424,9 @@ def main():
     prod = load_values("values-production.yaml")
     merged_prod = chart.merge_values(prod)
     eks = helm_merge(prod, load_values("values-eks.yaml"))
+    quickstart = load_values("values-quickstart.yaml")
 
-    for label, values in [("default", None), ("production", prod)]:
+    for label, values in [("default", None), ("production", prod), ("quickstart", quickstart)]:
         report = helm.lint(str(CHART), values, strict=True, namespace="dialectic")
         errors = report.get("errors") or []
         bad = [m for m in report.get("messages", []) if m["severity"] >= 2]
@@ -401,6 +442,7 @@ def main():
         ("production", prod, merged_prod),
         ("every-option", every_option(prod), chart.merge_values(every_option(prod))),
         ("eks", eks, chart.merge_values(eks)),
+        ("quickstart", quickstart, chart.merge_values(quickstart)),
     ]:
         docs = render(chart, values, label)
         kinds = validate(docs, label)
