@@ -1,10 +1,13 @@
 //! `dialectic admin`: operator commands that talk to the broker directly
 //! rather than through the gateway.
 
-use anyhow::{Context, Result, bail};
+use crate::exit::{Failed, Kind};
+use crate::output::{Out, Render, lines};
+use anyhow::Result;
 use clap::{Args, Subcommand};
 use dialectic_queue::Topology;
 use dialectic_queue::dead::{self, DeadLetter, Selection};
+use serde_json::{Value, json};
 
 #[derive(Args)]
 pub struct AdminArgs {
@@ -60,71 +63,140 @@ enum DlqCommand {
     },
 }
 
-pub async fn run(args: AdminArgs) -> Result<()> {
+pub async fn run(args: AdminArgs, out: Out) -> Result<()> {
     let connection = dialectic_queue::connect(&args.amqp_url)
         .await
-        .with_context(|| format!("cannot reach RabbitMQ at {}", mask(&args.amqp_url)))?;
+        .map_err(|e| {
+            Failed::new(
+                Kind::Unavailable,
+                format!("cannot reach RabbitMQ at {}: {e}", mask(&args.amqp_url)),
+            )
+        })?;
     let topology = Topology::new(args.amqp_prefix, 0);
     let AdminCommand::Dlq { command } = args.command;
-    let result = dlq(&connection, &topology, command).await;
+    let result = dlq(&connection, &topology, command, out).await;
     let _ = connection.close(200, "done".into()).await;
     result
+}
+
+fn letter_json(letter: &DeadLetter) -> Value {
+    json!({
+        "id": letter.id,
+        "routing_key": letter.routing_key,
+        "reason": letter.reason,
+        "deaths": letter.deaths,
+        "summary": letter.summary,
+        "traceparent": letter.traceparent,
+        "size_bytes": letter.body.len(),
+    })
+}
+
+/// `dlq list`: the letters, oldest first.
+struct Letters {
+    queue: String,
+    letters: Vec<DeadLetter>,
+}
+
+impl Render for Letters {
+    fn text(&self) -> String {
+        lines(&self.letters, &format!("{} is empty", self.queue), |l| {
+            format!(
+                "{}  {:<16} {:<24} {}",
+                l.id, l.routing_key, l.reason, l.summary
+            )
+        })
+    }
+    fn json(&self) -> Value {
+        self.letters.iter().map(letter_json).collect()
+    }
+}
+
+/// `dlq show`: one letter in full, and how many identical copies wait.
+struct Shown<'a> {
+    letter: &'a DeadLetter,
+    copies: usize,
+}
+
+impl Render for Shown<'_> {
+    fn text(&self) -> String {
+        let l = self.letter;
+        let mut text = format!(
+            "id           {}\nrouting key  {}\nreason       {}\ndeaths       {}\nmessage      {}\n",
+            l.id, l.routing_key, l.reason, l.deaths, l.summary
+        );
+        if let Some(tp) = &l.traceparent {
+            text.push_str(&format!("traceparent  {tp}\n"));
+        }
+        text.push_str(&format!("bytes        {}\n", l.body.len()));
+        if self.copies > 1 {
+            text.push_str(&format!(
+                "copies       {} identical messages\n",
+                self.copies
+            ));
+        }
+        text
+    }
+    fn json(&self) -> Value {
+        let mut value = letter_json(self.letter);
+        value["copies"] = self.copies.into();
+        value
+    }
+}
+
+/// `dlq replay`: what went back to its queue.
+struct Replayed(Vec<DeadLetter>);
+
+impl Render for Replayed {
+    fn text(&self) -> String {
+        let mut text: String = self
+            .0
+            .iter()
+            .map(|l| format!("replayed {}  {}  {}\n", l.id, l.routing_key, l.summary))
+            .collect();
+        text.push_str(&format!("{} message(s) replayed\n", self.0.len()));
+        text
+    }
+    fn json(&self) -> Value {
+        self.0.iter().map(letter_json).collect()
+    }
 }
 
 async fn dlq(
     connection: &lapin::Connection,
     topology: &Topology,
     command: DlqCommand,
+    out: Out,
 ) -> Result<()> {
     match command {
-        DlqCommand::List { limit } => {
-            let letters = dead::list(connection, topology, limit).await?;
-            if letters.is_empty() {
-                println!("{} is empty", topology.dead_queue());
-            }
-            for letter in &letters {
-                println!(
-                    "{}  {:<16} {:<24} {}",
-                    letter.id, letter.routing_key, letter.reason, letter.summary
-                );
-            }
-        }
+        DlqCommand::List { limit } => out.show(&Letters {
+            queue: topology.dead_queue(),
+            letters: dead::list(connection, topology, limit).await?,
+        }),
         DlqCommand::Show { id } => {
             let letters = dead::list(connection, topology, usize::MAX).await?;
             let matching: Vec<&DeadLetter> =
                 letters.iter().filter(|l| l.id.starts_with(&id)).collect();
-            match matching.as_slice() {
-                [] => bail!("no dead letter with id {id}"),
-                [letter, ..] => {
-                    println!("id           {}", letter.id);
-                    println!("routing key  {}", letter.routing_key);
-                    println!("reason       {}", letter.reason);
-                    println!("deaths       {}", letter.deaths);
-                    println!("message      {}", letter.summary);
-                    if let Some(tp) = &letter.traceparent {
-                        println!("traceparent  {tp}");
-                    }
-                    println!("bytes        {}", letter.body.len());
-                    if matching.len() > 1 {
-                        println!("copies       {} identical messages", matching.len());
-                    }
-                }
-            }
+            let Some(letter) = matching.first() else {
+                return Err(
+                    Failed::new(Kind::NotFound, format!("no dead letter with id {id}")).into(),
+                );
+            };
+            out.show(&Shown {
+                letter,
+                copies: matching.len(),
+            });
         }
         DlqCommand::Replay { ids, all, limit } => {
             let selection = match (all, ids.is_empty()) {
                 (true, _) => Selection::All,
                 (false, false) => Selection::Ids(ids),
-                (false, true) => bail!("name the ids to replay, or --all"),
+                (false, true) => {
+                    return Err(Failed::new(Kind::Usage, "name the ids to replay, or --all").into());
+                }
             };
-            let replayed = dead::replay(connection, topology, &selection, limit).await?;
-            for letter in &replayed {
-                println!(
-                    "replayed {}  {}  {}",
-                    letter.id, letter.routing_key, letter.summary
-                );
-            }
-            println!("{} message(s) replayed", replayed.len());
+            out.show(&Replayed(
+                dead::replay(connection, topology, &selection, limit).await?,
+            ));
         }
     }
     Ok(())

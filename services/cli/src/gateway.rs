@@ -2,13 +2,14 @@
 //! on every call, and no waiting for a gateway that is down unless asked.
 
 use crate::exit::{Failed, Kind};
-use crate::{client_request_id, format, json, note, print_json, progress};
+use crate::output::note;
+use crate::{format, progress};
 use anyhow::{Result, anyhow};
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{
-    CreateProjectRequest, GetDocumentContentRequest, GetProjectRequest, GetSessionRequest,
-    ListPipelinesRequest, ListStageDocumentsRequest, Project, Session, StageDocument,
-    StartSessionRequest, WatchSessionRequest,
+    CreateProjectRequest, GetProjectRequest, GetSessionRequest, ListPipelinesRequest,
+    ListStageDocumentsRequest, Project, Session, StageDocument, StartSessionRequest,
+    WatchSessionRequest,
 };
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -41,8 +42,6 @@ pub struct Gateway {
     authorization: MetadataValue<tonic::metadata::Ascii>,
     timeout: Duration,
     patience: Duration,
-    /// Print JSON instead of text.
-    json: bool,
 }
 
 /// An error and its causes on one line (tonic's own Display says only
@@ -65,7 +64,7 @@ fn causes(error: &dyn std::error::Error) -> String {
 }
 
 impl Gateway {
-    pub async fn connect(target: &Target, json: bool) -> Result<Self> {
+    pub async fn connect(target: &Target) -> Result<Self> {
         let Some(key) = target
             .api_key
             .as_deref()
@@ -115,7 +114,6 @@ impl Gateway {
             authorization,
             timeout: target.timeout,
             patience: target.patience,
-            json,
         })
     }
 
@@ -153,14 +151,6 @@ impl Gateway {
             }
         }
     }
-    pub fn print_session_line(&self, s: &Session) {
-        if self.json {
-            print_json(&json::session(s));
-        } else {
-            println!("{} {} (iteration {})", s.id, s.status, s.iteration);
-        }
-    }
-
     pub async fn create_project(&self, message: CreateProjectRequest) -> Result<Project> {
         let project = self
             .call(|mut c| {
@@ -344,32 +334,6 @@ impl Gateway {
                 async move { c.list_stage_documents(request).await }
             })
             .await?;
-        if self.json {
-            // `run` prints them in its summary; `docs list` prints them here.
-            return Ok(list.documents);
-        }
-        if list.documents.is_empty() {
-            println!("no documents yet");
-        }
-        for doc in &list.documents {
-            let note = if doc.incomplete {
-                ", incomplete: continuation limit reached"
-            } else {
-                ""
-            };
-            println!("{} ({} bytes{note})", doc.storage_key, doc.size_bytes);
-            let content = self
-                .call(|mut c| {
-                    let request = self.request(GetDocumentContentRequest {
-                        resource_id: doc.resource_id.clone(),
-                    });
-                    async move { c.get_document_content(request).await }
-                })
-                .await?;
-            for line in format::head(&content.content, 6) {
-                println!("    {line}");
-            }
-        }
         Ok(list.documents)
     }
 
@@ -406,4 +370,13 @@ impl Gateway {
             .find(|p| p.slug == slug && version.map_or(p.current, |v| v == p.version))
             .map(|p| p.stages))
     }
+}
+
+/// A request id that makes a retried create/start idempotent on the server.
+pub fn client_request_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("cli-{}-{nanos}", std::process::id())
 }

@@ -1,15 +1,18 @@
 //! What `run` and `watch` show while a session works: one line per event
-//! (text or JSON) when stdout is not a terminal or `--output json` is given,
-//! else one progress bar per stage with the cost so far.
+//! (text or JSON) on stdout when it is not a terminal or `--output json` is
+//! given, else one progress bar per stage with the cost so far, drawn on
+//! stderr (as gh draws its progress: only when both are terminals).
 //!
 //! [`Board`] decides what the bars say from the watched events and the
 //! session's job counts (events carry no counts, so [`Refresh`] says when to
 //! read them again with GetSession); [`Bars`] only draws it with `indicatif`.
 
-use crate::{format, json, print_json};
+use crate::output::{Out, Render, note};
+use crate::{format, json};
 use dialectic_core::session::SessionStatus;
 use dialectic_proto::v1::{Session, SessionEvent, StageJobCounts};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::Value;
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
@@ -17,9 +20,9 @@ use std::time::{Duration, Instant};
 pub const TICK: Duration = Duration::from_millis(250);
 
 /// Bars only for a person at a terminal that can move its cursor; scripts,
-/// pipes and `--output json` get the lines they always got.
-pub fn use_bars(json: bool, stdout_is_terminal: bool, term: Option<&str>) -> bool {
-    !json && stdout_is_terminal && term != Some("dumb")
+/// pipes, redirections and `--output json` get the lines they always got.
+pub fn use_bars(text: bool, terminals: bool, term: Option<&str>) -> bool {
+    text && terminals && term != Some("dumb")
 }
 
 /// How a stage is doing, as its bar says.
@@ -331,7 +334,7 @@ pub struct Bars {
 
 impl Bars {
     fn new() -> Self {
-        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stdout());
+        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
         let status = multi.add(ProgressBar::new_spinner());
         status.set_style(
             ProgressStyle::with_template("{spinner} {wide_msg}")
@@ -372,7 +375,7 @@ impl Bars {
     /// A line above the bars.
     fn println(&self, line: &str) {
         if self.finished {
-            println!("{line}");
+            eprintln!("{line}");
         } else {
             // A closed terminal has nothing to keep the line for.
             let _ = self.multi.println(line);
@@ -382,9 +385,9 @@ impl Bars {
     /// A note on stderr, the bars cleared around it.
     fn note(&self, message: &str) {
         if self.finished {
-            crate::note(message);
+            note(message);
         } else {
-            self.multi.suspend(|| crate::note(message));
+            self.multi.suspend(|| note(message));
         }
     }
 
@@ -400,9 +403,19 @@ impl Bars {
     }
 }
 
+/// A watched event: one line, `format::event`'s columns or its JSON.
+impl Render for SessionEvent {
+    fn text(&self) -> String {
+        format!("{}\n", format::event(self))
+    }
+    fn json(&self) -> Value {
+        json::event(self)
+    }
+}
+
 /// `watch`'s output: lines (today's text or JSON), or bars.
 pub enum View {
-    Lines { json: bool },
+    Lines(Out),
     Bars(Box<Live>),
 }
 
@@ -414,17 +427,18 @@ pub struct Live {
 }
 
 impl View {
-    /// Bars when [`use_bars`] says so for this process's stdout.
-    pub fn new(json: bool, session_id: &str) -> Self {
+    /// Bars when [`use_bars`] says so for this process's stdout and stderr.
+    pub fn new(out: Out, session_id: &str) -> Self {
         let term = std::env::var("TERM").ok();
-        if use_bars(json, std::io::stdout().is_terminal(), term.as_deref()) {
+        let terminals = std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+        if use_bars(out.is_text(), terminals, term.as_deref()) {
             View::Bars(Box::new(Live {
                 board: Board::new(session_id),
                 refresh: Refresh::new(),
                 bars: Bars::new(),
             }))
         } else {
-            View::Lines { json }
+            View::Lines(out)
         }
     }
 
@@ -436,15 +450,14 @@ impl View {
     /// Whether the counts should be read again now.
     pub fn counts_due(&self, now: Instant) -> bool {
         match self {
-            View::Lines { .. } => false,
+            View::Lines(_) => false,
             View::Bars(live) => live.refresh.due(now),
         }
     }
 
     pub fn event(&mut self, e: &SessionEvent) {
         match self {
-            View::Lines { json: true } => print_json(&json::event(e)),
-            View::Lines { json: false } => println!("{}", format::event(e)),
+            View::Lines(out) => out.show(e),
             View::Bars(live) => {
                 if let Some(line) = live.board.event(e) {
                     live.bars.println(&line);
@@ -469,7 +482,7 @@ impl View {
     /// A progress note on stderr, without tearing the bars.
     pub fn note(&self, message: &str) {
         match self {
-            View::Lines { .. } => crate::note(message),
+            View::Lines(_) => note(message),
             View::Bars(live) => live.bars.note(message),
         }
     }
@@ -538,14 +551,11 @@ mod tests {
 
     #[test]
     fn bars_only_for_a_person_at_a_terminal() {
-        assert!(use_bars(false, true, Some("xterm-256color")));
-        assert!(use_bars(false, true, None));
-        assert!(
-            !use_bars(false, false, Some("xterm")),
-            "piped or redirected"
-        );
-        assert!(!use_bars(true, true, Some("xterm")), "--output json");
-        assert!(!use_bars(false, true, Some("dumb")), "no cursor movement");
+        assert!(use_bars(true, true, Some("xterm-256color")));
+        assert!(use_bars(true, true, None));
+        assert!(!use_bars(true, false, Some("xterm")), "piped or redirected");
+        assert!(!use_bars(false, true, Some("xterm")), "--output json");
+        assert!(!use_bars(true, true, Some("dumb")), "no cursor movement");
     }
 
     #[test]

@@ -1,0 +1,10 @@
+//! One module per command group; each holds its commands and the
+//! [`Render`](crate::output::Render) of the answers they print.
+
+pub mod doc;
+pub mod model;
+pub mod pipeline;
+pub mod project;
+pub mod recipe;
+pub mod session;
+pub mod wallet;

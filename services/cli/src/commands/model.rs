@@ -1,0 +1,28 @@
+//! The models a session may use.
+
+use crate::gateway::Gateway;
+use crate::output::{Out, Render};
+use crate::{format, json};
+use anyhow::Result;
+use dialectic_proto::v1::{ListModelsRequest, Model};
+use serde_json::Value;
+
+impl Render for Vec<Model> {
+    fn text(&self) -> String {
+        format::models(self)
+    }
+    fn json(&self) -> Value {
+        self.iter().map(json::model).collect()
+    }
+}
+
+pub async fn list(gateway: &Gateway, out: Out) -> Result<()> {
+    let models = gateway
+        .call(|mut c| {
+            let request = gateway.request(ListModelsRequest {});
+            async move { c.list_models(request).await }
+        })
+        .await?;
+    out.show(&models.models);
+    Ok(())
+}

@@ -1,0 +1,298 @@
+//! Projects: create, list, delete, their uploaded documents, export, ask.
+
+use crate::gateway::{Gateway, client_request_id};
+use crate::output::{Out, Render, lines};
+use crate::{format, json};
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use dialectic_proto::v1::{
+    AddProjectDocumentRequest, CreateProjectRequest, DeleteProjectRequest, DeleteProjectResponse,
+    ExportProjectRequest, ExportUrl, ListProjectDocumentsRequest, ListProjectsRequest, Project,
+    ProjectDocument, PromptFile, QueryRequest, QueryResponse,
+};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use tokio_stream::StreamExt;
+
+/// What a project is created from: its prompt (text or file, exactly one)
+/// and the pipeline it runs.
+#[derive(Args)]
+pub struct PromptSource {
+    #[command(flatten)]
+    text: PromptText,
+    /// The pipeline the project runs (`dialectic pipeline list`); default: dialectic.
+    #[arg(long)]
+    pub pipeline: Option<String>,
+}
+
+#[derive(Args)]
+#[group(required = true, multiple = false)]
+struct PromptText {
+    /// The initial prompt text.
+    #[arg(long)]
+    prompt: Option<String>,
+    /// Read the initial prompt from a file.
+    #[arg(long)]
+    prompt_file: Option<PathBuf>,
+}
+
+impl PromptSource {
+    /// The request's prompt: text as given, or the file uploaded as it is
+    /// (the gateway checks it is text and names the project after it).
+    pub fn request(&self, name: &str) -> Result<CreateProjectRequest> {
+        let mut request = CreateProjectRequest {
+            name: name.to_string(),
+            client_request_id: client_request_id(),
+            pipeline: self.pipeline.clone().unwrap_or_default(),
+            ..Default::default()
+        };
+        match (&self.text.prompt, &self.text.prompt_file) {
+            (Some(text), _) => request.initial_user_prompt = text.clone(),
+            (None, Some(path)) => {
+                request.prompt_file = Some(PromptFile {
+                    file_name: path
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    content: std::fs::read(path)
+                        .with_context(|| format!("cannot read {}", path.display()))?,
+                })
+            }
+            (None, None) => bail!("give --prompt or --prompt-file"),
+        }
+        Ok(request)
+    }
+}
+
+impl Render for Project {
+    fn text(&self) -> String {
+        format!("{}\n", self.id)
+    }
+    fn json(&self) -> Value {
+        json::project(self)
+    }
+}
+
+impl Render for Vec<Project> {
+    fn text(&self) -> String {
+        lines(self, "no projects yet", |p| format!("{}  {}", p.id, p.name))
+    }
+    fn json(&self) -> Value {
+        self.iter().map(json::project).collect()
+    }
+}
+
+impl Render for DeleteProjectResponse {
+    fn text(&self) -> String {
+        format!(
+            "deleted ({} stored objects removed)\n",
+            self.objects_deleted
+        )
+    }
+    fn json(&self) -> Value {
+        json::deleted(self)
+    }
+}
+
+pub fn project_document_line(d: &ProjectDocument) -> String {
+    format!(
+        "{}  {:>2}. {}  ({} bytes, {} chunks indexed)",
+        d.resource_id, d.position, d.file_name, d.size_bytes, d.chunks
+    )
+}
+
+impl Render for Vec<ProjectDocument> {
+    fn text(&self) -> String {
+        lines(self, "no documents uploaded", project_document_line)
+    }
+    fn json(&self) -> Value {
+        self.iter().map(json::project_document).collect()
+    }
+}
+
+impl Render for ExportUrl {
+    fn text(&self) -> String {
+        format!("{}\n", self.url)
+    }
+    fn json(&self) -> Value {
+        json::export_url(self)
+    }
+}
+
+/// A zip written to disk.
+struct Exported {
+    path: PathBuf,
+    size_bytes: usize,
+}
+
+impl Render for Exported {
+    fn text(&self) -> String {
+        format!("{} ({} bytes)\n", self.path.display(), self.size_bytes)
+    }
+    fn json(&self) -> Value {
+        json!({"path": self.path.display().to_string(), "size_bytes": self.size_bytes})
+    }
+}
+
+impl Render for QueryResponse {
+    fn text(&self) -> String {
+        format::answer(self)
+    }
+    fn json(&self) -> Value {
+        json::answer(self)
+    }
+}
+
+pub async fn create(gateway: &Gateway, out: Out, name: &str, prompt: &PromptSource) -> Result<()> {
+    out.show(&gateway.create_project(prompt.request(name)?).await?);
+    Ok(())
+}
+
+pub async fn list(gateway: &Gateway, out: Out, limit: u32) -> Result<()> {
+    let page = gateway
+        .call(|mut c| {
+            let request = gateway.request(ListProjectsRequest {
+                page_size: limit,
+                page_token: String::new(),
+            });
+            async move { c.list_projects(request).await }
+        })
+        .await?;
+    out.show(&page.projects);
+    Ok(())
+}
+
+pub async fn delete(gateway: &Gateway, out: Out, project: &str) -> Result<()> {
+    let done = gateway
+        .call(|mut c| {
+            let request = gateway.request(DeleteProjectRequest {
+                project_id: project.to_string(),
+            });
+            async move { c.delete_project(request).await }
+        })
+        .await?;
+    out.show(&done);
+    Ok(())
+}
+
+/// Uploads each file in turn (their order is the order steps read them in).
+pub async fn add_docs(gateway: &Gateway, out: Out, project: &str, files: &[PathBuf]) -> Result<()> {
+    out.show(&upload_docs(gateway, project, files).await?);
+    Ok(())
+}
+
+/// Uploads `files` to the project in order; each upload carries its own
+/// request id, so a retried call is not doubled.
+pub async fn upload_docs(
+    gateway: &Gateway,
+    project: &str,
+    files: &[PathBuf],
+) -> Result<Vec<ProjectDocument>> {
+    let mut uploaded = Vec::with_capacity(files.len());
+    for file in files {
+        let content = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+        let file_name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let request_id = client_request_id();
+        let document = gateway
+            .call(|mut c| {
+                let request = gateway.request(AddProjectDocumentRequest {
+                    project_id: project.to_string(),
+                    file_name: file_name.clone(),
+                    content: content.clone(),
+                    client_request_id: request_id.clone(),
+                });
+                async move { c.add_project_document(request).await }
+            })
+            .await?;
+        uploaded.push(document);
+    }
+    Ok(uploaded)
+}
+
+pub async fn docs(gateway: &Gateway, out: Out, project: &str) -> Result<()> {
+    let list = gateway
+        .call(|mut c| {
+            let request = gateway.request(ListProjectDocumentsRequest {
+                project_id: project.to_string(),
+            });
+            async move { c.list_project_documents(request).await }
+        })
+        .await?;
+    out.show(&list.documents);
+    Ok(())
+}
+
+pub async fn ask(
+    gateway: &Gateway,
+    out: Out,
+    project: &str,
+    model: Option<String>,
+    question: &[String],
+) -> Result<()> {
+    // A retried call answers the first one's answer, never asking twice.
+    let request_id = client_request_id();
+    let text = question.join(" ");
+    let answer = gateway
+        .call(|mut c| {
+            let request = gateway.request(QueryRequest {
+                project_id: project.to_string(),
+                text: text.clone(),
+                model: model.clone().unwrap_or_default(),
+                client_request_id: request_id.clone(),
+            });
+            async move { c.query(request).await }
+        })
+        .await?;
+    out.show(&answer);
+    Ok(())
+}
+
+pub async fn export(
+    gateway: &Gateway,
+    out: Out,
+    project: &str,
+    to: Option<&Path>,
+    url: bool,
+) -> Result<()> {
+    let request = ExportProjectRequest {
+        project_id: project.to_string(),
+    };
+    if url {
+        let link = gateway
+            .call(|mut c| {
+                let request = gateway.request(request.clone());
+                async move { c.get_export_url(request).await }
+            })
+            .await?;
+        out.show(&link);
+        return Ok(());
+    }
+    let mut stream = gateway
+        .call(|mut c| {
+            let request = gateway.request(request.clone());
+            async move { c.export_project(request).await }
+        })
+        .await?;
+    let mut zip = Vec::new();
+    let mut name = String::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        if name.is_empty() {
+            name = chunk.file_name;
+        }
+        zip.extend_from_slice(&chunk.data);
+    }
+    if name.is_empty() {
+        name = "export.zip".into();
+    }
+    let path = to.map_or_else(|| PathBuf::from(name), Path::to_path_buf);
+    std::fs::write(&path, &zip).with_context(|| format!("cannot write {}", path.display()))?;
+    out.show(&Exported {
+        path,
+        size_bytes: zip.len(),
+    });
+    Ok(())
+}

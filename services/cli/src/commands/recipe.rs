@@ -1,0 +1,96 @@
+//! Stage recipes: list them, show one stage's DAG, edit one.
+
+use crate::gateway::Gateway;
+use crate::output::{Out, Render};
+use crate::{format, json};
+use anyhow::{Result, anyhow};
+use dialectic_proto::v1::{
+    EditStageRecipeRequest, GetStageRecipeRequest, ListRecipesRequest, RecipeEdge, RecipeSummary,
+    StageRecipe,
+};
+use serde_json::Value;
+
+impl Render for Vec<RecipeSummary> {
+    fn text(&self) -> String {
+        self.iter()
+            .map(|r| {
+                let kind = if r.is_cloned { "cloned" } else { "template" };
+                format!(
+                    "{:<12} {:>3} steps  {kind:<8}  {}\n",
+                    r.stage_slug, r.steps, r.display_name
+                )
+            })
+            .collect()
+    }
+    fn json(&self) -> Value {
+        json::recipes(self)
+    }
+}
+
+impl Render for StageRecipe {
+    fn text(&self) -> String {
+        format::recipe(self)
+    }
+    fn json(&self) -> Value {
+        json::recipe(self)
+    }
+}
+
+pub async fn list(gateway: &Gateway, out: Out) -> Result<()> {
+    let list = gateway
+        .call(|mut c| {
+            let request = gateway.request(ListRecipesRequest {});
+            async move { c.list_recipes(request).await }
+        })
+        .await?;
+    out.show(&list.recipes);
+    Ok(())
+}
+
+pub async fn show(gateway: &Gateway, out: Out, stage: &str) -> Result<()> {
+    let recipe = gateway
+        .call(|mut c| {
+            let request = gateway.request(GetStageRecipeRequest {
+                stage_slug: stage.to_string(),
+            });
+            async move { c.get_stage_recipe(request).await }
+        })
+        .await?;
+    out.show(&recipe);
+    Ok(())
+}
+
+/// `FROM:TO` step keys as an edge.
+fn edge(text: &str) -> Result<RecipeEdge> {
+    let (from, to) = text
+        .split_once(':')
+        .ok_or_else(|| anyhow!("--edge {text:?} must be FROM:TO"))?;
+    Ok(RecipeEdge {
+        from_step_key: from.trim().to_string(),
+        to_step_key: to.trim().to_string(),
+    })
+}
+
+pub async fn edit(
+    gateway: &Gateway,
+    out: Out,
+    stage: &str,
+    skip: &[String],
+    unskip: &[String],
+    edges: &[String],
+) -> Result<()> {
+    let add_edges = edges.iter().map(|e| edge(e)).collect::<Result<Vec<_>>>()?;
+    let recipe = gateway
+        .call(|mut c| {
+            let request = gateway.request(EditStageRecipeRequest {
+                stage_slug: stage.to_string(),
+                skip: skip.to_vec(),
+                unskip: unskip.to_vec(),
+                add_edges: add_edges.clone(),
+            });
+            async move { c.edit_stage_recipe(request).await }
+        })
+        .await?;
+    out.show(&recipe);
+    Ok(())
+}

@@ -1,0 +1,370 @@
+//! Sessions: start, review, pause/resume/cancel, revisit, retry, status,
+//! watch, the blackboard, and `run` (create, start, watch, list documents).
+
+use super::doc::Listed;
+use super::project::{PromptSource, upload_docs};
+use crate::exit::{Failed, Kind};
+use crate::gateway::Gateway;
+use crate::output::{Out, Render, lines};
+use crate::{format, json, progress};
+use anyhow::Result;
+use dialectic_proto::v1::{
+    BlackboardEntry, CancelSessionRequest, GetBlackboardRequest, ListSessionsRequest,
+    PauseSessionRequest, Project, ProjectDocument, ResumeSessionRequest, RetryStageRequest,
+    RetryStageResponse, RevisitStageRequest, RevisitStageResponse, Session, StageResponse,
+    SubmitStageResponsesRequest,
+};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+/// A session in full (`status`).
+impl Render for Session {
+    fn text(&self) -> String {
+        format::session(self)
+    }
+    fn json(&self) -> Value {
+        json::session(self)
+    }
+}
+
+/// A session in one line: what a command that moved it answers.
+pub struct Moved(pub Session);
+
+impl Render for Moved {
+    fn text(&self) -> String {
+        let s = &self.0;
+        format!("{} {} (iteration {})\n", s.id, s.status, s.iteration)
+    }
+    fn json(&self) -> Value {
+        json::session(&self.0)
+    }
+}
+
+impl Render for Vec<Session> {
+    fn text(&self) -> String {
+        lines(self, "no sessions yet", |s| {
+            format!("{}  {}  iteration {}", s.id, s.status, s.iteration)
+        })
+    }
+    fn json(&self) -> Value {
+        self.iter().map(json::session).collect()
+    }
+}
+
+impl Render for RevisitStageResponse {
+    fn text(&self) -> String {
+        let mut text = self.session.as_ref().map_or(String::new(), |s| {
+            format!("{} {} (revision {})\n", s.id, s.status, self.revision)
+        });
+        for stage in &self.needs_review {
+            text.push_str(&format!("needs review: {stage}\n"));
+        }
+        for key in &self.archived {
+            text.push_str(&format!("archived: {key}\n"));
+        }
+        text
+    }
+    fn json(&self) -> Value {
+        json::revisit(self)
+    }
+}
+
+/// A retried stage and the model it was moved to, if any.
+struct Retried {
+    done: RetryStageResponse,
+    model: Option<String>,
+}
+
+impl Render for Retried {
+    fn text(&self) -> String {
+        let done = &self.done;
+        let mut text = done
+            .session
+            .clone()
+            .map_or(String::new(), |s| Moved(s).text());
+        let on = self
+            .model
+            .as_ref()
+            .map_or(String::new(), |m| format!(" on {m}"));
+        text.push_str(&format!(
+            "stage {}: {} failed job(s) run again{on}; {} job(s) wait for them\n",
+            done.stage_slug,
+            done.retried_job_ids.len(),
+            done.reopened_jobs
+        ));
+        for job in &done.retried_job_ids {
+            text.push_str(&format!("retried: {job}\n"));
+        }
+        text
+    }
+    fn json(&self) -> Value {
+        json::retry(&self.done)
+    }
+}
+
+impl Render for Vec<BlackboardEntry> {
+    fn text(&self) -> String {
+        lines(self, "the blackboard is empty", |e| {
+            format!(
+                "{} #{} ({}, {}/{}): {}",
+                e.entry_type, e.seq, e.stage_slug, e.step_key, e.model, e.data_json
+            )
+        })
+    }
+    fn json(&self) -> Value {
+        self.iter().map(json::board_entry).collect()
+    }
+}
+
+/// What `run` made and where it ended.
+struct RunSummary {
+    project: Project,
+    uploaded: Vec<ProjectDocument>,
+    session: Session,
+    documents: Listed,
+}
+
+impl Render for RunSummary {
+    fn text(&self) -> String {
+        format!(
+            "{}\n{}",
+            self.documents.text(),
+            format::summary(&self.session, &self.documents.documents)
+        )
+    }
+    fn json(&self) -> Value {
+        json!({
+            "project": json::project(&self.project),
+            "uploaded": self.uploaded.iter().map(json::project_document).collect::<Vec<_>>(),
+            "session": json::session(&self.session),
+            "documents": self.documents.documents.iter().map(json::document).collect::<Vec<_>>(),
+        })
+    }
+}
+
+pub async fn start(
+    gateway: &Gateway,
+    out: Out,
+    project: &str,
+    models: &[String],
+    auto_advance: bool,
+) -> Result<()> {
+    let session = gateway.start_session(project, models, auto_advance).await?;
+    out.show(&Moved(session));
+    Ok(())
+}
+
+pub async fn list(gateway: &Gateway, out: Out, project: &str) -> Result<()> {
+    let page = gateway
+        .call(|mut c| {
+            let request = gateway.request(ListSessionsRequest {
+                project_id: project.to_string(),
+                page_size: 0,
+                page_token: String::new(),
+            });
+            async move { c.list_sessions(request).await }
+        })
+        .await?;
+    out.show(&page.sessions);
+    Ok(())
+}
+
+pub async fn submit(
+    gateway: &Gateway,
+    out: Out,
+    session: &str,
+    stage: &str,
+    feedback: Option<String>,
+    document: Option<String>,
+) -> Result<()> {
+    let responses: Vec<StageResponse> = feedback
+        .map(|text| StageResponse {
+            resource_id: String::new(),
+            document_key: document.unwrap_or_default(),
+            feedback: text,
+        })
+        .into_iter()
+        .collect();
+    let s = gateway
+        .call(|mut c| {
+            let request = gateway.request(SubmitStageResponsesRequest {
+                session_id: session.to_string(),
+                stage_slug: stage.to_string(),
+                responses: responses.clone(),
+            });
+            async move { c.submit_stage_responses(request).await }
+        })
+        .await?;
+    out.show(&Moved(s));
+    Ok(())
+}
+
+/// Pause, resume or cancel: the same call shape, a different RPC.
+#[derive(Clone, Copy)]
+pub enum Lifecycle {
+    Pause,
+    Resume,
+    Cancel,
+}
+
+pub async fn change(gateway: &Gateway, out: Out, session: &str, change: Lifecycle) -> Result<()> {
+    let s = gateway
+        .call(|mut c| {
+            let session_id = session.to_string();
+            async move {
+                match change {
+                    Lifecycle::Pause => {
+                        let request = gateway.request(PauseSessionRequest { session_id });
+                        c.pause_session(request).await
+                    }
+                    Lifecycle::Resume => {
+                        let request = gateway.request(ResumeSessionRequest { session_id });
+                        c.resume_session(request).await
+                    }
+                    Lifecycle::Cancel => {
+                        let request = gateway.request(CancelSessionRequest { session_id });
+                        c.cancel_session(request).await
+                    }
+                }
+            }
+        })
+        .await?;
+    out.show(&Moved(s));
+    Ok(())
+}
+
+pub async fn revisit(
+    gateway: &Gateway,
+    out: Out,
+    session: &str,
+    stage: &str,
+    impact: &str,
+    reason: &str,
+) -> Result<()> {
+    let done = gateway
+        .call(|mut c| {
+            let request = gateway.request(RevisitStageRequest {
+                session_id: session.to_string(),
+                stage_slug: stage.to_string(),
+                impact: impact.to_string(),
+                reason: reason.to_string(),
+                impact_level: 0,
+            });
+            async move { c.revisit_stage(request).await }
+        })
+        .await?;
+    out.show(&done);
+    Ok(())
+}
+
+pub async fn retry(
+    gateway: &Gateway,
+    out: Out,
+    session: &str,
+    stage: Option<String>,
+    model: Option<String>,
+) -> Result<()> {
+    let done = gateway
+        .call(|mut c| {
+            let request = gateway.request(RetryStageRequest {
+                session_id: session.to_string(),
+                stage_slug: stage.clone().unwrap_or_default(),
+                model: model.clone().unwrap_or_default(),
+            });
+            async move { c.retry_stage(request).await }
+        })
+        .await?;
+    out.show(&Retried { done, model });
+    Ok(())
+}
+
+pub async fn status(gateway: &Gateway, out: Out, session: &str) -> Result<()> {
+    out.show(&gateway.session(session).await?);
+    Ok(())
+}
+
+pub async fn blackboard(
+    gateway: &Gateway,
+    out: Out,
+    session: &str,
+    entry_type: Option<String>,
+) -> Result<()> {
+    let board = gateway
+        .call(|mut c| {
+            let request = gateway.request(GetBlackboardRequest {
+                session_id: session.to_string(),
+                entry_type: entry_type.clone().unwrap_or_default(),
+            });
+            async move { c.get_blackboard(request).await }
+        })
+        .await?;
+    out.show(&board.entries);
+    Ok(())
+}
+
+fn usage(message: String) -> Failed {
+    Failed::new(Kind::Usage, message)
+}
+
+pub async fn watch(gateway: &Gateway, out: Out, session: &str, until: Option<&str>) -> Result<()> {
+    if let Some(until) = until {
+        let watched = gateway.session(session).await?;
+        if let Some(stages) = gateway.session_stages(&watched).await? {
+            format::check_until(until, &stages).map_err(usage)?;
+        }
+    }
+    let mut view = progress::View::new(out, session);
+    gateway.watch(session, until, None, &mut view).await?;
+    view.finish();
+    Ok(())
+}
+
+/// `run`'s flags, less the ones every command has.
+pub struct RunPlan<'a> {
+    pub name: &'a str,
+    pub prompt: &'a PromptSource,
+    pub models: &'a [String],
+    pub until: &'a str,
+    pub auto_advance: bool,
+    pub timeout: Duration,
+    pub docs: &'a [std::path::PathBuf],
+}
+
+/// Create, start, watch to `until`, then list the documents.
+pub async fn run(gateway: &Gateway, out: Out, plan: RunPlan<'_>) -> Result<()> {
+    let pipeline = plan.prompt.pipeline.as_deref().unwrap_or("dialectic");
+    // An unknown pipeline is CreateProject's NOT_FOUND, said below.
+    if let Some(stages) = gateway.pipeline_stages(pipeline, None).await? {
+        format::check_until(plan.until, &stages).map_err(usage)?;
+    }
+    let project = gateway
+        .create_project(plan.prompt.request(plan.name)?)
+        .await?;
+    out.step(format!("project {}", project.id));
+    let uploaded = upload_docs(gateway, &project.id, plan.docs).await?;
+    for document in &uploaded {
+        out.step(super::project::project_document_line(document));
+    }
+    let session = gateway
+        .start_session(&project.id, plan.models, plan.auto_advance)
+        .await?;
+    out.step(format!("session {} {}", session.id, session.status));
+    let deadline = Instant::now() + plan.timeout;
+    let mut view = progress::View::new(out, &session.id);
+    gateway
+        .watch(&session.id, Some(plan.until), Some(deadline), &mut view)
+        .await?;
+    gateway
+        .wait_for_renders(&session.id, deadline, &mut view)
+        .await?;
+    view.finish();
+    let documents = Listed::read(gateway, out, &session.id, None).await?;
+    let session = gateway.session(&session.id).await?;
+    out.show(&RunSummary {
+        project,
+        uploaded,
+        session,
+        documents,
+    });
+    Ok(())
+}

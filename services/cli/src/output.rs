@@ -1,0 +1,101 @@
+//! How every answer is printed: each implements [`Render`] once, as text
+//! and as JSON, and [`Out`] picks by `--output`. Data goes to stdout; notes,
+//! progress bars and errors go to stderr.
+
+use serde_json::Value;
+use std::fmt::Display;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// An answer the CLI prints.
+pub trait Render {
+    /// What a person reads, each line ending in a newline.
+    fn text(&self) -> String;
+    /// One JSON document: the proto3 JSON mapping for API messages.
+    fn json(&self) -> Value;
+}
+
+/// Where answers go, and in which format.
+#[derive(Clone, Copy, Debug)]
+pub struct Out {
+    pub format: Format,
+}
+
+impl Out {
+    pub fn new(format: Format) -> Self {
+        Self { format }
+    }
+
+    /// The answer as `--output` asks, newline-terminated.
+    pub fn render(&self, answer: &(impl Render + ?Sized)) -> String {
+        match self.format {
+            Format::Text => answer.text(),
+            Format::Json => format!("{}\n", answer.json()),
+        }
+    }
+
+    pub fn show(&self, answer: &(impl Render + ?Sized)) {
+        print!("{}", self.render(answer));
+    }
+
+    /// A line of a long command's running account (`run`'s ids as they are
+    /// made): a person sees it at once, a script gets one document at the end.
+    pub fn step(&self, line: impl Display) {
+        if self.is_text() {
+            println!("{line}");
+        }
+    }
+
+    pub fn is_text(&self) -> bool {
+        self.format == Format::Text
+    }
+}
+
+/// Progress notes go to stderr so stdout stays parseable.
+pub fn note(message: &str) {
+    eprintln!("note: {message}");
+}
+
+/// Lines of `items`, or `empty` when there are none.
+pub fn lines<T>(items: &[T], empty: &str, line: impl Fn(&T) -> String) -> String {
+    if items.is_empty() {
+        return format!("{empty}\n");
+    }
+    items.iter().map(|item| line(item) + "\n").collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    struct Answer;
+
+    impl Render for Answer {
+        fn text(&self) -> String {
+            "done\n".into()
+        }
+        fn json(&self) -> Value {
+            json!({"done": true})
+        }
+    }
+
+    #[test]
+    fn one_answer_renders_in_the_format_asked() {
+        assert_eq!(Out::new(Format::Text).render(&Answer), "done\n");
+        assert_eq!(Out::new(Format::Json).render(&Answer), "{\"done\":true}\n");
+    }
+
+    #[test]
+    fn an_empty_list_says_so() {
+        assert_eq!(
+            lines(&[] as &[u8], "none yet", |_| String::new()),
+            "none yet\n"
+        );
+        assert_eq!(lines(&[1, 2], "none", |n| format!("#{n}")), "#1\n#2\n");
+    }
+}
