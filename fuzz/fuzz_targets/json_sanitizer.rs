@@ -2,7 +2,7 @@
 //! keep valid JSON's meaning, and must only claim a structural fix that parses.
 #![no_main]
 
-use dialectic_core::sanitize::{parse_model_json, sanitize_json};
+use dialectic_core::sanitize::{parse_cut_off_json, parse_model_json, sanitize_json};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -28,5 +28,10 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Err(error) = parse_model_json(raw) {
         assert!(error.excerpt.chars().count() <= 200);
+    }
+    // Closing a cut-off reply never panics, loops or grows without bound.
+    match parse_cut_off_json(raw) {
+        Ok((_, result)) => assert!(result.sanitized.len() <= 6 * raw.len() + 2),
+        Err(error) => assert!(error.excerpt.chars().count() <= 200),
     }
 });

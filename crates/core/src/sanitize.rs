@@ -234,16 +234,15 @@ fn first_object(text: &str) -> Option<Extracted> {
         .map(|(i, _)| i)
         .take(MAX_CANDIDATES)
         .collect();
-    starts
-        .iter()
-        .find_map(|&start| whole_object_at(text, start))
-        .or_else(|| {
-            starts.iter().find_map(|&start| {
-                close_open_structures(text[start..].trim_end().trim_end_matches("```"))
-                    .filter(|c| holds_a_key(c))
-                    .map(|text| Extracted { text, fixed: true })
-            })
+    // The outermost object first, whole or closed: an object the reply was
+    // cut off in must not give way to a complete one nested inside it.
+    starts.iter().find_map(|&start| {
+        whole_object_at(text, start).or_else(|| {
+            close_open_structures(text[start..].trim_end().trim_end_matches("```"))
+                .filter(|c| holds_a_key(c))
+                .map(|text| Extracted { text, fixed: true })
         })
+    })
 }
 
 /// A cut-off object is worth closing only if it got as far as one key.
@@ -264,6 +263,76 @@ fn whole_object_at(text: &str, start: usize) -> Option<Extracted> {
         }),
         _ => None,
     }
+}
+
+/// Reads a reply the model was cut off in (`finish_reason = length`, as a
+/// constrained decoder stops too): the object it got as far as, closed where
+/// it stopped, so the chunk is stored and continued. A reply that reads whole
+/// without extraction is read as [`parse_model_json`] reads it.
+pub fn parse_cut_off_json(
+    raw: &str,
+) -> Result<(serde_json::Value, JsonSanitization), MalformedJson> {
+    let whole = parse_model_json(raw);
+    if whole.as_ref().is_ok_and(|(_, s)| !s.was_extracted) {
+        return whole;
+    }
+    let text = escape_raw_controls(raw).unwrap_or_else(|| raw.to_string());
+    let closed = text
+        .find('{')
+        .and_then(|start| Some((start, close_cut_off(&text[start..])?)));
+    match closed {
+        Some((start, closed)) => {
+            let value = serde_json::from_str(&closed).map_err(|e| MalformedJson {
+                reason: e.to_string(),
+                excerpt: raw.chars().take(200).collect(),
+                original_length: raw.len(),
+            })?;
+            let sanitization = JsonSanitization {
+                sanitized: closed,
+                was_sanitized: true,
+                was_structurally_fixed: true,
+                was_extracted: start > 0,
+                original_length: raw.len(),
+            };
+            Ok((value, sanitization))
+        }
+        None => whole,
+    }
+}
+
+/// Where a cut-off object can end: an open string ended and its structures
+/// closed; failing that, back at the last complete member (a key or value
+/// cut in half is dropped), tried from the end.
+fn close_cut_off(text: &str) -> Option<String> {
+    let mut members_end = Vec::new();
+    let (mut in_string, mut escaped) = (false, false);
+    for (at, c) in text.char_indices() {
+        match (in_string, escaped, c) {
+            (true, true, _) => escaped = false,
+            (true, false, '\\') => escaped = true,
+            (_, false, '"') => in_string = !in_string,
+            (false, _, ',') => members_end.push(at),
+            (false, _, '{' | '[') => members_end.push(at + 1),
+            _ => {}
+        }
+    }
+    let mut ended = text.trim_end().to_string();
+    if in_string {
+        if escaped {
+            ended.pop();
+        }
+        ended.push('"');
+    }
+    let candidates = std::iter::once(ended).chain(
+        members_end
+            .iter()
+            .rev()
+            .take(MAX_CANDIDATES)
+            .map(|&end| text[..end].to_string()),
+    );
+    candidates
+        .filter_map(|prefix| close_open_structures(&prefix))
+        .find(|closed| holds_a_key(closed))
 }
 
 /// Sanitizes and parses; the error keeps the first bytes of the reply for the job's error details.
@@ -295,6 +364,7 @@ pub struct MalformedJson {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn valid_json_is_untouched() {
@@ -404,6 +474,39 @@ mod tests {
         let cut = "Here: {\"content\": \"one\ntwo\", \"more\": [\"x\"";
         let (value, _) = parse_model_json(cut).expect("extracted and closed");
         assert_eq!(value["content"], "one\ntwo");
+    }
+
+    #[test]
+    fn a_cut_off_reply_is_closed_where_it_stopped() {
+        let cases = [
+            // Inside a string: the string ends there.
+            (
+                "{\"content\": \"Trees give sha",
+                json!({"content": "Trees give sha"}),
+            ),
+            // Inside a nested list of objects whose earlier items are whole:
+            // the outer object, never an inner one alone.
+            (
+                "{\"content\": \"A lease.\", \"sections\": [{\"number\": \"1\"}, {\"number\": \"2\", \"ti",
+                json!({"content": "A lease.", "sections": [{"number": "1"}, {"number": "2"}]}),
+            ),
+            // A key cut in half, a value not begun, an escape cut in half.
+            ("{\"a\": \"x\", \"b", json!({"a": "x"})),
+            ("{\"a\": \"x\", \"b\": ", json!({"a": "x"})),
+            ("{\"a\": \"x\\", json!({"a": "x"})),
+            // Prose first, a raw line break inside the string.
+            ("Here it is: {\"a\": \"one\ntwo", json!({"a": "one\ntwo"})),
+        ];
+        for (raw, expected) in cases {
+            let (value, result) =
+                parse_cut_off_json(raw).unwrap_or_else(|e| panic!("{raw:?}: {e}"));
+            assert_eq!(value, expected, "{raw:?}");
+            assert!(result.was_structurally_fixed, "{raw:?}");
+        }
+        let (whole, result) = parse_cut_off_json("{\"a\": 1}").expect("whole");
+        assert_eq!((whole, result.was_sanitized), (json!({"a": 1}), false));
+        assert!(parse_cut_off_json("no JSON at all").is_err());
+        assert!(parse_cut_off_json(&"{".repeat(100_000)).is_err());
     }
 
     #[test]

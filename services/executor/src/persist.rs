@@ -12,7 +12,7 @@ use dialectic_core::ids::ContributionId;
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::paths::{DocumentName, FileKind, Lineage};
 use dialectic_core::recipe::RecipeStep;
-use dialectic_core::sanitize::parse_model_json;
+use dialectic_core::sanitize::{parse_cut_off_json, parse_model_json};
 use dialectic_core::shape::{self, CONTINUATION_FLAG, SkipStep};
 use dialectic_core::{blackboard, clarify, gate};
 use dialectic_llm::{ChatResponse, FinishReason};
@@ -208,8 +208,14 @@ impl Executor {
             compressed,
             seed_prompt,
         } = kept;
+        // A reply cut off at its token limit is the chunk so far, closed
+        // where it stopped, and a continuation writes the rest.
+        let read = match reply.response.finish_reason {
+            FinishReason::Length => parse_cut_off_json,
+            _ => parse_model_json,
+        };
         let (value, sanitized) =
-            parse_model_json(&reply.response.text).map_err(|e| retryable("malformed_json", e))?;
+            read(&reply.response.text).map_err(|e| retryable("malformed_json", e))?;
         if sanitized.was_sanitized {
             tracing::info!(
                 structurally_fixed = sanitized.was_structurally_fixed,

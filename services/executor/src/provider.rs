@@ -14,6 +14,13 @@ use std::time::Duration;
 
 pub(crate) type Provider = Arc<dyn ModelProvider>;
 
+/// How long a call waits for a free slot of its model before its attempt
+/// fails as transient. A slot frees within one call's total timeout (10
+/// minutes by default), and a local model serving one call at a time keeps
+/// the calls of a fan-out queued for minutes: at 2 minutes, a contract
+/// stack's three parse jobs on SmolLM2 spent attempts on waiting alone.
+const SLOT_PATIENCE: Duration = Duration::from_secs(15 * 60);
+
 /// `executor.provider_mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -94,7 +101,7 @@ impl Executor {
                 limits,
                 Duration::from_secs(60),
                 Duration::from_secs(self.lease_secs.max(30) * 4),
-                Duration::from_secs(120),
+                SLOT_PATIENCE,
             )),
             key: format!("model:{}", model.api_identifier),
         })
