@@ -1,11 +1,12 @@
 //! Service identity on the wire (rules in `dialectic_core::service_auth`): the
 //! server layer every gRPC server runs, which refuses an internal call without
-//! a valid token from an admitted caller, and the client interceptor that
-//! signs every internal call this service makes.
+//! a valid token for it from an admitted caller (and any path listed nowhere),
+//! and the client interceptor that signs every internal call this service
+//! makes for the service it calls.
 
 use crate::error_status::Failure;
 use dialectic_core::error::ErrorCode;
-use dialectic_core::service_auth::{self, HEADER, ServiceName, TokenError};
+use dialectic_core::service_auth::{self, Access, HEADER, ServiceName, TokenError};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -20,9 +21,9 @@ impl ServiceKey {
         Self(Arc::from(settings.internal.token_secret.as_bytes()))
     }
 
-    /// A fresh token naming `caller`.
-    pub fn mint(&self, caller: ServiceName) -> String {
-        service_auth::mint(&self.0, caller, now_unix())
+    /// A fresh token naming `caller`, good only at `audience`.
+    pub fn mint(&self, caller: ServiceName, audience: ServiceName) -> String {
+        service_auth::mint(&self.0, caller, audience, now_unix())
     }
 }
 
@@ -44,16 +45,22 @@ pub fn caller<T>(request: &tonic::Request<T>) -> Option<ServiceName> {
 
 fn check<B>(key: &ServiceKey, request: &mut http::Request<B>) -> Result<(), tonic::Status> {
     let path = request.uri().path().to_string();
-    if service_auth::admits(&path, ServiceName::Gateway).is_none() {
-        // Not an internal method: the public API, health, reflection.
-        return Ok(());
-    }
+    let (audience, callers) = match service_auth::access(&path) {
+        Access::Public => return Ok(()),
+        Access::Internal { audience, callers } => (audience, callers),
+        Access::Unlisted => {
+            let message = format!("{path} is not a method anyone may call here");
+            return Err(
+                Failure::new(ErrorCode::PermissionDenied, "METHOD_NOT_LISTED", message).into(),
+            );
+        }
+    };
     let service = request
         .headers()
         .get(HEADER)
         .and_then(|v| v.to_str().ok())
         .ok_or(TokenError::Missing)
-        .and_then(|token| service_auth::verify(&key.0, token, now_unix()))
+        .and_then(|token| service_auth::verify(&key.0, token, audience, now_unix()))
         .map_err(|e| {
             let message = format!("{path} is internal: {e}; services share internal.token_secret");
             Failure::new(
@@ -62,7 +69,7 @@ fn check<B>(key: &ServiceKey, request: &mut http::Request<B>) -> Result<(), toni
                 message,
             )
         })?;
-    if service_auth::admits(&path, service) != Some(true) {
+    if !callers.contains(&service) {
         let message = format!("the {} service may not call {path}", service.as_str());
         let refused = Failure::new(ErrorCode::PermissionDenied, "SERVICE_NOT_ADMITTED", message)
             .with("service", service.as_str());
@@ -131,7 +138,8 @@ where
     }
 }
 
-/// Signs every outgoing call as `me` and carries the caller's trace.
+/// Signs every outgoing call as `me` for the service it calls, and carries
+/// the caller's trace.
 #[derive(Clone)]
 pub struct InternalInterceptor {
     me: ServiceName,
@@ -141,7 +149,16 @@ pub struct InternalInterceptor {
 impl tonic::service::Interceptor for InternalInterceptor {
     fn call(&mut self, request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
         let mut request = crate::observe::TraceInterceptor.call(request)?;
-        let token = self.key.mint(self.me).parse().map_err(|_| {
+        // Generated clients name the method they call; its service is the audience.
+        let audience = request
+            .extensions()
+            .get::<tonic::GrpcMethod<'static>>()
+            .and_then(|m| ServiceName::serving(m.service()))
+            .ok_or_else(|| {
+                let message = "an internal call to a service that is no internal service";
+                tonic::Status::from(Failure::new(ErrorCode::Internal, "INTERNAL", message))
+            })?;
+        let token = self.key.mint(self.me, audience).parse().map_err(|_| {
             let message = "a service token is not valid metadata";
             tonic::Status::from(Failure::new(ErrorCode::Internal, "INTERNAL", message))
         })?;
@@ -160,4 +177,29 @@ pub fn internal_channel(
     key: ServiceKey,
 ) -> InternalChannel {
     tonic::service::interceptor::InterceptedService::new(channel, InternalInterceptor { me, key })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+
+    /// A method missing from the table is refused at run time; this names it
+    /// before it ships.
+    #[test]
+    fn every_method_of_every_service_is_in_the_table() {
+        let set = prost_types::FileDescriptorSet::decode(dialectic_proto::FILE_DESCRIPTOR_SET)
+            .expect("the compiled descriptors decode");
+        let mut seen = 0;
+        for file in &set.file {
+            for svc in &file.service {
+                for method in &svc.method {
+                    let path = format!("/{}.{}/{}", file.package(), svc.name(), method.name());
+                    assert_ne!(service_auth::access(&path), Access::Unlisted, "{path}");
+                    seen += 1;
+                }
+            }
+        }
+        assert!(seen > 40, "only {seen} methods");
+    }
 }

@@ -65,6 +65,10 @@ impl Executor {
     pub(crate) async fn answer(&self, req: AnswerRequest) -> Result<AnswerResponse, Status> {
         let project = ProjectId::parse(&req.project_id).map_err(|e| error_status::status(&e))?;
         let user = UserId::parse(&req.user_id).map_err(|e| error_status::status(&e))?;
+        // The gateway names the user it authenticated; the project must be theirs.
+        records::project_for_user(self.store.pool(), user, project)
+            .await
+            .map_err(|e| error_status::status(&e))?;
         let identifier = match req.model.trim() {
             "" => self.query_model.as_str(),
             named => named,
