@@ -20,6 +20,7 @@ pub mod query;
 pub mod recipe;
 pub mod revisit;
 pub mod sanitize;
+pub mod secrets;
 pub mod service_auth;
 pub mod session;
 pub mod shape;

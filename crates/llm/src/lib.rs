@@ -20,6 +20,7 @@ pub use simulated_query::{COMPOUND_DIRECTIVE, FABRICATE_DIRECTIVE, FABRICATED_QU
 
 use async_trait::async_trait;
 use dialectic_core::prompt::ChatRequest;
+use dialectic_core::secrets::{self, redacted};
 use dialectic_core::structured::{StructuredOutput, UnknownDialect};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -78,7 +79,7 @@ pub trait ModelProvider: Send + Sync {
 }
 
 /// Where a real provider is and how to authenticate, from a model row.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ProviderConfig {
     /// The row's `config.base_url`.
     pub base_url: Option<String>,
@@ -88,6 +89,21 @@ pub struct ProviderConfig {
     /// The row's `config.structured_output`; a value no dialect has is kept
     /// as the error, which [`provider_for`] reports.
     pub structured_output: Result<StructuredOutput, UnknownDialect>,
+    /// A `secret_name` naming one of the platform's own variables, left
+    /// unread; [`provider_for`] refuses the model.
+    pub refused_secret: Option<String>,
+}
+
+impl std::fmt::Debug for ProviderConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &redacted(self.api_key.as_deref()))
+            .field("organization", &self.organization)
+            .field("structured_output", &self.structured_output)
+            .field("refused_secret", &self.refused_secret)
+            .finish()
+    }
 }
 
 impl Default for ProviderConfig {
@@ -97,6 +113,7 @@ impl Default for ProviderConfig {
             api_key: None,
             organization: None,
             structured_output: Ok(StructuredOutput::default()),
+            refused_secret: None,
         }
     }
 }
@@ -105,16 +122,32 @@ impl ProviderConfig {
     /// Reads `config` (`base_url`, `organization`, `structured_output`) and
     /// the secret named by `secret_name` from the environment; the key itself
     /// is never stored.
+    /// A `secret_name` of the platform's own (`DIALECTIC_*`, `AWS_*`) is not
+    /// read, whoever wrote the row: the key would go to the row's base URL.
     pub fn from_row(config: &serde_json::Value, secret_name: Option<&str>) -> Self {
+        Self::from_row_in(config, secret_name, |name| std::env::var(name).ok())
+    }
+
+    /// [`Self::from_row`] with `env` for the process environment.
+    fn from_row_in(
+        config: &serde_json::Value,
+        secret_name: Option<&str>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Self {
         let text = |k: &str| config.get(k).and_then(|v| v.as_str()).map(str::to_string);
+        let secret_name = secret_name.filter(|n| !n.is_empty());
+        let refused_secret = secret_name
+            .filter(|n| secrets::platform_prefix(n).is_some())
+            .map(str::to_string);
         Self {
             base_url: text("base_url"),
             api_key: secret_name
-                .filter(|n| !n.is_empty())
-                .and_then(|n| std::env::var(n).ok())
+                .filter(|_| refused_secret.is_none())
+                .and_then(env)
                 .filter(|k| !k.is_empty()),
             organization: text("organization"),
             structured_output: StructuredOutput::of_model_config(config),
+            refused_secret,
         }
     }
 }
@@ -125,6 +158,11 @@ pub fn provider_for(
     simulated: &SimulatedSettings,
     config: &ProviderConfig,
 ) -> Result<Arc<dyn ModelProvider>, LlmError> {
+    if let Some(name) = &config.refused_secret {
+        return Err(LlmError::Permanent(format!(
+            "the model's key variable {name} is one of the platform's own; register the model with a variable of its own (dialecticd model add --key-env)"
+        )));
+    }
     let structured_output = config
         .structured_output
         .clone()
@@ -230,6 +268,53 @@ impl WithFallback {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// An environment where every variable holds a secret.
+    fn every_variable_set(_: &str) -> Option<String> {
+        Some("sk-live-0123456789".into())
+    }
+
+    #[test]
+    fn a_row_naming_a_platform_variable_reads_no_key_and_gets_no_provider() {
+        for name in [
+            "DIALECTIC_INTERNAL__TOKEN_SECRET",
+            "dialectic_s3__secret_key",
+            "AWS_SECRET_ACCESS_KEY",
+        ] {
+            let config = ProviderConfig::from_row_in(&json!({}), Some(name), every_variable_set);
+            assert_eq!(config.api_key, None, "{name} was read");
+            let refused = provider_for("openai", &SimulatedSettings::default(), &config)
+                .err()
+                .expect("refused");
+            assert!(
+                matches!(&refused, LlmError::Permanent(m) if m.contains(name)),
+                "{refused}"
+            );
+        }
+        let own =
+            ProviderConfig::from_row_in(&json!({}), Some("OPENAI_API_KEY"), every_variable_set);
+        assert_eq!(own.api_key.as_deref(), Some("sk-live-0123456789"));
+        assert!(provider_for("openai", &SimulatedSettings::default(), &own).is_ok());
+    }
+
+    #[test]
+    fn debug_shows_whether_there_is_a_key_never_the_key() {
+        let config =
+            ProviderConfig::from_row_in(&json!({}), Some("OPENAI_API_KEY"), every_variable_set);
+        let settings = OpenAiSettings {
+            api_key: config.api_key.clone(),
+            ..OpenAiSettings::default()
+        };
+        for shown in [
+            format!("{config:?}"),
+            format!("{settings:?}"),
+            format!("{settings:#?}"),
+        ] {
+            assert!(!shown.contains("sk-live"), "{shown}");
+            assert!(shown.contains("<redacted>"), "{shown}");
+        }
+        assert!(format!("{:?}", ProviderConfig::default()).contains("api_key: \"<none>\""));
+    }
 
     #[test]
     fn a_row_names_its_structured_output_or_gets_the_default() {

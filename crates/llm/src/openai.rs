@@ -16,6 +16,7 @@
 use crate::{ChatResponse, FinishReason, LlmError, ModelProvider};
 use async_trait::async_trait;
 use dialectic_core::prompt::{ChatRequest, Role};
+use dialectic_core::secrets::redacted;
 use dialectic_core::structured::{StructuredOutput, is_strict};
 use dialectic_core::tokens::estimate_tokens;
 use futures::StreamExt;
@@ -32,7 +33,7 @@ pub enum Dialect {
     Anthropic,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct OpenAiSettings {
     pub dialect: Dialect,
     /// e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8080/v1`.
@@ -64,6 +65,23 @@ impl Default for OpenAiSettings {
             retry_base: Duration::from_millis(500),
             structured_output: StructuredOutput::default(),
         }
+    }
+}
+
+impl std::fmt::Debug for OpenAiSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiSettings")
+            .field("dialect", &self.dialect)
+            .field("base_url", &self.base_url)
+            .field("api_key", &redacted(self.api_key.as_deref()))
+            .field("organization", &self.organization)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("first_byte_timeout", &self.first_byte_timeout)
+            .field("total_timeout", &self.total_timeout)
+            .field("max_retries", &self.max_retries)
+            .field("retry_base", &self.retry_base)
+            .field("structured_output", &self.structured_output)
+            .finish()
     }
 }
 

@@ -24,14 +24,6 @@ const MANAGED_KEYS: [&str; 6] = [
     "fallback_model",
 ];
 
-/// Prefixes of environment variables that hold the platform's own secrets:
-/// dialectic's settings (`DIALECTIC_INTERNAL__TOKEN_SECRET`,
-/// `DIALECTIC_S3__SECRET_KEY`, the database URL) and the AWS credential chain
-/// the S3 client falls back to. A model's key goes to the model's base URL,
-/// which whoever registers the model chooses, so a row naming one of these
-/// would send that secret there.
-const PLATFORM_ENV_PREFIXES: [&str; 2] = ["DIALECTIC_", "AWS_"];
-
 const MAX_NAME_CHARS: usize = 200;
 
 /// The `provider` column: which client calls the model.
@@ -321,8 +313,8 @@ pub fn check_key_env(var: &str) -> Result<(), ModelError> {
             ),
         ));
     }
-    let upper = var.to_ascii_uppercase();
-    if let Some(prefix) = PLATFORM_ENV_PREFIXES.iter().find(|p| upper.starts_with(*p)) {
+    // The executor refuses to read these too (`dialectic_core::secrets`).
+    if let Some(prefix) = dialectic_core::secrets::platform_prefix(var) {
         return Err(invalid(
             "key_env",
             format!(
