@@ -8,6 +8,7 @@ mod clarify;
 mod commands;
 mod confidence;
 pub mod engine;
+mod error;
 pub mod relay;
 
 use dialectic_config::Settings;
@@ -125,6 +126,37 @@ async fn refresh_gauges(store: &dialectic_store::Store) {
     }
 }
 
+/// Sweeps every `planner.sweep_interval_ms` and refreshes the gauges every
+/// `GAUGE_PERIOD`, until shutdown.
+fn spawn_sweeper(
+    engine: Arc<Engine>,
+    store: dialectic_store::Store,
+    settings: &Settings,
+    shutdown: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let interval = Duration::from_millis(settings.planner.sweep_interval_ms.max(50));
+    tokio::spawn(async move {
+        let mut gauges_read: Option<std::time::Instant> = None;
+        while sleep_or_shutdown(interval, &shutdown).await {
+            if gauges_read.is_none_or(|at| at.elapsed() >= GAUGE_PERIOD) {
+                refresh_gauges(&store).await;
+                gauges_read = Some(std::time::Instant::now());
+            }
+            match engine.sweep().await {
+                Ok(r) if r.expired_leases + r.retries_dispatched > 0 => {
+                    tracing::info!(
+                        expired = r.expired_leases,
+                        retried = r.retries_dispatched,
+                        "sweep"
+                    )
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "sweep failed"),
+            }
+        }
+    })
+}
+
 pub fn start(
     settings: Arc<Settings>,
     shutdown: CancellationToken,
@@ -189,32 +221,12 @@ async fn start_planner(
             work_shutdown.clone(),
         )));
     }
-    {
-        let engine = engine.clone();
-        let interval = Duration::from_millis(settings.planner.sweep_interval_ms.max(50));
-        let shutdown = work_shutdown.clone();
-        let store = store.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut gauges_read: Option<std::time::Instant> = None;
-            while sleep_or_shutdown(interval, &shutdown).await {
-                if gauges_read.is_none_or(|at| at.elapsed() >= GAUGE_PERIOD) {
-                    refresh_gauges(&store).await;
-                    gauges_read = Some(std::time::Instant::now());
-                }
-                match engine.sweep().await {
-                    Ok(r) if r.expired_leases + r.retries_dispatched > 0 => {
-                        tracing::info!(
-                            expired = r.expired_leases,
-                            retried = r.retries_dispatched,
-                            "sweep"
-                        )
-                    }
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "sweep failed"),
-                }
-            }
-        }));
-    }
+    tasks.push(spawn_sweeper(
+        engine,
+        store,
+        &settings,
+        work_shutdown.clone(),
+    ));
     Ok(supervise(
         "planner",
         &settings,

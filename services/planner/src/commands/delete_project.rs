@@ -25,8 +25,8 @@ pub(crate) async fn delete(
         })?;
     for session in &sessions {
         // An already abandoned session refuses the event and stays as it is.
-        if let Ok(applied) = engine
-            .apply_session_event(&mut unit, session, &SessionEvent::Cancel)
+        if let Some(applied) = engine
+            .try_session_event(&mut unit, session, &SessionEvent::Cancel)
             .await?
         {
             unit.events

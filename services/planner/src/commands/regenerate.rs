@@ -6,7 +6,7 @@
 //! everything that can change under the locks.
 
 use super::lock_session;
-use crate::engine::{Engine, PlannerError, Unit, now_ms, parse_id};
+use crate::engine::{EffectInputs, Engine, PlannerError, Unit, now_ms, parse_id};
 use dialectic_cache::ProgressEvent;
 use dialectic_core::ids::{ContributionId, JobId, ModelId, ResourceId, SessionId, UserId};
 use dialectic_core::job::{JobEvent, JobStatus, JobType, REGENERATION_KEY_MARK, transition};
@@ -43,6 +43,25 @@ fn asked(command: &RegenerateDocumentCommand) -> Result<Asked, PlannerError> {
     })
 }
 
+/// A regeneration as its command asks for it, carried into the session
+/// machine's `RegenerateDocument` effect, and the command's answer.
+pub(crate) struct Regeneration {
+    asked: Asked,
+    command: RegenerateDocumentCommand,
+    /// The document's jobs, locked.
+    slot: Vec<JobRow>,
+    /// Set by the effect.
+    answer: Option<Answer>,
+}
+
+/// What the command answers, and whether its unit commits.
+enum Answer {
+    /// The regeneration started: commit.
+    Commit(RegenerateDocumentResult),
+    /// An identical call answered first: change nothing.
+    Discard(RegenerateDocumentResult),
+}
+
 pub(crate) async fn regenerate(
     engine: &Engine,
     command: RegenerateDocumentCommand,
@@ -64,13 +83,46 @@ pub(crate) async fn regenerate(
         stage: stage.slug.clone(),
         next: stage.next_stage_slug.clone(),
     };
+    let mut order = Regeneration {
+        asked,
+        command,
+        slot,
+        answer: None,
+    };
+    let mut inputs = EffectInputs {
+        regeneration: Some(&mut order),
+    };
     engine
-        .apply_session_event(&mut unit, &session, &event)
-        .await??;
-    if let Some(earlier) = still_open(&mut unit, &session, &asked, &command).await? {
-        return Ok(earlier);
+        .apply_session_event_with(&mut unit, &session, &event, &mut inputs)
+        .await?;
+    match order.answer {
+        Some(Answer::Commit(result)) => {
+            engine.finish(unit).await?;
+            tracing::info!(regeneration_id = %result.regeneration_id, job_id = %result.job_id, superseded = result.superseded_job_ids.len(), document_key = %order.command.document_key, "document regeneration started");
+            Ok(result)
+        }
+        Some(Answer::Discard(result)) => Ok(result),
+        None => Err(PlannerError::Refused(
+            "the session took the regeneration without carrying it out".into(),
+        )),
     }
-    let plan = plan(&slot, asked.template)?;
+}
+
+/// The session machine's `RegenerateDocument` effect: re-checks what may
+/// have changed under the locks, supersedes the document's jobs and inserts
+/// and dispatches the job that writes it again.
+pub(crate) async fn carry_out(
+    engine: &Engine,
+    unit: &mut Unit,
+    session: &SessionRow,
+    order: &mut Regeneration,
+) -> Result<(), PlannerError> {
+    let (asked, command) = (&order.asked, &order.command);
+    if let Some(earlier) = still_open(unit, session, asked, command).await? {
+        order.answer = Some(Answer::Discard(earlier));
+        return Ok(());
+    }
+    let plan = plan(&order.slot, asked.template)?;
     let regeneration_id = Uuid::now_v7();
     let job_id = JobId::new();
     regenerate::insert_job(
@@ -90,7 +142,7 @@ pub(crate) async fn regenerate(
             session_id: session.id,
             user_id: asked.user_id,
             client_request_id: asked.request_id.as_deref(),
-            stage_slug: &stage.slug,
+            stage_slug: &command.stage_slug,
             iteration: session.iteration_count.max(1),
             model_id: asked.model_id,
             document_key: &command.document_key,
@@ -102,24 +154,21 @@ pub(crate) async fn regenerate(
     .await?;
     if !inserted {
         // The unique request id lost a race to a concurrent identical call.
-        return Ok(not_created());
+        order.answer = Some(Answer::Discard(not_created()));
+        return Ok(());
     }
-    engine.dispatch(&mut unit, job_id, JobType::Execute).await?;
-    unit.events.push(started_event(
-        &session,
-        &command,
-        job_id,
-        plan.superseding.len(),
-    ));
+    engine.dispatch(unit, job_id, JobType::Execute).await?;
+    let superseding = plan.superseding.len();
+    unit.events
+        .push(started_event(session, command, job_id, superseding));
     unit.stale_projects.push(session.project_id);
-    engine.finish(unit).await?;
-    tracing::info!(%regeneration_id, %job_id, superseded = plan.superseding.len(), document_key = %command.document_key, "document regeneration started");
-    Ok(RegenerateDocumentResult {
+    order.answer = Some(Answer::Commit(RegenerateDocumentResult {
         created: true,
         regeneration_id: regeneration_id.to_string(),
         job_id: job_id.to_string(),
         superseded_job_ids: plan.superseded.iter().map(ToString::to_string).collect(),
-    })
+    }));
+    Ok(())
 }
 
 fn not_created() -> RegenerateDocumentResult {

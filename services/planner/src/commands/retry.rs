@@ -14,7 +14,7 @@
 //! of the model they were planned for, and record who wrote them. The
 //! session's model list does not change, so later stages run as chosen.
 
-use crate::engine::{Engine, PlannerError, Unit, now_ms, parse_id, session_event};
+use crate::engine::{Apply, Engine, PlannerError, Unit, now_ms, parse_id, session_event};
 use dialectic_core::ids::{SessionId, UserId};
 use dialectic_core::job::{JobEvent, JobType, retry_event};
 use dialectic_core::payload::JobPayload;
@@ -82,7 +82,7 @@ pub(crate) async fn retry(
     };
     let session = engine
         .apply_session_event(&mut unit, &session, &event)
-        .await??;
+        .await?;
     let plan = Plan::of(failed)?;
     if plan.retried.is_empty() {
         return Err(PlannerError::NothingToRetry { stage });
@@ -133,12 +133,12 @@ async fn put_back(
         jobs::renew_attempts(&mut unit.tx, job.id, attempts).await?;
         move_to(unit, job, model).await?;
         tracing::info!(job_id = %job.id, attempts_used = job.attempt_count, "failed job runs again");
-        unit.apply_later(job.id, JobEvent::ManualRetry);
+        unit.apply_later(Apply::new(job.id, JobEvent::ManualRetry));
     }
     for (job, event) in &plan.reopened {
         move_to(unit, job, model).await?;
         tracing::info!(job_id = %job.id, ?event, "job waits again");
-        unit.apply_later(job.id, *event);
+        unit.apply_later(Apply::new(job.id, *event));
     }
     Ok(())
 }

@@ -88,7 +88,7 @@ async fn flag_for_review(
 ) -> Result<RevisitStageResult, PlannerError> {
     engine
         .apply_session_event(&mut unit, session, &SessionEvent::FlagForReview)
-        .await??;
+        .await?;
     record(
         &mut unit,
         session,
@@ -119,7 +119,7 @@ async fn rewind(
     };
     let applied = engine
         .apply_session_event(&mut unit, session, &event)
-        .await??;
+        .await?;
     let version = applied.revision;
     let iteration = session.iteration_count.max(1);
     let documents =

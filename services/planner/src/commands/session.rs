@@ -43,7 +43,7 @@ pub(crate) async fn apply(
     let session = lock_session(&mut unit, id).await?;
     let applied = engine
         .apply_session_event(&mut unit, &session, &event)
-        .await??;
+        .await?;
     let (kind, message) = progress(&event);
     let mut update = session_event(&applied, kind);
     update.message = message.to_string();

@@ -30,7 +30,7 @@ pub(crate) async fn submit(
     };
     let applied = engine
         .apply_session_event(&mut unit, &session, &event)
-        .await??;
+        .await?;
     if !command.feedback.trim().is_empty() {
         let feedback = Feedback {
             session: &session,
