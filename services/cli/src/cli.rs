@@ -1,9 +1,12 @@
-//! The command line: global flags and the commands.
+//! The command line: global flags and the commands, noun then verb
+//! (`dialectic project list`, `dialectic session watch`) as gh and kubectl
+//! are; the flat spellings of earlier releases are in [`crate::legacy`].
 
 use crate::admin;
 use crate::commands::doc::RegenerateArgs;
 use crate::commands::project::PromptSource;
 use crate::format;
+use crate::legacy::Deprecated;
 use crate::output::Format;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -44,172 +47,213 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 pub enum Command {
-    /// Create a project; prints its id.
-    Create {
-        #[arg(long)]
-        name: String,
-        #[command(flatten)]
-        prompt: PromptSource,
-    },
-    /// Start a session on a project; prints its id and status.
-    Start {
-        #[arg(long)]
-        project: String,
-        /// Model api identifier or id (repeatable); default: the gateway's default model.
-        #[arg(long = "model")]
-        models: Vec<String>,
-        /// Start each next stage as soon as one completes, without stage responses.
-        #[arg(long)]
-        auto_advance: bool,
-    },
-    /// Review a completed stage: store feedback and start the next stage
-    /// (or, after the last stage, the next iteration).
-    #[command(alias = "feedback")]
-    Submit {
-        #[arg(long)]
-        session: String,
-        /// The stage that completed.
-        #[arg(long)]
-        stage: String,
-        /// Feedback on the stage (or on --document).
-        #[arg(long)]
-        feedback: Option<String>,
-        /// Document key the feedback is about.
-        #[arg(long)]
-        document: Option<String>,
-    },
-    /// Revisit an earlier stage after changing it (seed 003 change impact):
-    /// minor flags later stages; moderate archives their documents as .v{N};
-    /// major archives them and re-runs from the stage after it at once.
-    Revisit {
-        #[arg(long)]
-        session: String,
-        #[arg(long)]
-        stage: String,
-        #[arg(long, value_parser = ["minor", "moderate", "major"])]
-        impact: String,
-        #[arg(long, default_value = "")]
-        reason: String,
-    },
-    /// Run a stage's failed jobs again (fresh attempts; what completed is
-    /// kept), optionally on another model; the session then goes on by itself.
-    Retry {
-        #[arg(long)]
-        session: String,
-        /// The stage to retry [default: the session's current stage].
-        #[arg(long)]
-        stage: Option<String>,
-        /// Run the retried jobs on this model (api identifier or id) instead.
-        #[arg(long)]
-        model: Option<String>,
-    },
-    /// List the models a session may use.
-    Models,
-    /// Pause a session: running jobs finish, nothing new starts.
-    Pause {
-        #[arg(long)]
-        session: String,
-    },
-    /// Resume a paused session where it stopped.
-    Resume {
-        #[arg(long)]
-        session: String,
-    },
-    /// Cancel a session for good: running jobs finish, nothing new starts.
-    Cancel {
-        #[arg(long)]
-        session: String,
-    },
-    /// Print your wallet: balance, held, available, and recent transactions.
-    Wallet {
-        #[arg(long, default_value_t = 10)]
-        history: u32,
-    },
-    /// Print a session's status and job counts.
-    Status {
-        #[arg(long)]
-        session: String,
-    },
-    /// Show a session's progress until it needs the user (or reaches --until):
-    /// a bar per stage on a terminal, else one line per event.
-    Watch {
-        #[arg(long)]
-        session: String,
-        /// Stop when the session reaches this status (one its pipeline has).
-        #[arg(long, value_parser = format::until_status)]
-        until: Option<String>,
-    },
-    /// A session's rendered documents: list, show one, or save an edit.
+    /// Projects: create, list, show, delete; their uploads, questions, export.
     #[command(subcommand)]
-    Docs(DocsCommand),
-    /// Upload documents to a project (UTF-8 text or markdown), in order;
-    /// steps read them through `project_document` input rules.
-    AddDoc {
-        #[arg(long)]
-        project: String,
-        #[arg(required = true)]
-        files: Vec<PathBuf>,
-    },
-    /// A project's uploaded documents, in upload order.
-    ProjectDocs {
-        #[arg(long)]
-        project: String,
-    },
-    /// Ask a project a question: an answer whose citations quote its
-    /// documents, with caveats and a confidence (cached answers cost nothing).
-    Ask {
-        #[arg(long)]
-        project: String,
-        /// The model that answers; default: the executor's query_model.
-        #[arg(long)]
-        model: Option<String>,
-        #[arg(required = true)]
-        question: Vec<String>,
-    },
-    /// A session's blackboard: the findings its steps published, by type.
-    Blackboard {
-        #[arg(long)]
-        session: String,
-        /// Only entries of this type.
-        #[arg(long = "type")]
-        entry_type: Option<String>,
-    },
-    /// Your projects, newest first.
-    Projects {
-        #[arg(long, default_value_t = 50)]
-        limit: u32,
-    },
-    /// Delete a project and its stored objects.
-    DeleteProject {
-        #[arg(long)]
-        project: String,
-    },
-    /// A project's sessions, newest first.
-    Sessions {
-        #[arg(long)]
-        project: String,
-    },
-    /// Export a project as a zip in the seed folder structure.
-    Export {
-        #[arg(long)]
-        project: String,
-        /// Where to write the zip [default: ./{project_slug}.zip].
-        #[arg(long, conflicts_with = "url")]
-        out: Option<PathBuf>,
-        /// Print a presigned S3 URL of the zip instead of downloading it.
-        #[arg(long)]
-        url: bool,
-    },
+    Project(ProjectCommand),
+    /// Sessions: start one, follow it, review its stages, pause, resume, cancel, retry.
+    #[command(subcommand)]
+    Session(SessionCommand),
+    /// A session's rendered documents: list, show one, or save an edit.
+    #[command(subcommand, alias = "docs")]
+    Doc(DocCommand),
     /// Pipelines: list the installed versions, or install a pipeline file.
     #[command(subcommand)]
     Pipeline(PipelineCommand),
     /// Stage recipes: list them, or show one stage's DAG.
     #[command(subcommand)]
     Recipe(RecipeCommand),
+    /// The models a session may use.
+    #[command(subcommand)]
+    Model(ModelCommand),
+    /// Your wallet: balance, held, available, and recent transactions.
+    Wallet(WalletArgs),
     /// Create a project, start a session, watch it to --until, then list its documents.
     Run(RunArgs),
     /// Operator commands against the broker (e.g. `admin dlq list|show|replay`).
     Admin(admin::AdminArgs),
+    /// Spellings of earlier releases, hidden; each says what replaces it.
+    #[command(flatten)]
+    Deprecated(Deprecated),
+}
+
+#[derive(Subcommand)]
+pub enum ProjectCommand {
+    /// Your projects, newest first.
+    List(ListProjects),
+    /// Create a project; prints its id.
+    Create(CreateProject),
+    /// A project's name, pipeline, prompt and when it was created.
+    Show(ProjectRef),
+    /// Delete a project and its stored objects.
+    Delete(ProjectRef),
+    /// Upload documents to a project (UTF-8 text or markdown), in order;
+    /// steps read them through `project_document` input rules.
+    AddDoc(AddDocs),
+    /// A project's uploaded documents, in upload order.
+    Docs(ProjectRef),
+    /// Ask a project a question: an answer whose citations quote its
+    /// documents, with caveats and a confidence (cached answers cost nothing).
+    Ask(Ask),
+    /// Export a project as a zip in the seed folder structure.
+    Export(Export),
+}
+
+#[derive(Args)]
+pub struct ListProjects {
+    #[arg(long, default_value_t = 50)]
+    pub limit: u32,
+}
+
+#[derive(Args)]
+pub struct CreateProject {
+    #[arg(long)]
+    pub name: String,
+    #[command(flatten)]
+    pub prompt: PromptSource,
+}
+
+#[derive(Args)]
+pub struct ProjectRef {
+    #[arg(long)]
+    pub project: String,
+}
+
+#[derive(Args)]
+pub struct AddDocs {
+    #[arg(long)]
+    pub project: String,
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct Ask {
+    #[arg(long)]
+    pub project: String,
+    /// The model that answers; default: the executor's query_model.
+    #[arg(long)]
+    pub model: Option<String>,
+    #[arg(required = true)]
+    pub question: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct Export {
+    #[arg(long)]
+    pub project: String,
+    /// Where to write the zip [default: ./{project_slug}.zip].
+    #[arg(long, conflicts_with = "url")]
+    pub out: Option<PathBuf>,
+    /// Print a presigned S3 URL of the zip instead of downloading it.
+    #[arg(long)]
+    pub url: bool,
+}
+
+#[derive(Subcommand)]
+pub enum SessionCommand {
+    /// A project's sessions, newest first.
+    List(ProjectRef),
+    /// Start a session on a project; prints its id and status.
+    Start(StartSession),
+    /// Print a session's status and job counts.
+    Status(SessionRef),
+    /// Show a session's progress until it needs the user (or reaches --until):
+    /// a bar per stage on a terminal, else one line per event.
+    Watch(Watch),
+    /// Review a completed stage: store feedback and start the next stage
+    /// (or, after the last stage, the next iteration).
+    #[command(alias = "feedback")]
+    Submit(Submit),
+    /// Pause a session: running jobs finish, nothing new starts.
+    Pause(SessionRef),
+    /// Resume a paused session where it stopped.
+    Resume(SessionRef),
+    /// Cancel a session for good: running jobs finish, nothing new starts.
+    Cancel(SessionRef),
+    /// Run a stage's failed jobs again (fresh attempts; what completed is
+    /// kept), optionally on another model; the session then goes on by itself.
+    Retry(Retry),
+    /// Revisit an earlier stage after changing it (seed 003 change impact):
+    /// minor flags later stages; moderate archives their documents as .v{N};
+    /// major archives them and re-runs from the stage after it at once.
+    Revisit(Revisit),
+    /// A session's blackboard: the findings its steps published, by type.
+    Blackboard(Blackboard),
+}
+
+#[derive(Args)]
+pub struct SessionRef {
+    #[arg(long)]
+    pub session: String,
+}
+
+#[derive(Args)]
+pub struct StartSession {
+    #[arg(long)]
+    pub project: String,
+    /// Model api identifier or id (repeatable); default: the gateway's default model.
+    #[arg(long = "model")]
+    pub models: Vec<String>,
+    /// Start each next stage as soon as one completes, without stage responses.
+    #[arg(long)]
+    pub auto_advance: bool,
+}
+
+#[derive(Args)]
+pub struct Watch {
+    #[arg(long)]
+    pub session: String,
+    /// Stop when the session reaches this status (one its pipeline has).
+    #[arg(long, value_parser = format::until_status)]
+    pub until: Option<String>,
+}
+
+#[derive(Args)]
+pub struct Submit {
+    #[arg(long)]
+    pub session: String,
+    /// The stage that completed.
+    #[arg(long)]
+    pub stage: String,
+    /// Feedback on the stage (or on --document).
+    #[arg(long)]
+    pub feedback: Option<String>,
+    /// Document key the feedback is about.
+    #[arg(long)]
+    pub document: Option<String>,
+}
+
+#[derive(Args)]
+pub struct Retry {
+    #[arg(long)]
+    pub session: String,
+    /// The stage to retry [default: the session's current stage].
+    #[arg(long)]
+    pub stage: Option<String>,
+    /// Run the retried jobs on this model (api identifier or id) instead.
+    #[arg(long)]
+    pub model: Option<String>,
+}
+
+#[derive(Args)]
+pub struct Revisit {
+    #[arg(long)]
+    pub session: String,
+    #[arg(long)]
+    pub stage: String,
+    #[arg(long, value_parser = ["minor", "moderate", "major"])]
+    pub impact: String,
+    #[arg(long, default_value = "")]
+    pub reason: String,
+}
+
+#[derive(Args)]
+pub struct Blackboard {
+    #[arg(long)]
+    pub session: String,
+    /// Only entries of this type.
+    #[arg(long = "type")]
+    pub entry_type: Option<String>,
 }
 
 #[derive(Args)]
@@ -223,7 +267,7 @@ pub struct RunArgs {
     /// Stop when the session reaches this status (one its pipeline has).
     #[arg(long, default_value = dialectic_core::session::SessionStatus::REVIEW, value_parser = format::until_status)]
     pub until: String,
-    /// Wait at each stage for `dialectic submit` instead of advancing by itself.
+    /// Wait at each stage for `dialectic session submit` instead of advancing by itself.
     #[arg(long)]
     pub no_auto_advance: bool,
     #[arg(long, default_value_t = 300)]
@@ -235,7 +279,7 @@ pub struct RunArgs {
 }
 
 #[derive(Subcommand)]
-pub enum DocsCommand {
+pub enum DocCommand {
     /// List a session's rendered documents with their first lines.
     List {
         #[arg(long)]
@@ -298,4 +342,118 @@ pub enum RecipeCommand {
         #[arg(long = "edge")]
         edges: Vec<String>,
     },
+}
+
+#[derive(Subcommand)]
+pub enum ModelCommand {
+    /// Every model a session may use.
+    List,
+}
+
+/// `wallet show`; a bare `wallet` (with `--history`) shows it too, as it did.
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct WalletArgs {
+    #[command(subcommand)]
+    pub command: Option<WalletCommand>,
+    #[command(flatten)]
+    pub history: History,
+}
+
+#[derive(Subcommand)]
+pub enum WalletCommand {
+    /// Balance, held, available, and the most recent transactions.
+    Show(History),
+}
+
+#[derive(Args)]
+pub struct History {
+    /// How many recent transactions to list.
+    #[arg(long, default_value_t = 10)]
+    pub history: u32,
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    pub fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("dialectic").chain(args.iter().copied()))
+    }
+
+    fn parses(args: &[&str]) -> bool {
+        parse(args).is_ok()
+    }
+
+    #[test]
+    fn a_project_takes_one_prompt_and_optionally_a_pipeline() {
+        fn with<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+            [&["project", "create", "--name", "N"][..], extra].concat()
+        }
+        assert!(parses(&with(&["--prompt", "x"])));
+        assert!(parses(&with(&["--prompt", "x", "--pipeline", "notes"])));
+        assert!(parses(&with(&[
+            "--prompt-file",
+            "p.md",
+            "--pipeline",
+            "notes"
+        ])));
+        assert!(!parses(&with(&["--pipeline", "notes"])), "no prompt");
+        assert!(!parses(&with(&["--prompt", "x", "--prompt-file", "p.md"])));
+        assert!(parses(&["project", "add-doc", "--project", "P", "a.md"]));
+        assert!(
+            !parses(&["project", "add-doc", "--project", "P"]),
+            "no file"
+        );
+    }
+
+    #[test]
+    fn help_lists_nouns_and_hides_the_old_flat_verbs() {
+        let help = Cli::command().render_help().to_string();
+        for noun in [
+            "project", "session", "doc", "pipeline", "recipe", "model", "wallet",
+        ] {
+            assert!(
+                help.contains(&format!("\n  {noun} ")),
+                "{noun} missing:\n{help}"
+            );
+        }
+        for old in [
+            "projects",
+            "delete-project",
+            "status",
+            "watch",
+            "retry",
+            "models",
+        ] {
+            assert!(
+                !help.contains(&format!("\n  {old} ")),
+                "{old} shown:\n{help}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bare_wallet_still_shows_it_and_show_is_its_verb() {
+        let history = |args: &[&str]| match parse(args).map(|c| c.command) {
+            Ok(Command::Wallet(WalletArgs {
+                command: Some(WalletCommand::Show(h)),
+                ..
+            })) => Some(h.history),
+            Ok(Command::Wallet(WalletArgs {
+                command: None,
+                history,
+            })) => Some(history.history),
+            _ => None,
+        };
+        assert_eq!(history(&["wallet", "show", "--history", "3"]), Some(3));
+        assert_eq!(history(&["wallet", "--history", "4"]), Some(4));
+        assert_eq!(history(&["wallet"]), Some(10));
+    }
+
+    #[test]
+    fn the_definitions_are_consistent() {
+        Cli::command().debug_assert();
+    }
 }

@@ -36,7 +36,7 @@ fn stopped_gateway() -> SocketAddr {
 #[test]
 fn a_stopped_gateway_fails_at_once_as_unavailable() {
     let url = format!("http://{}", stopped_gateway());
-    let (output, took) = dialectic(&url, &["status", "--session", "s"]);
+    let (output, took) = dialectic(&url, &["session", "status", "--session", "s"]);
     assert_eq!(output.status.code(), Some(69), "{}", stderr(&output));
     assert!(took < Duration::from_secs(3), "took {took:?}");
     assert!(
@@ -52,7 +52,10 @@ fn a_gateway_that_never_answers_times_out() {
     // Accepts connections (the kernel's backlog does) and never speaks.
     let silent = TcpListener::bind("127.0.0.1:0").expect("a free port");
     let url = format!("http://{}", silent.local_addr().expect("its address"));
-    let (output, took) = dialectic(&url, &["--timeout", "1s", "status", "--session", "s"]);
+    let (output, took) = dialectic(
+        &url,
+        &["--timeout", "1s", "session", "status", "--session", "s"],
+    );
     let code = output.status.code();
     assert!(
         code == Some(75) || code == Some(69),
@@ -66,6 +69,7 @@ fn a_gateway_that_never_answers_times_out() {
 fn usage_and_configuration_errors_need_no_gateway() {
     let url = format!("http://{}", stopped_gateway());
     let typo = [
+        "session",
         "watch",
         "--session",
         "s",
@@ -82,6 +86,7 @@ fn usage_and_configuration_errors_need_no_gateway() {
     let missing = [
         "--config-file",
         "/nonexistent/cli.toml",
+        "session",
         "status",
         "--session",
         "s",

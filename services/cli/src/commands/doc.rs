@@ -1,5 +1,6 @@
 //! A session's rendered documents: list, show, edit, chunks, regenerate.
 
+use crate::cli::DocCommand;
 use crate::gateway::{Gateway, client_request_id};
 use crate::output::{Out, Render};
 use crate::{format, json};
@@ -164,6 +165,16 @@ pub struct RegenerateArgs {
     /// (default: a fresh one per invocation).
     #[arg(long)]
     request_id: Option<String>,
+}
+
+pub async fn dispatch(gateway: &Gateway, out: Out, command: DocCommand) -> Result<()> {
+    match command {
+        DocCommand::List { session, stage } => list(gateway, out, &session, stage.as_deref()).await,
+        DocCommand::Show { resource } => show(gateway, out, &resource).await,
+        DocCommand::Chunks { resource } => chunks(gateway, out, &resource).await,
+        DocCommand::Edit { resource, file } => edit(gateway, out, &resource, &file).await,
+        DocCommand::Regenerate(args) => regenerate(gateway, out, args).await,
+    }
 }
 
 async fn content(gateway: &Gateway, resource: &str) -> Result<DocumentContent> {

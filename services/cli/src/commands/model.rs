@@ -1,5 +1,6 @@
 //! The models a session may use.
 
+use crate::cli::ModelCommand;
 use crate::gateway::Gateway;
 use crate::output::{Out, Render};
 use crate::{format, json};
@@ -13,6 +14,12 @@ impl Render for Vec<Model> {
     }
     fn json(&self) -> Value {
         self.iter().map(json::model).collect()
+    }
+}
+
+pub async fn dispatch(gateway: &Gateway, out: Out, command: ModelCommand) -> Result<()> {
+    match command {
+        ModelCommand::List => list(gateway, out).await,
     }
 }
 

@@ -1,5 +1,6 @@
 //! Pipelines: the installed versions, and installing a pipeline file.
 
+use crate::cli::PipelineCommand;
 use crate::gateway::Gateway;
 use crate::json;
 use crate::output::{Out, Render, lines};
@@ -43,6 +44,13 @@ impl Render for InstallPipelineResponse {
     }
     fn json(&self) -> Value {
         json::installed(self)
+    }
+}
+
+pub async fn dispatch(gateway: &Gateway, out: Out, command: PipelineCommand) -> Result<()> {
+    match command {
+        PipelineCommand::List => list(gateway, out).await,
+        PipelineCommand::Install { file } => install(gateway, out, &file).await,
     }
 }
 

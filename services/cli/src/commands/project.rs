@@ -1,5 +1,6 @@
-//! Projects: create, list, delete, their uploaded documents, export, ask.
+//! Projects: create, list, show, delete, their uploaded documents, export, ask.
 
+use crate::cli::ProjectCommand;
 use crate::gateway::{Gateway, client_request_id};
 use crate::output::{Out, Render, lines};
 use crate::{format, json};
@@ -7,8 +8,8 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use dialectic_proto::v1::{
     AddProjectDocumentRequest, CreateProjectRequest, DeleteProjectRequest, DeleteProjectResponse,
-    ExportProjectRequest, ExportUrl, ListProjectDocumentsRequest, ListProjectsRequest, Project,
-    ProjectDocument, PromptFile, QueryRequest, QueryResponse,
+    ExportProjectRequest, ExportUrl, GetProjectRequest, ListProjectDocumentsRequest,
+    ListProjectsRequest, Project, ProjectDocument, PromptFile, QueryRequest, QueryResponse,
 };
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -141,6 +142,65 @@ impl Render for QueryResponse {
     fn json(&self) -> Value {
         json::answer(self)
     }
+}
+
+pub async fn dispatch(gateway: &Gateway, out: Out, command: ProjectCommand) -> Result<()> {
+    match command {
+        ProjectCommand::List(a) => list(gateway, out, a.limit).await,
+        ProjectCommand::Create(a) => create(gateway, out, &a.name, &a.prompt).await,
+        ProjectCommand::Show(a) => show(gateway, out, &a.project).await,
+        ProjectCommand::Delete(a) => delete(gateway, out, &a.project).await,
+        ProjectCommand::AddDoc(a) => add_docs(gateway, out, &a.project, &a.files).await,
+        ProjectCommand::Docs(a) => docs(gateway, out, &a.project).await,
+        ProjectCommand::Ask(a) => ask(gateway, out, &a.project, a.model, &a.question).await,
+        ProjectCommand::Export(a) => {
+            export(gateway, out, &a.project, a.out.as_deref(), a.url).await
+        }
+    }
+}
+
+/// `project show`: the whole project, where `create` prints only its id.
+struct Shown(Project);
+
+impl Render for Shown {
+    fn text(&self) -> String {
+        let p = &self.0;
+        // The JSON mapping already writes the timestamp as RFC 3339.
+        let created = json::project(p)["created_at"]
+            .as_str()
+            .unwrap_or("-")
+            .to_string();
+        format!(
+            "project   {}
+name      {}
+slug      {}
+pipeline  {}
+created   {created}
+prompt    {}
+",
+            p.id,
+            p.name,
+            p.slug,
+            p.pipeline,
+            format::head(&p.initial_user_prompt, 1).next().unwrap_or(""),
+        )
+    }
+    fn json(&self) -> Value {
+        json::project(&self.0)
+    }
+}
+
+pub async fn show(gateway: &Gateway, out: Out, project: &str) -> Result<()> {
+    let found = gateway
+        .call(|mut c| {
+            let request = gateway.request(GetProjectRequest {
+                project_id: project.to_string(),
+            });
+            async move { c.get_project(request).await }
+        })
+        .await?;
+    out.show(&Shown(found));
+    Ok(())
 }
 
 pub async fn create(gateway: &Gateway, out: Out, name: &str, prompt: &PromptSource) -> Result<()> {

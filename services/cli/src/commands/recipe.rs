@@ -1,5 +1,6 @@
 //! Stage recipes: list them, show one stage's DAG, edit one.
 
+use crate::cli::RecipeCommand;
 use crate::gateway::Gateway;
 use crate::output::{Out, Render};
 use crate::{format, json};
@@ -33,6 +34,19 @@ impl Render for StageRecipe {
     }
     fn json(&self) -> Value {
         json::recipe(self)
+    }
+}
+
+pub async fn dispatch(gateway: &Gateway, out: Out, command: RecipeCommand) -> Result<()> {
+    match command {
+        RecipeCommand::List => list(gateway, out).await,
+        RecipeCommand::Show { stage } => show(gateway, out, &stage).await,
+        RecipeCommand::Edit {
+            stage,
+            skip,
+            unskip,
+            edges,
+        } => edit(gateway, out, &stage, &skip, &unskip, &edges).await,
     }
 }
 

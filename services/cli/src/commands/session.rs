@@ -3,6 +3,7 @@
 
 use super::doc::Listed;
 use super::project::{PromptSource, upload_docs};
+use crate::cli::{RunArgs, SessionCommand};
 use crate::exit::{Failed, Kind};
 use crate::gateway::Gateway;
 use crate::output::{Out, Render, lines};
@@ -16,6 +17,42 @@ use dialectic_proto::v1::{
 };
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
+
+pub async fn dispatch(gateway: &Gateway, out: Out, command: SessionCommand) -> Result<()> {
+    match command {
+        SessionCommand::List(a) => list(gateway, out, &a.project).await,
+        SessionCommand::Start(a) => {
+            start(gateway, out, &a.project, &a.models, a.auto_advance).await
+        }
+        SessionCommand::Status(a) => status(gateway, out, &a.session).await,
+        SessionCommand::Watch(a) => watch(gateway, out, &a.session, a.until.as_deref()).await,
+        SessionCommand::Submit(a) => {
+            submit(gateway, out, &a.session, &a.stage, a.feedback, a.document).await
+        }
+        SessionCommand::Pause(a) => change(gateway, out, &a.session, Lifecycle::Pause).await,
+        SessionCommand::Resume(a) => change(gateway, out, &a.session, Lifecycle::Resume).await,
+        SessionCommand::Cancel(a) => change(gateway, out, &a.session, Lifecycle::Cancel).await,
+        SessionCommand::Retry(a) => retry(gateway, out, &a.session, a.stage, a.model).await,
+        SessionCommand::Revisit(a) => {
+            revisit(gateway, out, &a.session, &a.stage, &a.impact, &a.reason).await
+        }
+        SessionCommand::Blackboard(a) => blackboard(gateway, out, &a.session, a.entry_type).await,
+    }
+}
+
+/// `dialectic run`: its flags as a plan.
+pub async fn run_args(gateway: &Gateway, out: Out, args: RunArgs) -> Result<()> {
+    let plan = RunPlan {
+        name: &args.name,
+        prompt: &args.prompt,
+        models: &args.models,
+        until: &args.until,
+        auto_advance: !args.no_auto_advance,
+        timeout: Duration::from_secs(args.timeout_secs),
+        docs: &args.docs,
+    };
+    run(gateway, out, plan).await
+}
 
 /// A session in full (`status`).
 impl Render for Session {

@@ -1,5 +1,6 @@
 //! Your wallet: balance, held, available, recent transactions.
 
+use crate::cli::{WalletArgs, WalletCommand};
 use crate::gateway::Gateway;
 use crate::output::{Out, Render};
 use crate::{format, json};
@@ -14,6 +15,14 @@ impl Render for Wallet {
     fn json(&self) -> Value {
         json::wallet(self)
     }
+}
+
+pub async fn dispatch(gateway: &Gateway, out: Out, args: WalletArgs) -> Result<()> {
+    let history = match args.command {
+        Some(WalletCommand::Show(h)) => h.history,
+        None => args.history.history,
+    };
+    show(gateway, out, history).await
 }
 
 pub async fn show(gateway: &Gateway, out: Out, history: u32) -> Result<()> {
