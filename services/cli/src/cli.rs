@@ -71,6 +71,13 @@ pub enum Command {
     Run(RunArgs),
     /// Operator commands against the broker (e.g. `admin dlq list|show|replay`).
     Admin(admin::AdminArgs),
+    /// Print a shell completion script: `source <(dialectic completion bash)`,
+    /// `dialectic completion zsh > "${fpath[1]}/_dialectic"`,
+    /// `dialectic completion fish | source`.
+    Completion {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// Spellings of earlier releases, hidden; each says what replaces it.
     #[command(flatten)]
     Deprecated(Deprecated),

@@ -13,7 +13,7 @@ mod output;
 mod progress;
 
 use anyhow::Result;
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use cli::{Cli, Command};
 use commands::{doc, model, pipeline, project, recipe, session, wallet};
 use config::FileConfig;
@@ -62,9 +62,10 @@ async fn run(cli: Cli) -> Result<()> {
         }
         command => command,
     };
-    // Admin commands talk to the broker, not the gateway, which may be down.
+    // These talk to the broker or to nobody, not the gateway, which may be down.
     let command = match command {
         Command::Admin(args) => return admin::run(args, out).await,
+        Command::Completion { shell } => return completion(shell),
         command => command,
     };
     let file = FileConfig::load(cli.config_file.as_ref())
@@ -82,6 +83,17 @@ async fn run(cli: Cli) -> Result<()> {
     dispatch(&gateway, out, command).await
 }
 
+/// The script offers what `--help` shows: clap_complete's generators would
+/// also offer the hidden deprecated spellings, so they are left out here.
+fn completion(shell: clap_complete::Shell) -> Result<()> {
+    let full = Cli::command();
+    let mut shown = clap::Command::new("dialectic")
+        .args(full.get_arguments().cloned())
+        .subcommands(full.get_subcommands().filter(|c| !c.is_hide_set()).cloned());
+    clap_complete::generate(shell, &mut shown, "dialectic", &mut std::io::stdout());
+    Ok(())
+}
+
 async fn dispatch(gateway: &Gateway, out: Out, command: Command) -> Result<()> {
     match command {
         Command::Project(c) => project::dispatch(gateway, out, c).await,
@@ -93,6 +105,7 @@ async fn dispatch(gateway: &Gateway, out: Out, command: Command) -> Result<()> {
         Command::Wallet(args) => wallet::dispatch(gateway, out, args).await,
         Command::Run(args) => session::run_args(gateway, out, args).await,
         Command::Admin(args) => admin::run(args, out).await,
+        Command::Completion { shell } => completion(shell),
         Command::Deprecated(old) => Box::pin(dispatch(gateway, out, old.current().0)).await,
     }
 }
