@@ -71,6 +71,9 @@ pub enum Command {
     Run(RunArgs),
     /// Operator commands against the broker (e.g. `admin dlq list|show|replay`).
     Admin(admin::AdminArgs),
+    /// Keep an API key in the config file, or check the one in use.
+    #[command(subcommand)]
+    Auth(AuthCommand),
     /// Print a shell completion script: `source <(dialectic completion bash)`,
     /// `dialectic completion zsh > "${fpath[1]}/_dialectic"`,
     /// `dialectic completion fish | source`.
@@ -349,6 +352,15 @@ pub enum RecipeCommand {
         #[arg(long = "edge")]
         edges: Vec<String>,
     },
+}
+
+#[derive(Subcommand)]
+pub enum AuthCommand {
+    /// Read a key from stdin (or a prompt that does not echo it) and write it
+    /// to the config file, owner-only (with --gateway, that URL too).
+    Login,
+    /// Which gateway and key (its prefix) are in use, and whether the key works.
+    Status,
 }
 
 #[derive(Subcommand)]

@@ -14,9 +14,9 @@ mod progress;
 
 use anyhow::Result;
 use clap::{CommandFactory, Parser};
-use cli::{Cli, Command};
-use commands::{doc, model, pipeline, project, recipe, session, wallet};
-use config::FileConfig;
+use cli::{AuthCommand, Cli, Command};
+use commands::{auth, doc, model, pipeline, project, recipe, session, wallet};
+use config::{FileConfig, Location};
 use exit::{Failed, Kind};
 use gateway::{Gateway, Target};
 use output::{Out, note};
@@ -68,8 +68,16 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Completion { shell } => return completion(shell),
         command => command,
     };
-    let file = FileConfig::load(cli.config_file.as_ref())
-        .map_err(|e| Failed::new(Kind::Config, format!("{e:#}")))?;
+    let location = Location::of(cli.config_file.as_ref());
+    if let Command::Auth(AuthCommand::Login) = command {
+        return login(location, cli.gateway, out);
+    }
+    let file = FileConfig::load(location.as_ref()).map_err(config_error)?;
+    let key_from = match (&cli.api_key, &location) {
+        (Some(_), _) => "--api-key or DIALECTIC_API_KEY".to_string(),
+        (None, Some(at)) => at.path.display().to_string(),
+        (None, None) => String::new(),
+    };
     let target = Target {
         url: cli
             .gateway
@@ -80,7 +88,46 @@ async fn run(cli: Cli) -> Result<()> {
         patience: cli.wait_for_gateway,
     };
     let gateway = Gateway::connect(&target).await?;
-    dispatch(&gateway, out, command).await
+    let who = auth::Identity {
+        gateway: target.url,
+        key: target.api_key.unwrap_or_default(),
+        key_from,
+    };
+    dispatch(&gateway, out, command, &who).await
+}
+
+fn config_error(e: anyhow::Error) -> anyhow::Error {
+    match e.downcast::<Failed>() {
+        Ok(failed) => failed.into(),
+        Err(e) => Failed::new(Kind::Config, format!("{e:#}")).into(),
+    }
+}
+
+/// `auth login`: the key into the config file, the rest of it kept.
+fn login(location: Option<Location>, gateway: Option<String>, out: Out) -> Result<()> {
+    let Some(at) = location else {
+        return Err(Failed::new(Kind::Config, "no HOME: name a file with --config-file").into());
+    };
+    // Login creates the file, even one named with --config-file.
+    let at = Location {
+        required: false,
+        ..at
+    };
+    let key = auth::read_key()?;
+    let mut file = FileConfig::read(&at)
+        .map_err(config_error)?
+        .unwrap_or_default();
+    file.api_key = Some(key.clone());
+    if gateway.is_some() {
+        file.gateway_url = gateway.clone();
+    }
+    file.save(&at.path)?;
+    out.show(&auth::LoggedIn {
+        path: at.path,
+        gateway,
+        key,
+    });
+    Ok(())
 }
 
 /// The script offers what `--help` shows: clap_complete's generators would
@@ -94,7 +141,12 @@ fn completion(shell: clap_complete::Shell) -> Result<()> {
     Ok(())
 }
 
-async fn dispatch(gateway: &Gateway, out: Out, command: Command) -> Result<()> {
+async fn dispatch(
+    gateway: &Gateway,
+    out: Out,
+    command: Command,
+    who: &auth::Identity,
+) -> Result<()> {
     match command {
         Command::Project(c) => project::dispatch(gateway, out, c).await,
         Command::Session(c) => session::dispatch(gateway, out, c).await,
@@ -106,6 +158,9 @@ async fn dispatch(gateway: &Gateway, out: Out, command: Command) -> Result<()> {
         Command::Run(args) => session::run_args(gateway, out, args).await,
         Command::Admin(args) => admin::run(args, out).await,
         Command::Completion { shell } => completion(shell),
-        Command::Deprecated(old) => Box::pin(dispatch(gateway, out, old.current().0)).await,
+        Command::Auth(AuthCommand::Status) => auth::status(gateway, out, who).await,
+        // Needs no gateway: run() stored the key before connecting.
+        Command::Auth(AuthCommand::Login) => Ok(()),
+        Command::Deprecated(old) => Box::pin(dispatch(gateway, out, old.current().0, who)).await,
     }
 }

@@ -1,6 +1,7 @@
 //! One module per command group; each holds its commands and the
 //! [`Render`](crate::output::Render) of the answers they print.
 
+pub mod auth;
 pub mod doc;
 pub mod model;
 pub mod pipeline;

@@ -1,0 +1,110 @@
+//! `dialectic auth login` then `auth status` against the real gateway: the
+//! stored key is used, and status says whether it works and whose wallet it is.
+
+use dialectic_e2e::TestEnv;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// Builds `dialectic` into this test's target directory (see cli_progress.rs).
+fn dialectic_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "dialectic-cli",
+            "--bin",
+            "dialectic",
+        ])
+        .arg("--target-dir")
+        .arg(profile_dir.parent().expect("target directory"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    if profile_dir.file_name() == Some("release".as_ref()) {
+        cargo.arg("--release");
+    }
+    assert!(cargo.status().expect("cargo runs").success());
+    profile_dir.join("dialectic")
+}
+
+/// `dialectic --config-file CONFIG args…` with `stdin`, no key or URL from
+/// the environment: only what login stored.
+fn dialectic(binary: &Path, config: &Path, args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(binary)
+        .arg("--config-file")
+        .arg(config)
+        .args(args)
+        .env_remove("DIALECTIC_API_KEY")
+        .env_remove("DIALECTIC_GATEWAY_URL")
+        .env_remove("DIALECTIC_OUTPUT")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("dialectic runs");
+    let mut pipe = child.stdin.take().expect("stdin");
+    pipe.write_all(stdin.as_bytes()).expect("stdin written");
+    drop(pipe);
+    child.wait_with_output().expect("dialectic finished")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn login_then_status_says_the_key_works_and_names_its_wallet() {
+    let binary = dialectic_binary();
+    let mut env = TestEnv::new().await;
+    env.start_all().await;
+    let gateway = format!("http://{}", env.addr("gateway"));
+    let key = env.settings.gateway.bootstrap_key.clone();
+    let dir = std::env::temp_dir().join(format!("dialectic-cli-auth-e2e-{}", std::process::id()));
+    let config = dir.join("cli.toml");
+
+    let login = dialectic(
+        &binary,
+        &config,
+        &["--gateway", &gateway, "auth", "login"],
+        &key,
+    );
+    assert!(login.status.success(), "{}", text(&login.stderr));
+
+    let status = dialectic(&binary, &config, &["auth", "status"], "");
+    let said = text(&status.stdout);
+    assert!(status.status.success(), "{said}{}", text(&status.stderr));
+    assert!(said.contains(&gateway), "{said}");
+    assert!(said.contains(&format!("{}…", &key[..8])), "{said}");
+    assert!(!said.contains(&key), "the whole key printed: {said}");
+    assert!(said.contains("works    yes: wallet "), "{said}");
+
+    let json = dialectic(
+        &binary,
+        &config,
+        &["--output", "json", "auth", "status"],
+        "",
+    );
+    let answer: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert_eq!(answer["valid"], true, "{answer}");
+    assert!(
+        !answer["wallet_id"].as_str().unwrap_or("").is_empty(),
+        "{answer}"
+    );
+
+    // A wrong key: exit 77 (auth), and stderr says which gateway and key failed.
+    let relogin = dialectic(&binary, &config, &["auth", "login"], "dlk_wrongkey\n");
+    assert!(relogin.status.success(), "{}", text(&relogin.stderr));
+    let refused = dialectic(&binary, &config, &["auth", "status"], "");
+    assert_eq!(refused.status.code(), Some(77), "{}", text(&refused.stderr));
+    let why = text(&refused.stderr);
+    assert!(why.contains("dlk_wron…") && why.contains(&gateway), "{why}");
+
+    let _ = std::fs::remove_dir_all(dir);
+    env.teardown().await;
+}
