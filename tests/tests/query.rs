@@ -5,12 +5,12 @@
 //! question's parts are answered in parallel; another user's project is
 //! NOT_FOUND.
 
-use dialectic_core::query::{Source, chunks};
+use dialectic_core::query::{Source, SourceKind, chunks};
 use dialectic_e2e::{GatewayClient, TestEnv, upload_documents};
 use dialectic_proto::v1::{
-    AddProjectDocumentRequest, CreateProjectRequest, GetWalletRequest, ListProjectDocumentsRequest,
-    ListStageDocumentsRequest, QueryRequest, QueryResponse, SaveDocumentEditRequest,
-    StartSessionRequest,
+    AddProjectDocumentRequest, CitationSourceKind, CreateProjectRequest, GetWalletRequest,
+    ListProjectDocumentsRequest, ListStageDocumentsRequest, QueryRequest, QueryResponse,
+    SaveDocumentEditRequest, StartSessionRequest,
 };
 
 const STACK: [(&str, &str); 3] = [
@@ -48,7 +48,7 @@ async fn available(client: &mut GatewayClient) -> i64 {
 }
 
 /// Every citation's quote is the stored text of its upload at the chunk's
-/// range plus the citation's.
+/// range plus the citation's, and is marked as the user's own document.
 async fn assert_citations_resolve(
     env: &TestEnv,
     client: &mut GatewayClient,
@@ -69,6 +69,11 @@ async fn assert_citations_resolve(
             .iter()
             .find(|u| u.resource_id == citation.source_id)
             .unwrap_or_else(|| panic!("{} is an upload", citation.source_id));
+        assert_eq!(
+            (citation.source_kind(), citation.model_written),
+            (CitationSourceKind::UploadedDocument, false),
+            "{citation:?}"
+        );
         let stored = env
             .blob
             .get_string(&upload.storage_key)
@@ -77,6 +82,7 @@ async fn assert_citations_resolve(
         let source = Source {
             id: upload.resource_id.clone(),
             name: upload.file_name.clone(),
+            kind: SourceKind::UploadedDocument,
             text: stored.clone(),
         };
         let chunk = chunks(&source)
@@ -90,6 +96,28 @@ async fn assert_citations_resolve(
             .collect();
         assert_eq!(at, citation.quote, "{citation:?}");
     }
+}
+
+/// Once an analysis resolved the stack's clauses, they stand for the uploads:
+/// every citation is of something a model wrote, and says so.
+fn written_by_the_analysis(answer: &QueryResponse) {
+    assert!(!answer.citations.is_empty(), "{answer:?}");
+    for citation in &answer.citations {
+        assert!(
+            citation.model_written
+                && citation.source_kind() != CitationSourceKind::UploadedDocument
+                && citation.source_kind() != CitationSourceKind::Unspecified,
+            "{citation:?}"
+        );
+    }
+    assert!(
+        answer
+            .citations
+            .iter()
+            .any(|c| c.source_kind() == CitationSourceKind::Contribution),
+        "a resolved clause is cited: {:?}",
+        answer.citations
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -172,6 +200,7 @@ async fn answers_quote_stored_text_and_are_cached_until_an_edit() {
         !fresh.cached,
         "the session's documents dropped the cached answer"
     );
+    written_by_the_analysis(&fresh);
     assert!(
         ask(&mut client, &project, "When is the rent due?")
             .await

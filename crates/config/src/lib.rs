@@ -281,6 +281,10 @@ pub struct ExecutorConfig {
     pub embedder: String,
     /// The model (API identifier) that answers `Query` when the request names none.
     pub query_model: String,
+    /// The fewest characters a `Query` citation's quote may have; a shorter
+    /// one (a heading, a clause number) is removed like a fabricated one
+    /// (default: `dialectic_core::query::DEFAULT_MIN_QUOTE_CHARS`).
+    pub query_min_quote_chars: usize,
 }
 
 impl Default for ExecutorConfig {
@@ -301,6 +305,7 @@ impl Default for ExecutorConfig {
             indexer_url: "http://127.0.0.1:7055".into(),
             embedder: "local".into(),
             query_model: "simulated".into(),
+            query_min_quote_chars: 20,
         }
     }
 }

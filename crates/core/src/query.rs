@@ -18,6 +18,92 @@ const CONFIDENCE_PENALTY: f64 = 0.2;
 /// A chunk longer than this is cut at the next paragraph boundary after it.
 pub const CHUNK_CHARS: usize = 1_200;
 
+/// The shortest quote a citation may make unless configured otherwise
+/// (`executor.query_min_quote_chars`): shorter ones, like a heading, support no claim.
+pub const DEFAULT_MIN_QUOTE_CHARS: usize = 20;
+
+/// What the citation check asks of a quote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuoteRules {
+    /// The fewest characters a quote may have.
+    pub min_chars: usize,
+}
+
+impl Default for QuoteRules {
+    fn default() -> Self {
+        Self {
+            min_chars: DEFAULT_MIN_QUOTE_CHARS,
+        }
+    }
+}
+
+impl QuoteRules {
+    /// Why `quote` cannot support a claim, if it cannot: too short, or only
+    /// markup (headings, rules, emphasis marks) with no statement in it.
+    pub fn problem(&self, quote: &str) -> Option<String> {
+        let quote = quote.trim();
+        let chars = quote.chars().count();
+        if chars < self.min_chars {
+            return Some(format!(
+                "{quote:?} is {chars} characters, fewer than the {} a quote needs",
+                self.min_chars
+            ));
+        }
+        only_markup(quote).then(|| format!("{quote:?} is only markup"))
+    }
+}
+
+/// Every line is a heading or has no letter or digit (`---`, `**`, `|:-|`).
+fn only_markup(quote: &str) -> bool {
+    quote
+        .lines()
+        .map(str::trim)
+        .all(|line| line.starts_with('#') || !line.chars().any(char::is_alphanumeric))
+}
+
+/// Where a source's text comes from. Only an upload is the user's own
+/// words; everything else a model wrote (a rendered document may carry a
+/// user's edit, but it began as a model's output).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    /// A file the user uploaded to the project.
+    UploadedDocument,
+    /// A pipeline's rendered markdown document.
+    RenderedDocument,
+    /// A JSON contribution, read as its `content` (e.g. a resolved clause).
+    Contribution,
+    /// A finding a step published on the blackboard.
+    BlackboardEntry,
+}
+
+impl SourceKind {
+    pub const ALL: [SourceKind; 4] = [
+        Self::UploadedDocument,
+        Self::RenderedDocument,
+        Self::Contribution,
+        Self::BlackboardEntry,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::UploadedDocument => "uploaded_document",
+            Self::RenderedDocument => "rendered_document",
+            Self::Contribution => "contribution",
+            Self::BlackboardEntry => "blackboard_entry",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// Whether a model wrote the text, so a citation of it is not the user's evidence.
+    pub fn model_written(self) -> bool {
+        self != Self::UploadedDocument
+    }
+}
+
 /// The text a cache key is made from: trimmed, whitespace collapsed, lower case,
 /// so questions that differ only in spacing or case share an answer.
 pub fn normalise(text: &str) -> String {
@@ -42,6 +128,7 @@ pub struct Source {
     pub id: String,
     /// What a person calls it: a file name, a document, `blackboard:buried_change`.
     pub name: String,
+    pub kind: SourceKind,
     pub text: String,
 }
 
@@ -52,6 +139,7 @@ pub struct Chunk {
     pub id: String,
     pub source_id: String,
     pub source_name: String,
+    pub source_kind: SourceKind,
     pub start: usize,
     pub end: usize,
     pub text: String,
@@ -75,6 +163,7 @@ pub fn chunks(source: &Source) -> Vec<Chunk> {
             id: format!("{}:{}", source.id, out.len()),
             source_id: source.id.clone(),
             source_name: source.name.clone(),
+            source_kind: source.kind,
             start: begin,
             end: begin + body.chars().count(),
             text: body.to_string(),
@@ -238,6 +327,7 @@ pub fn route(question: &str, reply: &serde_json::Value) -> Route {
 pub struct Citation {
     pub source_id: String,
     pub source_name: String,
+    pub source_kind: SourceKind,
     pub chunk_id: String,
     pub start: usize,
     pub end: usize,
@@ -254,10 +344,10 @@ pub struct Answer {
 
 /// Checks a synthesis reply against the chunks it was given: a citation must
 /// name one of them and quote text that occurs in it (its range is taken from
-/// where the quote is, whatever the reply said). What fails is removed and
-/// named in a caveat, each lowering the confidence; with nothing left, the
-/// answer is [`NOT_ENOUGH_EVIDENCE`] at confidence 0.
-pub fn checked_answer(reply: &serde_json::Value, given: &[Chunk]) -> Answer {
+/// where the quote is, whatever the reply said) that `rules` accept. What
+/// fails is removed and named in a caveat, each lowering the confidence; with
+/// nothing left, the answer is [`NOT_ENOUGH_EVIDENCE`] at confidence 0.
+pub fn checked_answer(reply: &serde_json::Value, given: &[Chunk], rules: &QuoteRules) -> Answer {
     let mut caveats: Vec<String> = reply["caveats"]
         .as_array()
         .map(|a| {
@@ -269,7 +359,7 @@ pub fn checked_answer(reply: &serde_json::Value, given: &[Chunk]) -> Answer {
     let mut confidence = reply["confidence"].as_f64().unwrap_or(0.5).clamp(0.0, 1.0);
     let mut citations = Vec::new();
     for raw in reply["citations"].as_array().into_iter().flatten() {
-        match cite(raw, given) {
+        match cite(raw, given, rules) {
             Ok(citation) => citations.push(citation),
             Err(why) => {
                 caveats.push(format!("a citation was removed: {why}"));
@@ -298,7 +388,7 @@ pub fn checked_answer(reply: &serde_json::Value, given: &[Chunk]) -> Answer {
     }
 }
 
-fn cite(raw: &serde_json::Value, given: &[Chunk]) -> Result<Citation, String> {
+fn cite(raw: &serde_json::Value, given: &[Chunk], rules: &QuoteRules) -> Result<Citation, String> {
     let chunk_id = raw["chunk_id"].as_str().unwrap_or_default();
     let quote = raw["quote"].as_str().unwrap_or_default().trim();
     let chunk = given
@@ -308,6 +398,9 @@ fn cite(raw: &serde_json::Value, given: &[Chunk]) -> Result<Citation, String> {
     if quote.is_empty() {
         return Err(format!("its quote of chunk {chunk_id} is empty"));
     }
+    if let Some(problem) = rules.problem(quote) {
+        return Err(format!("{problem} (chunk {chunk_id})"));
+    }
     let at = chunk
         .text
         .find(quote)
@@ -316,6 +409,7 @@ fn cite(raw: &serde_json::Value, given: &[Chunk]) -> Result<Citation, String> {
     Ok(Citation {
         source_id: chunk.source_id.clone(),
         source_name: chunk.source_name.clone(),
+        source_kind: chunk.source_kind,
         chunk_id: chunk.id.clone(),
         start,
         end: start + quote.chars().count(),
@@ -360,6 +454,7 @@ mod tests {
         Source {
             id: "r1".into(),
             name: "lease.md".into(),
+            kind: SourceKind::UploadedDocument,
             text: text.into(),
         }
     }
@@ -408,7 +503,7 @@ mod tests {
                 {"chunk_id": "r9:0", "quote": "Rent"},
             ],
         });
-        let answer = checked_answer(&reply, &given);
+        let answer = checked_answer(&reply, &given, &QuoteRules::default());
         assert_eq!(answer.citations.len(), 1);
         assert_eq!(
             (answer.citations[0].start, answer.citations[0].end),
@@ -421,12 +516,95 @@ mod tests {
 
         let fabricated = json!({"answer": "Rent is free.", "confidence": 0.9,
             "citations": [{"chunk_id": "r1:0", "quote": "rent is free"}]});
-        let answer = checked_answer(&fabricated, &given);
+        let answer = checked_answer(&fabricated, &given, &QuoteRules::default());
         assert_eq!(
             (answer.text.as_str(), answer.confidence),
             (NOT_ENOUGH_EVIDENCE, 0.0)
         );
         assert_eq!(answer.caveats.len(), 1);
+    }
+
+    fn citing(quotes: &[&str]) -> serde_json::Value {
+        let citations: Vec<_> = quotes
+            .iter()
+            .map(|q| json!({"chunk_id": "r1:0", "quote": q}))
+            .collect();
+        json!({"answer": "Rent is due on the fifth.", "confidence": 0.9, "citations": citations})
+    }
+
+    #[test]
+    fn short_or_markup_quotes_are_refused_like_fabricated_ones() {
+        let given = chunks(&source(
+            "## Overview\n**\n---\n## Payment schedule and late fees\n\
+             4.2 Rent is due on the fifth day of each month.",
+        ));
+        let markup = [
+            "## Overview",
+            "---",
+            "**",
+            "## Payment schedule and late fees",
+            "---\n## Payment schedule and late fees",
+        ];
+        let mut quotes = markup.to_vec();
+        quotes.push("Rent is due on the fifth");
+        let answer = checked_answer(&citing(&quotes), &given, &QuoteRules::default());
+        let kept: Vec<&str> = answer.citations.iter().map(|c| c.quote.as_str()).collect();
+        assert_eq!(kept, ["Rent is due on the fifth"]);
+        assert_eq!(answer.caveats.len(), markup.len(), "{:?}", answer.caveats);
+        assert!(
+            answer.caveats[0].contains("fewer than the 20"),
+            "{:?}",
+            answer.caveats
+        );
+        assert!(
+            answer.caveats[3].contains("only markup"),
+            "{:?}",
+            answer.caveats
+        );
+        assert!(
+            answer.caveats[4].contains("only markup"),
+            "{:?}",
+            answer.caveats
+        );
+
+        let strict = QuoteRules { min_chars: 30 };
+        let answer = checked_answer(&citing(&["Rent is due on the fifth"]), &given, &strict);
+        assert_eq!(answer.text, NOT_ENOUGH_EVIDENCE);
+        let lenient = QuoteRules { min_chars: 5 };
+        let answer = checked_answer(&citing(&["4.2 Rent"]), &given, &lenient);
+        assert_eq!(answer.citations.len(), 1, "{:?}", answer.caveats);
+    }
+
+    #[test]
+    fn citations_say_whether_a_model_wrote_their_source() {
+        let finding = Source {
+            id: "e1".into(),
+            name: "blackboard:buried_change".into(),
+            kind: SourceKind::BlackboardEntry,
+            text: "Amendment 2 deletes Exhibit B, which 7.1 still cites.".into(),
+        };
+        let mut given = chunks(&source("4.2 Rent is due on the fifth day of each month."));
+        given.extend(chunks(&finding));
+        let reply = json!({"answer": "Rent is due on the fifth; Exhibit B is gone.",
+            "citations": [{"chunk_id": "r1:0", "quote": "Rent is due on the fifth day"},
+                          {"chunk_id": "e1:0", "quote": "Amendment 2 deletes Exhibit B"}]});
+        let answer = checked_answer(&reply, &given, &QuoteRules::default());
+        let marked: Vec<(SourceKind, bool)> = answer
+            .citations
+            .iter()
+            .map(|c| (c.source_kind, c.source_kind.model_written()))
+            .collect();
+        assert_eq!(
+            marked,
+            [
+                (SourceKind::UploadedDocument, false),
+                (SourceKind::BlackboardEntry, true)
+            ]
+        );
+        for kind in SourceKind::ALL {
+            assert_eq!(SourceKind::parse(kind.as_str()), Some(kind));
+            assert_eq!(kind.model_written(), kind != SourceKind::UploadedDocument);
+        }
     }
 
     #[test]

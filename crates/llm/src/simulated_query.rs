@@ -4,6 +4,7 @@
 //! `[[simulate:fabricate-citation]]` adds a citation quoting text no chunk has.
 
 use dialectic_core::prompt::ChatRequest;
+use dialectic_core::query::QuoteRules;
 use serde_json::{Value, json};
 
 pub const COMPOUND_DIRECTIVE: &str = "[[simulate:compound]]";
@@ -44,8 +45,11 @@ fn route(prompt: &str) -> Value {
     reply
 }
 
-/// Cites the first line (up to 60 characters) of each of the first two chunks.
+/// Cites the first line that can support a claim (up to 60 characters; no
+/// heading, nothing too short) of each of the first two chunks; the focus
+/// line after the last chunk is the prompt's, not the chunk's.
 fn answer(prompt: &str) -> Value {
+    let rules = QuoteRules::default();
     let mut citations: Vec<Value> = prompt
         .split("--- Chunk ")
         .skip(1)
@@ -53,8 +57,11 @@ fn answer(prompt: &str) -> Value {
         .filter_map(|section| {
             let (header, body) = section.split_once('\n')?;
             let id = header.split_whitespace().next()?;
-            let line = body.lines().map(str::trim).find(|l| !l.is_empty())?;
-            let quote: String = line.chars().take(60).collect();
+            let quote = body
+                .lines()
+                .take_while(|l| !l.starts_with("Focus ("))
+                .map(|l| l.trim().chars().take(60).collect::<String>())
+                .find(|q| rules.problem(q.trim()).is_none())?;
             Some(json!({"chunk_id": id, "quote": quote.trim()}))
         })
         .collect();

@@ -16,6 +16,8 @@ pub struct DocumentSource {
     pub storage_key: String,
     /// Whether the text is a reply's JSON whose `content` holds it.
     pub json: bool,
+    /// What it is, as `dialectic_core::query::SourceKind` names it.
+    pub kind: String,
 }
 
 /// The project's documents in the order they were made: its uploads (unless
@@ -28,7 +30,8 @@ pub async fn documents(
 ) -> Result<Vec<DocumentSource>, StoreError> {
     let resolved: Vec<DocumentSource> = sqlx::query_as(
         "SELECT c.id, c.document_key || ' ' || c.file_name AS name,
-                c.raw_response_storage_path AS storage_key, true AS json
+                c.raw_response_storage_path AS storage_key, true AS json,
+                'contribution' AS kind
          FROM dialectic_contributions c JOIN dialectic_sessions s ON s.id = c.session_id
          WHERE s.project_id = $1 AND c.document_key = 'resolved_clause'
            AND c.is_latest_edit AND NOT c.is_archived
@@ -47,7 +50,9 @@ pub async fn documents(
         "SELECT id, file_name AS name,
                 CASE WHEN resource_type = $3 THEN storage_path ELSE storage_path || '/' || file_name END
                   AS storage_key,
-                false AS json
+                false AS json,
+                CASE WHEN resource_type = $3 THEN 'uploaded_document' ELSE 'rendered_document' END
+                  AS kind
          FROM dialectic_project_resources
          WHERE project_id = $1 AND resource_type = ANY($2)
          ORDER BY created_at, id",

@@ -69,6 +69,8 @@ struct Executor {
     hand_back: CancellationToken,
     /// The model that answers questions when a request names none.
     query_model: String,
+    /// What a question's citations must quote.
+    quote_rules: dialectic_core::query::QuoteRules,
 }
 
 fn now_ms() -> i64 {
@@ -276,6 +278,9 @@ async fn start_executor(
         embedder: settings.executor.embedder.trim().to_string(),
         hand_back: hand_back.clone(),
         query_model: settings.executor.query_model.trim().to_string(),
+        quote_rules: dialectic_core::query::QuoteRules {
+            min_chars: settings.executor.query_min_quote_chars,
+        },
     });
     let server = dialectic_runtime::start_grpc(
         SERVICE_NAME,

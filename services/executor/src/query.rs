@@ -11,7 +11,7 @@ use crate::provider::Provider;
 use dialectic_core::error::ErrorCode;
 use dialectic_core::ids::{ProjectId, UserId};
 use dialectic_core::prompt::{ChatRequest, Message};
-use dialectic_core::query::{self, Answer, Chunk, Route, Source, SubQuery};
+use dialectic_core::query::{self, Answer, Chunk, Route, Source, SourceKind, SubQuery};
 use dialectic_core::sanitize::parse_model_json;
 use dialectic_core::shape::JsonKind;
 use dialectic_core::structured;
@@ -124,9 +124,16 @@ impl Executor {
             } else {
                 text
             };
+            let kind = SourceKind::parse(&doc.kind).ok_or_else(|| {
+                Status::internal(format!(
+                    "source {} is of no known kind {:?}",
+                    doc.id, doc.kind
+                ))
+            })?;
             found.push(Source {
                 id: doc.id.to_string(),
                 name: doc.name,
+                kind,
                 text,
             });
         }
@@ -137,6 +144,7 @@ impl Executor {
             found.push(Source {
                 id: finding.id.to_string(),
                 name: format!("blackboard:{}", finding.entry_type),
+                kind: SourceKind::BlackboardEntry,
                 text: finding.data.0.to_string(),
             });
         }
@@ -188,7 +196,8 @@ impl Asking<'_> {
             &request.key_types,
         ));
         let (reply, cost) = self.call(&format!("answer-{index}"), &request).await?;
-        Ok((query::checked_answer(&reply, &given), cost))
+        let rules = &self.executor.quote_rules;
+        Ok((query::checked_answer(&reply, &given, rules), cost))
     }
 
     fn request(
@@ -281,6 +290,7 @@ fn response(route: &Route, answer: Answer, spent: i64) -> AnswerResponse {
             .map(|c| AnswerCitation {
                 source_id: c.source_id,
                 source_name: c.source_name,
+                source_kind: c.source_kind.as_str().to_string(),
                 chunk_id: c.chunk_id,
                 start: u32::try_from(c.start).unwrap_or(u32::MAX),
                 end: u32::try_from(c.end).unwrap_or(u32::MAX),

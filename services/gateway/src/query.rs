@@ -9,9 +9,9 @@ use crate::error::GatewayError;
 use crate::service::{Gateway, optional};
 use dialectic_core::digest::sha256_hex;
 use dialectic_core::ids::{ProjectId, UserId};
-use dialectic_core::query::cache_name;
+use dialectic_core::query::{SourceKind, cache_name};
 use dialectic_proto::v1::executor::{AnswerRequest, AnswerResponse};
-use dialectic_proto::v1::{Citation, QueryRequest, QueryResponse};
+use dialectic_proto::v1::{Citation, CitationSourceKind, QueryRequest, QueryResponse};
 use dialectic_store::records;
 use prost::Message;
 
@@ -20,6 +20,17 @@ pub const MAX_QUESTION_CHARS: usize = 4_000;
 
 /// How long an answer stays cached (seed 004 §7).
 const ANSWER_TTL_SECS: u64 = 3_600;
+
+/// A name the executor sent, typed; one this gateway does not know is unspecified.
+fn source_kind(name: &str) -> CitationSourceKind {
+    match SourceKind::parse(name) {
+        Some(SourceKind::UploadedDocument) => CitationSourceKind::UploadedDocument,
+        Some(SourceKind::RenderedDocument) => CitationSourceKind::RenderedDocument,
+        Some(SourceKind::Contribution) => CitationSourceKind::Contribution,
+        Some(SourceKind::BlackboardEntry) => CitationSourceKind::BlackboardEntry,
+        None => CitationSourceKind::Unspecified,
+    }
+}
 
 fn response(answer: AnswerResponse) -> QueryResponse {
     QueryResponse {
@@ -34,6 +45,10 @@ fn response(answer: AnswerResponse) -> QueryResponse {
                 start: c.start,
                 end: c.end,
                 quote: c.quote,
+                source_kind: source_kind(&c.source_kind) as i32,
+                // A kind this gateway does not know is not claimed to be the user's.
+                model_written: SourceKind::parse(&c.source_kind)
+                    .is_none_or(SourceKind::model_written),
             })
             .collect(),
         caveats: answer.caveats,
