@@ -300,11 +300,16 @@ pub fn parse_cut_off_json(
     }
 }
 
-/// Where a cut-off object can end: an open string ended and its structures
-/// closed; failing that, back at the last complete member (a key or value
-/// cut in half is dropped), tried from the end.
+/// Where a cut-off object can end. An object cut inside an element of a
+/// list of objects loses that element (a half finding or section would fail
+/// its shape after the continuation is merged, as arrays join by element);
+/// otherwise an open string is ended there and its structures closed; failing
+/// that, it ends at the last complete member (a key or value cut in half is
+/// dropped), tried from the end.
 fn close_cut_off(text: &str) -> Option<String> {
     let mut members_end = Vec::new();
+    // The open structures: opener and where it stands.
+    let mut open: Vec<(char, usize)> = Vec::new();
     let (mut in_string, mut escaped) = (false, false);
     for (at, c) in text.char_indices() {
         match (in_string, escaped, c) {
@@ -312,10 +317,20 @@ fn close_cut_off(text: &str) -> Option<String> {
             (true, false, '\\') => escaped = true,
             (_, false, '"') => in_string = !in_string,
             (false, _, ',') => members_end.push(at),
-            (false, _, '{' | '[') => members_end.push(at + 1),
+            (false, _, '{' | '[') => {
+                members_end.push(at + 1);
+                open.push((c, at));
+            }
+            (false, _, '}' | ']') => {
+                open.pop();
+            }
             _ => {}
         }
     }
+    let element_dropped = open
+        .windows(2)
+        .find(|pair| pair[0].0 == '[' && pair[1].0 == '{')
+        .map(|pair| text[..pair[1].1].to_string());
     let mut ended = text.trim_end().to_string();
     if in_string {
         if escaped {
@@ -323,15 +338,16 @@ fn close_cut_off(text: &str) -> Option<String> {
         }
         ended.push('"');
     }
-    let candidates = std::iter::once(ended).chain(
-        members_end
-            .iter()
-            .rev()
-            .take(MAX_CANDIDATES)
-            .map(|&end| text[..end].to_string()),
-    );
-    candidates
-        .filter_map(|prefix| close_open_structures(&prefix))
+    let at_members = members_end
+        .iter()
+        .rev()
+        .take(MAX_CANDIDATES)
+        .map(|&end| text[..end].to_string());
+    element_dropped
+        .into_iter()
+        .chain(std::iter::once(ended))
+        .chain(at_members)
+        .filter_map(|prefix| close_open_structures(prefix.trim_end()))
         .find(|closed| holds_a_key(closed))
 }
 
@@ -484,11 +500,15 @@ mod tests {
                 "{\"content\": \"Trees give sha",
                 json!({"content": "Trees give sha"}),
             ),
-            // Inside a nested list of objects whose earlier items are whole:
-            // the outer object, never an inner one alone.
+            // Inside an element of a list of objects: the outer object,
+            // never an inner one alone, without the element cut in half.
             (
                 "{\"content\": \"A lease.\", \"sections\": [{\"number\": \"1\"}, {\"number\": \"2\", \"ti",
-                json!({"content": "A lease.", "sections": [{"number": "1"}, {"number": "2"}]}),
+                json!({"content": "A lease.", "sections": [{"number": "1"}]}),
+            ),
+            (
+                "{\"content\": \"x\", \"blackboard\": [{\"data\": {\"summary\": \"y\"}, \"ty",
+                json!({"content": "x", "blackboard": []}),
             ),
             // A key cut in half, a value not begun, an escape cut in half.
             ("{\"a\": \"x\", \"b", json!({"a": "x"})),

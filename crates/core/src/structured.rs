@@ -107,11 +107,16 @@ pub fn reply_schema(rule: &OutputRule) -> Value {
     schema
 }
 
+const MAX_FINDINGS: usize = 4;
+
 /// What a step that publishes findings may put under `blackboard`: entries
 /// of the types its rule names, each with its data.
 fn findings_schema(types: &[String]) -> Value {
     json!({
         "type": "array",
+        // A few per reply: a small model otherwise lists findings until its
+        // token limit cuts it off.
+        "maxItems": MAX_FINDINGS,
         "items": {
             "type": "object",
             "properties": {
