@@ -792,7 +792,8 @@ async fn key_echoing_provider() -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn secrets_never_reach_logs_errors_rows_or_objects() {
     let logs = captured_logs();
-    const SECRET_VAR: &str = "DIALECTIC_HOSTILE_TEST_PROVIDER_KEY";
+    // Not a DIALECTIC_ variable: a model row naming one of the platform's own is refused.
+    const SECRET_VAR: &str = "HOSTILE_TEST_PROVIDER_KEY";
     let secret = format!("sk-hostile-{}", uuid::Uuid::new_v4().simple());
     // SAFETY: set before any service starts; no other thread reads this variable yet.
     unsafe { std::env::set_var(SECRET_VAR, &secret) };
