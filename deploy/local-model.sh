@@ -76,9 +76,13 @@ start() {
     local model
     model="$(gguf)"
     log "starting the llama.cpp server on 127.0.0.1:$PORT ($model, context $CONTEXT)"
-    # Loopback only; one model, its alias the name dialectic registers.
+    # Loopback only; one model, its alias the name dialectic registers. A new
+    # request must queue, not cut off the one being generated (the server's
+    # default): two clients (a test and a bench, two executors) otherwise
+    # truncate each other's replies to nothing.
     nohup "$VENV/bin/python" -m llama_cpp.server --model "$model" --model_alias "$NAME" \
         --host 127.0.0.1 --port "$PORT" --n_ctx "$CONTEXT" --n_threads "$(nproc)" \
+        --interrupt_requests False \
         </dev/null >"$LOG" 2>&1 &
     echo $! >"$PID_FILE"
     for _ in $(seq 1 120); do
@@ -99,7 +103,10 @@ case "${1:-up}" in
     status) answers ;;
     down)
         if [ -f "$PID_FILE" ]; then
-            kill "$(cat "$PID_FILE")" 2>/dev/null || true
+            pid="$(cat "$PID_FILE")"
+            kill "$pid" 2>/dev/null || true
+            # It finishes the reply it is generating first.
+            for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
             rm -f "$PID_FILE"
         fi
         ;;
