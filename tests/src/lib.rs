@@ -689,3 +689,31 @@ pub async fn register_llama_cpp_model(
         .await
         .unwrap_or_else(|e| panic!("register {name}: {e}"));
 }
+
+/// Builds a binary of this workspace (a no-op when it is fresh) into the
+/// calling test's target directory and returns its path: this package cannot
+/// depend on a binary crate, so Cargo gives it no `CARGO_BIN_EXE_*`.
+pub fn workspace_binary(package: &str, bin: &str) -> std::path::PathBuf {
+    use std::path::Path;
+    // <target>/<profile>/deps/<test>-<hash>
+    let exe = std::env::current_exe().expect("test executable");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    let target_dir = profile_dir.parent().expect("target directory");
+    let mut cargo = std::process::Command::new(env!("CARGO"));
+    cargo
+        .args(["build", "--quiet", "-p", package, "--bin", bin])
+        .arg("--target-dir")
+        .arg(target_dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    if profile_dir.file_name() == Some("release".as_ref()) {
+        cargo.arg("--release");
+    }
+    let status = cargo.status().expect("cargo runs");
+    assert!(status.success(), "building {package} failed: {status}");
+    let binary = profile_dir.join(bin);
+    assert!(binary.exists(), "{} was not built", binary.display());
+    binary
+}

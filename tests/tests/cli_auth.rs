@@ -6,31 +6,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-/// Builds `dialectic` into this test's target directory (see cli_progress.rs).
 fn dialectic_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>");
-    let mut cargo = Command::new(env!("CARGO"));
-    cargo
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "dialectic-cli",
-            "--bin",
-            "dialectic",
-        ])
-        .arg("--target-dir")
-        .arg(profile_dir.parent().expect("target directory"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
-    if profile_dir.file_name() == Some("release".as_ref()) {
-        cargo.arg("--release");
-    }
-    assert!(cargo.status().expect("cargo runs").success());
-    profile_dir.join("dialectic")
+    dialectic_e2e::workspace_binary("dialectic-cli", "dialectic")
 }
 
 /// `dialectic --config-file CONFIG args…` with `stdin`, no key or URL from

@@ -6,7 +6,7 @@
 use dialectic_e2e::TestEnv;
 use dialectic_proto::v1::{GetSessionRequest, Session};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::Duration;
 
 /// The pseudo-terminal's width.
@@ -14,38 +14,8 @@ const COLS: usize = 120;
 
 const PROMPT: &str = "A lending library for power tools, run by neighbours for neighbours.";
 
-/// Builds the CLI (a no-op when it is fresh) into this test's target
-/// directory and returns its path: this package cannot depend on a binary
-/// crate, so Cargo gives it no `CARGO_BIN_EXE_dialectic`.
 fn dialectic_binary() -> PathBuf {
-    // <target>/<profile>/deps/cli_progress-<hash>
-    let exe = std::env::current_exe().expect("test executable");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>");
-    let target_dir = profile_dir.parent().expect("target directory");
-    let mut cargo = Command::new(env!("CARGO"));
-    cargo
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "dialectic-cli",
-            "--bin",
-            "dialectic",
-        ])
-        .arg("--target-dir")
-        .arg(target_dir)
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
-    if profile_dir.file_name() == Some("release".as_ref()) {
-        cargo.arg("--release");
-    }
-    let status = cargo.status().expect("cargo runs");
-    assert!(status.success(), "building dialectic-cli failed: {status}");
-    let binary = profile_dir.join("dialectic");
-    assert!(binary.exists(), "{} was not built", binary.display());
-    binary
+    dialectic_e2e::workspace_binary("dialectic-cli", "dialectic")
 }
 
 fn quoted(arg: &str) -> String {

@@ -11,45 +11,15 @@ use dialectic_proto::v1::{
     CreateProjectRequest, ListModelsRequest, Model, Session, StartSessionRequest,
 };
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::{Output, Stdio};
 use std::time::Duration;
 use tonic::Code;
 
 const MODEL: &str = "e2e-local";
 
-/// Builds `dialecticd` (a no-op when it is fresh) into this test's target
-/// directory and returns its path: this package cannot depend on a binary
-/// crate, so Cargo gives it no `CARGO_BIN_EXE_dialecticd`.
 fn dialecticd_binary() -> PathBuf {
-    // <target>/<profile>/deps/models-<hash>
-    let exe = std::env::current_exe().expect("test executable");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>");
-    let target_dir = profile_dir.parent().expect("target directory");
-    let mut cargo = Command::new(env!("CARGO"));
-    cargo
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "dialecticd",
-            "--bin",
-            "dialecticd",
-        ])
-        .arg("--target-dir")
-        .arg(target_dir)
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
-    if profile_dir.file_name() == Some("release".as_ref()) {
-        cargo.arg("--release");
-    }
-    let status = cargo.status().expect("cargo runs");
-    assert!(status.success(), "building dialecticd failed: {status}");
-    let binary = profile_dir.join("dialecticd");
-    assert!(binary.exists(), "{} was not built", binary.display());
-    binary
+    dialectic_e2e::workspace_binary("dialecticd", "dialecticd")
 }
 
 struct Dialecticd<'a> {
