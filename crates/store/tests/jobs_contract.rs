@@ -52,11 +52,31 @@ async fn set_status(db: &TestDb, job: JobId, status: JobStatus) {
     tx.commit().await.expect("commit");
 }
 
+/// Statements of this test's database waiting for a lock.
+async fn lock_waiters(db: &TestDb) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    )
+    .fetch_one(db.store.pool())
+    .await
+    .expect("lock waiters")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_workers_racing_for_a_job_one_wins_the_first_attempt() {
     let db = TestDb::new(8).await;
     let session = db.session().await;
     let job = db.pending_job(session).await;
+    // Hold the job's row so that both claims start while it is pending and
+    // wait on the same lock: released together, they truly race. Without it,
+    // two claims one after the other would pass as well.
+    let mut gate = db.store.begin().await.expect("tx");
+    sqlx::query("SELECT 1 FROM dialectic_generation_jobs WHERE id = $1 FOR UPDATE")
+        .bind(job)
+        .execute(&mut *gate)
+        .await
+        .expect("hold the job's row");
     let racers = ["worker-a", "worker-b"].map(|worker| {
         let store = db.store.clone();
         tokio::spawn(async move {
@@ -65,6 +85,11 @@ async fn two_workers_racing_for_a_job_one_wins_the_first_attempt() {
                 .map(|row| (worker, row.attempt_count))
         })
     });
+    common::eventually("both claims wait on the job's row", || async {
+        lock_waiters(&db).await == 2
+    })
+    .await;
+    gate.rollback().await.expect("release the job's row");
     let mut winners = Vec::new();
     for racer in racers {
         winners.extend(racer.await.expect("task"));
