@@ -162,6 +162,13 @@ pub struct GatewayConfig {
     /// Largest request message the public API decodes; a bigger one is
     /// RESOURCE_EXHAUSTED before any handler runs.
     pub max_message_bytes: usize,
+    /// Most documents one project may hold (`AddProjectDocument`); every
+    /// uncached `Query` reads them all, so an unbounded project is a cost any
+    /// tenant could impose. The next upload is RESOURCE_EXHAUSTED.
+    pub max_documents_per_project: u64,
+    /// Most bytes of uploaded documents one project may hold, counted as the
+    /// stored text; an upload that would pass it is RESOURCE_EXHAUSTED.
+    pub max_document_bytes_per_project: u64,
     /// The planner's gRPC address: the gateway sends it every command that
     /// changes a session (the planner is the only writer of job and session state).
     pub planner_url: String,
@@ -182,6 +189,8 @@ impl Default for GatewayConfig {
             bootstrap_key: String::new(),
             max_prompt_bytes: 256 * 1024,
             max_message_bytes: 4 * 1024 * 1024,
+            max_documents_per_project: 1000,
+            max_document_bytes_per_project: 256 * 1024 * 1024,
             planner_url: "http://127.0.0.1:7052".into(),
             wallet_url: "http://127.0.0.1:7056".into(),
             indexer_url: "http://127.0.0.1:7055".into(),

@@ -14,6 +14,9 @@ pub enum ErrorCode {
     FailedPrecondition,
     PermissionDenied,
     Unauthenticated,
+    /// A per-tenant limit is used up: the same request fails until something
+    /// is freed or the limit is raised, so retrying alone does not help.
+    ResourceExhausted,
     /// A dependency is out of reach or the write lost a race: retry later.
     Unavailable,
     /// A bug or corrupt data: nothing the client can change.

@@ -25,6 +25,7 @@ pub fn code(code: ErrorCode) -> Code {
         ErrorCode::FailedPrecondition => Code::FailedPrecondition,
         ErrorCode::PermissionDenied => Code::PermissionDenied,
         ErrorCode::Unauthenticated => Code::Unauthenticated,
+        ErrorCode::ResourceExhausted => Code::ResourceExhausted,
         ErrorCode::Unavailable => Code::Unavailable,
         ErrorCode::Internal => Code::Internal,
     }

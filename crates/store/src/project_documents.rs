@@ -46,20 +46,127 @@ pub struct NewProjectDocument<'a> {
     pub client_request_id: Option<&'a str>,
 }
 
-/// Records an uploaded document; returns (row, created). With a client
-/// request id, a repeated upload returns the first document instead.
+/// How much one project may hold of uploaded documents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DocumentLimits {
+    pub max_documents: i64,
+    pub max_bytes: i64,
+}
+
+/// Which limit an upload would pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    Documents,
+    Bytes,
+}
+
+/// An upload refused by a limit: the limit, and the project's figure for it
+/// before this upload (documents held, or bytes held).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitReached {
+    pub limit: Limit,
+    pub max: i64,
+    pub current: i64,
+}
+
+/// What a project holds of uploaded documents: (documents, bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    pub documents: i64,
+    pub bytes: i64,
+}
+
+impl DocumentLimits {
+    /// The limit an upload of `size` bytes would pass, given `usage`; None if it fits.
+    pub fn check(&self, usage: Usage, size: i64) -> Option<LimitReached> {
+        if usage.documents >= self.max_documents {
+            return Some(LimitReached {
+                limit: Limit::Documents,
+                max: self.max_documents,
+                current: usage.documents,
+            });
+        }
+        if usage.bytes.saturating_add(size) > self.max_bytes {
+            return Some(LimitReached {
+                limit: Limit::Bytes,
+                max: self.max_bytes,
+                current: usage.bytes,
+            });
+        }
+        None
+    }
+}
+
+/// What recording an upload did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recorded {
+    /// A new document row.
+    Created(ProjectDocumentRow),
+    /// An earlier upload with the same client request id, returned instead.
+    Repeated(ProjectDocumentRow),
+    /// Nothing written: the project is at a limit.
+    Refused(LimitReached),
+}
+
+/// The documents and bytes a project's uploads hold.
+pub async fn usage(
+    executor: impl sqlx::PgExecutor<'_>,
+    project_id: ProjectId,
+) -> Result<Usage, StoreError> {
+    let (documents, bytes): (i64, i64) = sqlx::query_as(
+        "SELECT count(*), COALESCE(sum(size_bytes), 0)::bigint FROM dialectic_project_resources
+          WHERE project_id = $1 AND resource_type = $2",
+    )
+    .bind(project_id)
+    .bind(PROJECT_DOCUMENT)
+    .fetch_one(executor)
+    .await?;
+    Ok(Usage { documents, bytes })
+}
+
+/// Records an uploaded document unless the project is at one of `limits`.
+/// With a client request id, a repeated upload returns the first document,
+/// even at a limit. The project row is locked for the check and the insert,
+/// so concurrent uploads count one another and only one takes the last slot.
 pub async fn insert(
     pool: &PgPool,
     d: &NewProjectDocument<'_>,
-) -> Result<(ProjectDocumentRow, bool), StoreError> {
-    let inserted: Option<ResourceId> = sqlx::query_scalar(
+    limits: &DocumentLimits,
+) -> Result<Recorded, StoreError> {
+    let mut tx = pool.begin().await?;
+    // NO KEY UPDATE serializes uploads to the project without blocking the
+    // rows other services insert under it (their foreign keys take KEY SHARE).
+    sqlx::query("SELECT 1 FROM dialectic_projects WHERE id = $1 FOR NO KEY UPDATE")
+        .bind(d.project_id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| StoreError::not_found("project", d.project_id))?;
+    // Under the lock no retry of this request can be recording it meanwhile,
+    // so the first upload is either here or not at all.
+    if let Some(request) = d.client_request_id
+        && let Some(id) = request_document(&mut *tx, d.project_id, request).await?
+    {
+        return Ok(Recorded::Repeated(row(&mut *tx, d.project_id, id).await?));
+    }
+    if let Some(reached) = limits.check(usage(&mut *tx, d.project_id).await?, d.size_bytes) {
+        return Ok(Recorded::Refused(reached));
+    }
+    insert_row(&mut *tx, d).await?;
+    let created = row(&mut *tx, d.project_id, d.id).await?;
+    tx.commit().await?;
+    Ok(Recorded::Created(created))
+}
+
+async fn insert_row(
+    executor: impl sqlx::PgExecutor<'_>,
+    d: &NewProjectDocument<'_>,
+) -> Result<(), StoreError> {
+    sqlx::query(
         "INSERT INTO dialectic_project_resources
            (id, project_id, user_id, resource_type, file_name, storage_bucket, storage_path, mime_type,
             size_bytes, resource_description, client_request_id)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,
-                 jsonb_build_object('content_hash', $10::text, 'chunks', $11::int), $12)
-         ON CONFLICT (project_id, client_request_id) WHERE client_request_id IS NOT NULL DO NOTHING
-         RETURNING id",
+                 jsonb_build_object('content_hash', $10::text, 'chunks', $11::int), $12)",
     )
     .bind(d.id)
     .bind(d.project_id)
@@ -73,24 +180,38 @@ pub async fn insert(
     .bind(d.content_hash)
     .bind(d.chunks as i32)
     .bind(d.client_request_id)
-    .fetch_optional(pool)
+    .execute(executor)
     .await?;
-    let id = match inserted {
-        Some(id) => id,
-        None => {
-            let request = d.client_request_id.unwrap_or_default();
-            by_request(pool, d.project_id, request)
-                .await?
-                .ok_or_else(|| StoreError::not_found("upload", request))?
-                .id
-        }
-    };
-    let row = list(pool, d.project_id)
+    Ok(())
+}
+
+/// One of a project's documents, with its position among them.
+async fn row(
+    executor: impl sqlx::PgExecutor<'_>,
+    project_id: ProjectId,
+    id: ResourceId,
+) -> Result<ProjectDocumentRow, StoreError> {
+    list(executor, project_id)
         .await?
         .into_iter()
         .find(|r| r.id == id)
-        .ok_or_else(|| StoreError::not_found("document", id))?;
-    Ok((row, inserted.is_some()))
+        .ok_or_else(|| StoreError::not_found("document", id))
+}
+
+async fn request_document(
+    executor: impl sqlx::PgExecutor<'_>,
+    project_id: ProjectId,
+    client_request_id: &str,
+) -> Result<Option<ResourceId>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM dialectic_project_resources
+          WHERE project_id = $1 AND client_request_id = $2 AND resource_type = $3",
+    )
+    .bind(project_id)
+    .bind(client_request_id)
+    .bind(PROJECT_DOCUMENT)
+    .fetch_optional(executor)
+    .await?)
 }
 
 /// The document an earlier upload with this client request id created.
@@ -99,16 +220,7 @@ pub async fn by_request(
     project_id: ProjectId,
     client_request_id: &str,
 ) -> Result<Option<ProjectDocumentRow>, StoreError> {
-    let id: Option<ResourceId> = sqlx::query_scalar(
-        "SELECT id FROM dialectic_project_resources
-          WHERE project_id = $1 AND client_request_id = $2 AND resource_type = $3",
-    )
-    .bind(project_id)
-    .bind(client_request_id)
-    .bind(PROJECT_DOCUMENT)
-    .fetch_optional(pool)
-    .await?;
-    let Some(id) = id else {
+    let Some(id) = request_document(pool, project_id, client_request_id).await? else {
         return Ok(None);
     };
     Ok(list(pool, project_id)
@@ -176,4 +288,33 @@ async fn session_inputs(
             from_resource: true,
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: DocumentLimits = DocumentLimits {
+        max_documents: 2,
+        max_bytes: 100,
+    };
+
+    fn held(documents: i64, bytes: i64) -> Usage {
+        Usage { documents, bytes }
+    }
+
+    #[test]
+    fn an_upload_fits_up_to_each_limit_and_not_past_it() {
+        assert_eq!(LIMITS.check(held(1, 60), 40), None, "exactly full fits");
+        let bytes = LIMITS.check(held(1, 60), 41).expect("a byte over");
+        assert_eq!(
+            (bytes.limit, bytes.max, bytes.current),
+            (Limit::Bytes, 100, 60)
+        );
+        let count = LIMITS.check(held(2, 0), 1).expect("a document over");
+        assert_eq!(
+            (count.limit, count.max, count.current),
+            (Limit::Documents, 2, 2)
+        );
+    }
 }

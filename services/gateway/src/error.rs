@@ -32,6 +32,16 @@ pub enum GatewayError {
         reason: &'static str,
         message: String,
     },
+    /// A per-tenant limit is used up (RESOURCE_EXHAUSTED): `limit` and the
+    /// tenant's `current` figure go in the metadata, so a client can tell how
+    /// much to free without parsing the message.
+    #[error("{message}")]
+    Exhausted {
+        reason: &'static str,
+        message: String,
+        limit: i64,
+        current: i64,
+    },
     #[error("{0}")]
     Unauthenticated(String),
     /// Only an administrator may do this.
@@ -112,6 +122,7 @@ impl ErrorContract for GatewayError {
             GatewayError::NotFound { .. } => ErrorCode::NotFound,
             GatewayError::Refused { .. } => ErrorCode::FailedPrecondition,
             GatewayError::Unavailable { .. } => ErrorCode::Unavailable,
+            GatewayError::Exhausted { .. } => ErrorCode::ResourceExhausted,
             GatewayError::Unauthenticated(_) => ErrorCode::Unauthenticated,
             GatewayError::AdminOnly(_) => ErrorCode::PermissionDenied,
             // Upstream answers are passed on whole (see `From`); never described here.
@@ -126,9 +137,9 @@ impl ErrorContract for GatewayError {
         match self {
             GatewayError::BadField { .. } => "INVALID_FIELD",
             GatewayError::NotFound { .. } => "RESOURCE_NOT_FOUND",
-            GatewayError::Refused { reason, .. } | GatewayError::Unavailable { reason, .. } => {
-                reason
-            }
+            GatewayError::Refused { reason, .. }
+            | GatewayError::Unavailable { reason, .. }
+            | GatewayError::Exhausted { reason, .. } => reason,
             GatewayError::Unauthenticated(_) => "API_KEY_REJECTED",
             GatewayError::AdminOnly(_) => "ADMIN_REQUIRED",
             _ => "INTERNAL",
@@ -144,6 +155,12 @@ impl ErrorContract for GatewayError {
                 ("resource_type", resource.to_string()),
                 ("resource_name", name.clone()),
             ],
+            GatewayError::Exhausted { limit, current, .. } => {
+                vec![
+                    ("limit", limit.to_string()),
+                    ("current", current.to_string()),
+                ]
+            }
             _ => Vec::new(),
         }
     }
@@ -218,6 +235,16 @@ mod tests {
                 .into(),
                 Code::FailedPrecondition,
                 "INSUFFICIENT_FUNDS",
+            ),
+            (
+                GatewayError::Exhausted {
+                    reason: "PROJECT_DOCUMENT_LIMIT_REACHED",
+                    message: "full".into(),
+                    limit: 2,
+                    current: 2,
+                },
+                Code::ResourceExhausted,
+                "PROJECT_DOCUMENT_LIMIT_REACHED",
             ),
             (
                 GatewayError::AdminOnly("no".into()),

@@ -79,7 +79,8 @@ async fn start_gateway(
         settings.gateway.max_prompt_bytes,
         shutdown.clone(),
     )
-    .with_courier(courier);
+    .with_courier(courier)
+    .with_document_limits(&settings.gateway);
     let server = dialectic_runtime::start_grpc(
         SERVICE_NAME,
         &settings.gateway.listen,

@@ -4,6 +4,7 @@ use crate::convert;
 use crate::error::GatewayError;
 use dialectic_blob::BlobStore;
 use dialectic_cache::{Cache, ProgressEvent};
+use dialectic_config::GatewayConfig;
 use dialectic_core::apikey;
 use dialectic_core::error::ErrorCode;
 use dialectic_core::ids::{ContributionId, ModelId, ProjectId, ResourceId, SessionId, UserId};
@@ -45,6 +46,7 @@ use dialectic_runtime::error_status::Failure;
 use dialectic_runtime::service_auth::InternalChannel;
 use dialectic_runtime::{CancellationToken, Courier};
 use dialectic_store::ledger;
+use dialectic_store::project_documents::DocumentLimits;
 use dialectic_store::records::{
     self, NewContribution, NewProject, NewSession, SessionRow, USER_EDIT,
 };
@@ -190,6 +192,14 @@ pub struct Internal {
     pub executor: ExecutorServiceClient<InternalChannel>,
 }
 
+/// Limits past what Postgres counts in a bigint are no limit at all.
+fn document_limits(config: &GatewayConfig) -> DocumentLimits {
+    DocumentLimits {
+        max_documents: i64::try_from(config.max_documents_per_project).unwrap_or(i64::MAX),
+        max_bytes: i64::try_from(config.max_document_bytes_per_project).unwrap_or(i64::MAX),
+    }
+}
+
 pub struct Gateway {
     pub(crate) store: Store,
     pub(crate) blob: BlobStore,
@@ -197,6 +207,8 @@ pub struct Gateway {
     internal: Internal,
     bootstrap: Option<BootstrapKey>,
     max_prompt_bytes: usize,
+    /// How much each project may hold of uploaded documents.
+    pub(crate) document_limits: DocumentLimits,
     shutdown: CancellationToken,
     /// Publishes the planner commands a call enqueues, right after its commit.
     courier: Courier,
@@ -219,6 +231,7 @@ impl Gateway {
             internal,
             bootstrap,
             max_prompt_bytes,
+            document_limits: document_limits(&GatewayConfig::default()),
             shutdown,
             courier: Courier::default(),
         }
@@ -226,6 +239,12 @@ impl Gateway {
 
     pub fn with_courier(mut self, courier: Courier) -> Self {
         self.courier = courier;
+        self
+    }
+
+    /// The per-project document limits `config` sets.
+    pub fn with_document_limits(mut self, config: &GatewayConfig) -> Self {
+        self.document_limits = document_limits(config);
         self
     }
 
