@@ -48,6 +48,24 @@ async fn rendered(env: &TestEnv, session_id: &str) -> BTreeMap<String, (String, 
     out
 }
 
+/// The `content` of `key`'s raw reply in a session that wrote it in one turn.
+async fn whole_content(env: &TestEnv, session_id: &str, key: &str) -> String {
+    let paths: Vec<String> = sqlx::query_scalar(
+        "SELECT raw_response_storage_path FROM dialectic_contributions
+         WHERE session_id = $1 AND document_key = $2",
+    )
+    .bind(uuid::Uuid::parse_str(session_id).expect("uuid"))
+    .bind(key)
+    .fetch_all(env.store.pool())
+    .await
+    .expect("raw path");
+    assert_eq!(paths.len(), 1, "{key} came whole in one turn: {paths:?}");
+    let raw: serde_json::Value =
+        serde_json::from_str(&env.blob.get_string(&paths[0]).await.expect("raw reply"))
+            .expect("json");
+    raw["content"].as_str().expect("content").to_string()
+}
+
 async fn set_max_tokens(env: &TestEnv, tokens: i32) {
     sqlx::query(
         "UPDATE ai_providers SET max_output_tokens = $1 WHERE api_identifier = 'simulated'",
@@ -120,11 +138,14 @@ async fn long_documents_are_continued_rendered_whole_and_capped() {
         )
         .expect("json");
         let content = assembled["content"].as_str().expect("content");
-        assert!(
-            expected[key].0.contains(content.trim_end()),
-            "{key} assembled whole"
+        let unsliced = whole_content(&env, &whole, key).await;
+        assert!(!unsliced.trim().is_empty(), "{key} has text to compare");
+        assert_eq!(
+            content, unsliced,
+            "{key} assembled whole: every chunk, in order, is the unsliced document"
         );
         assert_eq!(assembled["chunks"], rows.len());
+        assert_eq!(assembled["incomplete"], false, "{key} finished");
     }
 
     // History: turn k is the original request, k − 1 earlier chunks, then "continue".
@@ -155,6 +176,11 @@ async fn long_documents_are_continued_rendered_whole_and_capped() {
     set_max_tokens(&env, 10).await;
     let capped = thesis(&env, prompt, "pending_antithesis").await;
     let docs = rendered(&env, &capped).await;
+    assert_eq!(
+        docs.keys().map(String::as_str).collect::<Vec<_>>(),
+        expected.keys().map(String::as_str).collect::<Vec<_>>(),
+        "every capped document is still rendered"
+    );
     for (key, (markdown, incomplete)) in &docs {
         assert!(incomplete, "{key} is marked incomplete");
         assert!(markdown.contains("**Incomplete:**"), "{key} says so");
