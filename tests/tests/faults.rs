@@ -1,13 +1,16 @@
 //! Messages that can never succeed end in the dead-letter queue, and services
 //! report NOT_SERVING (without crashing) while a dependency is down.
 
-use dialectic_e2e::{ALL_SERVICES, TestEnv, base_settings, eventually, health, wait_for_status};
+use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually, health, wait_for_status};
 use dialectic_queue::{Delivery, Publisher, keys};
 use dialectic_runtime::{CancellationToken, ConsumerOptions, Disposition, Handler};
 use lapin::options::BasicGetOptions;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
+use tokio::io::copy_bidirectional;
+use tokio::net::{TcpListener, TcpStream};
 use tonic_health::pb::health_check_response::ServingStatus;
 
 /// Takes one message from the dead queue: (original routing key, dead reason header).
@@ -174,43 +177,137 @@ async fn a_message_that_always_fails_ends_in_the_dead_letter_queue() {
     env.teardown().await;
 }
 
+/// A TCP relay to a dependency that the test cuts and restores: while it is
+/// down nothing listens on its port and every connection through it is closed.
+struct Relay {
+    port: u16,
+    upstream: String,
+    running: Option<(CancellationToken, tokio::task::JoinHandle<()>)>,
+}
+
+impl Relay {
+    /// A relay to the host and port of `url`.
+    async fn to(url: &str) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("relay port");
+        let mut relay = Self {
+            port: listener.local_addr().expect("relay address").port(),
+            upstream: authority(url).to_string(),
+            running: None,
+        };
+        relay.serve(listener);
+        relay
+    }
+
+    /// `url` with its host and port replaced by the relay's.
+    fn url(&self, url: &str) -> String {
+        url.replacen(authority(url), &format!("127.0.0.1:{}", self.port), 1)
+    }
+
+    fn serve(&mut self, listener: TcpListener) {
+        let stop = CancellationToken::new();
+        let upstream = self.upstream.clone();
+        let task = tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                // Dropping the set when the relay goes down aborts every link,
+                // closing both of its connections.
+                let mut links = tokio::task::JoinSet::new();
+                loop {
+                    let (mut inbound, _) = tokio::select! {
+                        () = stop.cancelled() => return,
+                        accepted = listener.accept() => match accepted {
+                            Ok(accepted) => accepted,
+                            Err(_) => continue,
+                        },
+                    };
+                    let upstream = upstream.clone();
+                    links.spawn(async move {
+                        if let Ok(mut outbound) = TcpStream::connect(&upstream).await {
+                            // Either side closing (or failing) ends the link.
+                            if let Err(e) = copy_bidirectional(&mut inbound, &mut outbound).await {
+                                tracing::debug!(error = %e, "relay link ended");
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        self.running = Some((stop, task));
+    }
+
+    /// The dependency goes down.
+    async fn down(&mut self) {
+        let (stop, task) = self.running.take().expect("the relay is up");
+        stop.cancel();
+        task.await.expect("relay stopped");
+    }
+
+    /// The dependency comes back, on the same port.
+    async fn up(&mut self) {
+        let listener = TcpListener::bind(("127.0.0.1", self.port))
+            .await
+            .expect("the relay's port again");
+        self.serve(listener);
+    }
+}
+
+/// `host:port` of `scheme://[user@]host:port/…`.
+fn authority(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host)
+}
+
+/// A running service at `addr` is SERVING, then NOT_SERVING (but live) while
+/// the dependency behind `relay` is down, then SERVING again once it is back.
+async fn follows(addr: SocketAddr, relay: &mut Relay, name: &str, dependency: &str) {
+    // SERVING first: the readiness check ran (NOT_SERVING is also where every
+    // service starts, before any check).
+    assert_eq!(
+        wait_for_status(addr, "", ServingStatus::Serving).await,
+        ServingStatus::Serving,
+        "{name} is SERVING while {dependency} answers"
+    );
+    relay.down().await;
+    assert_eq!(
+        wait_for_status(addr, "", ServingStatus::NotServing).await,
+        ServingStatus::NotServing,
+        "{name} reports NOT_SERVING while {dependency} is down"
+    );
+    assert_eq!(
+        health(addr, dialectic_runtime::LIVENESS_SERVICE).await,
+        ServingStatus::Serving,
+        "{name} stays live while {dependency} is down"
+    );
+    relay.up().await;
+    assert_eq!(
+        wait_for_status(addr, "", ServingStatus::Serving).await,
+        ServingStatus::Serving,
+        "{name} is SERVING again once {dependency} answers"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn each_service_alone_is_not_serving_while_a_dependency_is_down_and_serving_once_up() {
     let mut env = TestEnv::new().await;
+    let mut postgres = Relay::to(&env.settings.database.url).await;
     for name in ALL_SERVICES {
-        // Postgres is "down": nothing listens on port 1.
-        let mut broken = env.settings.clone();
-        broken.database.url = "postgres://postgres@127.0.0.1:1/dialectic".into();
-        broken.database.connect_timeout_ms = 300;
-        let addr = env.start_with(name, broken).await;
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-        assert_eq!(
-            health(addr, "").await,
-            ServingStatus::NotServing,
-            "{name} reports NOT_SERVING while Postgres is down"
-        );
-        assert_eq!(
-            health(addr, dialectic_runtime::LIVENESS_SERVICE).await,
-            ServingStatus::Serving,
-            "{name} stays live"
-        );
-        env.stop(name).await;
-
-        let addr = env.start_with(name, env.settings.clone()).await;
-        assert_eq!(
-            wait_for_status(addr, "", ServingStatus::Serving).await,
-            ServingStatus::Serving,
-            "{name} is SERVING once its dependencies answer"
-        );
+        let mut settings = env.settings.clone();
+        settings.database.url = postgres.url(&env.settings.database.url);
+        settings.database.connect_timeout_ms = 300;
+        let addr = env.start_with(name, settings).await;
+        follows(addr, &mut postgres, name, "Postgres").await;
         env.stop(name).await;
     }
     // RabbitMQ down for a service that consumes: NOT_SERVING, not a crash.
-    let mut broken = base_settings();
-    broken.database.url = env.settings.database.url.clone();
-    broken.amqp.url = "amqp://guest:guest@127.0.0.1:1/%2f".into();
-    let addr = env.start_with("executor", broken).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(health(addr, "").await, ServingStatus::NotServing);
+    let mut rabbitmq = Relay::to(&env.settings.amqp.url).await;
+    let mut settings = env.settings.clone();
+    settings.amqp.url = rabbitmq.url(&env.settings.amqp.url);
+    let addr = env.start_with("executor", settings).await;
+    follows(addr, &mut rabbitmq, "executor", "RabbitMQ").await;
     env.stop("executor").await;
     env.teardown().await;
 }
