@@ -295,6 +295,13 @@ async fn run_draws_a_bar_per_stage_on_a_terminal_and_lines_otherwise() {
             .iter()
             .filter_map(|l| bar(l, &stage.stage_slug))
             .collect();
+        // Drawn while it ran: frames before its jobs were done, or there is
+        // no growth to check.
+        assert!(
+            frames.len() >= 2 && frames.iter().any(|(d, _, _)| *d < done),
+            "{}'s bar was drawn while its jobs ran, more than once: {frames:?}",
+            stage.stage_slug
+        );
         assert!(
             frames.windows(2).all(|w| w[0].0 <= w[1].0)
                 && frames.iter().all(|(d, t, _)| d <= t && *t <= total),
