@@ -1,6 +1,7 @@
 //! A continued document's chain: the chunks written so far, in order, read
 //! back from S3 to become the next turn's history (seed 001 Phase 4).
 
+use crate::attempt::Attempt;
 use crate::{Executor, permanent, retryable};
 use dialectic_core::ids::ContributionId;
 use dialectic_core::paths::{DocumentName, FileKind, PathContext};
@@ -32,6 +33,21 @@ impl Chain {
             .filter_map(|c| serde_json::from_str(&c.raw).ok())
             .collect();
         merge_chunks(earlier.iter().chain(std::iter::once(last)))
+    }
+
+    /// Where the document being continued is read as an input (its whole raw
+    /// JSON, its rendering). Its first turn could not read it, and the whole
+    /// is not written until its last turn, so a continuation's inputs skip it.
+    pub(crate) fn document_keys(&self, attempt: &Attempt<'_>) -> Result<Vec<String>, AttemptError> {
+        Ok(vec![
+            attempt.storage_key(FileKind::RawChunk {
+                name: self.root_name.clone(),
+                continuation: None,
+            })?,
+            attempt.storage_key(FileKind::RenderedDocument {
+                name: self.root_name.clone(),
+            })?,
+        ])
     }
 }
 

@@ -63,6 +63,7 @@ impl Executor {
         payload: &JobPayload,
         step: &RecipeStep,
         seed_prompt: &str,
+        continued: &[String],
     ) -> Result<Vec<ResourceDocument>, AttemptError> {
         let mut conn = self
             .store
@@ -106,6 +107,7 @@ impl Executor {
                 continue;
             };
             let found = restricted(found, payload.restriction(index));
+            let found = without(found, continued);
             let found = admitted(found, rule, &step.filter);
             let found = if rule.multiple {
                 found
@@ -240,6 +242,14 @@ fn restricted(found: Vec<InputDoc>, keys: Option<&[String]>) -> Vec<InputDoc> {
             .collect(),
         None => found,
     }
+}
+
+/// All but the document a continuation is continuing (`Chain::document_keys`).
+fn without(found: Vec<InputDoc>, continued: &[String]) -> Vec<InputDoc> {
+    found
+        .into_iter()
+        .filter(|d| !continued.contains(&d.storage_key))
+        .collect()
 }
 
 /// A `multiple: false` rule reads one document: the job's own model's when

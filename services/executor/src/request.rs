@@ -76,12 +76,17 @@ impl Executor {
         chain: Option<&Chain>,
     ) -> Result<Context, AttemptError> {
         let step = &attempt.step;
+        let continued = match chain {
+            Some(chain) => chain.document_keys(attempt)?,
+            None => Vec::new(),
+        };
         let resources = self
             .gather_inputs(
                 attempt.job,
                 &attempt.payload,
                 step,
                 &attempt.project.initial_user_prompt,
+                &continued,
             )
             .await?;
         let original = PromptConstructionPayload {

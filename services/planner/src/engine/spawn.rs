@@ -146,7 +146,8 @@ impl Engine {
     }
 
     /// Seed 001: an unfinished chunk gets a new job for the next turn, under the
-    /// same parent (which keeps waiting), pointing at the chunk it continues.
+    /// same parent (which keeps waiting), pointing at the chunk it continues;
+    /// the jobs waiting for this one wait for that turn instead.
     pub(super) async fn spawn_continuation(
         &self,
         unit: &mut Unit,
@@ -184,6 +185,11 @@ impl Engine {
         )
         .await?;
         if let Some(id) = inserted {
+            // The document is whole only when its last turn is in: the next job
+            // of a `sequential` step reads it, so it waits for the continuation.
+            for waiting in jobs::waiting_on(&mut unit.tx, job.id).await? {
+                jobs::set_prerequisite(&mut unit.tx, waiting, id).await?;
+            }
             self.dispatch(unit, id, JobType::Execute).await?;
             let mut event = self.job_event(unit, job, "continuation_queued").await?;
             event.job_id = id.to_string();
