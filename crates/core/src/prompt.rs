@@ -207,11 +207,20 @@ impl From<minijinja::Error> for TemplateError {
     }
 }
 
+/// Instructions one render of a document template may run. A shipped
+/// template uses a few dozen; a tenant's pipeline file that loops over a
+/// document inside a loop over it would otherwise hold a renderer thread for
+/// minutes. Out of fuel, installing refuses the template and rendering falls
+/// back to the literal fill.
+pub const TEMPLATE_FUEL: u64 = 100_000;
+
 /// The engine document templates run on: the template's text comes out as
-/// written (its trailing newline kept, no block trimming), and nothing is
-/// auto-escaped whatever the template's name.
+/// written (its trailing newline kept, no block trimming), nothing is
+/// auto-escaped whatever the template's name, and a render has
+/// [`TEMPLATE_FUEL`] to spend.
 fn template_environment<'a>() -> Result<minijinja::Environment<'a>, TemplateError> {
     let mut env = minijinja::Environment::new();
+    env.set_fuel(Some(TEMPLATE_FUEL));
     env.set_syntax(
         minijinja::syntax::SyntaxConfig::builder()
             .keep_trailing_newline(true)
@@ -462,5 +471,25 @@ mod tests {
         assert!(unclosed.0.starts_with("line "), "{unclosed}");
         assert!(check_template("{{ title | no_such_filter }}").is_err());
         assert!(check_template("{% include \"other.md\" %}").is_err());
+    }
+
+    /// Loops over a document inside loops over it: a render that never ends
+    /// without fuel (10^12 steps here) is refused at install and filled
+    /// literally at render.
+    #[test]
+    fn a_runaway_template_runs_out_of_fuel() {
+        let runaway = "{% for a in content %}{% for b in content %}{% for c in content %}.\
+                       {% endfor %}{% endfor %}{% endfor %}{{content}}";
+        let literal = format!(
+            "{{% for a in \"{0}\" %}}{{% for b in \"{0}\" %}}.{{% endfor %}}{{% endfor %}}",
+            "y".repeat(1_000)
+        );
+        let refused = check_template(&literal).expect_err("out of fuel");
+        assert!(refused.0.contains("fuel"), "{refused}");
+        let content = "x".repeat(10_000);
+        assert_eq!(
+            fill_template(runaway, &[("content", &content)]),
+            runaway.replace("{{content}}", &content)
+        );
     }
 }

@@ -118,15 +118,22 @@ impl Renderer {
         };
         let title = title_from_key(&root.document_key);
         let model = root.model_name.clone().unwrap_or_default();
-        let mut markdown = fill_template(
-            &template,
-            &[
-                ("title", title.as_str()),
-                ("content", content.trim_end()),
-                ("model", model.as_str()),
-                ("stage", root.stage_slug.as_str()),
-            ],
-        );
+        let stage = root.stage_slug.clone();
+        // A template is a tenant's code: it runs off the async threads, on its fuel.
+        let filled = tokio::task::spawn_blocking(move || {
+            fill_template(
+                &template,
+                &[
+                    ("title", title.as_str()),
+                    ("content", content.trim_end()),
+                    ("model", model.as_str()),
+                    ("stage", stage.as_str()),
+                ],
+            )
+        });
+        let mut markdown = filled
+            .await
+            .map_err(|e| AttemptError::retryable("render_task", e))?;
         // The rendered file sits at the stage root under the first chunk's name (seed 001).
         let mut context = PathContext::deconstruct(&root.raw_response_storage_path)
             .map_err(|e| AttemptError::permanent("bad_path", e))?;
