@@ -351,7 +351,8 @@ fn close_cut_off(text: &str) -> Option<String> {
         .find(|closed| holds_a_key(closed))
 }
 
-/// Sanitizes and parses; the error keeps the first bytes of the reply for the job's error details.
+/// Sanitizes and parses; the error keeps the first bytes of the reply, which
+/// its message leaves out: model output is tenant text, logged only at debug.
 pub fn parse_model_json(raw: &str) -> Result<(serde_json::Value, JsonSanitization), MalformedJson> {
     let result = sanitize_json(raw);
     match serde_json::from_str::<serde_json::Value>(&result.sanitized) {
@@ -370,7 +371,7 @@ pub fn parse_model_json(raw: &str) -> Result<(serde_json::Value, JsonSanitizatio
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("model reply is not valid JSON after sanitizing ({reason}); first bytes: {excerpt:?}")]
+#[error("model reply is not valid JSON after sanitizing ({reason}; {original_length} bytes)")]
 pub struct MalformedJson {
     pub reason: String,
     pub excerpt: String,
@@ -381,6 +382,13 @@ pub struct MalformedJson {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_error_message_leaves_the_reply_out() {
+        let e = parse_model_json("confidential merger plan, no JSON").expect_err("not JSON");
+        assert!(!e.to_string().contains("merger"), "{e}");
+        assert!(e.excerpt.starts_with("confidential merger plan"));
+    }
 
     #[test]
     fn valid_json_is_untouched() {

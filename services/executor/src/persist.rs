@@ -214,8 +214,10 @@ impl Executor {
             FinishReason::Length => parse_cut_off_json,
             _ => parse_model_json,
         };
-        let (value, sanitized) =
-            read(&reply.response.text).map_err(|e| retryable("malformed_json", e))?;
+        let (value, sanitized) = read(&reply.response.text).map_err(|e| {
+            tracing::debug!(excerpt = %e.excerpt, "the malformed reply began");
+            retryable("malformed_json", e)
+        })?;
         if sanitized.was_sanitized {
             tracing::info!(
                 structurally_fixed = sanitized.was_structurally_fixed,
