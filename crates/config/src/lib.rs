@@ -169,6 +169,10 @@ pub struct GatewayConfig {
     /// Most bytes of uploaded documents one project may hold, counted as the
     /// stored text; an upload that would pass it is RESOURCE_EXHAUSTED.
     pub max_document_bytes_per_project: u64,
+    /// Origins whose web pages may call the API through gRPC-Web (served
+    /// beside gRPC on `listen`), comma-separated: `https://app.example.com`.
+    /// Empty: no cross-origin page may (CORS refuses them).
+    pub web_origins: String,
     /// The planner's gRPC address: the gateway sends it every command that
     /// changes a session (the planner is the only writer of job and session state).
     pub planner_url: String,
@@ -191,6 +195,7 @@ impl Default for GatewayConfig {
             max_message_bytes: 4 * 1024 * 1024,
             max_documents_per_project: 1000,
             max_document_bytes_per_project: 256 * 1024 * 1024,
+            web_origins: String::new(),
             planner_url: "http://127.0.0.1:7052".into(),
             wallet_url: "http://127.0.0.1:7056".into(),
             indexer_url: "http://127.0.0.1:7055".into(),

@@ -8,6 +8,7 @@ pub mod courier;
 pub mod error_status;
 pub mod observe;
 pub mod service_auth;
+pub mod web;
 pub mod worker;
 
 pub use consumer::{ConsumerOptions, Disposition, Handler, channel_losses, run_consumer};
@@ -45,6 +46,8 @@ pub enum RuntimeError {
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("store: {0}")]
     Store(#[from] dialectic_store::StoreError),
+    #[error("configuration: {0}")]
+    BadOrigin(#[from] web::BadOrigin),
 }
 
 static DRAIN: std::sync::LazyLock<CancellationToken> =
@@ -230,6 +233,30 @@ pub async fn start_grpc(
     key: service_auth::ServiceKey,
     shutdown: CancellationToken,
 ) -> Result<GrpcServer, RuntimeError> {
+    serve_grpc(service, listen, routes, key, shutdown, None).await
+}
+
+/// [`start_grpc`], also serving gRPC-Web (HTTP/1.1 included) to browsers,
+/// with CORS for pages of `web_origins` ([`web`]).
+pub async fn start_grpc_web(
+    service: &str,
+    listen: &str,
+    routes: tonic::service::Routes,
+    key: service_auth::ServiceKey,
+    shutdown: CancellationToken,
+    web_origins: Vec<http::HeaderValue>,
+) -> Result<GrpcServer, RuntimeError> {
+    serve_grpc(service, listen, routes, key, shutdown, Some(web_origins)).await
+}
+
+async fn serve_grpc(
+    service: &str,
+    listen: &str,
+    routes: tonic::service::Routes,
+    key: service_auth::ServiceKey,
+    shutdown: CancellationToken,
+    web_origins: Option<Vec<http::HeaderValue>>,
+) -> Result<GrpcServer, RuntimeError> {
     let (listener, addr) = bind(listen).await?;
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let health = Health {
@@ -256,7 +283,15 @@ pub async fn start_grpc(
     let name = service.to_string();
     let task = tokio::spawn(async move {
         tracing::info!(service = %name, %addr, "gRPC listening");
+        let cors = web_origins.as_deref().and_then(web::cors);
+        // Outermost first: a preflight never reaches the gRPC layers, and
+        // everything inside the translation sees a plain gRPC call.
         tonic::transport::Server::builder()
+            .accept_http1(web_origins.is_some())
+            .layer(tower::util::option_layer(cors))
+            .layer(tower::util::option_layer(
+                web_origins.map(|_| tonic_web::GrpcWebLayer::new()),
+            ))
             .layer(observe::GrpcObserveLayer::new(&name))
             .layer(service_auth::ServiceAuthLayer::new(key))
             .layer(tower::util::MapResponseLayer::new(describe_tonic_refusal))

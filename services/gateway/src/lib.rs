@@ -81,7 +81,7 @@ async fn start_gateway(
     )
     .with_courier(courier)
     .with_document_limits(&settings.gateway);
-    let server = dialectic_runtime::start_grpc(
+    let server = dialectic_runtime::start_grpc_web(
         SERVICE_NAME,
         &settings.gateway.listen,
         tonic::service::Routes::new(
@@ -90,6 +90,7 @@ async fn start_gateway(
         ),
         dialectic_runtime::service_auth::ServiceKey::from_settings(&settings),
         shutdown.clone(),
+        dialectic_runtime::web::origins(&settings.gateway.web_origins)?,
     )
     .await?;
 
