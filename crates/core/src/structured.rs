@@ -190,13 +190,29 @@ fn system_materials_schema() -> Value {
     })
 }
 
-/// The schema for a turn that continues a cut-off reply: the same keys, none
-/// required, since the turn adds only what the cut-off chunk is missing (its
-/// strings and arrays are appended to the chunk's by `shape::merge_chunks`).
-pub fn continuation_schema(schema: &Value) -> Value {
+/// The schema for a turn that continues a cut-off reply: the same keys, and
+/// required only those the chunks `written` so far lack, since the turn adds
+/// only what is missing (its strings and arrays are appended to the chunks'
+/// by `shape::merge_chunks`). A reply cut off inside its first key would
+/// otherwise be continued with that key alone and never get the others (CI
+/// saw SmolLM2 continue an argument map's `content` three attempts running,
+/// each whole then refused for lacking `paragraphs`).
+pub fn continuation_schema(schema: &Value, written: &Value) -> Value {
     let mut schema = schema.clone();
     if let Some(object) = schema.as_object_mut() {
-        object.remove("required");
+        let missing: Vec<Value> = object
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|key| key.as_str().is_some_and(|k| written.get(k).is_none()))
+            .cloned()
+            .collect();
+        if missing.is_empty() {
+            object.remove("required");
+        } else {
+            object.insert("required".into(), Value::Array(missing));
+        }
         if let Some(Value::Object(properties)) = object.get_mut("properties") {
             properties
                 .entry(CONTINUATION_FLAG)
@@ -426,13 +442,19 @@ mod tests {
     }
 
     #[test]
-    fn a_continuation_requires_nothing_and_may_say_it_is_cut_off() {
+    fn a_continuation_requires_only_the_missing_keys_and_may_say_it_is_cut_off() {
         let schema = reply_schema(&rule(
-            &["content"],
-            &[("content", JsonKind::String)],
+            &["content", "paragraphs"],
+            &[
+                ("content", JsonKind::String),
+                ("paragraphs", JsonKind::Array),
+            ],
             "json",
         ));
-        let turn = continuation_schema(&schema);
+        let cut_in_content = continuation_schema(&schema, &json!({"content": "The first"}));
+        assert_eq!(cut_in_content["required"], json!(["paragraphs"]));
+        let whole = json!({"content": "The first", "paragraphs": ["one"]});
+        let turn = continuation_schema(&schema, &whole);
         assert!(turn.get("required").is_none());
         assert_eq!(turn["properties"]["content"], json!({"type": "string"}));
         assert_eq!(

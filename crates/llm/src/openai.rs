@@ -10,7 +10,8 @@
 //! streamed input is the reply's text). Continuation fits constrained
 //! decoding: a reply cut off at `max_tokens` is still a cut-off JSON text
 //! (finish reason `Length`), and the executor continues it with a new turn
-//! whose schema requires nothing (core `structured::continuation_schema`),
+//! whose schema requires only the keys the chunks so far lack (core
+//! `structured::continuation_schema`),
 //! whose keys `shape::merge_chunks` appends to the cut-off chunk's.
 
 use crate::{ChatResponse, FinishReason, LlmError, ModelProvider};

@@ -27,12 +27,19 @@ impl Chain {
     /// The whole document so far and `last` after it: the chunks' JSON merged
     /// (seed 001 Phase 4). A chunk that is not JSON adds nothing.
     pub(crate) fn whole_with(&self, last: &serde_json::Value) -> serde_json::Value {
-        let earlier: Vec<serde_json::Value> = self
-            .chunks
+        merge_chunks(self.parsed().iter().chain(std::iter::once(last)))
+    }
+
+    /// The whole document as its chunks so far wrote it.
+    pub(crate) fn written(&self) -> serde_json::Value {
+        merge_chunks(self.parsed().iter())
+    }
+
+    fn parsed(&self) -> Vec<serde_json::Value> {
+        self.chunks
             .iter()
             .filter_map(|c| serde_json::from_str(&c.raw).ok())
-            .collect();
-        merge_chunks(earlier.iter().chain(std::iter::once(last)))
+            .collect()
     }
 
     /// Where the document being continued is read as an input (its whole raw

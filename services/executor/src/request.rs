@@ -145,11 +145,14 @@ impl Executor {
 }
 
 /// The shape this turn's reply must have: the output's whole schema, or for a
-/// turn continuing a cut-off reply the same keys with none required.
+/// turn continuing a cut-off reply the same keys, requiring those the chunks
+/// so far lack.
 fn turn_schema(rule: &OutputRule, chain: Option<&Chain>) -> serde_json::Value {
     let schema = structured::reply_schema(rule);
     match chain {
-        Some(chain) if !chain.chunks.is_empty() => structured::continuation_schema(&schema),
+        Some(chain) if !chain.chunks.is_empty() => {
+            structured::continuation_schema(&schema, &chain.written())
+        }
         _ => schema,
     }
 }
