@@ -16,6 +16,15 @@ if [ "${DIALECTIC_SKIP_LOCAL_MODEL:-}" != 1 ]; then
     deploy/local-model.sh up &
     LOCAL_MODEL_PID=$!
 fi
+# Headless Chromium for the browser test (tests/tests/browser.rs), from
+# Debian's packages; DIALECTIC_SKIP_BROWSER=1 skips both.
+if [ "${DIALECTIC_SKIP_BROWSER:-}" != 1 ] && ! command -v chromium >/dev/null; then
+    SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+    echo "[test] installing chromium (Debian package) for the browser test"
+    $SUDO apt-get install -y -q chromium >/dev/null 2>&1 \
+        || { $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q chromium >/dev/null; } \
+        || { echo "cannot install chromium; set DIALECTIC_SKIP_BROWSER=1 to skip the browser test" >&2; exit 1; }
+fi
 # Reuse one build directory across clones of this repository on the same machine.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/dialectic-target}"
 
