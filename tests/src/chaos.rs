@@ -107,13 +107,33 @@ fn list(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Set to 1 to let `DIALECTIC_CHAOS_DEPENDENCIES` name no dependency.
+const ALLOW_NO_DEPENDENCY_FAULTS: &str = "DIALECTIC_CHAOS_ALLOW_NO_DEPENDENCY_FAULTS";
+
 /// Every dependency, unless `DIALECTIC_CHAOS_DEPENDENCIES` narrows the list
 /// (e.g. to "" when other work shares the local stack).
 fn dependencies_from_env() -> Vec<String> {
-    match std::env::var("DIALECTIC_CHAOS_DEPENDENCIES") {
-        Ok(names) => list(&names),
-        Err(_) => DEPENDENCIES.iter().map(|d| d.to_string()).collect(),
+    let narrowed = std::env::var("DIALECTIC_CHAOS_DEPENDENCIES").ok();
+    let allow_none = std::env::var(ALLOW_NO_DEPENDENCY_FAULTS).is_ok_and(|v| v == "1");
+    chosen_dependencies(narrowed.as_deref(), allow_none)
+        .unwrap_or_else(|refusal| panic!("{refusal}"))
+}
+
+/// The dependencies to restart: every one, or those `narrowed` names. An
+/// emptied list only when `allow_none`: a run without dependency faults
+/// passes whatever the code does when one goes away, so it must be asked for.
+fn chosen_dependencies(narrowed: Option<&str>, allow_none: bool) -> Result<Vec<String>, String> {
+    let Some(names) = narrowed else {
+        return Ok(DEPENDENCIES.iter().map(|d| d.to_string()).collect());
+    };
+    let chosen = list(names);
+    if chosen.is_empty() && !allow_none {
+        return Err(format!(
+            "DIALECTIC_CHAOS_DEPENDENCIES names no dependency: the run would fault none of \
+             them; set {ALLOW_NO_DEPENDENCY_FAULTS}=1 to run it so anyway"
+        ));
     }
+    Ok(chosen)
 }
 
 /// `DIALECTIC_CHAOS_HARD_KILLS`, else the restartable dependencies that can be
@@ -807,4 +827,24 @@ async fn check(env: &TestEnv, report: &mut ChaosReport) {
 /// Ready messages in a queue.
 async fn queue_depth(connection: &lapin::Connection, queue: &str) -> u32 {
     crate::queue_counts(connection, queue).await.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_emptied_fault_list_must_be_asked_for() {
+        assert_eq!(
+            chosen_dependencies(None, false).expect("all").len(),
+            DEPENDENCIES.len()
+        );
+        assert_eq!(
+            chosen_dependencies(Some("redis, s3"), false),
+            Ok(vec!["redis".to_string(), "s3".to_string()])
+        );
+        let refused = chosen_dependencies(Some(""), false).expect_err("refused");
+        assert!(refused.contains(ALLOW_NO_DEPENDENCY_FAULTS), "{refused}");
+        assert_eq!(chosen_dependencies(Some(" , "), true), Ok(Vec::new()));
+    }
 }

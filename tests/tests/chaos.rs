@@ -2,9 +2,10 @@
 //! each service is SIGKILLed once, each backing service restarted once,
 //! Postgres and RabbitMQ SIGKILLed once, the executor frozen past its lease,
 //! and the executor killed while a dependency restarts.
-//! `DIALECTIC_CHAOS_DEPENDENCIES` narrows the restarts (e.g. to "" when other
-//! work shares the local stack), `DIALECTIC_CHAOS_HARD_KILLS` the hard kills,
-//! here and in the long run (`--bin chaos`).
+//! `DIALECTIC_CHAOS_DEPENDENCIES` narrows the restarts (to "" when other work
+//! shares the local stack, only with `DIALECTIC_CHAOS_ALLOW_NO_DEPENDENCY_FAULTS=1`),
+//! `DIALECTIC_CHAOS_HARD_KILLS` the hard kills, here and in the long run
+//! (`--bin chaos`).
 
 use dialectic_e2e::TestEnv;
 use dialectic_e2e::chaos::{self, ChaosOptions, KILL_ORDER};
