@@ -7,6 +7,8 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
+mod redact;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("invalid configuration: {0}")]
@@ -23,7 +25,7 @@ impl From<figment::Error> for ConfigError {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct DatabaseConfig {
     pub url: String,
@@ -41,7 +43,7 @@ impl Default for DatabaseConfig {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct AmqpConfig {
     pub url: String,
@@ -70,7 +72,7 @@ impl Default for AmqpConfig {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct RedisConfig {
     pub url: String,
@@ -87,7 +89,7 @@ impl Default for RedisConfig {
 }
 
 /// How the services of one deployment know each other.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct InternalConfig {
     /// Signs the tokens services present to each other; the same on every
@@ -96,7 +98,7 @@ pub struct InternalConfig {
     pub token_secret: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct S3Config {
     pub endpoint: String,
@@ -148,7 +150,7 @@ impl Default for TelemetryConfig {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct GatewayConfig {
     pub listen: String,
