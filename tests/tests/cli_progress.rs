@@ -391,6 +391,18 @@ async fn run_draws_a_bar_per_stage_on_a_terminal_and_lines_otherwise() {
         serde_json::from_slice(&projects.stdout).expect("projects as JSON");
     let first = &listed[0];
     assert!(is_rfc3339(&first["created_at"]), "{listed}");
+    // `--output yaml`: the same document, as YAML.
+    let as_yaml = dialectic(
+        &env,
+        &binary,
+        &["--output", "yaml", "project", "list"],
+        false,
+    )
+    .await;
+    let text = String::from_utf8_lossy(&as_yaml.stdout);
+    assert!(text.starts_with("---\n"), "{text}");
+    let from_yaml: serde_json::Value = serde_norway::from_str(&text).expect("projects as YAML");
+    assert_eq!(from_yaml, listed, "YAML holds what JSON holds");
 
     env.teardown().await;
 }

@@ -29,8 +29,8 @@ pub struct Cli {
     /// TOML file with `gateway_url` and `api_key` [default: ~/.config/dialectic/cli.toml].
     #[arg(long, env = "DIALECTIC_CLI_CONFIG", global = true)]
     pub config_file: Option<PathBuf>,
-    /// `json` prints one JSON document per answer (one line per watched event);
-    /// every command honours it, `admin` included.
+    /// `json` prints one JSON document per answer (one line per watched event),
+    /// `yaml` the same as YAML documents; every command honours it, `admin` included.
     #[arg(long, value_enum, default_value_t = Format::Text, env = "DIALECTIC_OUTPUT", global = true)]
     pub output: Format,
     /// How long any one call may take (e.g. 500ms, 30s, 2m); a stream such as

@@ -9,6 +9,9 @@ use std::fmt::Display;
 pub enum Format {
     Text,
     Json,
+    /// The JSON document as YAML, each answer its own `---` document, as
+    /// kubectl prints it.
+    Yaml,
 }
 
 /// An answer the CLI prints.
@@ -35,6 +38,7 @@ impl Out {
         match self.format {
             Format::Text => answer.text(),
             Format::Json => format!("{}\n", answer.json()),
+            Format::Yaml => yaml(&answer.json()),
         }
     }
 
@@ -52,6 +56,15 @@ impl Out {
 
     pub fn is_text(&self) -> bool {
         self.format == Format::Text
+    }
+}
+
+/// One YAML document. A JSON value always has a YAML form; were the
+/// emitter ever to refuse one, the JSON (itself valid YAML) stands in.
+fn yaml(value: &Value) -> String {
+    match serde_norway::to_string(value) {
+        Ok(body) => format!("---\n{body}"),
+        Err(_) => format!("---\n{value}\n"),
     }
 }
 
@@ -88,6 +101,7 @@ mod tests {
     fn one_answer_renders_in_the_format_asked() {
         assert_eq!(Out::new(Format::Text).render(&Answer), "done\n");
         assert_eq!(Out::new(Format::Json).render(&Answer), "{\"done\":true}\n");
+        assert_eq!(Out::new(Format::Yaml).render(&Answer), "---\ndone: true\n");
     }
 
     #[test]
