@@ -6,15 +6,12 @@ use crate::{
     AmqpConfig, DatabaseConfig, GatewayConfig, InternalConfig, RedisConfig, S3Config,
     mask_url_password,
 };
+use dialectic_core::secrets::redacted;
 use std::fmt;
 
 /// What a `Debug` shows for a secret: whether there is one.
 fn presence(secret: &str) -> &'static str {
-    if secret.is_empty() {
-        "<none>"
-    } else {
-        "<redacted>"
-    }
+    redacted(Some(secret))
 }
 
 impl fmt::Debug for DatabaseConfig {
