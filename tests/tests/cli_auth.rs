@@ -85,3 +85,107 @@ async fn login_then_status_says_the_key_works_and_names_its_wallet() {
     let _ = std::fs::remove_dir_all(dir);
     env.teardown().await;
 }
+
+fn exit_and_say(output: &Output) -> (Option<i32>, String) {
+    (
+        output.status.code(),
+        format!("{}{}", text(&output.stdout), text(&output.stderr)),
+    )
+}
+
+/// Two gateways in one config file, kubectl-style: the current context picks
+/// the gateway and its key, `--context` overrides it for one call, and an
+/// unknown name is a usage error that names the known ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_context_in_use_picks_the_gateway_and_its_key() {
+    let binary = dialectic_binary();
+    let mut env = TestEnv::new().await;
+    env.start_all().await;
+    let gateway = format!("http://{}", env.addr("gateway"));
+    let key = env.settings.gateway.bootstrap_key.clone();
+    let dir =
+        std::env::temp_dir().join(format!("dialectic-cli-context-e2e-{}", std::process::id()));
+    let config = dir.join("cli.toml");
+    let run = |args: &[&str], stdin: &str| dialectic(&binary, &config, args, stdin);
+
+    let added = run(&["--gateway", &gateway, "context", "add", "local"], "");
+    assert!(added.status.success(), "{:?}", exit_and_say(&added));
+    let login = run(&["--context", "local", "auth", "login"], &key);
+    assert!(login.status.success(), "{:?}", exit_and_say(&login));
+    // Nothing listens on port 1: the current context must be the one tried.
+    let dead = run(
+        &[
+            "--gateway",
+            "http://127.0.0.1:1",
+            "context",
+            "add",
+            "dead",
+            "--use",
+        ],
+        "",
+    );
+    assert!(dead.status.success(), "{:?}", exit_and_say(&dead));
+    let dead_login = run(&["auth", "login"], "dlk_deadkey\n");
+    assert!(
+        dead_login.status.success(),
+        "{:?}",
+        exit_and_say(&dead_login)
+    );
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&config)
+            .expect("config file")
+            .permissions(),
+    ) & 0o777;
+    assert_eq!(mode, 0o600, "the file holds a key");
+
+    let (code, said) = exit_and_say(&run(&["auth", "status"], ""));
+    assert_eq!(
+        code,
+        Some(69),
+        "current context 'dead' is unreachable: {said}"
+    );
+    assert!(said.contains("127.0.0.1:1"), "{said}");
+
+    let (code, said) = exit_and_say(&run(&["--context", "local", "auth", "status"], ""));
+    assert_eq!(code, Some(0), "{said}");
+    assert!(
+        said.contains(&gateway) && said.contains("context local"),
+        "{said}"
+    );
+
+    let used = run(&["context", "use", "local"], "");
+    assert!(used.status.success(), "{:?}", exit_and_say(&used));
+    let (code, said) = exit_and_say(&run(&["auth", "status"], ""));
+    assert_eq!(code, Some(0), "{said}");
+
+    let listed = run(&["--output", "json", "context", "list"], "");
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+    assert_eq!(listed["current_context"], "local", "{listed}");
+    let by_name = |name: &str| {
+        listed["contexts"]
+            .as_array()
+            .and_then(|all| all.iter().find(|c| c["name"] == name))
+            .cloned()
+            .unwrap_or_else(|| panic!("no context {name} in {listed}"))
+    };
+    assert_eq!(by_name("local")["gateway_url"], gateway.as_str());
+    assert_eq!(by_name("local")["key_prefix"], format!("{}…", &key[..8]));
+    assert_eq!(by_name("dead")["key_prefix"], "dlk_dead…");
+    assert_eq!(by_name("default")["gateway_url"], serde_json::Value::Null);
+    assert_eq!(by_name("local")["current"], true);
+
+    let (code, said) = exit_and_say(&run(&["--context", "nope", "auth", "status"], ""));
+    assert_eq!(code, Some(64), "{said}");
+    assert!(
+        said.contains("no context named \"nope\"") && said.contains("local"),
+        "{said}"
+    );
+
+    let deleted = run(&["context", "delete", "local"], "");
+    assert!(deleted.status.success(), "{:?}", exit_and_say(&deleted));
+    let (code, said) = exit_and_say(&run(&["--context", "local", "auth", "status"], ""));
+    assert_eq!(code, Some(64), "deleted: {said}");
+
+    std::fs::remove_dir_all(dir).expect("temporary config removed");
+    env.teardown().await;
+}

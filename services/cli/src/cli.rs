@@ -26,7 +26,15 @@ pub struct Cli {
     /// makes one) [default: config file's api_key].
     #[arg(long, env = "DIALECTIC_API_KEY", global = true, hide_env_values = true)]
     pub api_key: Option<String>,
-    /// TOML file with `gateway_url` and `api_key` [default: ~/.config/dialectic/cli.toml].
+    /// PEM file of the certificate authority that signed an `https://` gateway's
+    /// certificate [default: the context's ca_cert, else the system's roots].
+    #[arg(long, env = "DIALECTIC_CA_CERT", global = true)]
+    pub ca_cert: Option<PathBuf>,
+    /// Which gateway of the config file's contexts to use (`dialectic context list`)
+    /// [default: the config file's current_context].
+    #[arg(long, env = "DIALECTIC_CONTEXT", global = true)]
+    pub context: Option<String>,
+    /// TOML file with the contexts (gateway URL, CA, API key) [default: ~/.config/dialectic/cli.toml].
     #[arg(long, env = "DIALECTIC_CLI_CONFIG", global = true)]
     pub config_file: Option<PathBuf>,
     /// `json` prints one JSON document per answer (one line per watched event),
@@ -74,6 +82,9 @@ pub enum Command {
     /// Keep an API key in the config file, or check the one in use.
     #[command(subcommand)]
     Auth(AuthCommand),
+    /// Several gateways, each with its URL, CA and key: add, use, list, delete.
+    #[command(subcommand)]
+    Context(ContextCommand),
     /// Print a shell completion script: `source <(dialectic completion bash)`,
     /// `dialectic completion zsh > "${fpath[1]}/_dialectic"`,
     /// `dialectic completion fish | source`.
@@ -355,9 +366,29 @@ pub enum RecipeCommand {
 }
 
 #[derive(Subcommand)]
+pub enum ContextCommand {
+    /// Add a gateway, or change one: `dialectic context add prod --gateway
+    /// https://gw.example.com --ca-cert ca.pem`; then `dialectic --context prod
+    /// auth login` keeps its key.
+    Add {
+        name: String,
+        /// Use it from now on.
+        #[arg(long = "use")]
+        make_current: bool,
+    },
+    /// Use this context until another is chosen (`default`: the file's top level).
+    Use { name: String },
+    /// Every context: its gateway, key (prefix) and CA; `*` marks the one in use.
+    List,
+    /// Forget a context and its key.
+    Delete { name: String },
+}
+
+#[derive(Subcommand)]
 pub enum AuthCommand {
     /// Read a key from stdin (or a prompt that does not echo it) and write it
-    /// to the config file, owner-only (with --gateway, that URL too).
+    /// to the config file's context in use, owner-only (with --gateway and
+    /// --ca-cert, those too).
     Login,
     /// Which gateway and key (its prefix) are in use, and whether the key works.
     Status,

@@ -3,18 +3,43 @@
 
 use crate::exit::{Failed, Kind};
 use anyhow::{Context, Result, anyhow};
+use std::collections::BTreeMap;
 use std::fs::{DirBuilder, OpenOptions, Permissions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+/// The context the file's top-level settings form: a file written before
+/// contexts existed keeps working, and one gateway needs no table.
+pub const DEFAULT_CONTEXT: &str = "default";
+
+/// One gateway: where it is, which CA signed its certificate, which key.
+#[derive(Clone, Default, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Connection {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateway_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_cert: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+}
+
+/// `cli.toml`: the default context's settings at the top level, named ones
+/// under `[contexts.NAME]`, and which one is in use, as kubectl's contexts.
 #[derive(Default, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_context: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub gateway_url: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_cert: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub contexts: BTreeMap<String, Connection>,
 }
 
 /// Where the config file is: the named one (which must exist), else
@@ -53,7 +78,7 @@ impl FileConfig {
             Some(config) => config,
             None => return Ok(Self::default()),
         };
-        if config.api_key.is_some() {
+        if config.holds_a_key() {
             refuse_if_exposed(&at.path)?;
         }
         Ok(config)
@@ -67,6 +92,62 @@ impl FileConfig {
                 .with_context(|| format!("config file {} is not valid", at.path.display())),
             Err(e) if !at.required && e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(anyhow!(e).context(format!("cannot read {}", at.path.display()))),
+        }
+    }
+
+    fn holds_a_key(&self) -> bool {
+        self.api_key.is_some() || self.contexts.values().any(|c| c.api_key.is_some())
+    }
+
+    /// The context `named` (else the current one, else the default) and its
+    /// settings; a name the file does not hold is an error naming those it does.
+    pub fn connection(&self, named: Option<&str>) -> Result<(String, Connection), Failed> {
+        let name = named
+            .or(self.current_context.as_deref())
+            .unwrap_or(DEFAULT_CONTEXT);
+        if name == DEFAULT_CONTEXT {
+            return Ok((name.to_string(), self.top_level()));
+        }
+        match self.contexts.get(name) {
+            Some(connection) => Ok((name.to_string(), connection.clone())),
+            None => Err(self.unknown(name)),
+        }
+    }
+
+    pub fn unknown(&self, name: &str) -> Failed {
+        Failed::new(
+            Kind::Usage,
+            format!(
+                "no context named {name:?} (known: {}); \
+                 `dialectic context add {name} --gateway URL` adds it",
+                self.names().join(", ")
+            ),
+        )
+    }
+
+    /// Every context's name, the default first.
+    pub fn names(&self) -> Vec<String> {
+        std::iter::once(DEFAULT_CONTEXT.to_string())
+            .chain(self.contexts.keys().cloned())
+            .collect()
+    }
+
+    fn top_level(&self) -> Connection {
+        Connection {
+            gateway_url: self.gateway_url.clone(),
+            ca_cert: self.ca_cert.clone(),
+            api_key: self.api_key.clone(),
+        }
+    }
+
+    /// Replaces the context `name`'s settings, adding it if it is new.
+    pub fn set_connection(&mut self, name: &str, connection: Connection) {
+        if name == DEFAULT_CONTEXT {
+            self.gateway_url = connection.gateway_url;
+            self.ca_cert = connection.ca_cert;
+            self.api_key = connection.api_key;
+        } else {
+            self.contexts.insert(name.to_string(), connection);
         }
     }
 
@@ -121,4 +202,53 @@ fn refuse_if_exposed(path: &Path) -> Result<()> {
         .into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(text: &str) -> FileConfig {
+        toml::from_str(text).expect("valid config")
+    }
+
+    #[test]
+    fn a_file_from_before_contexts_is_the_default_context() {
+        let file = parsed("gateway_url = \"http://a:1\"\napi_key = \"k\"\n");
+        let (name, connection) = file.connection(None).expect("default");
+        assert_eq!(name, DEFAULT_CONTEXT);
+        assert_eq!(connection.gateway_url.as_deref(), Some("http://a:1"));
+        assert_eq!(connection.api_key.as_deref(), Some("k"));
+    }
+
+    #[test]
+    fn the_current_context_is_used_unless_one_is_named() {
+        let mut file = parsed("gateway_url = \"http://a:1\"\n");
+        file.set_connection(
+            "prod",
+            Connection {
+                gateway_url: Some("https://prod".into()),
+                ca_cert: Some("/ca.pem".into()),
+                api_key: Some("p".into()),
+            },
+        );
+        file.current_context = Some("prod".into());
+        let file = parsed(&toml::to_string(&file).expect("TOML"));
+        let url = |named| file.connection(named).expect("known").1.gateway_url;
+        assert_eq!(url(None).as_deref(), Some("https://prod"));
+        assert_eq!(url(Some("default")).as_deref(), Some("http://a:1"));
+        let unknown = file.connection(Some("stage")).err().expect("unknown");
+        assert_eq!(unknown.kind, Kind::Usage);
+        assert!(
+            unknown.message.contains("default, prod"),
+            "{}",
+            unknown.message
+        );
+    }
+
+    #[test]
+    fn a_key_in_any_context_makes_the_file_secret() {
+        assert!(!parsed("gateway_url = \"http://a:1\"\n").holds_a_key());
+        assert!(parsed("[contexts.prod]\napi_key = \"p\"\n").holds_a_key());
+    }
 }

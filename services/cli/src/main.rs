@@ -15,7 +15,7 @@ mod progress;
 use anyhow::Result;
 use clap::{CommandFactory, Parser};
 use cli::{AuthCommand, Cli, Command};
-use commands::{auth, doc, model, pipeline, project, recipe, session, wallet};
+use commands::{auth, context, doc, model, pipeline, project, recipe, session, wallet};
 use config::{FileConfig, Location};
 use exit::{Failed, Kind};
 use gateway::{Gateway, Target};
@@ -68,22 +68,31 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Completion { shell } => return completion(shell),
         command => command,
     };
-    let location = Location::of(cli.config_file.as_ref());
-    if let Command::Auth(AuthCommand::Login) = command {
-        return login(location, cli.gateway, out);
+    let Some(location) = Location::of(cli.config_file.as_ref()) else {
+        return Err(Failed::new(Kind::Config, "no HOME: name a file with --config-file").into());
+    };
+    let flags = context::Flags {
+        gateway: cli.gateway,
+        ca_cert: cli.ca_cert,
+    };
+    match command {
+        Command::Context(c) => return context::run(c, location, flags, out),
+        Command::Auth(AuthCommand::Login) => return login(location, cli.context, flags, out),
+        _ => {}
     }
-    let file = FileConfig::load(location.as_ref()).map_err(config_error)?;
-    let key_from = match (&cli.api_key, &location) {
-        (Some(_), _) => "--api-key or DIALECTIC_API_KEY".to_string(),
-        (None, Some(at)) => at.path.display().to_string(),
-        (None, None) => String::new(),
+    let file = FileConfig::load(Some(&location)).map_err(config_error)?;
+    let (context, connection) = file.connection(cli.context.as_deref())?;
+    let key_from = match &cli.api_key {
+        Some(_) => "--api-key or DIALECTIC_API_KEY".to_string(),
+        None => format!("context {context} in {}", location.path.display()),
     };
     let target = Target {
-        url: cli
+        url: flags
             .gateway
-            .or(file.gateway_url)
+            .or(connection.gateway_url)
             .unwrap_or_else(|| "http://127.0.0.1:7051".into()),
-        api_key: cli.api_key.or(file.api_key),
+        api_key: cli.api_key.or(connection.api_key),
+        ca_cert: flags.ca_cert.or(connection.ca_cert),
         timeout: cli.timeout,
         patience: cli.wait_for_gateway,
     };
@@ -103,28 +112,32 @@ fn config_error(e: anyhow::Error) -> anyhow::Error {
     }
 }
 
-/// `auth login`: the key into the config file, the rest of it kept.
-fn login(location: Option<Location>, gateway: Option<String>, out: Out) -> Result<()> {
-    let Some(at) = location else {
-        return Err(Failed::new(Kind::Config, "no HOME: name a file with --config-file").into());
-    };
+/// `auth login`: the key into the context in use (with --gateway and
+/// --ca-cert, those too), the rest of the file kept.
+fn login(at: Location, named: Option<String>, flags: context::Flags, out: Out) -> Result<()> {
     // Login creates the file, even one named with --config-file.
     let at = Location {
         required: false,
         ..at
     };
-    let key = auth::read_key()?;
     let mut file = FileConfig::read(&at)
         .map_err(config_error)?
         .unwrap_or_default();
-    file.api_key = Some(key.clone());
-    if gateway.is_some() {
-        file.gateway_url = gateway.clone();
+    let (name, mut connection) = file.connection(named.as_deref())?;
+    connection.api_key = Some(auth::read_key()?);
+    if flags.gateway.is_some() {
+        connection.gateway_url = flags.gateway.clone();
     }
+    if let Some(ca) = flags.ca_cert {
+        connection.ca_cert = Some(context::absolute(&ca)?);
+    }
+    let key = connection.api_key.clone().unwrap_or_default();
+    file.set_connection(&name, connection);
     file.save(&at.path)?;
     out.show(&auth::LoggedIn {
         path: at.path,
-        gateway,
+        context: name,
+        gateway: flags.gateway,
         key,
     });
     Ok(())
@@ -159,8 +172,8 @@ async fn dispatch(
         Command::Admin(args) => admin::run(args, out).await,
         Command::Completion { shell } => completion(shell),
         Command::Auth(AuthCommand::Status) => auth::status(gateway, out, who).await,
-        // Needs no gateway: run() stored the key before connecting.
-        Command::Auth(AuthCommand::Login) => Ok(()),
+        // Need no gateway: run() answered them before connecting.
+        Command::Auth(AuthCommand::Login) | Command::Context(_) => Ok(()),
         Command::Deprecated(old) => Box::pin(dispatch(gateway, out, old.current().0, who)).await,
     }
 }

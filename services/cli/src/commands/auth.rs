@@ -59,6 +59,7 @@ fn prompt() -> Result<String> {
 
 pub struct LoggedIn {
     pub path: PathBuf,
+    pub context: String,
     pub gateway: Option<String>,
     pub key: String,
 }
@@ -71,14 +72,17 @@ impl Render for LoggedIn {
             .map(|g| format!(" for {g}"))
             .unwrap_or_default();
         format!(
-            "stored key {}{gateway} in {} (mode 600); `dialectic auth status` checks it\n",
+            "stored key {}{gateway} as context {} in {} (mode 600); \
+             `dialectic auth status` checks it\n",
             prefix(&self.key),
+            self.context,
             self.path.display()
         )
     }
     fn json(&self) -> Value {
         json!({
             "config_file": self.path,
+            "context": self.context,
             "gateway_url": self.gateway,
             "key_prefix": prefix(&self.key),
         })
