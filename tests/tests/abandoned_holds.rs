@@ -4,8 +4,9 @@
 //! or ended) the wallet's sweep releases it, and the user's available balance
 //! is whole again.
 
-use dialectic_core::ids::{JobId, ModelId, ProjectId, SessionId, UserId};
+use dialectic_core::ids::{JobId, ModelId, ProjectId, SessionId, TransactionId, UserId, WalletId};
 use dialectic_core::job::{JobStatus, JobType};
+use dialectic_core::ledger::LedgerKind;
 use dialectic_core::payload::JobPayload;
 use dialectic_e2e::{TestEnv, eventually};
 use dialectic_store::ledger::{self, References};
@@ -104,7 +105,7 @@ async fn set_status(env: &TestEnv, job: JobId, status: JobStatus) {
     tx.commit().await.expect("commit");
 }
 
-async fn hold(env: &TestEnv, wallet: Uuid, job: JobId, attempt: i32) -> Uuid {
+async fn hold(env: &TestEnv, wallet: WalletId, job: JobId, attempt: i32) -> TransactionId {
     let refs = References {
         job_id: Some(job),
         attempt: Some(attempt),
@@ -125,13 +126,13 @@ async fn hold(env: &TestEnv, wallet: Uuid, job: JobId, attempt: i32) -> Uuid {
 }
 
 /// A job processing its first attempt, with that attempt's hold: (job, attempt, hold).
-async fn held_attempt(env: &TestEnv, wallet: Uuid) -> (JobId, i32, Uuid) {
+async fn held_attempt(env: &TestEnv, wallet: WalletId) -> (JobId, i32, TransactionId) {
     let job = processing_job(env).await;
     let attempt = claim(env, job).await;
     (job, attempt, hold(env, wallet, job, attempt).await)
 }
 
-async fn held(env: &TestEnv, wallet: Uuid) -> i64 {
+async fn held(env: &TestEnv, wallet: WalletId) -> i64 {
     records::wallet_balance(env.store.pool(), Some(wallet), None)
         .await
         .expect("wallet")
@@ -288,7 +289,7 @@ async fn a_reply_after_the_hold_was_released_is_charged_once() {
     let again = ledger::capture(&pool, wallet.id, hold_id, 300, &key)
         .await
         .expect("a repeated capture replays");
-    assert_eq!((late.kind.as_str(), late.id), ("debit", again.id));
+    assert_eq!((late.kind, late.id), (LedgerKind::Debit, again.id));
     let after = records::wallet_balance(&pool, Some(wallet.id), None)
         .await
         .expect("wallet");

@@ -346,7 +346,7 @@ async fn cyclic_edits_are_rejected_and_write_nothing() {
     assert_eq!(template_step, None, "custom steps have no template step");
     let recipe = stage_recipe(&env, STAGE).await;
     let custom = recipe.step_by_key("thesis_risk_register").unwrap();
-    assert_eq!(custom.id.0, new_id);
+    assert_eq!(custom.id, new_id);
     assert_eq!(custom.inputs_required, ok.inputs_required);
     assert_eq!(custom.outputs_required, ok.outputs_required);
     assert_eq!(

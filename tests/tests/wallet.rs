@@ -2,6 +2,7 @@
 //! errors through the gRPC API, expiry of unused holds, paging, a capture off
 //! its job's path.
 
+use dialectic_core::ids::WalletId;
 use dialectic_core::service_auth::ServiceName;
 use dialectic_e2e::{TestEnv, eventually};
 use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
@@ -14,8 +15,8 @@ use tonic::Code;
 use uuid::Uuid;
 
 /// A new user with an empty wallet; returns (user, wallet).
-async fn empty_wallet(env: &TestEnv) -> (Uuid, Uuid) {
-    let (user, wallet) = (Uuid::now_v7(), Uuid::now_v7());
+async fn empty_wallet(env: &TestEnv) -> (Uuid, WalletId) {
+    let (user, wallet) = (Uuid::now_v7(), WalletId::new());
     sqlx::query("INSERT INTO users (id, display_name) VALUES ($1, 'wallet test')")
         .bind(user)
         .execute(env.store.pool())
@@ -33,7 +34,7 @@ async fn empty_wallet(env: &TestEnv) -> (Uuid, Uuid) {
 /// A credit as the gateway sends it, acting for `acting_user`.
 fn credit_for(
     acting_user: &str,
-    wallet: Uuid,
+    wallet: WalletId,
     amount: i64,
     key: &str,
     reason: &str,
@@ -50,7 +51,7 @@ fn credit_for(
     request
 }
 
-async fn balance(env: &TestEnv, wallet: Uuid) -> (i64, i64) {
+async fn balance(env: &TestEnv, wallet: WalletId) -> (i64, i64) {
     sqlx::query_as("SELECT balance, held FROM token_wallets WHERE id = $1")
         .bind(wallet)
         .fetch_one(env.store.pool())

@@ -89,6 +89,12 @@ typed_id! {
     StepId => "recipe step",
     TemplateId => "recipe template",
     WalletId => "wallet",
+    // A hold is named by the id of its ledger row, so hold ids are these too.
+    TransactionId => "ledger transaction",
+    // One installed version of a pipeline (a `dialectic_process_templates` row).
+    PipelineId => "pipeline version",
+    RecipeInstanceId => "recipe instance",
+    PromptId => "system prompt",
 }
 
 #[cfg(test)]

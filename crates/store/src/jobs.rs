@@ -7,6 +7,7 @@ use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
 use dialectic_core::ids::{ContributionId, JobId, ModelId, SessionId, UserId};
 use dialectic_core::job::{JobStatus, JobType};
+use dialectic_core::ledger::LedgerKind;
 use dialectic_core::payload::JobPayload;
 use dialectic_core::recipe::ProgressBand;
 use dialectic_core::session::{RootJob, SessionStatus};
@@ -617,11 +618,12 @@ pub async fn resumable_after_credit(tx: &mut Tx<'_>, limit: i64) -> Result<Vec<J
         "SELECT j.id FROM dialectic_generation_jobs j
          WHERE j.status = $2 AND EXISTS (
              SELECT 1 FROM token_wallet_transactions t JOIN token_wallets w ON w.id = t.wallet_id
-             WHERE w.user_id = j.user_id AND t.kind = 'credit' AND t.created_at > j.updated_at)
+             WHERE w.user_id = j.user_id AND t.kind = $3 AND t.created_at > j.updated_at)
          ORDER BY j.updated_at LIMIT $1 FOR UPDATE OF j SKIP LOCKED",
     )
     .bind(limit)
     .bind(PAUSED_NSF)
+    .bind(LedgerKind::Credit.as_str())
     .fetch_all(&mut **tx)
     .await?)
 }

@@ -11,19 +11,25 @@
 //! index leads with the key) and rows by id behind a `MATERIALIZED` fence,
 //! the wallet compared after.
 
+use crate::listing::Cursor;
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
 use dialectic_core::error::{ErrorCode, ErrorContract};
-use dialectic_core::ids::{JobId, SessionId, UserId};
+use dialectic_core::ids::{JobId, SessionId, TransactionId, UserId, WalletId};
+use dialectic_core::job::JobStatus;
+use dialectic_core::ledger::LedgerKind;
 use sqlx::PgPool;
-use uuid::Uuid;
+
+/// The kinds that close a hold, bound into SQL as `kind = ANY(..)`: the same
+/// list as [`LedgerKind::closes_hold`] and the ledger's one-close index.
+const CLOSES_HOLD: [&str; 2] = [LedgerKind::Capture.as_str(), LedgerKind::Release.as_str()];
 
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
     #[error("wallet {0} not found")]
-    UnknownWallet(Uuid),
+    UnknownWallet(WalletId),
     #[error("hold {0} not found in this wallet")]
-    UnknownHold(Uuid),
+    UnknownHold(TransactionId),
     #[error("amount must be positive, got {0}")]
     NonPositiveAmount(i64),
     #[error("insufficient balance: {requested} requested, {available} available")]
@@ -31,7 +37,7 @@ pub enum LedgerError {
     #[error("capture of {requested} exceeds the hold of {held}")]
     CaptureExceedsHold { requested: i64, held: i64 },
     #[error("hold {0} is already captured, released or expired")]
-    HoldClosed(Uuid),
+    HoldClosed(TransactionId),
     #[error("idempotency key {0:?} was used before with different arguments")]
     KeyReuse(String),
     #[error("idempotency key is empty")]
@@ -110,15 +116,16 @@ impl From<sqlx::Error> for LedgerError {
 
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Transaction {
-    pub id: Uuid,
-    pub wallet_id: Uuid,
-    pub kind: String,
+    pub id: TransactionId,
+    pub wallet_id: WalletId,
+    #[sqlx(try_from = "String")]
+    pub kind: LedgerKind,
     pub amount: i64,
     pub balance_after: i64,
     pub held_after: i64,
     pub idempotency_key: String,
     pub reason: Option<String>,
-    pub hold_id: Option<Uuid>,
+    pub hold_id: Option<TransactionId>,
     pub session_id: Option<SessionId>,
     pub job_id: Option<JobId>,
     pub attempt: Option<i32>,
@@ -141,23 +148,23 @@ pub struct References {
 }
 
 struct Entry<'a> {
-    wallet_id: Uuid,
-    kind: &'static str,
+    wallet_id: WalletId,
+    kind: LedgerKind,
     amount: i64,
     key: &'a str,
     request: String,
     reason: Option<&'a str>,
-    hold_id: Option<Uuid>,
+    hold_id: Option<TransactionId>,
     refs: &'a References,
     expires_in_secs: Option<i64>,
 }
 
 /// The arguments a key was first used with, in one comparable string.
 fn request_fingerprint(
-    kind: &str,
-    wallet: Uuid,
+    kind: LedgerKind,
+    wallet: WalletId,
     amount: i64,
-    hold: Option<Uuid>,
+    hold: Option<TransactionId>,
     refs: &References,
 ) -> String {
     format!(
@@ -172,7 +179,7 @@ fn request_fingerprint(
 
 async fn transaction(
     executor: impl sqlx::PgExecutor<'_>,
-    id: Uuid,
+    id: TransactionId,
 ) -> Result<Transaction, LedgerError> {
     Ok(sqlx::query_as::<_, Transaction>(&format!(
         "SELECT {TX_COLUMNS} FROM token_wallet_transactions WHERE id = $1"
@@ -199,11 +206,12 @@ struct Locked {
 /// an error.
 async fn lock_wallet(
     tx: &mut Tx<'_>,
-    wallet_id: Uuid,
+    wallet_id: WalletId,
     key: &str,
     request: &str,
 ) -> Result<Locked, LedgerError> {
-    let (balance, held, hash, first): (i64, i64, Option<String>, Option<Uuid>) = sqlx::query_as(
+    type Row = (i64, i64, Option<String>, Option<TransactionId>);
+    let (balance, held, hash, first): Row = sqlx::query_as(
         "WITH keyed AS MATERIALIZED (
            SELECT wallet_id, request_hash, id FROM token_wallet_transactions WHERE idempotency_key = $2)
          SELECT w.balance, w.held, t.request_hash, t.id
@@ -286,8 +294,8 @@ async fn write_where(
     .bind(e.wallet_id)
     .bind(balance_delta)
     .bind(held_delta)
-    .bind(Uuid::now_v7())
-    .bind(e.kind)
+    .bind(TransactionId::new())
+    .bind(e.kind.as_str())
     .bind(e.amount)
     .bind(e.key)
     .bind(&e.request)
@@ -315,7 +323,7 @@ fn check(amount: i64, key: &str) -> Result<(), LedgerError> {
 /// Reserves `amount`; fails without writing when the available balance is short.
 pub async fn hold(
     pool: &PgPool,
-    wallet_id: Uuid,
+    wallet_id: WalletId,
     amount: i64,
     key: &str,
     refs: &References,
@@ -327,7 +335,7 @@ pub async fn hold(
 
 async fn hold_once(
     pool: &PgPool,
-    wallet_id: Uuid,
+    wallet_id: WalletId,
     amount: i64,
     key: &str,
     refs: &References,
@@ -336,10 +344,10 @@ async fn hold_once(
     check(amount, key)?;
     let entry = Entry {
         wallet_id,
-        kind: "hold",
+        kind: LedgerKind::Hold,
         amount,
         key,
-        request: request_fingerprint("hold", wallet_id, amount, None, refs),
+        request: request_fingerprint(LedgerKind::Hold, wallet_id, amount, None, refs),
         reason: None,
         hold_id: None,
         refs,
@@ -391,19 +399,21 @@ struct HoldState {
 /// An open hold: (amount, references). Errors when unknown or already closed.
 async fn open_hold(
     tx: &mut Tx<'_>,
-    wallet_id: Uuid,
-    hold_id: Uuid,
+    wallet_id: WalletId,
+    hold_id: TransactionId,
 ) -> Result<(i64, References), LedgerError> {
     let HoldState { hold, closed } = sqlx::query_as(
         "WITH h AS MATERIALIZED (SELECT * FROM token_wallet_transactions WHERE id = $1)
          SELECT amount, session_id, job_id, attempt, purpose,
                 EXISTS (SELECT 1 FROM token_wallet_transactions c
-                        WHERE c.hold_id = h.id AND c.kind IN ('capture', 'release')) AS closed
+                        WHERE c.hold_id = h.id AND c.kind = ANY($3)) AS closed
          FROM h
-         WHERE wallet_id = $2 AND kind = 'hold'",
+         WHERE wallet_id = $2 AND kind = $4",
     )
     .bind(hold_id)
     .bind(wallet_id)
+    .bind(&CLOSES_HOLD[..])
+    .bind(LedgerKind::Hold.as_str())
     .fetch_optional(&mut **tx)
     .await?
     .ok_or(LedgerError::UnknownHold(hold_id))?;
@@ -424,8 +434,8 @@ async fn open_hold(
 /// Turns a hold into a debit of the actual `amount`; the rest of the hold is released.
 pub async fn capture(
     pool: &PgPool,
-    wallet_id: Uuid,
-    hold_id: Uuid,
+    wallet_id: WalletId,
+    hold_id: TransactionId,
     amount: i64,
     key: &str,
 ) -> Result<Transaction, LedgerError> {
@@ -434,8 +444,8 @@ pub async fn capture(
 
 async fn capture_once(
     pool: &PgPool,
-    wallet_id: Uuid,
-    hold_id: Uuid,
+    wallet_id: WalletId,
+    hold_id: TransactionId,
     amount: i64,
     key: &str,
 ) -> Result<Transaction, LedgerError> {
@@ -446,7 +456,7 @@ async fn capture_once(
         return Err(LedgerError::NonPositiveAmount(amount));
     }
     let request = request_fingerprint(
-        "capture",
+        LedgerKind::Capture,
         wallet_id,
         amount,
         Some(hold_id),
@@ -488,7 +498,7 @@ async fn capture_once(
     }
     let entry = Entry {
         wallet_id,
-        kind: "capture",
+        kind: LedgerKind::Capture,
         amount,
         key,
         request,
@@ -503,8 +513,8 @@ async fn capture_once(
 }
 
 struct Capture<'a> {
-    wallet_id: Uuid,
-    hold_id: Uuid,
+    wallet_id: WalletId,
+    hold_id: TransactionId,
     amount: i64,
     key: &'a str,
     request: &'a str,
@@ -525,9 +535,9 @@ async fn capture_at_once(
          hold AS (
            SELECT h.amount AS held, h.session_id, h.job_id, h.attempt, h.purpose
            FROM found h
-           WHERE h.wallet_id = $1 AND h.kind = 'hold' AND h.amount >= $3
+           WHERE h.wallet_id = $1 AND h.kind = $7 AND h.amount >= $3
              AND NOT EXISTS (SELECT 1 FROM token_wallet_transactions c
-                             WHERE c.hold_id = h.id AND c.kind IN ('capture', 'release'))
+                             WHERE c.hold_id = h.id AND c.kind = ANY($8))
              AND NOT EXISTS (SELECT 1 FROM token_wallet_transactions k
                              WHERE k.idempotency_key = $4)),
          wallet AS (
@@ -535,7 +545,7 @@ async fn capture_at_once(
            FROM hold WHERE w.id = $1
            RETURNING w.balance, w.held AS held_after, hold.*)
          INSERT INTO token_wallet_transactions {ENTRY_COLUMNS}
-         SELECT $6, $1, 'capture', $3, wallet.balance, wallet.held_after, $4, $5,
+         SELECT $6, $1, $9, $3, wallet.balance, wallet.held_after, $4, $5,
                 CASE WHEN $3 < wallet.held THEN 'the rest of the hold is released' END, $2,
                 wallet.session_id, wallet.job_id, wallet.attempt, wallet.purpose, NULL
          FROM wallet
@@ -546,7 +556,10 @@ async fn capture_at_once(
     .bind(c.amount)
     .bind(c.key)
     .bind(c.request)
-    .bind(Uuid::now_v7())
+    .bind(TransactionId::new())
+    .bind(LedgerKind::Hold.as_str())
+    .bind(&CLOSES_HOLD[..])
+    .bind(LedgerKind::Capture.as_str())
     .fetch_optional(pool)
     .await;
     match written {
@@ -564,31 +577,33 @@ async fn capture_at_once(
 
 /// Whether a sweep released this hold (abandoned or expired; not its own
 /// attempt, which releases only when no call was made) and nothing captured it.
-async fn abandoned(tx: &mut Tx<'_>, hold_id: Uuid) -> Result<bool, LedgerError> {
+async fn abandoned(tx: &mut Tx<'_>, hold_id: TransactionId) -> Result<bool, LedgerError> {
     Ok(sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM token_wallet_transactions
-                         WHERE hold_id = $1 AND kind = 'release' AND idempotency_key IN ($2, $3))
+                         WHERE hold_id = $1 AND kind = $4 AND idempotency_key IN ($2, $3))
             AND NOT EXISTS (SELECT 1 FROM token_wallet_transactions
-                             WHERE hold_id = $1 AND kind = 'capture')",
+                             WHERE hold_id = $1 AND kind = $5)",
     )
     .bind(hold_id)
     .bind(abandon_key(hold_id))
     .bind(expire_key(hold_id))
+    .bind(LedgerKind::Release.as_str())
+    .bind(LedgerKind::Capture.as_str())
     .fetch_one(&mut **tx)
     .await?)
 }
 
-fn abandon_key(hold_id: Uuid) -> String {
+fn abandon_key(hold_id: TransactionId) -> String {
     format!("abandon:{hold_id}")
 }
 
-fn expire_key(hold_id: Uuid) -> String {
+fn expire_key(hold_id: TransactionId) -> String {
     format!("expire:{hold_id}")
 }
 
 struct LateDebit {
-    wallet_id: Uuid,
-    hold_id: Uuid,
+    wallet_id: WalletId,
+    hold_id: TransactionId,
     amount: i64,
     available: i64,
 }
@@ -634,7 +649,7 @@ async fn late_debit(
     };
     let entry = Entry {
         wallet_id,
-        kind: "debit",
+        kind: LedgerKind::Debit,
         amount,
         key,
         request,
@@ -651,8 +666,8 @@ async fn late_debit(
 /// Gives a hold back in full.
 pub async fn release(
     pool: &PgPool,
-    wallet_id: Uuid,
-    hold_id: Uuid,
+    wallet_id: WalletId,
+    hold_id: TransactionId,
     key: &str,
     reason: &str,
 ) -> Result<Transaction, LedgerError> {
@@ -661,8 +676,8 @@ pub async fn release(
 
 async fn release_once(
     pool: &PgPool,
-    wallet_id: Uuid,
-    hold_id: Uuid,
+    wallet_id: WalletId,
+    hold_id: TransactionId,
     key: &str,
     reason: &str,
 ) -> Result<Transaction, LedgerError> {
@@ -670,7 +685,7 @@ async fn release_once(
         return Err(LedgerError::EmptyKey);
     }
     let request = request_fingerprint(
-        "release",
+        LedgerKind::Release,
         wallet_id,
         0,
         Some(hold_id),
@@ -683,7 +698,7 @@ async fn release_once(
     let (held, refs) = open_hold(&mut tx, wallet_id, hold_id).await?;
     let entry = Entry {
         wallet_id,
-        kind: "release",
+        kind: LedgerKind::Release,
         amount: held,
         key,
         request,
@@ -699,7 +714,7 @@ async fn release_once(
 
 pub async fn credit(
     pool: &PgPool,
-    wallet_id: Uuid,
+    wallet_id: WalletId,
     amount: i64,
     key: &str,
     reason: &str,
@@ -709,20 +724,26 @@ pub async fn credit(
 
 async fn credit_once(
     pool: &PgPool,
-    wallet_id: Uuid,
+    wallet_id: WalletId,
     amount: i64,
     key: &str,
     reason: &str,
 ) -> Result<Transaction, LedgerError> {
     check(amount, key)?;
-    let request = request_fingerprint("credit", wallet_id, amount, None, &References::default());
+    let request = request_fingerprint(
+        LedgerKind::Credit,
+        wallet_id,
+        amount,
+        None,
+        &References::default(),
+    );
     let mut tx = pool.begin().await?;
     if let Some(first) = lock_wallet(&mut tx, wallet_id, key, &request).await?.first {
         return Ok(first);
     }
     let entry = Entry {
         wallet_id,
-        kind: "credit",
+        kind: LedgerKind::Credit,
         amount,
         key,
         request,
@@ -740,15 +761,17 @@ async fn credit_once(
 /// A hold whose call's cost was recorded is left to [`settle_abandoned`],
 /// which captures it once its attempt is over.
 pub async fn release_expired(pool: &PgPool, limit: i64) -> Result<u32, LedgerError> {
-    let expired: Vec<(Uuid, Uuid)> = sqlx::query_as(
+    let expired: Vec<(WalletId, TransactionId)> = sqlx::query_as(
         "SELECT h.wallet_id, h.id FROM token_wallet_transactions h
-         WHERE h.kind = 'hold' AND h.expires_at < now()
+         WHERE h.kind = $2 AND h.expires_at < now()
            AND NOT EXISTS (SELECT 1 FROM token_wallet_transactions c
-                           WHERE c.hold_id = h.id AND c.kind IN ('capture', 'release'))
+                           WHERE c.hold_id = h.id AND c.kind = ANY($3))
            AND NOT EXISTS (SELECT 1 FROM model_call_usage u WHERE u.hold_id = h.id)
          ORDER BY h.expires_at LIMIT $1",
     )
     .bind(limit)
+    .bind(LedgerKind::Hold.as_str())
+    .bind(&CLOSES_HOLD[..])
     .fetch_all(pool)
     .await?;
     let mut released = 0;
@@ -763,12 +786,13 @@ pub async fn release_expired(pool: &PgPool, limit: i64) -> Result<u32, LedgerErr
     Ok(released)
 }
 
-/// Newest first; `before` is the (created_at, id) of the last row of the previous page.
+/// Newest first; `before` is the (created_at, id) of the last row of the
+/// previous page, in the page cursor every list of the store takes.
 pub async fn transactions(
     pool: &PgPool,
-    wallet_id: Uuid,
+    wallet_id: WalletId,
     limit: i64,
-    before: Option<(DateTime<Utc>, Uuid)>,
+    before: Option<Cursor>,
 ) -> Result<Vec<Transaction>, LedgerError> {
     let (at, id) = before.unzip();
     Ok(sqlx::query_as::<_, Transaction>(&format!(
@@ -787,9 +811,10 @@ pub async fn transactions(
 /// Sum of a session's captures (what its model calls cost), per stage-agnostic total.
 pub async fn session_cost(pool: &PgPool, session_id: SessionId) -> Result<i64, LedgerError> {
     Ok(sqlx::query_scalar(
-        "SELECT COALESCE(sum(amount), 0)::bigint FROM token_wallet_transactions WHERE session_id = $1 AND kind = 'capture'",
+        "SELECT COALESCE(sum(amount), 0)::bigint FROM token_wallet_transactions WHERE session_id = $1 AND kind = $2",
     )
     .bind(session_id)
+    .bind(LedgerKind::Capture.as_str())
     .fetch_one(pool)
     .await?)
 }
@@ -812,16 +837,21 @@ pub async fn stage_costs(
     Ok(sqlx::query_as(
         "SELECT j.stage_slug, COALESCE(sum(t.amount), 0)::bigint
          FROM token_wallet_transactions t JOIN dialectic_generation_jobs j ON j.id = t.job_id
-         WHERE t.session_id = $1 AND t.kind = 'capture' GROUP BY 1",
+         WHERE t.session_id = $1 AND t.kind = $2 GROUP BY 1",
     )
     .bind(session_id)
+    .bind(LedgerKind::Capture.as_str())
     .fetch_all(pool)
     .await?)
 }
 
 /// Records what a held model call cost, before its capture: the sweep below
 /// captures it if the capture itself never arrives. Idempotent per hold.
-pub async fn record_usage(pool: &PgPool, hold_id: Uuid, amount: i64) -> Result<(), LedgerError> {
+pub async fn record_usage(
+    pool: &PgPool,
+    hold_id: TransactionId,
+    amount: i64,
+) -> Result<(), LedgerError> {
     if amount < 0 {
         return Err(LedgerError::NonPositiveAmount(amount));
     }
@@ -860,19 +890,21 @@ pub struct Settled {
 /// was made and the hold is
 /// released (DESIGN §3.11: when the attempt is given up, not at its expiry).
 pub async fn settle_abandoned(pool: &PgPool, limit: i64) -> Result<Settled, LedgerError> {
-    let abandoned: Vec<(Uuid, Uuid, Uuid, i32, Option<i64>)> = sqlx::query_as(
+    let abandoned: Vec<(WalletId, TransactionId, JobId, i32, Option<i64>)> = sqlx::query_as(
         "SELECT h.wallet_id, h.id, h.job_id, h.attempt, u.amount
            FROM token_wallet_transactions h
            LEFT JOIN model_call_usage u ON u.hold_id = h.id
-         WHERE h.kind = 'hold' AND h.job_id IS NOT NULL AND h.attempt IS NOT NULL
+         WHERE h.kind = $3 AND h.job_id IS NOT NULL AND h.attempt IS NOT NULL
            AND NOT EXISTS (SELECT 1 FROM token_wallet_transactions c
-                           WHERE c.hold_id = h.id AND c.kind IN ('capture', 'release'))
+                           WHERE c.hold_id = h.id AND c.kind = ANY($4))
            AND EXISTS (SELECT 1 FROM dialectic_generation_jobs j
                        WHERE j.id = h.job_id AND NOT (j.status = $2 AND j.attempt_count = h.attempt))
          ORDER BY h.created_at LIMIT $1",
     )
     .bind(limit)
-    .bind(dialectic_core::job::JobStatus::Processing.as_str())
+    .bind(JobStatus::Processing.as_str())
+    .bind(LedgerKind::Hold.as_str())
+    .bind(&CLOSES_HOLD[..])
     .fetch_all(pool)
     .await?;
     let mut settled = Settled::default();
@@ -899,4 +931,30 @@ pub async fn settle_abandoned(pool: &PgPool, limit: i64) -> Result<Settled, Ledg
         }
     }
     Ok(settled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_closing_kinds_bound_into_sql_are_the_ones_core_names() {
+        let closing: Vec<&str> = LedgerKind::ALL
+            .into_iter()
+            .filter(|k| k.closes_hold())
+            .map(LedgerKind::as_str)
+            .collect();
+        assert_eq!(closing, CLOSES_HOLD);
+    }
+
+    #[test]
+    fn fingerprints_keep_the_kind_names_they_were_first_stored_with() {
+        // Stored request hashes are compared with these on every replay: a
+        // renamed kind would turn each old key's replay into a key reuse.
+        let wallet = WalletId::new();
+        assert_eq!(
+            request_fingerprint(LedgerKind::Credit, wallet, 5, None, &References::default()),
+            format!("credit|{wallet}|5|||||")
+        );
+    }
 }

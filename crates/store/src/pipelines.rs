@@ -5,6 +5,7 @@
 
 use crate::StoreError;
 use crate::recipes::recipe_of_stage;
+use dialectic_core::ids::{PipelineId, PromptId, RecipeInstanceId, StageId, StepId, TemplateId};
 use dialectic_core::pipeline::{
     DocumentTemplateDef, PipelineFile, RelevanceDef, StageDef, StepDef,
 };
@@ -12,7 +13,6 @@ use dialectic_core::recipe::{ProgressBand, Recipe};
 use sqlx::PgPool;
 use sqlx::types::Json;
 use std::collections::BTreeMap;
-use uuid::Uuid;
 
 /// The pipelines that ship with the build, as (file name, text): `migrate`
 /// installs each one whose newest installed version differs from it.
@@ -30,7 +30,7 @@ pub const SHIPPED: [(&str, &str); 3] = [
 
 #[derive(sqlx::FromRow)]
 struct StageRow {
-    id: Uuid,
+    id: StageId,
     slug: String,
     display_name: String,
     description: Option<String>,
@@ -40,7 +40,7 @@ struct StageRow {
 /// One installed version of a pipeline.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct PipelineVersion {
-    pub id: Uuid,
+    pub id: PipelineId,
     pub slug: String,
     pub display_name: String,
     pub version: i32,
@@ -74,7 +74,7 @@ pub async fn export(pool: &PgPool, name: &str) -> Result<PipelineFile, StoreErro
 
 async fn export_version(
     conn: &mut sqlx::PgConnection,
-    process_id: Uuid,
+    process_id: PipelineId,
 ) -> Result<PipelineFile, StoreError> {
     let (name, display_name, description): (String, String, Option<String>) = sqlx::query_as(
         "SELECT COALESCE(slug, ''), name, description FROM dialectic_process_templates WHERE id = $1",
@@ -146,7 +146,7 @@ fn steps_of(stage: &str, recipe: &Recipe) -> Result<Vec<StepDef>, StoreError> {
 
 async fn templates(
     conn: &mut sqlx::PgConnection,
-    stage_id: Uuid,
+    stage_id: StageId,
     stage: &str,
 ) -> Result<Vec<DocumentTemplateDef>, StoreError> {
     let rows: Vec<(String, String, Option<String>, String)> = sqlx::query_as(
@@ -181,7 +181,7 @@ pub struct Installed {
 }
 
 struct Newest {
-    id: Uuid,
+    id: PipelineId,
     version: i32,
     digest: Option<String>,
 }
@@ -190,7 +190,7 @@ async fn newest_version(
     conn: &mut sqlx::PgConnection,
     name: &str,
 ) -> Result<Option<Newest>, StoreError> {
-    let row: Option<(Uuid, i32, Option<String>)> = sqlx::query_as(
+    let row: Option<(PipelineId, i32, Option<String>)> = sqlx::query_as(
         "SELECT id, version, source_digest FROM dialectic_process_templates
           WHERE slug = $1 ORDER BY version DESC LIMIT 1",
     )
@@ -323,7 +323,7 @@ async fn install_version(
     version: i32,
     digest: &str,
 ) -> Result<(), StoreError> {
-    let process_id = Uuid::now_v7();
+    let process_id = PipelineId::new();
     sqlx::query(
         "UPDATE dialectic_stages SET is_current = false
           WHERE process_template_id IN (SELECT id FROM dialectic_process_templates WHERE slug = $1)",
@@ -384,18 +384,18 @@ async fn install_version(
 struct VersionNames<'a> {
     pipeline: &'a str,
     version: i32,
-    process_id: Uuid,
+    process_id: PipelineId,
 }
 
 async fn install_prompt(
     tx: &mut crate::Tx<'_>,
     name: &str,
     text: Option<&str>,
-) -> Result<Option<Uuid>, StoreError> {
+) -> Result<Option<PromptId>, StoreError> {
     let Some(text) = text else {
         return Ok(None);
     };
-    let id = Uuid::now_v7();
+    let id = PromptId::new();
     sqlx::query("INSERT INTO system_prompts (id, name, prompt_text) VALUES ($1, $2, $3)")
         .bind(id)
         .bind(name)
@@ -410,7 +410,7 @@ async fn install_stage(
     tx: &mut crate::Tx<'_>,
     names: &VersionNames<'_>,
     stage: &StageDef,
-) -> Result<Uuid, StoreError> {
+) -> Result<StageId, StoreError> {
     let recipe_name = format!("{}_v{}_{}", names.pipeline, names.version, stage.slug);
     let system_prompt = install_prompt(
         tx,
@@ -418,7 +418,7 @@ async fn install_stage(
         stage.system_prompt.as_deref(),
     )
     .await?;
-    let template_id = Uuid::now_v7();
+    let template_id = TemplateId::new();
     sqlx::query(
         "INSERT INTO dialectic_recipe_templates (id, recipe_name, display_name, description)
          VALUES ($1, $2, $3, $4)",
@@ -446,7 +446,7 @@ async fn install_stage(
             .await?;
         }
     }
-    let (stage_id, instance_id) = (Uuid::now_v7(), Uuid::now_v7());
+    let (stage_id, instance_id) = (StageId::new(), RecipeInstanceId::new());
     sqlx::query(
         "INSERT INTO dialectic_stages (id, slug, display_name, description, default_system_prompt_id,
                                        recipe_template_id, active_recipe_instance_id, process_template_id)
@@ -492,11 +492,11 @@ pub(crate) fn band_column(band: ProgressBand) -> Vec<i16> {
 
 async fn install_step(
     tx: &mut crate::Tx<'_>,
-    template_id: Uuid,
+    template_id: TemplateId,
     recipe_name: &str,
     index: usize,
     step: &StepDef,
-) -> Result<Uuid, StoreError> {
+) -> Result<StepId, StoreError> {
     let prompt = install_prompt(
         tx,
         &format!("{recipe_name}_{}", step.key),
@@ -508,7 +508,7 @@ async fn install_step(
             .map(Json)
             .map_err(|e| StoreError::Invalid(format!("step {}: {e}", step.key)))
     };
-    let id = Uuid::now_v7();
+    let id = StepId::new();
     sqlx::query(
         "INSERT INTO dialectic_recipe_template_steps
            (id, template_id, step_number, step_key, step_slug, step_name, job_type, prompt_type, prompt_template_id,

@@ -6,13 +6,12 @@
 //! DAG checks happen in core before any row is inserted.
 
 use crate::{StoreError, Tx, recipes};
-use dialectic_core::ids::StepId;
+use dialectic_core::ids::{RecipeInstanceId, StepId, TemplateId};
 use dialectic_core::job::JobType;
 use dialectic_core::recipe::{Granularity, InputRule, OutputRule, Recipe, RecipeError, RecipeStep};
 use dialectic_core::slug::slugify;
 use sqlx::PgPool;
 use sqlx::types::Json;
-use uuid::Uuid;
 
 /// Prompt types the step tables accept (their CHECK constraint), checked here
 /// so a bad value is named instead of surfacing as a constraint violation.
@@ -81,16 +80,17 @@ pub struct CustomStep {
     pub before: Vec<String>,
 }
 
+#[derive(sqlx::FromRow)]
 struct Instance {
-    id: Uuid,
-    template_id: Uuid,
+    id: RecipeInstanceId,
+    template_id: TemplateId,
     is_cloned: bool,
 }
 
 /// The stage's active instance, locked so concurrent edits of one stage
 /// serialise (two first edits would otherwise both clone the template).
 async fn lock_instance(tx: &mut Tx<'_>, stage_slug: &str) -> Result<Instance, RecipeEditError> {
-    let row: Option<(Uuid, Uuid, bool)> = sqlx::query_as(
+    sqlx::query_as(
         "SELECT i.id, i.template_id, i.is_cloned
          FROM dialectic_stages s
          JOIN dialectic_stage_recipe_instances i ON i.id = s.active_recipe_instance_id
@@ -99,14 +99,8 @@ async fn lock_instance(tx: &mut Tx<'_>, stage_slug: &str) -> Result<Instance, Re
     )
     .bind(stage_slug)
     .fetch_optional(&mut **tx)
-    .await?;
-    let (id, template_id, is_cloned) =
-        row.ok_or_else(|| RecipeEditError::UnknownStage(stage_slug.to_string()))?;
-    Ok(Instance {
-        id,
-        template_id,
-        is_cloned,
-    })
+    .await?
+    .ok_or_else(|| RecipeEditError::UnknownStage(stage_slug.to_string()))
 }
 
 /// Materialises the stage's template into its instance unless that happened
@@ -115,7 +109,7 @@ async fn lock_instance(tx: &mut Tx<'_>, stage_slug: &str) -> Result<Instance, Re
 pub async fn clone_stage_recipe(
     tx: &mut Tx<'_>,
     stage_slug: &str,
-) -> Result<Uuid, RecipeEditError> {
+) -> Result<RecipeInstanceId, RecipeEditError> {
     let instance = lock_instance(tx, stage_slug).await?;
     if instance.is_cloned {
         return Ok(instance.id);
@@ -361,7 +355,7 @@ fn edge_ids(
 
 async fn insert_edge(
     tx: &mut Tx<'_>,
-    instance_id: Uuid,
+    instance_id: RecipeInstanceId,
     (from, to): (StepId, StepId),
 ) -> Result<(), RecipeEditError> {
     // An edge that already exists is already what the caller asked for.
@@ -371,8 +365,8 @@ async fn insert_edge(
          ON CONFLICT (instance_id, from_step_id, to_step_id) DO NOTHING",
     )
     .bind(instance_id)
-    .bind(from.0)
-    .bind(to.0)
+    .bind(from)
+    .bind(to)
     .execute(&mut **tx)
     .await?;
     Ok(())
@@ -457,7 +451,7 @@ pub async fn add_custom_step(
     pool: &PgPool,
     stage_slug: &str,
     step: &CustomStep,
-) -> Result<Uuid, RecipeEditError> {
+) -> Result<StepId, RecipeEditError> {
     let (job_type, granularity) = validate_custom_step(step)?;
     let inputs_required = serde_json::to_value(&step.inputs_required)
         .map_err(|e| StoreError::Invalid(format!("inputs_required: {e}")))?;
@@ -484,7 +478,7 @@ pub async fn add_custom_step(
         .unwrap_or(1);
     let new_step = RecipeStep {
         progress: None,
-        id: StepId(Uuid::now_v7()),
+        id: StepId::new(),
         step_key: step.step_key.clone(),
         step_name: step.step_name.clone(),
         job_type,
@@ -520,7 +514,7 @@ pub async fn add_custom_step(
             execution_order)
          VALUES ($1, $2, NULL, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
     )
-    .bind(new_step.id.0)
+    .bind(new_step.id)
     .bind(instance_id)
     .bind(&new_step.step_key)
     .bind(slugify(&new_step.step_key, 100, "custom-step"))
@@ -539,5 +533,5 @@ pub async fn add_custom_step(
         insert_edge(&mut tx, instance_id, edge).await?;
     }
     tx.commit().await?;
-    Ok(new_step.id.0)
+    Ok(new_step.id)
 }

@@ -2,7 +2,7 @@
 //! instance's steps and edges when `is_cloned`, else the template's.
 
 use crate::StoreError;
-use dialectic_core::ids::StepId;
+use dialectic_core::ids::{StageId, StepId};
 use dialectic_core::recipe::{
     ObjectFilter, ProgressBand, Recipe, RecipeStep, StepConfig, apply_output_overrides,
 };
@@ -106,7 +106,7 @@ pub async fn stage_recipe(
 /// (`records::stage_in_process`), validated as a DAG.
 pub async fn recipe_of_stage(
     executor: &mut sqlx::PgConnection,
-    stage_id: Uuid,
+    stage_id: StageId,
     stage_slug: &str,
 ) -> Result<Recipe, StoreError> {
     let instance = sqlx::query_as(&format!("{ACTIVE_INSTANCE} WHERE s.id = $1"))

@@ -5,7 +5,7 @@
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
 use dialectic_core::ids::{
-    ContributionId, JobId, ModelId, ProjectId, ResourceId, SessionId, UserId,
+    ContributionId, JobId, ModelId, ProjectId, ResourceId, SessionId, StageId, UserId, WalletId,
 };
 use dialectic_core::job::JobStatus;
 use dialectic_core::session::{SessionState, SessionStatus};
@@ -66,7 +66,7 @@ pub struct ModelRow {
 
 #[derive(Debug, Clone, sqlx::FromRow, serde::Deserialize)]
 pub struct StageRow {
-    pub id: Uuid,
+    pub id: StageId,
     pub slug: String,
     pub display_name: String,
     pub stage_number: i32,
@@ -970,14 +970,14 @@ pub async fn prompt_text(
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct WalletBalance {
-    pub id: Uuid,
+    pub id: WalletId,
     pub balance: i64,
     pub held: i64,
 }
 
 pub async fn wallet_balance(
     pool: &PgPool,
-    wallet_id: Option<Uuid>,
+    wallet_id: Option<WalletId>,
     user_id: Option<UserId>,
 ) -> Result<WalletBalance, StoreError> {
     sqlx::query_as::<_, WalletBalance>(

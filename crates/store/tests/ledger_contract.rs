@@ -6,12 +6,12 @@
 mod common;
 
 use common::TestDb;
+use dialectic_core::ids::{TransactionId, WalletId};
 use dialectic_store::ledger::{self, LedgerError, References};
 use dialectic_store::{Planning, Store};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
-use uuid::Uuid;
 
 fn refs() -> References {
     References {
@@ -22,13 +22,18 @@ fn refs() -> References {
     }
 }
 
-async fn hold(db: &TestDb, wallet: Uuid, amount: i64, key: &str) -> Result<Uuid, LedgerError> {
+async fn hold(
+    db: &TestDb,
+    wallet: WalletId,
+    amount: i64,
+    key: &str,
+) -> Result<TransactionId, LedgerError> {
     ledger::hold(db.store.pool(), wallet, amount, key, &refs(), 900)
         .await
         .map(|t| t.id)
 }
 
-async fn entries(db: &TestDb, wallet: Uuid) -> i64 {
+async fn entries(db: &TestDb, wallet: WalletId) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM token_wallet_transactions WHERE wallet_id = $1")
         .bind(wallet)
         .fetch_one(db.store.pool())
@@ -40,7 +45,7 @@ async fn entries(db: &TestDb, wallet: Uuid) -> i64 {
 /// requests started meanwhile all look at the ledger before any of them writes.
 async fn lock_the_wallet(
     pool: &sqlx::PgPool,
-    wallet: Uuid,
+    wallet: WalletId,
 ) -> sqlx::Transaction<'static, sqlx::Postgres> {
     let mut blocker = pool.begin().await.expect("begin");
     sqlx::query("SELECT 1 FROM token_wallets WHERE id = $1 FOR UPDATE")
@@ -166,7 +171,7 @@ async fn expiry_releases_exactly_the_expired_holds() {
         (700, 200),
         "only the old hold went back"
     );
-    let released: Vec<Uuid> = sqlx::query_scalar(
+    let released: Vec<TransactionId> = sqlx::query_scalar(
         "SELECT hold_id FROM token_wallet_transactions WHERE wallet_id = $1 AND kind = 'release'",
     )
     .bind(wallet)
@@ -303,7 +308,7 @@ async fn ledger_scans(conn: &mut sqlx::PgConnection) -> HashMap<String, i64> {
 }
 
 /// Holds, a replay, captures and a release on `wallet`, under keys of `round`.
-async fn every_kind_of_request(pool: &sqlx::PgPool, wallet: Uuid, round: &str) {
+async fn every_kind_of_request(pool: &sqlx::PgPool, wallet: WalletId, round: &str) {
     let call = refs();
     let key = |what: &str| format!("{round}-{what}");
     let first = ledger::hold(pool, wallet, 300, &key("hold-1"), &call, 900)

@@ -5,6 +5,7 @@
 use crate::billing::{self, Billing, Hold};
 use crate::provider::Provider;
 use crate::{Executor, permanent, retryable};
+use dialectic_core::ids::TransactionId;
 use dialectic_core::prompt::ChatRequest;
 use dialectic_core::tokens::cost;
 use dialectic_llm::{ChatResponse, LlmError};
@@ -17,7 +18,6 @@ use dialectic_telemetry::metrics;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{Instrument, info_span};
-use uuid::Uuid;
 
 /// How long a reply waits for its cost to be written somewhere durable.
 const CHARGE_PATIENCE: Duration = Duration::from_secs(15);
@@ -167,7 +167,7 @@ async fn charge(
 }
 
 async fn record_usage(store: &Store, hold: &Hold, amount: i64) -> bool {
-    let Ok(hold_id) = Uuid::parse_str(&hold.hold_id) else {
+    let Ok(hold_id) = TransactionId::parse(&hold.hold_id) else {
         tracing::warn!(hold_id = %hold.hold_id, "the wallet's hold id is not a UUID");
         return false;
     };

@@ -46,8 +46,8 @@ fn pipeline(v: pipelines::PipelineVersion, current: bool) -> Pipeline {
 pub fn transaction(t: ledger::Transaction) -> WalletTransaction {
     WalletTransaction {
         id: t.id.to_string(),
-        transaction_kind: convert::transaction_kind(&t.kind),
-        kind: t.kind,
+        transaction_kind: convert::transaction_kind(t.kind.as_str()),
+        kind: t.kind.to_string(),
         amount: t.amount,
         balance_after: t.balance_after,
         reason: t.reason.unwrap_or_default(),
@@ -231,7 +231,7 @@ impl Gateway {
             cursor(&req.page_token)?,
         )
         .await?;
-        let next_page_token = convert::next_token(&rows, limit, |t| (t.created_at, t.id));
+        let next_page_token = convert::next_token(&rows, limit, |t| (t.created_at, t.id.into()));
         Ok(ListWalletTransactionsResponse {
             transactions: rows.into_iter().map(transaction).collect(),
             next_page_token,

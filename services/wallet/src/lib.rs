@@ -3,7 +3,7 @@
 
 use dialectic_config::Settings;
 use dialectic_core::error::{ErrorCode, ErrorContract};
-use dialectic_core::ids::UserId;
+use dialectic_core::ids::{InvalidId, TransactionId, UserId, WalletId};
 use dialectic_core::service_auth::ServiceName;
 use dialectic_proto::v1::wallet::wallet_service_server::{WalletService, WalletServiceServer};
 use dialectic_proto::v1::wallet::{
@@ -13,14 +13,15 @@ use dialectic_proto::v1::wallet::{
 use dialectic_runtime::error_status;
 use dialectic_runtime::{CancellationToken, Dependencies, Running, RuntimeError, supervise};
 use dialectic_store::ledger::{self, LedgerError, References, Transaction};
+use dialectic_store::listing::Cursor;
 use dialectic_store::{Planning, Store, StoreError, records};
 use dialectic_telemetry::metrics;
 use futures::future::BoxFuture;
+use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
-use uuid::Uuid;
 
 pub const SERVICE_NAME: &str = "dialectic.v1.wallet.WalletService";
 
@@ -100,32 +101,21 @@ pub fn wallet_selector(
     wallet_id: &str,
     user_id: &str,
     default_user: &str,
-) -> Result<(Option<Uuid>, Option<UserId>), WalletError> {
-    let parse = |field: &'static str, value: &str| {
-        Uuid::parse_str(value.trim()).map_err(|_| {
-            WalletError::bad(
-                field,
-                format!(
-                    "{field} {:?} is not a valid UUID",
-                    value.chars().take(64).collect::<String>()
-                ),
-            )
-        })
-    };
+) -> Result<(Option<WalletId>, Option<UserId>), WalletError> {
     let wallet_id = wallet_id.trim();
     let user_id = user_id.trim();
     if !wallet_id.is_empty() {
-        return Ok((Some(parse("wallet_id", wallet_id)?), None));
+        return Ok((Some(id("wallet_id", wallet_id)?), None));
     }
     if !user_id.is_empty() {
-        return Ok((None, Some(UserId(parse("user_id", user_id)?))));
+        return Ok((None, Some(id("user_id", user_id)?)));
     }
-    let default = Uuid::parse_str(default_user.trim()).map_err(|_| {
+    let default = UserId::parse(default_user).map_err(|_| {
         WalletError::Internal(
             "no wallet_id or user_id given and gateway.default_user_id is not a valid UUID".into(),
         )
     })?;
-    Ok((None, Some(UserId(default))))
+    Ok((None, Some(default)))
 }
 
 pub struct Wallet {
@@ -158,20 +148,23 @@ impl Wallet {
 const DEFAULT_HOLD_SECS: i64 = 15 * 60;
 const MAX_PAGE: u32 = 200;
 
-fn uuid<T: From<Uuid>>(field: &'static str, value: &str) -> Result<T, WalletError> {
-    Uuid::parse_str(value.trim())
-        .map(T::from)
-        .map_err(|_| WalletError::bad(field, format!("{field} {value:?} is not a valid UUID")))
+/// A typed id from a request field. The error names the field the client
+/// filled in, which says more to it than the id's kind would, and echoes at
+/// most 64 characters of what it sent (`InvalidId` keeps no more).
+fn id<T: FromStr<Err = InvalidId>>(field: &'static str, value: &str) -> Result<T, WalletError> {
+    value.parse().map_err(|e: InvalidId| {
+        WalletError::bad(field, format!("{field} {:?} is not a valid UUID", e.value))
+    })
 }
 
-fn optional_uuid<T: From<Uuid>>(
+fn optional_id<T: FromStr<Err = InvalidId>>(
     field: &'static str,
     value: &str,
 ) -> Result<Option<T>, WalletError> {
     if value.trim().is_empty() {
         Ok(None)
     } else {
-        uuid(field, value).map(Some)
+        id(field, value).map(Some)
     }
 }
 
@@ -186,7 +179,7 @@ pub fn entry(t: Transaction) -> LedgerEntry {
     LedgerEntry {
         id: t.id.to_string(),
         wallet_id: t.wallet_id.to_string(),
-        kind: t.kind,
+        kind: t.kind.to_string(),
         amount: t.amount,
         balance_after: t.balance_after,
         held_after: t.held_after,
@@ -206,9 +199,7 @@ fn page_token(t: &Transaction) -> String {
     format!("{}_{}", t.created_at.timestamp_micros(), t.id)
 }
 
-fn parse_page_token(
-    token: &str,
-) -> Result<Option<(chrono::DateTime<chrono::Utc>, Uuid)>, WalletError> {
+fn parse_page_token(token: &str) -> Result<Option<Cursor>, WalletError> {
     if token.is_empty() {
         return Ok(None);
     }
@@ -216,7 +207,8 @@ fn parse_page_token(
     let (micros, id) = token.split_once('_').ok_or_else(bad)?;
     let at = chrono::DateTime::from_timestamp_micros(micros.parse().map_err(|_| bad())?)
         .ok_or_else(bad)?;
-    Ok(Some((at, Uuid::parse_str(id).map_err(|_| bad())?)))
+    let id: TransactionId = id.parse().map_err(|_| bad())?;
+    Ok(Some((at, id.into())))
 }
 
 impl Wallet {
@@ -233,7 +225,7 @@ impl Wallet {
             .get("x-dialectic-user")
             .and_then(|v| v.to_str().ok())
             .ok_or_else(|| WalletError::bad("x-dialectic-user", "x-dialectic-user is required"))?;
-        uuid("x-dialectic-user", user)
+        id("x-dialectic-user", user)
     }
 }
 
@@ -257,8 +249,8 @@ impl WalletService for Wallet {
         let span = tracing::info_span!("hold", wallet_id = %r.wallet_id, job_id = %r.job_id, session_id = %r.session_id);
         let result = async {
             let refs = References {
-                session_id: optional_uuid("session_id", &r.session_id)?,
-                job_id: optional_uuid("job_id", &r.job_id)?,
+                session_id: optional_id("session_id", &r.session_id)?,
+                job_id: optional_id("job_id", &r.job_id)?,
                 attempt: (r.attempt > 0).then_some(r.attempt as i32),
                 purpose: (!r.purpose.is_empty()).then(|| r.purpose.clone()),
             };
@@ -269,7 +261,7 @@ impl WalletService for Wallet {
             };
             let t = ledger::hold(
                 self.store.pool(),
-                uuid("wallet_id", &r.wallet_id)?,
+                id::<WalletId>("wallet_id", &r.wallet_id)?,
                 r.amount,
                 &r.idempotency_key,
                 &refs,
@@ -293,8 +285,8 @@ impl WalletService for Wallet {
             Ok::<_, WalletError>(
                 ledger::capture(
                     self.store.pool(),
-                    uuid("wallet_id", &r.wallet_id)?,
-                    uuid("hold_id", &r.hold_id)?,
+                    id::<WalletId>("wallet_id", &r.wallet_id)?,
+                    id::<TransactionId>("hold_id", &r.hold_id)?,
                     r.amount,
                     &r.idempotency_key,
                 )
@@ -322,8 +314,8 @@ impl WalletService for Wallet {
             Ok::<_, WalletError>(
                 ledger::release(
                     self.store.pool(),
-                    uuid("wallet_id", &r.wallet_id)?,
-                    uuid("hold_id", &r.hold_id)?,
+                    id::<WalletId>("wallet_id", &r.wallet_id)?,
+                    id::<TransactionId>("hold_id", &r.hold_id)?,
                     &r.idempotency_key,
                     reason,
                 )
@@ -356,7 +348,7 @@ impl WalletService for Wallet {
             };
             Ok(ledger::credit(
                 self.store.pool(),
-                uuid("wallet_id", &r.wallet_id)?,
+                id::<WalletId>("wallet_id", &r.wallet_id)?,
                 r.amount,
                 &r.idempotency_key,
                 reason,
@@ -375,7 +367,7 @@ impl WalletService for Wallet {
         request: Request<ListTransactionsRequest>,
     ) -> Result<Response<ListTransactionsResponse>, Status> {
         let r = request.into_inner();
-        let wallet = uuid("wallet_id", &r.wallet_id)?;
+        let wallet = id::<WalletId>("wallet_id", &r.wallet_id)?;
         let size = if r.page_size == 0 {
             50
         } else {
@@ -484,8 +476,8 @@ mod tests {
 
     #[test]
     fn selector_prefers_wallet_then_user_then_default() {
-        let w = Uuid::now_v7();
-        let u = Uuid::now_v7();
+        let w = WalletId::new();
+        let u = UserId::new();
         let d = "00000000-0000-0000-0000-000000000001";
         assert_eq!(
             wallet_selector(&w.to_string(), &u.to_string(), d).ok(),
@@ -493,7 +485,7 @@ mod tests {
         );
         assert_eq!(
             wallet_selector("", &u.to_string(), d).ok(),
-            Some((None, Some(UserId(u))))
+            Some((None, Some(u)))
         );
         assert_eq!(
             wallet_selector(" ", "", d).ok(),

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)] // each test binary uses its own part of this module
 
-use dialectic_core::ids::{JobId, ModelId, ProjectId, SessionId, UserId};
+use dialectic_core::ids::{JobId, ModelId, ProjectId, SessionId, UserId, WalletId};
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::payload::JobPayload;
 use dialectic_store::{Store, jobs, records};
@@ -154,8 +154,8 @@ impl TestDb {
     }
 
     /// A wallet of a new user holding `balance`.
-    pub async fn wallet(&self, balance: i64) -> Uuid {
-        let (user, wallet) = (Uuid::now_v7(), Uuid::now_v7());
+    pub async fn wallet(&self, balance: i64) -> WalletId {
+        let (user, wallet) = (UserId::new(), WalletId::new());
         sqlx::query("INSERT INTO users (id, display_name) VALUES ($1, 'contract')")
             .bind(user)
             .execute(self.store.pool())
@@ -172,7 +172,7 @@ impl TestDb {
     }
 
     /// (balance, held) of a wallet.
-    pub async fn balance(&self, wallet: Uuid) -> (i64, i64) {
+    pub async fn balance(&self, wallet: WalletId) -> (i64, i64) {
         sqlx::query_as("SELECT balance, held FROM token_wallets WHERE id = $1")
             .bind(wallet)
             .fetch_one(self.store.pool())
