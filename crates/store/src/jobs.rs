@@ -471,13 +471,15 @@ pub async fn outstanding_input_work(
     Ok(sqlx::query_scalar(
         "SELECT id FROM dialectic_generation_jobs
           WHERE session_id = $1
-            AND (job_type = 'RENDER' OR (job_type = 'EXECUTE' AND stage_slug <> $2))
+            AND (job_type = $4 OR (job_type = $5 AND stage_slug <> $2))
             AND status <> ALL($3)
           ORDER BY created_at DESC LIMIT 1",
     )
     .bind(session_id)
     .bind(stage_slug)
     .bind(&JobStatus::TERMINAL[..])
+    .bind(JobType::Render.as_str())
+    .bind(JobType::Execute.as_str())
     .fetch_optional(&mut **tx)
     .await?)
 }
@@ -537,13 +539,14 @@ pub async fn stage_percent(
         "SELECT (payload->'step'->'progress'->>0)::int2, (payload->'step'->'progress'->>1)::int2,
                 count(*) FILTER (WHERE status = ANY($4)), count(*)
          FROM dialectic_generation_jobs
-         WHERE session_id = $1 AND stage_slug = $2 AND iteration_number = $3 AND job_type <> 'RENDER'
+         WHERE session_id = $1 AND stage_slug = $2 AND iteration_number = $3 AND job_type <> $5
          GROUP BY payload->'step'->>'step_key', 1, 2",
     )
     .bind(session_id)
     .bind(stage_slug)
     .bind(iteration)
     .bind(&JobStatus::TERMINAL[..])
+    .bind(JobType::Render.as_str())
     .fetch_all(&mut *conn)
     .await?;
     let percent = |v: i16| v.clamp(0, 100) as u8;

@@ -4,7 +4,7 @@
 use crate::StoreError;
 use crate::records::session_process;
 use dialectic_core::ids::SessionId;
-use dialectic_core::job::JobStatus;
+use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::position::StepTally;
 use dialectic_core::recipe::RecipeStep;
 use sqlx::types::Json;
@@ -46,7 +46,7 @@ pub async fn step_tallies(
                 count(*) FILTER (WHERE status = ANY($4) OR status = $6), count(*)
          FROM dialectic_generation_jobs
          WHERE session_id = $1 AND stage_slug = $2 AND iteration_number = $3
-           AND job_type <> 'RENDER' AND status <> $5 AND payload ? 'step'
+           AND job_type <> $7 AND status <> $5 AND payload ? 'step'
          GROUP BY step_key ORDER BY min(created_at)",
     )
     .bind(session_id)
@@ -55,6 +55,7 @@ pub async fn step_tallies(
     .bind(&JobStatus::TERMINAL[..])
     .bind(JobStatus::Superseded.as_str())
     .bind(JobStatus::WaitingForChildren.as_str())
+    .bind(JobType::Render.as_str())
     .fetch_all(conn)
     .await?;
     rows.into_iter()

@@ -83,7 +83,7 @@ pub async fn lock_slot(
         "WITH slot AS (
              SELECT j.id FROM dialectic_generation_jobs j
              JOIN dialectic_generation_jobs t ON t.id = $1
-             WHERE j.job_type = 'EXECUTE' AND j.session_id = t.session_id
+             WHERE j.job_type = $4 AND j.session_id = t.session_id
                AND j.stage_slug = t.stage_slug AND j.iteration_number = t.iteration_number
                AND j.parent_job_id IS NOT DISTINCT FROM t.parent_job_id
                AND j.recipe_step_id IS NOT DISTINCT FROM t.recipe_step_id
@@ -92,15 +92,17 @@ pub async fn lock_slot(
                AND j.payload->'lineage' IS NOT DISTINCT FROM t.payload->'lineage')
          SELECT {JOB_COLUMNS} FROM dialectic_generation_jobs
          WHERE id IN (SELECT id FROM slot)
-            OR (job_type = 'RENDER' AND session_id = (SELECT session_id FROM dialectic_generation_jobs WHERE id = $1)
+            OR (job_type = $3 AND session_id = (SELECT session_id FROM dialectic_generation_jobs WHERE id = $1)
                 AND (parent_job_id IN (SELECT id FROM slot) OR payload->'render'->>'document_identity' = $2))
-         ORDER BY job_type = 'RENDER' DESC, id FOR UPDATE"
+         ORDER BY job_type = $3 DESC, id FOR UPDATE"
     );
     let mut seen = 0;
     for _ in 0..5 {
         let rows = sqlx::query_as::<_, JobRow>(&query)
             .bind(template)
             .bind(identity.to_string())
+            .bind(JobType::Render.as_str())
+            .bind(JobType::Execute.as_str())
             .fetch_all(&mut **tx)
             .await?;
         if rows.len() == seen {
@@ -121,11 +123,12 @@ pub async fn live_root_jobs(
 ) -> Result<Vec<String>, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT DISTINCT stage_slug FROM dialectic_generation_jobs
-         WHERE session_id = $1 AND parent_job_id IS NULL AND job_type <> 'RENDER'
+         WHERE session_id = $1 AND parent_job_id IS NULL AND job_type <> $3
            AND status <> ALL($2)",
     )
     .bind(session_id)
     .bind(&JobStatus::TERMINAL[..])
+    .bind(JobType::Render.as_str())
     .fetch_all(&mut **tx)
     .await?)
 }
