@@ -717,3 +717,93 @@ pub fn workspace_binary(package: &str, bin: &str) -> std::path::PathBuf {
     assert!(binary.exists(), "{} was not built", binary.display());
     binary
 }
+
+/// A copy of every message published under some routing keys: a queue of the
+/// test's own (exclusive, gone with its connection) bound to the env's
+/// exchange, so a test reads what the services sent without taking anything
+/// from the queues they consume.
+pub struct QueueTap {
+    connection: lapin::Connection,
+    channel: lapin::Channel,
+    queue: String,
+}
+
+impl QueueTap {
+    /// Binds a new tap to `routing_keys`; it holds what is published from now on.
+    pub async fn new(env: &TestEnv, routing_keys: &[&str]) -> Self {
+        use lapin::options::{QueueBindOptions, QueueDeclareOptions};
+        use lapin::types::FieldTable;
+        let connection = dialectic_queue::connect(&env.settings.amqp.url)
+            .await
+            .expect("amqp");
+        let channel = connection.create_channel().await.expect("channel");
+        let topology = dialectic_runtime::topology(&env.settings);
+        topology.declare(&channel).await.expect("topology");
+        let options = QueueDeclareOptions {
+            exclusive: true,
+            auto_delete: true,
+            ..Default::default()
+        };
+        let queue = channel
+            .queue_declare("".into(), options, FieldTable::default())
+            .await
+            .expect("tap queue")
+            .name()
+            .to_string();
+        for key in routing_keys {
+            channel
+                .queue_bind(
+                    queue.as_str().into(),
+                    topology.exchange().into(),
+                    (*key).into(),
+                    QueueBindOptions::default(),
+                    FieldTable::default(),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("bind the tap to {key}: {e}"));
+        }
+        Self {
+            connection,
+            channel,
+            queue,
+        }
+    }
+
+    /// Takes every message the tap holds now: (routing key, envelope), in
+    /// the order they were published.
+    pub async fn take(&self) -> Vec<(String, dialectic_proto::v1::queue::Envelope)> {
+        let mut taken = Vec::new();
+        while let Some(message) = self
+            .channel
+            .basic_get(
+                self.queue.as_str().into(),
+                lapin::options::BasicGetOptions { no_ack: true },
+            )
+            .await
+            .expect("basic.get from the tap")
+        {
+            let delivery = &message.delivery;
+            let envelope = dialectic_queue::decode(&delivery.data).expect("a tapped envelope");
+            taken.push((delivery.routing_key.to_string(), envelope));
+        }
+        taken
+    }
+
+    pub async fn close(self) {
+        let _ = self.channel.close(200, "tap done".into()).await;
+        let _ = self.connection.close(200, "tap done".into()).await;
+    }
+}
+
+/// Waits until every outbox row written so far is published (a row is
+/// deleted only after the broker confirmed it, so a [`QueueTap`] holds it).
+pub async fn outbox_drained(env: &TestEnv, what: &str) {
+    eventually(30, what, || async {
+        let pending: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox")
+            .fetch_one(env.store.pool())
+            .await
+            .expect("outbox");
+        (pending == 0).then_some(())
+    })
+    .await;
+}
