@@ -293,8 +293,8 @@ impl TestEnv {
             .connect_lazy();
         dialectic_runtime::service_auth::internal_channel(
             channel,
-            me,
-            dialectic_runtime::service_auth::ServiceKey::from_settings(&self.settings),
+            dialectic_runtime::service_auth::ServiceKey::from_settings(&self.settings, me)
+                .expect("this env's service keys"),
         )
     }
 

@@ -150,7 +150,11 @@ async fn rig() -> Rig {
     let indexer = CountingIndexer {
         inner: GrpcIndexer::new(
             &env.settings.executor.indexer_url,
-            dialectic_runtime::service_auth::ServiceKey::from_settings(&env.settings),
+            dialectic_runtime::service_auth::ServiceKey::from_settings(
+                &env.settings,
+                dialectic_core::service_auth::ServiceName::Executor,
+            )
+            .expect("the executor's key"),
         )
         .expect("indexer url"),
         calls: AtomicUsize::new(0),
@@ -158,7 +162,11 @@ async fn rig() -> Rig {
     let wallet = CountingWallet {
         inner: Billing::new(
             &env.settings.executor.wallet_url,
-            dialectic_runtime::service_auth::ServiceKey::from_settings(&env.settings),
+            dialectic_runtime::service_auth::ServiceKey::from_settings(
+                &env.settings,
+                dialectic_core::service_auth::ServiceName::Executor,
+            )
+            .expect("the executor's key"),
         )
         .expect("wallet url"),
         balances: AtomicUsize::new(0),

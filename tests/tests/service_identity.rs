@@ -28,7 +28,9 @@ fn with_token<T>(
     audience: ServiceName,
     message: T,
 ) -> tonic::Request<T> {
-    let token = ServiceKey::from_settings(&env.settings).mint(caller, audience);
+    let token = ServiceKey::from_settings(&env.settings, caller)
+        .expect("this env's keys")
+        .mint(audience);
     let mut request = tonic::Request::new(message);
     request
         .metadata_mut()

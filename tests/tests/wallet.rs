@@ -3,7 +3,7 @@
 //! its job's path.
 
 use dialectic_core::ids::WalletId;
-use dialectic_core::service_auth::ServiceName;
+use dialectic_core::service_auth::{self, ServiceName};
 use dialectic_e2e::{TestEnv, eventually};
 use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
 use dialectic_proto::v1::wallet::{
@@ -508,12 +508,45 @@ async fn a_session_pauses_when_the_wallet_runs_dry_and_resumes_after_a_credit() 
     env.teardown().await;
 }
 
+/// A client that sends `token` as its service token, whatever it claims.
+fn presenting(
+    url: &str,
+    token: String,
+) -> WalletServiceClient<
+    tonic::service::interceptor::InterceptedService<
+        tonic::transport::Channel,
+        impl tonic::service::Interceptor,
+    >,
+> {
+    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
+        .expect("url")
+        .connect_lazy();
+    let value: tonic::metadata::MetadataValue<_> = token.parse().expect("token is metadata");
+    WalletServiceClient::with_interceptor(channel, move |mut request: tonic::Request<()>| {
+        request
+            .metadata_mut()
+            .insert(service_auth::HEADER, value.clone());
+        Ok(request)
+    })
+}
+
+fn now_unix() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
 /// Any pod that reaches the wallet is not enough: internal calls need a token
-/// signed with the deployment's secret, and the identity in it limits what the
-/// caller may do.
+/// signed with the calling service's own key (here, per-service keys from
+/// `dialecticd keys generate`, as the chart mounts them), and the identity in
+/// it limits what the caller may do. A pod holding only the executor's key
+/// cannot pass for the gateway, and a gateway token meant for the indexer
+/// does not work at the wallet.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_wallet_admits_only_the_services_allowed_each_call() {
     let mut env = TestEnv::new().await;
+    let keys = std::env::temp_dir().join(format!("dialectic-wallet-keys-{}", Uuid::new_v4()));
+    dialectic_runtime::service_auth::generate_keys(&keys).expect("service keys");
+    env.settings.internal.key_dir = keys.display().to_string();
+    env.settings.internal.token_secret = "not used with key_dir".into();
     let addr = env.start_with("wallet", env.settings.clone()).await;
     env.wait_serving("wallet").await;
     let url = format!("http://{addr}");
@@ -532,29 +565,42 @@ async fn the_wallet_admits_only_the_services_allowed_each_call() {
         .expect("connect");
     let refused = anonymous.credit(credit()).await.expect_err("no identity");
     assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
-    assert_eq!(
-        anonymous
-            .hold(hold())
-            .await
-            .expect_err("no identity")
-            .code(),
-        Code::Unauthenticated
-    );
 
-    let mut forged_settings = env.settings.clone();
-    forged_settings.internal.token_secret = "guessed".into();
-    let forged = dialectic_runtime::service_auth::internal_channel(
-        tonic::transport::Endpoint::from_shared(url.clone())
-            .expect("url")
-            .connect_lazy(),
+    let key_file = |service: ServiceName| {
+        let path = dialectic_runtime::service_auth::key_file(&keys, service, "key");
+        service_auth::SigningKey::from_hex(&std::fs::read_to_string(path).expect("key file"))
+            .expect("a key")
+    };
+    let executor_key = key_file(ServiceName::Executor);
+    let claiming_gateway = service_auth::mint(
+        &executor_key,
         ServiceName::Gateway,
-        dialectic_runtime::service_auth::ServiceKey::from_settings(&forged_settings),
+        ServiceName::Wallet,
+        now_unix(),
     );
-    let refused = WalletServiceClient::new(forged)
+    let refused = presenting(&url, claiming_gateway)
         .credit(credit())
         .await
-        .expect_err("wrong secret");
+        .expect_err("the executor's key signs only as the executor");
     assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
+    assert!(
+        refused
+            .message()
+            .contains("not signed by the gateway service's key"),
+        "{refused:?}"
+    );
+    let for_the_indexer = service_auth::mint(
+        &key_file(ServiceName::Gateway),
+        ServiceName::Gateway,
+        ServiceName::Indexer,
+        now_unix(),
+    );
+    let refused = presenting(&url, for_the_indexer)
+        .credit(credit())
+        .await
+        .expect_err("a token for the indexer");
+    assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
+    assert!(refused.message().contains("for the indexer"), "{refused:?}");
 
     let mut executor = WalletServiceClient::new(env.internal_channel(&url, ServiceName::Executor));
     let refused = executor
@@ -580,6 +626,7 @@ async fn the_wallet_admits_only_the_services_allowed_each_call() {
         .expect("the gateway's admin path credits");
     executor.hold(hold()).await.expect("executors hold");
     assert_eq!(balance(&env, wallet).await, (1_000_000, 1));
+    std::fs::remove_dir_all(&keys).expect("keys removed");
     env.teardown().await;
 }
 

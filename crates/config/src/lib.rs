@@ -92,9 +92,15 @@ impl Default for RedisConfig {
 #[derive(Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct InternalConfig {
-    /// Signs the tokens services present to each other; the same on every
-    /// service of a deployment (the chart generates one). Empty: a random one
-    /// for this process, enough when every service runs in it (`dialecticd run`).
+    /// A directory of service keys (`dialecticd keys generate DIR`): this
+    /// service's own `{service}.key` (its Ed25519 private key) and every
+    /// service's `{service}.pub`. Each service then signs with a key no other
+    /// service holds. Empty: every key is derived from `token_secret`.
+    pub key_dir: String,
+    /// Without `key_dir`, every service's key is derived from this secret, so
+    /// whoever holds it can sign as any service: fine for one process running
+    /// every service (`dialecticd run`) or a trusted machine. Empty: a random
+    /// one for this process.
     pub token_secret: String,
 }
 

@@ -48,6 +48,7 @@ impl fmt::Debug for RedisConfig {
 impl fmt::Debug for InternalConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("InternalConfig")
+            .field("key_dir", &self.key_dir)
             .field("token_secret", &presence(&self.token_secret))
             .finish()
     }

@@ -1,12 +1,14 @@
-//! Service identity between internal services. A caller sends a short-lived
-//! token, signed with the deployment's shared secret, that names which service
-//! it is and which service it is for (its audience); every internal method
-//! admits only the callers listed here, and a path listed nowhere is refused.
-//! A pod that reaches the wallet without the secret can neither hold nor
-//! credit, an executor's identity cannot credit, and a token the gateway sent
-//! the indexer does not work at the wallet.
+//! Service identity between internal services. Each service signs its calls
+//! with its own Ed25519 key; every service verifies with the public keys
+//! alone. A token names which service it is and which service it is for (its
+//! audience), and expires within a minute; every internal method admits only
+//! the callers listed here, and a path listed nowhere is refused. A pod that
+//! holds only the executor's private key can sign only as the executor: it
+//! can neither credit a wallet nor pass for the gateway, and a token the
+//! gateway sent the indexer does not work at the wallet.
 
 use hmac::{Hmac, Mac};
+use ring::signature::{ED25519, Ed25519KeyPair, KeyPair, UnparsedPublicKey};
 use sha2::Sha256;
 
 /// The gRPC metadata key that carries the token.
@@ -14,9 +16,11 @@ pub const HEADER: &str = "x-dialectic-service";
 /// How long a minted token is valid; callers mint one per call, so a token
 /// seen in transit is worth at most this long.
 pub const TOKEN_SECS: i64 = 60;
-const VERSION: &str = "v2";
+const VERSION: &str = "v3";
+/// An Ed25519 seed (private key) and public key are both 32 bytes.
+pub const KEY_BYTES: usize = 32;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ServiceName {
     Gateway,
     Planner,
@@ -51,6 +55,10 @@ impl ServiceName {
         Self::ALL.into_iter().find(|s| s.as_str() == name)
     }
 
+    fn index(self) -> usize {
+        self as usize
+    }
+
     /// The service whose internal gRPC API is `api` (`package.Service`), the
     /// audience of a call to it.
     pub fn serving(api: &str) -> Option<Self> {
@@ -77,23 +85,102 @@ pub enum TokenError {
     Missing,
     #[error("the service token is malformed")]
     Malformed,
-    #[error("the service token's signature does not match this deployment's secret")]
-    BadSignature,
+    #[error("no public key of the {0} service is configured here")]
+    UnknownCaller(&'static str),
+    #[error("the service token is not signed by the {0} service's key")]
+    BadSignature(&'static str),
     #[error("the service token expired")]
     Expired,
     #[error("the service token is for the {0} service")]
     OtherAudience(&'static str),
 }
 
-fn signature(secret: &[u8], claims: &str) -> Hmac<Sha256> {
-    // HMAC takes a key of any length.
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret)
-        .unwrap_or_else(|_| unreachable!("HMAC accepts every key length"));
-    mac.update(claims.as_bytes());
-    mac
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error("a service key is {KEY_BYTES} bytes written as {} hex digits", KEY_BYTES * 2)]
+    NotHex,
+    #[error("the bytes are not a usable Ed25519 key")]
+    Rejected,
+    #[error("the system gave no random bytes for a new key")]
+    NoRandomness,
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// One service's private key: it signs that service's calls and no other's.
+pub struct SigningKey {
+    pair: Ed25519KeyPair,
+}
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SigningKey(<redacted>)")
+    }
+}
+
+impl SigningKey {
+    pub fn from_seed(seed: &[u8; KEY_BYTES]) -> Result<Self, KeyError> {
+        Ed25519KeyPair::from_seed_unchecked(seed)
+            .map(|pair| Self { pair })
+            .map_err(|_| KeyError::Rejected)
+    }
+
+    /// The seed as written in a `.key` file (hex).
+    pub fn from_hex(text: &str) -> Result<Self, KeyError> {
+        Self::from_seed(&key_bytes(text)?)
+    }
+
+    /// The key for `service` derived from a secret every service shares: for
+    /// one process running every service, or a deployment that accepts that
+    /// any holder of the secret can sign as any service.
+    pub fn derived(secret: &[u8], service: ServiceName) -> Self {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret)
+            .unwrap_or_else(|_| unreachable!("HMAC accepts every key length"));
+        mac.update(b"dialectic service key v3 ");
+        mac.update(service.as_str().as_bytes());
+        let seed: [u8; KEY_BYTES] = mac.finalize().into_bytes().into();
+        Self::from_seed(&seed).unwrap_or_else(|_| unreachable!("every 32-byte seed is a key"))
+    }
+
+    /// A fresh random seed, as `dialecticd keys generate` writes one.
+    pub fn random_seed() -> Result<[u8; KEY_BYTES], KeyError> {
+        use ring::rand::SecureRandom;
+        let mut seed = [0; KEY_BYTES];
+        ring::rand::SystemRandom::new()
+            .fill(&mut seed)
+            .map_err(|_| KeyError::NoRandomness)?;
+        Ok(seed)
+    }
+
+    pub fn public_key(&self) -> [u8; KEY_BYTES] {
+        let mut public = [0; KEY_BYTES];
+        public.copy_from_slice(self.pair.public_key().as_ref());
+        public
+    }
+}
+
+/// The public keys of the services a verifier knows, by service. A service
+/// may have several while its key rotates: the old and the new both verify.
+#[derive(Debug, Clone, Default)]
+pub struct PublicKeys([Vec<[u8; KEY_BYTES]>; 6]);
+
+impl PublicKeys {
+    pub fn insert(&mut self, service: ServiceName, key: [u8; KEY_BYTES]) {
+        self.0[service.index()].push(key);
+    }
+
+    /// A `.pub` file's text: one key in hex per line (two while rotating).
+    pub fn insert_hex(&mut self, service: ServiceName, text: &str) -> Result<(), KeyError> {
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            self.insert(service, key_bytes(line)?);
+        }
+        Ok(())
+    }
+
+    fn of(&self, service: ServiceName) -> &[[u8; KEY_BYTES]] {
+        &self.0[service.index()]
+    }
+}
+
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -107,27 +194,34 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// `v2.<caller>.<audience>.<expires unix seconds>.<hex HMAC-SHA256 of the rest>`.
-pub fn mint(secret: &[u8], caller: ServiceName, audience: ServiceName, now_unix: i64) -> String {
+fn key_bytes(text: &str) -> Result<[u8; KEY_BYTES], KeyError> {
+    unhex(text.trim())
+        .and_then(|bytes| bytes.try_into().ok())
+        .ok_or(KeyError::NotHex)
+}
+
+/// `v3.<caller>.<audience>.<expires unix seconds>.<hex Ed25519 signature of
+/// the rest>`, signed with the caller's own key.
+pub fn mint(key: &SigningKey, caller: ServiceName, audience: ServiceName, now_unix: i64) -> String {
     let claims = format!(
         "{VERSION}.{}.{}.{}",
         caller.as_str(),
         audience.as_str(),
         now_unix + TOKEN_SECS
     );
-    let tag = signature(secret, &claims).finalize().into_bytes();
-    format!("{claims}.{}", hex(&tag))
+    let signature = key.pair.sign(claims.as_bytes());
+    format!("{claims}.{}", hex(signature.as_ref()))
 }
 
-/// The service a token names, when this deployment's secret signed it for
+/// The service a token names, when that service's own key signed it for
 /// `audience` and it has not expired.
 pub fn verify(
-    secret: &[u8],
+    keys: &PublicKeys,
     token: &str,
     audience: ServiceName,
     now_unix: i64,
 ) -> Result<ServiceName, TokenError> {
-    let (claims, tag) = token.rsplit_once('.').ok_or(TokenError::Malformed)?;
+    let (claims, signature) = token.rsplit_once('.').ok_or(TokenError::Malformed)?;
     let mut parts = claims.split('.');
     let (Some(VERSION), Some(name), Some(aimed_at), Some(expires), None) = (
         parts.next(),
@@ -138,10 +232,21 @@ pub fn verify(
     ) else {
         return Err(TokenError::Malformed);
     };
-    let tag = unhex(tag).ok_or(TokenError::Malformed)?;
-    signature(secret, claims)
-        .verify_slice(&tag)
-        .map_err(|_| TokenError::BadSignature)?;
+    let caller = ServiceName::parse(name).ok_or(TokenError::Malformed)?;
+    let signature = unhex(signature).ok_or(TokenError::Malformed)?;
+    // The claimed caller's keys decide: no other service's key can sign for it.
+    let public = keys.of(caller);
+    if public.is_empty() {
+        return Err(TokenError::UnknownCaller(caller.as_str()));
+    }
+    let signed = |key: &[u8; KEY_BYTES]| {
+        UnparsedPublicKey::new(&ED25519, key)
+            .verify(claims.as_bytes(), &signature)
+            .is_ok()
+    };
+    if !public.iter().any(signed) {
+        return Err(TokenError::BadSignature(caller.as_str()));
+    }
     let expires: i64 = expires.parse().map_err(|_| TokenError::Malformed)?;
     if expires < now_unix {
         return Err(TokenError::Expired);
@@ -150,7 +255,7 @@ pub fn verify(
     if aimed_at != audience {
         return Err(TokenError::OtherAudience(aimed_at.as_str()));
     }
-    ServiceName::parse(name).ok_or(TokenError::Malformed)
+    Ok(caller)
 }
 
 /// Who may call a gRPC path.
@@ -215,8 +320,19 @@ mod tests {
     use super::*;
     use ServiceName::*;
 
-    const SECRET: &[u8] = b"deployment secret";
     const NOW: i64 = 1_800_000_000;
+
+    fn key(service: ServiceName) -> SigningKey {
+        SigningKey::derived(b"deployment secret", service)
+    }
+
+    fn every_public_key() -> PublicKeys {
+        let mut keys = PublicKeys::default();
+        for service in ServiceName::ALL {
+            keys.insert(service, key(service).public_key());
+        }
+        keys
+    }
 
     fn callers(path: &str) -> &'static [ServiceName] {
         match access(path) {
@@ -228,15 +344,13 @@ mod tests {
     #[test]
     fn a_minted_token_verifies_as_its_service_for_a_minute() {
         const { assert!(TOKEN_SECS <= 60) };
+        let keys = every_public_key();
         for service in ServiceName::ALL {
-            let token = mint(SECRET, service, Wallet, NOW);
-            assert_eq!(verify(SECRET, &token, Wallet, NOW), Ok(service));
+            let token = mint(&key(service), service, Wallet, NOW);
+            assert_eq!(verify(&keys, &token, Wallet, NOW), Ok(service));
+            assert_eq!(verify(&keys, &token, Wallet, NOW + TOKEN_SECS), Ok(service));
             assert_eq!(
-                verify(SECRET, &token, Wallet, NOW + TOKEN_SECS),
-                Ok(service)
-            );
-            assert_eq!(
-                verify(SECRET, &token, Wallet, NOW + TOKEN_SECS + 1),
+                verify(&keys, &token, Wallet, NOW + TOKEN_SECS + 1),
                 Err(TokenError::Expired)
             );
         }
@@ -244,53 +358,116 @@ mod tests {
 
     #[test]
     fn a_token_for_one_service_is_refused_by_every_other() {
-        let for_indexer = mint(SECRET, Gateway, Indexer, NOW);
-        assert_eq!(verify(SECRET, &for_indexer, Indexer, NOW), Ok(Gateway));
+        let keys = every_public_key();
+        let for_indexer = mint(&key(Gateway), Gateway, Indexer, NOW);
+        assert_eq!(verify(&keys, &for_indexer, Indexer, NOW), Ok(Gateway));
         for other in ServiceName::ALL.into_iter().filter(|s| *s != Indexer) {
             assert_eq!(
-                verify(SECRET, &for_indexer, other, NOW),
+                verify(&keys, &for_indexer, other, NOW),
                 Err(TokenError::OtherAudience("indexer")),
                 "{other:?}"
             );
         }
         let redirected = for_indexer.replacen(".indexer.", ".wallet.", 1);
         assert_eq!(
-            verify(SECRET, &redirected, Wallet, NOW),
-            Err(TokenError::BadSignature)
+            verify(&keys, &redirected, Wallet, NOW),
+            Err(TokenError::BadSignature("gateway"))
+        );
+    }
+
+    /// The executor's key in hand, a token claiming the gateway still fails:
+    /// the gateway's public key checks it.
+    #[test]
+    fn one_service_s_key_cannot_sign_for_another() {
+        let keys = every_public_key();
+        let forged = mint(&key(Executor), Gateway, Wallet, NOW);
+        assert_eq!(
+            verify(&keys, &forged, Wallet, NOW),
+            Err(TokenError::BadSignature("gateway"))
+        );
+        let token = mint(&key(Executor), Executor, Wallet, NOW);
+        let promoted = token.replacen("executor", "gateway", 1);
+        assert_eq!(
+            verify(&keys, &promoted, Wallet, NOW),
+            Err(TokenError::BadSignature("gateway"))
+        );
+        let extended = token.replacen(&(NOW + TOKEN_SECS).to_string(), "9999999999", 1);
+        assert_eq!(
+            verify(&keys, &extended, Wallet, NOW),
+            Err(TokenError::BadSignature("executor"))
         );
     }
 
     #[test]
-    fn another_secret_or_an_edited_claim_fails_the_signature() {
-        let token = mint(SECRET, Executor, Wallet, NOW);
-        assert_eq!(
-            verify(b"another deployment", &token, Wallet, NOW),
-            Err(TokenError::BadSignature)
+    fn another_deployment_s_keys_or_none_fail() {
+        let token = mint(&key(Executor), Executor, Wallet, NOW);
+        let mut elsewhere = PublicKeys::default();
+        elsewhere.insert(
+            Executor,
+            SigningKey::derived(b"another deployment", Executor).public_key(),
         );
-        let promoted = token.replacen("executor", "gateway", 1);
         assert_eq!(
-            verify(SECRET, &promoted, Wallet, NOW),
-            Err(TokenError::BadSignature)
+            verify(&elsewhere, &token, Wallet, NOW),
+            Err(TokenError::BadSignature("executor"))
         );
-        let extended = token.replacen(&(NOW + TOKEN_SECS).to_string(), "9999999999", 1);
         assert_eq!(
-            verify(SECRET, &extended, Wallet, NOW),
-            Err(TokenError::BadSignature)
+            verify(&PublicKeys::default(), &token, Wallet, NOW),
+            Err(TokenError::UnknownCaller("executor"))
+        );
+    }
+
+    #[test]
+    fn keys_round_trip_through_their_hex_files() {
+        let seed = [7u8; KEY_BYTES];
+        let signing = SigningKey::from_hex(&hex(&seed)).expect("a seed");
+        let mut keys = PublicKeys::default();
+        keys.insert_hex(Planner, &format!("{}\n", hex(&signing.public_key())))
+            .expect("a public key");
+        let token = mint(&signing, Planner, Executor, NOW);
+        assert_eq!(verify(&keys, &token, Executor, NOW), Ok(Planner));
+        assert_eq!(SigningKey::from_hex("abc").err(), Some(KeyError::NotHex));
+        assert_eq!(
+            keys.insert_hex(Planner, &"0".repeat(62)),
+            Err(KeyError::NotHex)
+        );
+    }
+
+    /// While a key rotates, every verifier lists both public keys, so calls
+    /// signed with the old key and with the new one both pass.
+    #[test]
+    fn both_keys_verify_while_a_key_rotates() {
+        let (old, new) = (key(Planner), SigningKey::derived(b"next", Planner));
+        let mut keys = PublicKeys::default();
+        keys.insert_hex(
+            Planner,
+            &format!("{}\n{}\n", hex(&old.public_key()), hex(&new.public_key())),
+        )
+        .expect("two keys");
+        for signing in [&old, &new] {
+            let token = mint(signing, Planner, Executor, NOW);
+            assert_eq!(verify(&keys, &token, Executor, NOW), Ok(Planner));
+        }
+        let stranger = mint(&key(Wallet), Planner, Executor, NOW);
+        assert_eq!(
+            verify(&keys, &stranger, Executor, NOW),
+            Err(TokenError::BadSignature("planner"))
         );
     }
 
     #[test]
     fn garbage_is_malformed() {
+        let keys = every_public_key();
         for token in [
             "",
-            "v2",
-            "v2.gateway.wallet.1",
-            "v2.gateway.wallet.1.zz",
+            "v3",
+            "v3.gateway.wallet.1",
+            "v3.gateway.wallet.1.zz",
+            "v3.nobody.wallet.1.00",
             "v1.gateway.1.00",
-            "v3.gateway.wallet.1.00",
+            "v2.gateway.wallet.1.00",
         ] {
             assert_eq!(
-                verify(SECRET, token, Wallet, NOW),
+                verify(&keys, token, Wallet, NOW),
                 Err(TokenError::Malformed),
                 "{token}"
             );

@@ -48,6 +48,8 @@ pub enum RuntimeError {
     Store(#[from] dialectic_store::StoreError),
     #[error("configuration: {0}")]
     BadOrigin(#[from] web::BadOrigin),
+    #[error("{0}")]
+    ServiceKey(#[from] service_auth::ServiceKeyError),
 }
 
 static DRAIN: std::sync::LazyLock<CancellationToken> =

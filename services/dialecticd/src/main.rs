@@ -49,6 +49,10 @@ enum Command {
     /// real, OpenAI-compatible model").
     #[command(subcommand)]
     Model(models::ModelCommand),
+    /// Service keys: each service signs its internal calls with its own
+    /// Ed25519 key (`internal.key_dir`; README, "Service identity").
+    #[command(subcommand)]
+    Keys(KeysCommand),
     /// Ask a running dialecticd to take no new work (SIGUSR1), then wait: the
     /// Kubernetes preStop hook, so endpoints and queue consumers are gone
     /// before SIGTERM. In-flight work goes on.
@@ -60,6 +64,14 @@ enum Command {
         #[arg(long, default_value_t = 5)]
         wait_secs: u64,
     },
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Write a new key pair per service into DIR (created if absent):
+    /// `{service}.key`, mode 600, and `{service}.pub`. Refuses to overwrite
+    /// keys; rotate into a new directory.
+    Generate { dir: std::path::PathBuf },
 }
 
 #[derive(Subcommand)]
@@ -326,6 +338,14 @@ fn main() -> anyhow::Result<()> {
             return drain(*pid, Duration::from_secs(*wait_secs));
         }
         Some(Command::Pipeline(PipelineCommand::Check { file })) => return check_pipeline(file),
+        Some(Command::Keys(KeysCommand::Generate { dir })) => {
+            dialectic_runtime::service_auth::generate_keys(dir)?;
+            println!(
+                "wrote a key pair per service to {}: give each service its own .key and every .pub",
+                dir.display()
+            );
+            return Ok(());
+        }
         _ => {}
     }
     let settings = cli.config.load()?;
@@ -347,7 +367,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Migrate => "migrate".to_string(),
         Command::Admin(_) | Command::Pipeline(_) | Command::Model(_) => "admin".to_string(),
-        Command::Run { .. } | Command::Drain { .. } => "dialecticd".to_string(),
+        Command::Run { .. } | Command::Drain { .. } | Command::Keys(_) => "dialecticd".to_string(),
     };
     runtime.block_on(async move {
         // Model commands print tables and JSON on stdout, where log lines
@@ -367,7 +387,9 @@ fn main() -> anyhow::Result<()> {
             Command::Pipeline(PipelineCommand::Install { file }) => {
                 install_pipeline(&settings, &file).await
             }
-            Command::Pipeline(PipelineCommand::Check { .. }) | Command::Drain { .. } => Ok(()),
+            Command::Pipeline(PipelineCommand::Check { .. })
+            | Command::Drain { .. }
+            | Command::Keys(_) => Ok(()),
         }
     })
 }

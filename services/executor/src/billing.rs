@@ -6,7 +6,6 @@
 use dialectic_core::ids::UserId;
 use dialectic_core::job::INSUFFICIENT_BALANCE;
 use dialectic_core::prompt::ChatRequest;
-use dialectic_core::service_auth::ServiceName;
 use dialectic_core::tokens::{cost, estimate_tokens};
 use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
 use dialectic_proto::v1::wallet::{CaptureRequest, GetBalanceRequest, HoldRequest, ReleaseRequest};
@@ -84,11 +83,7 @@ impl Billing {
         let endpoint = Endpoint::from_shared(url.to_string())
             .map_err(|e| format!("wallet url {url:?}: {e}"))?;
         Ok(Self {
-            client: WalletServiceClient::new(internal_channel(
-                endpoint.connect_lazy(),
-                ServiceName::Executor,
-                key,
-            )),
+            client: WalletServiceClient::new(internal_channel(endpoint.connect_lazy(), key)),
             wallets: Mutex::new(HashMap::new()),
         })
     }

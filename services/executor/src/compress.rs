@@ -13,7 +13,6 @@ use dialectic_core::context::{
 };
 use dialectic_core::ids::{JobId, SessionId, UserId};
 use dialectic_core::prompt::ChatRequest;
-use dialectic_core::service_auth::ServiceName;
 use dialectic_core::tokens::cost;
 use dialectic_proto::v1::indexer::RetrieveRequest;
 use dialectic_proto::v1::indexer::indexer_service_client::IndexerServiceClient;
@@ -345,11 +344,7 @@ impl GrpcIndexer {
         let endpoint = Endpoint::from_shared(url.to_string())
             .map_err(|e| format!("indexer url {url:?}: {e}"))?;
         Ok(Self {
-            client: IndexerServiceClient::new(internal_channel(
-                endpoint.connect_lazy(),
-                ServiceName::Executor,
-                key,
-            )),
+            client: IndexerServiceClient::new(internal_channel(endpoint.connect_lazy(), key)),
         })
     }
 }

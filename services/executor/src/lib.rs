@@ -209,15 +209,12 @@ pub fn start(
 }
 
 /// The wallet client, or None when billing is off.
-fn billing(settings: &Settings) -> Option<Arc<Billing>> {
+fn billing(settings: &Settings, key: &ServiceKey) -> Option<Arc<Billing>> {
     if settings.executor.wallet_url.trim().is_empty() {
         tracing::warn!("executor.wallet_url is empty: model calls are not billed");
         return None;
     }
-    match Billing::new(
-        settings.executor.wallet_url.trim(),
-        ServiceKey::from_settings(settings),
-    ) {
+    match Billing::new(settings.executor.wallet_url.trim(), key.clone()) {
         Ok(b) => Some(Arc::new(b)),
         Err(e) => {
             tracing::error!(error = %e, "billing disabled");
@@ -227,17 +224,14 @@ fn billing(settings: &Settings) -> Option<Arc<Billing>> {
 }
 
 /// The indexer client for compression, or None when compression is off.
-fn indexer(settings: &Settings) -> Option<compress::GrpcIndexer> {
+fn indexer(settings: &Settings, key: &ServiceKey) -> Option<compress::GrpcIndexer> {
     if settings.executor.indexer_url.trim().is_empty() {
         tracing::warn!(
             "executor.indexer_url is empty: oversized prompts fail instead of being compressed"
         );
         return None;
     }
-    match compress::GrpcIndexer::new(
-        settings.executor.indexer_url.trim(),
-        ServiceKey::from_settings(settings),
-    ) {
+    match compress::GrpcIndexer::new(settings.executor.indexer_url.trim(), key.clone()) {
         Ok(i) => Some(i),
         Err(e) => {
             tracing::error!(error = %e, "compression disabled");
@@ -252,6 +246,10 @@ async fn start_executor(
 ) -> Result<Running, RuntimeError> {
     let store = dialectic_runtime::store(&settings)?;
     let blob = dialectic_runtime::blob(&settings);
+    let key = ServiceKey::from_settings(
+        &settings,
+        dialectic_core::service_auth::ServiceName::Executor,
+    )?;
     let stats = Arc::new(WorkerStats::default());
     let slots = settings.executor.worker.slots.max(1);
     let cache = Arc::new(OnceLock::new());
@@ -269,12 +267,12 @@ async fn start_executor(
             paragraphs: 3,
         },
         max_continuations: settings.executor.max_continuations,
-        billing: billing(&settings),
+        billing: billing(&settings, &key),
         cache: cache.clone(),
         lease_secs: settings.executor.worker.lease_secs,
         provider_mode: settings.executor.provider_mode.trim().to_string(),
         counter: TokenCounter::new(cache.clone()),
-        indexer: indexer(&settings),
+        indexer: indexer(&settings, &key),
         embedder: settings.executor.embedder.trim().to_string(),
         hand_back: hand_back.clone(),
         query_model: settings.executor.query_model.trim().to_string(),
@@ -290,7 +288,7 @@ async fn start_executor(
             stats: stats.clone(),
             executor: executor.clone(),
         })),
-        dialectic_runtime::service_auth::ServiceKey::from_settings(&settings),
+        key,
         shutdown.clone(),
     )
     .await?;

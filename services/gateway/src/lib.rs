@@ -41,8 +41,7 @@ fn internal_clients(settings: &Settings) -> Result<Internal, RuntimeError> {
             .connect_lazy();
         Ok(internal_channel(
             channel,
-            ServiceName::Gateway,
-            ServiceKey::from_settings(settings),
+            ServiceKey::from_settings(settings, ServiceName::Gateway)?,
         ))
     };
     Ok(Internal {
@@ -88,7 +87,10 @@ async fn start_gateway(
             DialecticServiceServer::new(gateway)
                 .max_decoding_message_size(settings.gateway.max_message_bytes),
         ),
-        dialectic_runtime::service_auth::ServiceKey::from_settings(&settings),
+        dialectic_runtime::service_auth::ServiceKey::from_settings(
+            &settings,
+            ServiceName::Gateway,
+        )?,
         shutdown.clone(),
         dialectic_runtime::web::origins(&settings.gateway.web_origins)?,
     )

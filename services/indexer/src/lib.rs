@@ -360,7 +360,10 @@ async fn start_indexer(
         SERVICE_NAME,
         &settings.indexer.listen,
         tonic::service::Routes::new(IndexerServiceServer::new(indexer)),
-        dialectic_runtime::service_auth::ServiceKey::from_settings(&settings),
+        dialectic_runtime::service_auth::ServiceKey::from_settings(
+            &settings,
+            dialectic_core::service_auth::ServiceName::Indexer,
+        )?,
         shutdown.clone(),
     )
     .await?;

@@ -192,7 +192,10 @@ async fn start_planner(
         tonic::service::Routes::new(PlannerServiceServer::new(commands::Api {
             engine: engine.clone(),
         })),
-        dialectic_runtime::service_auth::ServiceKey::from_settings(&settings),
+        dialectic_runtime::service_auth::ServiceKey::from_settings(
+            &settings,
+            dialectic_core::service_auth::ServiceName::Planner,
+        )?,
         shutdown.clone(),
     )
     .await?;

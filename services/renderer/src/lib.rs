@@ -375,7 +375,10 @@ async fn start_renderer(
         tonic::service::Routes::new(RendererServiceServer::new(Api {
             renderer: renderer.clone(),
         })),
-        dialectic_runtime::service_auth::ServiceKey::from_settings(&settings),
+        dialectic_runtime::service_auth::ServiceKey::from_settings(
+            &settings,
+            dialectic_core::service_auth::ServiceName::Renderer,
+        )?,
         shutdown.clone(),
     )
     .await?;

@@ -419,7 +419,7 @@ async fn start_wallet(
             store.clone(),
             settings.gateway.default_user_id.clone(),
         ))),
-        dialectic_runtime::service_auth::ServiceKey::from_settings(&settings),
+        dialectic_runtime::service_auth::ServiceKey::from_settings(&settings, ServiceName::Wallet)?,
         shutdown.clone(),
     )
     .await?;
