@@ -4,6 +4,7 @@
 //! in-process on ephemeral ports, exactly as `dialecticd` runs them.
 
 pub mod chaos;
+pub mod terminal;
 
 use dialectic_blob::BlobStore;
 use dialectic_config::{ConfigArgs, Settings};

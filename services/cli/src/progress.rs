@@ -89,7 +89,8 @@ pub struct Row {
     pub label: String,
     pub position: u64,
     pub length: u64,
-    /// e.g. `7/9 jobs  running 40%  cost 1234`.
+    /// e.g. `7/9 jobs  running 40%  cost 1234`, or `waiting` before the
+    /// stage has a job.
     pub text: String,
     pub phase: Phase,
 }
@@ -193,9 +194,11 @@ impl Board {
     fn phase(&self, stage: &Stage) -> Phase {
         let active = self.active() == Some(stage.slug.as_str());
         let in_flight = stage.counts.in_flight > 0;
+        // Only its own event says a stage without a job is done: at review,
+        // or behind the active stage, a stage whose counts have not been read
+        // yet has simply not been seen working.
         let finished = stage.ended == Some(Ended::Completed)
-            || self.status == SessionStatus::REVIEW
-            || (!active && stage.total() > 0);
+            || (stage.total() > 0 && (self.status == SessionStatus::REVIEW || !active));
         match stage.ended {
             Some(Ended::Failed) => Phase::Failed,
             _ if finished && in_flight => Phase::Rendering,
@@ -214,7 +217,13 @@ impl Board {
             .map(|stage| {
                 let phase = self.phase(stage);
                 let (done, total) = (stage.done(), stage.total());
-                let mut text = format!("{done}/{total} jobs  ");
+                // Counts and cost only once the stage has jobs: "0/0 jobs"
+                // reads as finished work, where there is none yet.
+                let mut text = if total > 0 {
+                    format!("{done}/{total} jobs  ")
+                } else {
+                    String::new()
+                };
                 match phase {
                     Phase::Running => text.push_str(&format!("running {}%", stage.percent)),
                     other => text.push_str(other.word()),
@@ -222,7 +231,9 @@ impl Board {
                 if stage.counts.failed > 0 {
                     text.push_str(&format!(" ({} failed)", stage.counts.failed));
                 }
-                text.push_str(&format!("  cost {}", stage.counts.cost));
+                if total > 0 {
+                    text.push_str(&format!("  cost {}", stage.counts.cost));
+                }
                 Row {
                     label: format!("{:<width$}", stage.slug),
                     // An empty bar for a stage with no job yet, not a full one.
@@ -358,16 +369,25 @@ impl Bars {
             return;
         }
         for (i, row) in board.rows().into_iter().enumerate() {
-            if i == self.stages.len() {
-                let bar = ProgressBar::new(row.length).with_style(self.style.clone());
-                self.stages
-                    .push(self.multi.insert_before(&self.status, bar));
+            match self.stages.get(i) {
+                Some(bar) => {
+                    bar.set_prefix(row.label);
+                    bar.set_length(row.length);
+                    bar.set_position(row.position);
+                    bar.set_message(row.text);
+                }
+                None => {
+                    // Whole before it is added: every setter draws, and a
+                    // bar added first showed a frame with no text.
+                    let bar = ProgressBar::new(row.length)
+                        .with_style(self.style.clone())
+                        .with_prefix(row.label)
+                        .with_position(row.position)
+                        .with_message(row.text);
+                    self.stages
+                        .push(self.multi.insert_before(&self.status, bar));
+                }
             }
-            let bar = &self.stages[i];
-            bar.set_prefix(row.label);
-            bar.set_length(row.length);
-            bar.set_position(row.position);
-            bar.set_message(row.text);
         }
         self.status.set_message(board.status_line());
     }
@@ -568,7 +588,8 @@ mod tests {
         );
         let rows = board.rows();
         assert_eq!(rows.len(), 1);
-        assert_eq!(rows[0].text, "0/0 jobs  waiting  cost 0");
+        assert_eq!(rows[0].text, "waiting", "no 0/0 count before a job exists");
+        assert_eq!(rows[0].phase, Phase::Waiting);
         assert_eq!((rows[0].position, rows[0].length), (0, 1), "an empty bar");
 
         board.session(&session(
@@ -585,6 +606,35 @@ mod tests {
             board.status_line(),
             "session s1 running_thesis  cost 200 tokens"
         );
+    }
+
+    /// A stage seen before its counts (a watcher joining at review, or a
+    /// stage that started while the next one's status already shows) waits;
+    /// it is not "0/0 jobs  done". One that completed with no job is done.
+    #[test]
+    fn a_stage_without_jobs_waits_unless_it_completed() {
+        let mut board = Board::new("s1");
+        board.event(&event("snapshot", "paralysis", SessionStatus::REVIEW, 0));
+        board.event(&event("stage_started", "thesis", "running_antithesis", 0));
+        assert_eq!(
+            texts(&board),
+            vec!["paralysis|waiting", "thesis   |waiting"]
+        );
+        assert!(board.rows().iter().all(|r| r.phase == Phase::Waiting));
+
+        board.event(&event(
+            "stage_completed",
+            "thesis",
+            "running_antithesis",
+            100,
+        ));
+        assert_eq!(texts(&board)[1], "thesis   |done");
+        board.session(&session(
+            SessionStatus::REVIEW,
+            "paralysis",
+            vec![counts("paralysis", 1, 2, 0, 3)],
+        ));
+        assert_eq!(texts(&board)[0], "paralysis|3/3 jobs  done  cost 300");
     }
 
     #[test]
