@@ -172,6 +172,19 @@ impl Cache {
             serde_json::from_str(&body).ok()
         }))
     }
+
+    /// How many connections (across every process) subscribe to a session's
+    /// events (`PUBSUB NUMSUB`): the gateway keeps one per session it has
+    /// watchers of, so this is what an operator reads to see its fan-out.
+    pub async fn subscribers(&self, session_id: &str) -> Result<u64, CacheError> {
+        let mut conn = self.conn.clone();
+        let (_, count): (String, u64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(events_channel(session_id))
+            .query_async(&mut conn)
+            .await?;
+        Ok(count)
+    }
 }
 
 /// Leases on a shared counter in Redis: at most `limit` holders at once across

@@ -177,6 +177,10 @@ pub struct GatewayConfig {
     /// Most bytes of uploaded documents one project may hold, counted as the
     /// stored text; an upload that would pass it is RESOURCE_EXHAUSTED.
     pub max_document_bytes_per_project: u64,
+    /// Most `WatchSession` streams one user may hold open at once in one
+    /// gateway process (each replica counts its own); the next is
+    /// RESOURCE_EXHAUSTED until one ends. 0: no cap.
+    pub max_watches_per_user: u32,
     /// Origins whose web pages may call the API through gRPC-Web (served
     /// beside gRPC on `listen`), comma-separated: `https://app.example.com`.
     /// Empty: no cross-origin page may (CORS refuses them).
@@ -203,6 +207,7 @@ impl Default for GatewayConfig {
             max_message_bytes: 4 * 1024 * 1024,
             max_documents_per_project: 1000,
             max_document_bytes_per_project: 256 * 1024 * 1024,
+            max_watches_per_user: 16,
             web_origins: String::new(),
             planner_url: "http://127.0.0.1:7052".into(),
             wallet_url: "http://127.0.0.1:7056".into(),

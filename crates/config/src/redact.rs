@@ -80,6 +80,7 @@ impl fmt::Debug for GatewayConfig {
                 "max_document_bytes_per_project",
                 &self.max_document_bytes_per_project,
             )
+            .field("max_watches_per_user", &self.max_watches_per_user)
             .field("web_origins", &self.web_origins)
             .field("planner_url", &self.planner_url)
             .field("wallet_url", &self.wallet_url)

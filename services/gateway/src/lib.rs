@@ -79,7 +79,8 @@ async fn start_gateway(
         shutdown.clone(),
     )
     .with_courier(courier)
-    .with_document_limits(&settings.gateway);
+    .with_document_limits(&settings.gateway)
+    .with_watch_limits(&settings.gateway);
     let server = dialectic_runtime::start_grpc_web(
         SERVICE_NAME,
         &settings.gateway.listen,

@@ -6,7 +6,6 @@ use dialectic_blob::BlobStore;
 use dialectic_cache::{Cache, ProgressEvent};
 use dialectic_config::GatewayConfig;
 use dialectic_core::apikey;
-use dialectic_core::error::ErrorCode;
 use dialectic_core::ids::{ContributionId, ModelId, ProjectId, ResourceId, SessionId, UserId};
 use dialectic_core::job::JobStatus;
 use dialectic_core::paths::{FileKind, PathContext};
@@ -42,7 +41,6 @@ use dialectic_proto::v1::{
     StartSessionRequest, SubmitStageResponsesRequest, Wallet, WatchSessionRequest,
 };
 use dialectic_runtime::blackboard;
-use dialectic_runtime::error_status::Failure;
 use dialectic_runtime::service_auth::InternalChannel;
 use dialectic_runtime::{CancellationToken, Courier};
 use dialectic_store::ledger;
@@ -51,7 +49,6 @@ use dialectic_store::records::{
     self, NewContribution, NewProject, NewSession, SessionRow, USER_EDIT,
 };
 use dialectic_store::{Store, StoreError, api, auth, gates, jobs, outbox, position, skips};
-use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use tokio::sync::mpsc;
@@ -62,6 +59,7 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 mod rpc;
+mod watching;
 
 /// The session commands that need nothing but the session's id.
 pub(crate) enum Command {
@@ -212,6 +210,9 @@ pub struct Gateway {
     shutdown: CancellationToken,
     /// Publishes the planner commands a call enqueues, right after its commit.
     courier: Courier,
+
+    /// Open watch streams: per-user counts and the shared Redis subscriptions.
+    watches: watching::Watches,
 }
 
 impl Gateway {
@@ -234,6 +235,7 @@ impl Gateway {
             document_limits: document_limits(&GatewayConfig::default()),
             shutdown,
             courier: Courier::default(),
+            watches: watching::Watches::new(GatewayConfig::default().max_watches_per_user),
         }
     }
 
@@ -245,6 +247,12 @@ impl Gateway {
     /// The per-project document limits `config` sets.
     pub fn with_document_limits(mut self, config: &GatewayConfig) -> Self {
         self.document_limits = document_limits(config);
+        self
+    }
+
+    /// The per-user cap on watch streams `config` sets.
+    pub fn with_watch_limits(mut self, config: &GatewayConfig) -> Self {
+        self.watches = watching::Watches::new(config.max_watches_per_user);
         self
     }
 
@@ -950,11 +958,13 @@ impl Gateway {
         req: WatchSessionRequest,
     ) -> Result<ReceiverStream<Result<SessionEvent, Status>>, GatewayError> {
         let session_id = SessionId::parse(&req.session_id)?;
+        // Counted first, so a user at the cap costs no query and no subscription.
+        let permit = self.watches.admit(user)?;
         records::session_for_user(self.store.pool(), user, session_id).await?;
         let cache = self.cache()?;
         let sid = session_id.to_string();
-        // Subscribing before reading the snapshot means no event falls between them.
-        let events = cache.subscribe(&sid).await?;
+        // Joining the feed before reading the snapshot means no event falls between them.
+        let feed = self.watches.feed(session_id, cache.subscribe(&sid)).await?;
         let row = records::session_for_user(self.store.pool(), user, session_id).await?;
         let stage_slug = convert::stage_of_status(&row.status).unwrap_or_default();
         // The latest event only adds progress detail to a snapshot of the same status.
@@ -972,43 +982,8 @@ impl Gateway {
             ..Default::default()
         });
         let (tx, rx) = mpsc::channel(64);
-        let shutdown = self.shutdown.clone();
         tokio::spawn(
-            async move {
-                let done = ends_watch(&snapshot.session_status);
-                if tx.send(Ok(snapshot)).await.is_err() || done {
-                    return;
-                }
-                let mut events = std::pin::pin!(events);
-                loop {
-                    tokio::select! {
-                        // Open streams must not hold up the server's graceful shutdown.
-                        _ = shutdown.cancelled() => break,
-                        _ = tx.closed() => break,
-                        next = events.next() => match next {
-                            Some(event) => {
-                                let done = ends_watch(&event.session_status);
-                                if tx.send(Ok(convert::event(event))).await.is_err() || done {
-                                    break;
-                                }
-                            }
-                            None => {
-                                let _ = tx
-                                    .send(Err(Failure::new(
-                                        ErrorCode::Unavailable,
-                                        "PROGRESS_FEED_CLOSED",
-                                        "progress feed closed; watch again",
-                                    )
-                                    .into()))
-                                    .await;
-                                break;
-                            }
-                        },
-                    }
-                }
-                tracing::debug!("watch stream ended");
-            }
-            .in_current_span(),
+            watching::forward(snapshot, feed, permit, tx, self.shutdown.clone()).in_current_span(),
         );
         Ok(ReceiverStream::new(rx))
     }
