@@ -1,14 +1,20 @@
 //! Export: a finished stage's project as a zip in the seed 001 folder
 //! structure, streamed and as a presigned URL, unpacked by a stock `unzip`;
 //! every file equals its S3 object byte for byte. Then paging and deletion.
+//! And the size cap (issue 43): an export one byte past
+//! `gateway.max_export_bytes` is RESOURCE_EXHAUSTED before any byte is sent,
+//! one at the cap or under it streams whole.
 
-use dialectic_e2e::TestEnv;
+use dialectic_e2e::{GatewayClient, TestEnv};
 use dialectic_proto::v1::{
-    DeleteProjectRequest, ExportProjectRequest, GetDocumentContentRequest, GetProjectRequest,
-    GetSessionRequest, ListProjectsRequest, ListSessionsRequest, ListStageDocumentsRequest,
+    CreateProjectRequest, DeleteProjectRequest, ExportProjectRequest, GetDocumentContentRequest,
+    GetProjectRequest, GetSessionRequest, ListProjectsRequest, ListSessionsRequest,
+    ListStageDocumentsRequest,
 };
+use dialectic_runtime::error_status::StatusExt;
 use futures::StreamExt;
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::Path;
 use tonic::Code;
 
@@ -246,6 +252,197 @@ async fn export_unpacks_to_the_seed_layout_byte_for_byte_and_delete_removes_it()
             .into_inner()
             .projects
             .is_empty()
+    );
+    env.teardown().await;
+}
+
+/// The streamed archive and the size of each message, in order.
+async fn export(
+    client: &mut GatewayClient,
+    project_id: &str,
+) -> Result<(Vec<u8>, Vec<usize>), tonic::Status> {
+    let mut stream = client
+        .export_project(ExportProjectRequest {
+            project_id: project_id.into(),
+        })
+        .await?
+        .into_inner();
+    let mut zip = Vec::new();
+    let mut messages = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        messages.push(chunk.data.len());
+        zip.extend_from_slice(&chunk.data);
+    }
+    Ok((zip, messages))
+}
+
+/// Every entry of `archive`, in archive order, read by the `zip` crate
+/// (which checks each entry's CRC).
+fn entries(archive: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(archive)).expect("a zip archive");
+    (0..zip.len())
+        .map(|i| {
+            let mut file = zip.by_index(i).expect("entry");
+            assert_eq!(file.compression(), zip::CompressionMethod::Stored);
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes).expect("read (CRC checked)");
+            (file.name().expect("a UTF-8 name").to_string(), bytes)
+        })
+        .collect()
+}
+
+/// (code, reason, limit, current) of a refusal.
+fn refusal(status: &tonic::Status) -> (Code, String, String, String) {
+    let info = status
+        .get_details_error_info()
+        .unwrap_or_else(|| panic!("ErrorInfo in {status:?}"));
+    let meta = |key: &str| info.metadata.get(key).cloned().unwrap_or_default();
+    (status.code(), info.reason, meta("limit"), meta("current"))
+}
+
+/// Restarts the gateway with `max_export_bytes`; a client of the new one.
+async fn gateway_capped_at(env: &mut TestEnv, max_export_bytes: u64) -> GatewayClient {
+    env.stop("gateway").await;
+    let mut settings = env.settings.clone();
+    settings.gateway.max_export_bytes = max_export_bytes;
+    env.start_with("gateway", settings).await;
+    env.wait_serving("gateway").await;
+    env.gateway().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_export_past_its_cap_is_refused_before_any_byte_and_one_within_streams_whole() {
+    let mut env = TestEnv::new().await;
+    env.start(&["gateway"]).await;
+    env.wait_serving("gateway").await;
+    let mut client = env.gateway().await;
+    let project = client
+        .create_project(CreateProjectRequest {
+            name: "Capped export".into(),
+            initial_user_prompt: PROMPT.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("project")
+        .into_inner();
+
+    // Beside the prompt: nested, UTF-8 named, empty and binary objects, and
+    // one of 9 MiB, which comes from S3 in many pieces, goes out in several
+    // messages and uploads in two parts (8 MiB each at most).
+    let prefix = format!("projects/{}/", project.id);
+    let big: Vec<u8> = (0..9 * 1024 * 1024 + 123u32)
+        .map(|i| (i.wrapping_mul(7) % 251) as u8)
+        .collect();
+    let objects: [(&str, Vec<u8>); 4] = [
+        (
+            "session_0000abcd/iteration_1/1_thesis/raw_responses/m_0_thesis_raw.json",
+            b"{\"content\": \"raw\"}\n".to_vec(),
+        ),
+        (
+            "session_0000abcd/iteration_1/1_thesis/\u{dc}berblick \u{4e16}\u{754c}.md",
+            "Grüße — ünïcødé\r\n".as_bytes().to_vec(),
+        ),
+        ("session_0000abcd/empty.txt", Vec::new()),
+        ("session_0000abcd/blob.bin", big),
+    ];
+    for (rest, body) in &objects {
+        env.blob
+            .put(
+                &format!("{prefix}{rest}"),
+                body.clone(),
+                "application/octet-stream",
+            )
+            .await
+            .expect("put");
+    }
+    let mut expected = Vec::new();
+    let mut keys = env.blob.list(&prefix).await.expect("list");
+    keys.sort();
+    for key in &keys {
+        let rest = key.strip_prefix(&prefix).expect("under the project");
+        expected.push((
+            format!("{}/{rest}", project.slug),
+            env.blob.get(key).await.expect("object"),
+        ));
+    }
+    assert_eq!(
+        expected.len(),
+        objects.len() + 1,
+        "the prompt and the objects"
+    );
+
+    // Under the default cap: the archive, and so its size.
+    let (archive, _) = export(&mut client, &project.id).await.expect("export");
+    let size = archive.len() as u64;
+    assert!(
+        entries(&archive) == expected,
+        "the archive holds exactly the project's objects"
+    );
+
+    // One byte under it: refused with the reason, the cap and the size, as
+    // the call's status (no message at all), and no upload is made.
+    let mut client = gateway_capped_at(&mut env, size - 1).await;
+    let refused = client
+        .export_project(ExportProjectRequest {
+            project_id: project.id.clone(),
+        })
+        .await
+        .expect_err("one byte past the cap: no stream");
+    let expected_refusal = (
+        Code::ResourceExhausted,
+        "EXPORT_TOO_LARGE".to_string(),
+        (size - 1).to_string(),
+        size.to_string(),
+    );
+    assert_eq!(refusal(&refused), expected_refusal, "{refused:?}");
+    let refused = client
+        .get_export_url(ExportProjectRequest {
+            project_id: project.id.clone(),
+        })
+        .await
+        .expect_err("the URL too");
+    assert_eq!(refusal(&refused), expected_refusal, "{refused:?}");
+    let exports = format!("exports/{}/", project.id);
+    assert!(
+        env.blob.list(&exports).await.expect("list").is_empty(),
+        "a refused export stores nothing"
+    );
+
+    // At the cap and above it: the same archive, byte for byte.
+    for cap in [size, size + 1] {
+        let mut client = gateway_capped_at(&mut env, cap).await;
+        let (again, messages) = export(&mut client, &project.id)
+            .await
+            .unwrap_or_else(|e| panic!("export under a cap of {cap}: {e:?}"));
+        assert!(again == archive, "cap {cap}: the same bytes");
+        assert!(entries(&again) == expected, "cap {cap}: the same entries");
+        assert!(
+            messages.len() > 1 && messages.iter().all(|n| *n > 0 && *n <= 1024 * 1024),
+            "streamed in messages of at most 1 MiB: {messages:?}"
+        );
+    }
+
+    // The presigned URL at the cap: uploaded in parts, the same archive.
+    let mut client = gateway_capped_at(&mut env, size).await;
+    let url = client
+        .get_export_url(ExportProjectRequest {
+            project_id: project.id.clone(),
+        })
+        .await
+        .expect("export url at the cap")
+        .into_inner();
+    assert_eq!(url.size_bytes, size);
+    let fetched = reqwest::get(&url.url)
+        .await
+        .and_then(|r| r.error_for_status())
+        .expect("GET the presigned URL")
+        .bytes()
+        .await
+        .expect("body");
+    assert!(
+        fetched.as_ref() == archive.as_slice(),
+        "the uploaded archive is the streamed one"
     );
     env.teardown().await;
 }

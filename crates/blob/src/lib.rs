@@ -5,6 +5,7 @@ use aws_credential_types::provider::{ProvideCredentials, future};
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
 use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{ChecksumAlgorithm, CompletedMultipartUpload, CompletedPart};
 use dialectic_core::error::{ErrorCode, ErrorContract};
 
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +62,124 @@ pub struct BlobSettings {
 pub struct BlobStore {
     client: Client,
     bucket: String,
+}
+
+/// An object as a listing names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectInfo {
+    pub key: String,
+    /// Bytes, as the listing reported them.
+    pub size: u64,
+}
+
+/// An object's body, read a piece at a time as it arrives, so a large
+/// object never sits in memory whole.
+#[derive(Debug)]
+pub struct ObjectReader {
+    key: String,
+    body: ByteStream,
+}
+
+impl ObjectReader {
+    /// The next piece of the body; None once it is all read.
+    pub async fn next_chunk(&mut self) -> Result<Option<bytes::Bytes>, BlobError> {
+        self.body
+            .try_next()
+            .await
+            .map_err(s3_err("read", &self.key))
+    }
+}
+
+/// An object written in parts (S3 multipart upload), so its writer holds one
+/// part at a time; nothing is visible at the key until [`complete`], and
+/// [`abort`] drops the parts sent so far.
+///
+/// [`complete`]: MultipartUpload::complete
+/// [`abort`]: MultipartUpload::abort
+#[derive(Debug)]
+pub struct MultipartUpload {
+    client: Client,
+    bucket: String,
+    key: String,
+    upload_id: String,
+    parts: Vec<CompletedPart>,
+}
+
+/// S3 refuses a part under 5 MiB unless it is the last one.
+pub const MIN_PART_BYTES: usize = 5 * 1024 * 1024;
+
+/// S3 numbers an upload's parts from 1 to 10,000.
+pub const MAX_PARTS: usize = 10_000;
+
+impl MultipartUpload {
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Sends the next part: at least [`MIN_PART_BYTES`] unless it is the last.
+    pub async fn put_part(&mut self, body: Vec<u8>) -> Result<(), BlobError> {
+        let number = i32::try_from(self.parts.len() + 1)
+            .ok()
+            .filter(|n| *n as usize <= MAX_PARTS)
+            .ok_or_else(|| BlobError::S3 {
+                operation: "upload_part",
+                key: self.key.clone(),
+                message: format!("an upload has at most {MAX_PARTS} parts"),
+            })?;
+        let out = self
+            .client
+            .upload_part()
+            .bucket(&self.bucket)
+            .key(&self.key)
+            .upload_id(&self.upload_id)
+            .part_number(number)
+            .checksum_algorithm(ChecksumAlgorithm::Crc32)
+            .body(ByteStream::from(body))
+            .send()
+            .await
+            .map_err(s3_err("upload_part", &self.key))?;
+        // S3 checks each part's checksum again on completion: an upload
+        // created with an algorithm is refused without them.
+        self.parts.push(
+            CompletedPart::builder()
+                .part_number(number)
+                .set_e_tag(out.e_tag().map(str::to_string))
+                .set_checksum_crc32(out.checksum_crc32().map(str::to_string))
+                .build(),
+        );
+        Ok(())
+    }
+
+    /// Makes the object of the parts sent, in order.
+    pub async fn complete(self) -> Result<(), BlobError> {
+        self.client
+            .complete_multipart_upload()
+            .bucket(&self.bucket)
+            .key(&self.key)
+            .upload_id(&self.upload_id)
+            .multipart_upload(
+                CompletedMultipartUpload::builder()
+                    .set_parts(Some(self.parts))
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(s3_err("complete_upload", &self.key))?;
+        Ok(())
+    }
+
+    /// Drops the parts sent so far; what was at the key stays.
+    pub async fn abort(self) -> Result<(), BlobError> {
+        self.client
+            .abort_multipart_upload()
+            .bucket(&self.bucket)
+            .key(&self.key)
+            .upload_id(&self.upload_id)
+            .send()
+            .await
+            .map_err(s3_err("abort_upload", &self.key))?;
+        Ok(())
+    }
 }
 
 fn s3_err<'a, E: std::fmt::Display>(
@@ -178,6 +297,65 @@ impl BlobStore {
         Ok(bytes.into_bytes().to_vec())
     }
 
+    /// The object's body as a stream of pieces (see [`ObjectReader`]).
+    pub async fn get_stream(&self, key: &str) -> Result<ObjectReader, BlobError> {
+        let out = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|e| {
+                if e.as_service_error().is_some_and(|s| s.is_no_such_key()) {
+                    BlobError::NotFound(key.to_string())
+                } else {
+                    BlobError::S3 {
+                        operation: "get",
+                        key: key.to_string(),
+                        message: format!("{e:#}"),
+                    }
+                }
+            })?;
+        Ok(ObjectReader {
+            key: key.to_string(),
+            body: out.body,
+        })
+    }
+
+    /// Starts writing `key` in parts (see [`MultipartUpload`]).
+    pub async fn start_upload(
+        &self,
+        key: &str,
+        content_type: &str,
+    ) -> Result<MultipartUpload, BlobError> {
+        let out = self
+            .client
+            .create_multipart_upload()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type(content_type)
+            .checksum_algorithm(ChecksumAlgorithm::Crc32)
+            .send()
+            .await
+            .map_err(s3_err("create_upload", key))?;
+        let upload_id =
+            out.upload_id()
+                .filter(|id| !id.is_empty())
+                .ok_or_else(|| BlobError::S3 {
+                    operation: "create_upload",
+                    key: key.to_string(),
+                    message: "the store answered without an upload id".into(),
+                })?;
+        Ok(MultipartUpload {
+            client: self.client.clone(),
+            bucket: self.bucket.clone(),
+            key: key.to_string(),
+            upload_id: upload_id.to_string(),
+            parts: Vec::new(),
+        })
+    }
+
     /// A URL that lets anyone holding it GET the object until it expires.
     pub async fn presign_get(
         &self,
@@ -215,7 +393,18 @@ impl BlobStore {
 
     /// Every key under `prefix` (follows continuation tokens).
     pub async fn list(&self, prefix: &str) -> Result<Vec<String>, BlobError> {
-        let mut keys = Vec::new();
+        Ok(self
+            .list_with_sizes(prefix)
+            .await?
+            .into_iter()
+            .map(|o| o.key)
+            .collect())
+    }
+
+    /// Every object under `prefix` with its size, from the listing itself
+    /// (no request per object).
+    pub async fn list_with_sizes(&self, prefix: &str) -> Result<Vec<ObjectInfo>, BlobError> {
+        let mut objects = Vec::new();
         let mut token = None;
         loop {
             let out = self
@@ -227,17 +416,29 @@ impl BlobStore {
                 .send()
                 .await
                 .map_err(s3_err("list", prefix))?;
-            keys.extend(
-                out.contents()
-                    .iter()
-                    .filter_map(|o| o.key().map(str::to_string)),
-            );
+            for object in out.contents() {
+                let Some(key) = object.key() else { continue };
+                // Callers size exports by these figures: a listing without
+                // one (S3 always sends it) is an error, never a guess.
+                let size = object
+                    .size()
+                    .and_then(|s| u64::try_from(s).ok())
+                    .ok_or_else(|| BlobError::S3 {
+                        operation: "list",
+                        key: key.to_string(),
+                        message: "the listing gave no size for the object".into(),
+                    })?;
+                objects.push(ObjectInfo {
+                    key: key.to_string(),
+                    size,
+                });
+            }
             match out.next_continuation_token() {
                 Some(next) if out.is_truncated() == Some(true) => token = Some(next.to_string()),
                 _ => break,
             }
         }
-        Ok(keys)
+        Ok(objects)
     }
 
     /// Readiness probe: the bucket answers.

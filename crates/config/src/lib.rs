@@ -181,6 +181,12 @@ pub struct GatewayConfig {
     /// gateway process (each replica counts its own); the next is
     /// RESOURCE_EXHAUSTED until one ends. 0: no cap.
     pub max_watches_per_user: u32,
+    /// Largest export archive of one project (`ExportProject`,
+    /// `GetExportUrl`), in bytes, as the zip would be: a bigger one is
+    /// RESOURCE_EXHAUSTED before any byte is sent. Exports stream, so this
+    /// bounds what one request may make the gateway read and send, not its
+    /// memory.
+    pub max_export_bytes: u64,
     /// Origins whose web pages may call the API through gRPC-Web (served
     /// beside gRPC on `listen`), comma-separated: `https://app.example.com`.
     /// Empty: no cross-origin page may (CORS refuses them).
@@ -208,6 +214,7 @@ impl Default for GatewayConfig {
             max_documents_per_project: 1000,
             max_document_bytes_per_project: 256 * 1024 * 1024,
             max_watches_per_user: 16,
+            max_export_bytes: 1024 * 1024 * 1024,
             web_origins: String::new(),
             planner_url: "http://127.0.0.1:7052".into(),
             wallet_url: "http://127.0.0.1:7056".into(),

@@ -81,6 +81,7 @@ impl fmt::Debug for GatewayConfig {
                 &self.max_document_bytes_per_project,
             )
             .field("max_watches_per_user", &self.max_watches_per_user)
+            .field("max_export_bytes", &self.max_export_bytes)
             .field("web_origins", &self.web_origins)
             .field("planner_url", &self.planner_url)
             .field("wallet_url", &self.wallet_url)

@@ -4,7 +4,9 @@
 //! (before `core::zip` moved to the `zip` crate) made of [`entries`]; it stays
 //! as the record that the move changed no name, order or byte of what an
 //! export extracts to. `tests/golden/export.zip` is what the writer makes of
-//! them today, so any change to the archive itself shows up here.
+//! them today, so any change to the archive itself shows up here (since
+//! exports stream, each entry's CRC and sizes follow its data in a data
+//! descriptor, flag bit 3).
 //!
 //! To rewrite `export.zip` after a deliberate change:
 //! `DIALECTIC_BLESS=1 cargo test -p dialectic-core --test golden_export`,

@@ -1,5 +1,7 @@
 //! Lists, deletion, recipes and export: the read-mostly half of the API.
 
+mod export;
+
 use crate::convert;
 use crate::error::GatewayError;
 use crate::service::Gateway;
@@ -7,19 +9,15 @@ use dialectic_core::ids::{ModelId, ProjectId, ResourceId, UserId};
 use dialectic_proto::v1::planner::DeleteProjectCommand;
 use dialectic_proto::v1::{
     CreditWalletRequest, DeleteProjectResponse, DocumentChunk, DocumentChunks,
-    EditStageRecipeRequest, ExportUrl, InstallPipelineResponse, ListPipelinesResponse,
-    ListProjectsRequest, ListProjectsResponse, ListRecipesResponse, ListSessionsRequest,
-    ListSessionsResponse, ListWalletTransactionsRequest, ListWalletTransactionsResponse, Pipeline,
-    RecipeStep, RecipeSummary, StageRecipe, WalletTransaction,
+    EditStageRecipeRequest, InstallPipelineResponse, ListPipelinesResponse, ListProjectsRequest,
+    ListProjectsResponse, ListRecipesResponse, ListSessionsRequest, ListSessionsResponse,
+    ListWalletTransactionsRequest, ListWalletTransactionsResponse, Pipeline, RecipeStep,
+    RecipeSummary, StageRecipe, WalletTransaction,
 };
 use dialectic_store::listing;
 use dialectic_store::recipe_edit::{self, RecipeEditError};
 use dialectic_store::records::{self, ProjectRow};
 use dialectic_store::{StoreError, ledger, pipelines, recipes};
-use std::time::Duration;
-
-/// How long a presigned export URL works.
-const EXPORT_URL_TTL: Duration = Duration::from_secs(3600);
 
 /// Where a project's objects live in S3.
 pub fn project_prefix(project_id: ProjectId) -> String {
@@ -381,52 +379,6 @@ impl Gateway {
             stage_slug: stage_slug.to_string(),
             is_cloned: *is_cloned,
             steps,
-        })
-    }
-
-    /// The project's zip in the seed 001 folder structure: every object under
-    /// the project's prefix, in key order, below a `{project_slug}/` folder.
-    pub(crate) async fn export_zip(
-        &self,
-        user: UserId,
-        project_id: &str,
-    ) -> Result<(ProjectRow, Vec<u8>), GatewayError> {
-        let id = ProjectId::parse(project_id)?;
-        let project = records::project_for_user(self.store.pool(), user, id).await?;
-        let prefix = project_prefix(project.id);
-        let mut keys = self.blob.list(&prefix).await?;
-        keys.sort();
-        let mut files = Vec::with_capacity(keys.len());
-        for key in keys {
-            let Some(path) = convert::export_path(&project.slug, &prefix, &key) else {
-                continue;
-            };
-            let body = self.blob.get(&key).await?;
-            files.push((path, body));
-        }
-        let zip = dialectic_core::zip::write(files.iter().map(|(p, b)| (p.as_str(), b.as_slice())))
-            .map_err(|e| GatewayError::refused("EXPORT_TOO_LARGE", e.to_string()))?;
-        Ok((project, zip))
-    }
-
-    pub(crate) async fn export_url(
-        &self,
-        user: UserId,
-        project_id: &str,
-    ) -> Result<ExportUrl, GatewayError> {
-        let (project, zip) = self.export_zip(user, project_id).await?;
-        let key = export_key(&project);
-        let size = zip.len() as u64;
-        self.blob.put(&key, zip, "application/zip").await?;
-        let url = self.blob.presign_get(&key, EXPORT_URL_TTL).await?;
-        let expires = chrono::Utc::now()
-            + chrono::Duration::from_std(EXPORT_URL_TTL)
-                .unwrap_or_else(|_| chrono::Duration::hours(1));
-        Ok(ExportUrl {
-            url,
-            storage_key: key,
-            size_bytes: size,
-            expires_at: Some(convert::timestamp(expires)),
         })
     }
 }

@@ -73,9 +73,6 @@ fn ends_watch(status: &str) -> bool {
     matches!(status, SessionStatus::REVIEW | SessionStatus::ABANDONED)
 }
 
-/// Size of one streamed export message (well under gRPC's 4 MiB default limit).
-const EXPORT_CHUNK_BYTES: usize = 1024 * 1024;
-
 /// How long a cached read lives: also the bound on staleness should an
 /// invalidation be lost while Redis is unreachable.
 const READ_CACHE_TTL_SECS: u64 = 60;
@@ -207,10 +204,11 @@ pub struct Gateway {
     max_prompt_bytes: usize,
     /// How much each project may hold of uploaded documents.
     pub(crate) document_limits: DocumentLimits,
+    /// Largest export archive of a project (`gateway.max_export_bytes`).
+    pub(crate) max_export_bytes: u64,
     shutdown: CancellationToken,
     /// Publishes the planner commands a call enqueues, right after its commit.
     courier: Courier,
-
     /// Open watch streams: per-user counts and the shared Redis subscriptions.
     watches: watching::Watches,
 }
@@ -233,6 +231,7 @@ impl Gateway {
             bootstrap,
             max_prompt_bytes,
             document_limits: document_limits(&GatewayConfig::default()),
+            max_export_bytes: GatewayConfig::default().max_export_bytes,
             shutdown,
             courier: Courier::default(),
             watches: watching::Watches::new(GatewayConfig::default().max_watches_per_user),
@@ -244,9 +243,11 @@ impl Gateway {
         self
     }
 
-    /// The per-project document limits `config` sets.
+    /// The per-project limits `config` sets: uploaded documents, and the
+    /// size of an export.
     pub fn with_document_limits(mut self, config: &GatewayConfig) -> Self {
         self.document_limits = document_limits(config);
+        self.max_export_bytes = config.max_export_bytes;
         self
     }
 

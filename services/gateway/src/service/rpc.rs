@@ -169,30 +169,6 @@ impl Gateway {
             models: rows.iter().map(convert::model).collect(),
         })
     }
-
-    /// The archive is built whole first, so a failure is a status before any
-    /// byte is sent.
-    async fn export_stream(
-        &self,
-        user: UserId,
-        project_id: &str,
-    ) -> Result<ReceiverStream<Result<ExportChunk, Status>>, GatewayError> {
-        let (project, zip) = self.export_zip(user, project_id).await?;
-        let (tx, rx) = mpsc::channel(4);
-        tokio::spawn(async move {
-            let mut file_name = format!("{}.zip", project.slug);
-            for chunk in zip.chunks(EXPORT_CHUNK_BYTES) {
-                let message = ExportChunk {
-                    file_name: std::mem::take(&mut file_name),
-                    data: chunk.to_vec(),
-                };
-                if tx.send(Ok(message)).await.is_err() {
-                    break;
-                }
-            }
-        });
-        Ok(ReceiverStream::new(rx))
-    }
 }
 
 /// The trait's methods, one per RPC: `name(Request) -> Response: |gateway,
