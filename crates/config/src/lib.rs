@@ -1,5 +1,7 @@
 //! Configuration, layered as defaults → TOML file → `DIALECTIC_*` environment
-//! (`__` nests: `DIALECTIC_DATABASE__URL`) → `--set key=value` flags.
+//! (`__` nests: `DIALECTIC_DATABASE__URL`) → `--set key=value` flags. The
+//! environment's `DIALECTIC_MODEL_KEY_*` variables are model keys, never
+//! settings (`dialectic_core::secrets::MODEL_KEY_PREFIX`).
 
 use clap::Args;
 use figment::Figment;
@@ -319,6 +321,33 @@ pub struct ExecutorConfig {
     /// one (a heading, a clause number) is removed like a fabricated one
     /// (default: `dialectic_core::query::DEFAULT_MIN_QUOTE_CHARS`).
     pub query_min_quote_chars: usize,
+    /// Prefixes a model row's key variable (`secret_name`) must start with,
+    /// case and all, e.g. `["DIALECTIC_MODEL_KEY_"]`: a row naming any other
+    /// variable gets no key and its calls fail for good. Empty: any name but
+    /// the platform's own (`DIALECTIC_*`, `AWS_*`). From the environment, a
+    /// comma-separated list.
+    #[serde(deserialize_with = "prefix_list")]
+    pub model_key_prefixes: Vec<String>,
+}
+
+/// A list of prefixes as TOML gives it, or comma-separated as one
+/// environment variable can: `A_,B_` (blanks dropped).
+fn prefix_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Prefixes {
+        List(Vec<String>),
+        Text(String),
+    }
+    Ok(match Prefixes::deserialize(d)? {
+        Prefixes::List(list) => list.into_iter().map(|p| p.trim().to_string()).collect(),
+        Prefixes::Text(text) => text
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .collect(),
+    })
 }
 
 impl Default for ExecutorConfig {
@@ -340,6 +369,7 @@ impl Default for ExecutorConfig {
             embedder: "local".into(),
             query_model: "simulated".into(),
             query_min_quote_chars: 20,
+            model_key_prefixes: Vec::new(),
         }
     }
 }
@@ -451,6 +481,17 @@ impl Default for Settings {
     }
 }
 
+/// The prefix of the environment variables that are settings.
+const ENV_PREFIX: &str = "DIALECTIC_";
+
+/// Whether the variable `DIALECTIC_{key}` is a setting: all but the model
+/// keys' own (`DIALECTIC_MODEL_KEY_*`), which stay out of the settings so no
+/// setting, and no platform secret, can ever be one of them (the executor
+/// may read them for a model, `dialectic_core::secrets`).
+fn is_setting_variable(key: &str) -> bool {
+    !dialectic_core::secrets::is_model_key_name(&format!("{ENV_PREFIX}{key}"))
+}
+
 /// Flags every dialectic binary accepts.
 #[derive(Debug, Clone, Default, Args)]
 pub struct ConfigArgs {
@@ -471,7 +512,12 @@ impl ConfigArgs {
         if let Some(path) = &self.config {
             figment = figment.merge(Toml::file_exact(path));
         }
-        figment = figment.merge(Env::prefixed("DIALECTIC_").split("__").ignore(&["config"]));
+        figment = figment.merge(
+            Env::prefixed(ENV_PREFIX)
+                .filter(|key| is_setting_variable(key.as_str()))
+                .split("__")
+                .ignore(&["config"]),
+        );
         for item in &self.overrides {
             let (key, value) = item
                 .split_once('=')
@@ -508,6 +554,9 @@ impl Settings {
         if !(0.0..=1.0).contains(&self.executor.simulated_failure_rate) {
             return bad("executor.simulated_failure_rate must be between 0 and 1");
         }
+        for prefix in &self.executor.model_key_prefixes {
+            check_model_key_prefix(prefix)?;
+        }
         if self.amqp.prefix.is_empty()
             || !self
                 .amqp
@@ -535,6 +584,34 @@ impl Settings {
         masked.redis.url = mask_url_password(&masked.redis.url);
         toml::to_string_pretty(&masked).map_err(|e| ConfigError::Render(e.to_string()))
     }
+}
+
+/// One of `executor.model_key_prefixes`: the start of a variable name, and
+/// not the platform's own (those are never read for a model, whatever the
+/// list says, so such a prefix would only mislead).
+fn check_model_key_prefix(prefix: &str) -> Result<(), ConfigError> {
+    let bad = |why: String| {
+        Err(ConfigError::Invalid(format!(
+            "executor.model_key_prefixes: {prefix:?} {why}"
+        )))
+    };
+    let mut chars = prefix.chars();
+    let plausible = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !plausible {
+        return bad(
+            "is not the start of an environment variable name (letters, digits and _)".into(),
+        );
+    }
+    if let Some(platform) = dialectic_core::secrets::platform_prefix(prefix) {
+        return bad(format!(
+            "lies in the platform's own variables ({platform}*), which no model may read; use {} or a prefix of your own",
+            dialectic_core::secrets::MODEL_KEY_PREFIX
+        ));
+    }
+    Ok(())
 }
 
 /// `scheme://user:secret@host` → `scheme://user:***@host`.
@@ -579,6 +656,57 @@ mod tests {
             }
             .load()
             .is_err()
+        );
+    }
+
+    #[test]
+    fn model_key_variables_are_never_settings() {
+        // Keys as the loader sees them: the prefix stripped, in any case.
+        assert!(!is_setting_variable("MODEL_KEY_OPENAI"));
+        assert!(!is_setting_variable("model_key_openai"));
+        assert!(!is_setting_variable("MODEL_KEY__NESTED"));
+        assert!(is_setting_variable("EXECUTOR__MODEL_KEY_PREFIXES"));
+        assert!(is_setting_variable("S3__SECRET_KEY"));
+        assert!(is_setting_variable("MODEL_KEYS"));
+    }
+
+    #[test]
+    fn model_key_prefixes_are_a_list_or_comma_separated() {
+        let load = |value: &str| {
+            ConfigArgs {
+                overrides: vec![format!("executor.model_key_prefixes={value}")],
+                ..Default::default()
+            }
+            .load()
+            .map(|s| s.executor.model_key_prefixes)
+        };
+        let both = vec!["DIALECTIC_MODEL_KEY_".to_string(), "ACME_".to_string()];
+        assert_eq!(
+            load(r#"["DIALECTIC_MODEL_KEY_", "ACME_"]"#).ok(),
+            Some(both.clone())
+        );
+        assert_eq!(load("DIALECTIC_MODEL_KEY_, ACME_").ok(), Some(both));
+        assert_eq!(load("[]").ok(), Some(Vec::new()));
+        for refused in [
+            r#"[""]"#,
+            "DIALECTIC_",
+            "DIALECTIC_MODEL_",
+            "AWS_",
+            "aws_",
+            "MY-KEY",
+        ] {
+            let error = load(refused).err().map(|e| e.to_string());
+            assert!(
+                error
+                    .as_deref()
+                    .is_some_and(|e| e.contains("executor.model_key_prefixes")),
+                "{refused}: {error:?}"
+            );
+        }
+        assert_eq!(
+            Settings::default().executor.model_key_prefixes,
+            Vec::<String>::new(),
+            "off by default: existing setups keep working"
         );
     }
 

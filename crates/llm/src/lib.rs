@@ -20,7 +20,7 @@ pub use simulated_query::{COMPOUND_DIRECTIVE, FABRICATE_DIRECTIVE, FABRICATED_QU
 
 use async_trait::async_trait;
 use dialectic_core::prompt::ChatRequest;
-use dialectic_core::secrets::{self, redacted};
+use dialectic_core::secrets::{self, KeyNameRefused, redacted};
 use dialectic_core::structured::{StructuredOutput, UnknownDialect};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -89,9 +89,10 @@ pub struct ProviderConfig {
     /// The row's `config.structured_output`; a value no dialect has is kept
     /// as the error, which [`provider_for`] reports.
     pub structured_output: Result<StructuredOutput, UnknownDialect>,
-    /// A `secret_name` naming one of the platform's own variables, left
+    /// A `secret_name` the key may not be read from (one of the platform's
+    /// own variables, or outside `executor.model_key_prefixes`), left
     /// unread; [`provider_for`] refuses the model.
-    pub refused_secret: Option<String>,
+    pub refused_secret: Option<KeyNameRefused>,
 }
 
 impl std::fmt::Debug for ProviderConfig {
@@ -122,23 +123,31 @@ impl ProviderConfig {
     /// Reads `config` (`base_url`, `organization`, `structured_output`) and
     /// the secret named by `secret_name` from the environment; the key itself
     /// is never stored.
-    /// A `secret_name` of the platform's own (`DIALECTIC_*`, `AWS_*`) is not
-    /// read, whoever wrote the row: the key would go to the row's base URL.
-    pub fn from_row(config: &serde_json::Value, secret_name: Option<&str>) -> Self {
-        Self::from_row_in(config, secret_name, |name| std::env::var(name).ok())
+    /// A `secret_name` of the platform's own (`DIALECTIC_*` but
+    /// `DIALECTIC_MODEL_KEY_*`, `AWS_*`) is not read, whoever wrote the row:
+    /// the key would go to the row's base URL. Nor, when `allowed_prefixes`
+    /// (`executor.model_key_prefixes`) lists any, is a name outside them.
+    pub fn from_row(
+        config: &serde_json::Value,
+        secret_name: Option<&str>,
+        allowed_prefixes: &[String],
+    ) -> Self {
+        Self::from_row_in(config, secret_name, allowed_prefixes, |name| {
+            std::env::var(name).ok()
+        })
     }
 
     /// [`Self::from_row`] with `env` for the process environment.
     fn from_row_in(
         config: &serde_json::Value,
         secret_name: Option<&str>,
+        allowed_prefixes: &[String],
         env: impl Fn(&str) -> Option<String>,
     ) -> Self {
         let text = |k: &str| config.get(k).and_then(|v| v.as_str()).map(str::to_string);
         let secret_name = secret_name.filter(|n| !n.is_empty());
-        let refused_secret = secret_name
-            .filter(|n| secrets::platform_prefix(n).is_some())
-            .map(str::to_string);
+        let refused_secret =
+            secret_name.and_then(|n| secrets::check_key_name(n, allowed_prefixes).err());
         Self {
             base_url: text("base_url"),
             api_key: secret_name
@@ -158,9 +167,9 @@ pub fn provider_for(
     simulated: &SimulatedSettings,
     config: &ProviderConfig,
 ) -> Result<Arc<dyn ModelProvider>, LlmError> {
-    if let Some(name) = &config.refused_secret {
+    if let Some(refused) = &config.refused_secret {
         return Err(LlmError::Permanent(format!(
-            "the model's key variable {name} is one of the platform's own; register the model with a variable of its own (dialecticd model add --key-env)"
+            "{refused} (dialecticd model add --key-env)"
         )));
     }
     let structured_output = config
@@ -281,7 +290,8 @@ mod tests {
             "dialectic_s3__secret_key",
             "AWS_SECRET_ACCESS_KEY",
         ] {
-            let config = ProviderConfig::from_row_in(&json!({}), Some(name), every_variable_set);
+            let config =
+                ProviderConfig::from_row_in(&json!({}), Some(name), &[], every_variable_set);
             assert_eq!(config.api_key, None, "{name} was read");
             let refused = provider_for("openai", &SimulatedSettings::default(), &config)
                 .err()
@@ -291,16 +301,88 @@ mod tests {
                 "{refused}"
             );
         }
-        let own =
-            ProviderConfig::from_row_in(&json!({}), Some("OPENAI_API_KEY"), every_variable_set);
+        let own = ProviderConfig::from_row_in(
+            &json!({}),
+            Some("OPENAI_API_KEY"),
+            &[],
+            every_variable_set,
+        );
         assert_eq!(own.api_key.as_deref(), Some("sk-live-0123456789"));
         assert!(provider_for("openai", &SimulatedSettings::default(), &own).is_ok());
     }
 
+    /// The key a row naming `name` gets under `allowed`, and its provider's
+    /// refusal if it gets none.
+    fn read_under(name: &str, allowed: &[&str]) -> (Option<String>, Option<String>) {
+        let allowed: Vec<String> = allowed.iter().map(|p| p.to_string()).collect();
+        let config =
+            ProviderConfig::from_row_in(&json!({}), Some(name), &allowed, every_variable_set);
+        let refused = provider_for("openai", &SimulatedSettings::default(), &config)
+            .err()
+            .map(|e| e.to_string());
+        (config.api_key, refused)
+    }
+
+    #[test]
+    fn with_allowed_prefixes_only_names_starting_with_one_are_read() {
+        let allowed = ["DIALECTIC_MODEL_KEY_", "ACME_"];
+        for name in ["DIALECTIC_MODEL_KEY_OPENAI", "ACME_ANTHROPIC"] {
+            assert_eq!(
+                read_under(name, &allowed),
+                (Some("sk-live-0123456789".into()), None),
+                "{name}"
+            );
+        }
+        // Outside the list, or in another case (the environment tells
+        // names apart by case): no key, and a permanent refusal naming the
+        // variable and the prefixes.
+        for name in [
+            "OPENAI_API_KEY",
+            "dialectic_model_key_openai",
+            "HOME",
+            "ACME",
+        ] {
+            let (key, refused) = read_under(name, &allowed);
+            assert_eq!(key, None, "{name} was read");
+            let refused = refused.unwrap_or_else(|| panic!("{name} got a provider"));
+            assert!(
+                refused.contains("failed permanently")
+                    && refused.contains(name)
+                    && refused.contains("DIALECTIC_MODEL_KEY_, ACME_")
+                    && refused.contains("executor.model_key_prefixes"),
+                "{refused}"
+            );
+        }
+        // The platform's own stay refused whatever the list says.
+        let (key, refused) = read_under("DIALECTIC_S3__SECRET_KEY", &["DIALECTIC_"]);
+        assert_eq!(key, None);
+        assert!(refused.is_some_and(|r| r.contains("platform's own")));
+    }
+
+    #[test]
+    fn without_allowed_prefixes_any_name_but_the_platforms_is_read() {
+        for name in [
+            "OPENAI_API_KEY",
+            "DIALECTIC_MODEL_KEY_OPENAI",
+            "dialectic_model_key_x",
+        ] {
+            assert_eq!(
+                read_under(name, &[]),
+                (Some("sk-live-0123456789".into()), None),
+                "{name}"
+            );
+        }
+        assert_eq!(read_under("DIALECTIC_MODEL_KEYS", &[]).0, None);
+    }
+
     #[test]
     fn debug_shows_whether_there_is_a_key_never_the_key() {
-        let config =
-            ProviderConfig::from_row_in(&json!({}), Some("OPENAI_API_KEY"), every_variable_set);
+        let config = ProviderConfig::from_row_in(
+            &json!({}),
+            Some("OPENAI_API_KEY"),
+            &[],
+            every_variable_set,
+        );
         let settings = OpenAiSettings {
             api_key: config.api_key.clone(),
             ..OpenAiSettings::default()
@@ -318,7 +400,7 @@ mod tests {
 
     #[test]
     fn a_row_names_its_structured_output_or_gets_the_default() {
-        let of = |config| ProviderConfig::from_row(&config, None).structured_output;
+        let of = |config| ProviderConfig::from_row(&config, None, &[]).structured_output;
         assert_eq!(
             of(json!({"structured_output": "json_object_schema"})),
             Ok(StructuredOutput::JsonObjectSchema)
@@ -333,7 +415,7 @@ mod tests {
     #[test]
     fn an_unknown_structured_output_fails_the_provider_naming_it() {
         for (value, named) in [(json!("yaml"), "\"yaml\""), (json!(3), "\"3\"")] {
-            let config = ProviderConfig::from_row(&json!({"structured_output": value}), None);
+            let config = ProviderConfig::from_row(&json!({"structured_output": value}), None, &[]);
             for kind in ["openai", "anthropic"] {
                 let error = provider_for(kind, &SimulatedSettings::default(), &config)
                     .err()

@@ -304,7 +304,7 @@ async fn a_model_rows_structured_output_reaches_the_wire() {
     use dialectic_llm::{ProviderConfig, SimulatedSettings, provider_for};
     let server = serve(vec![sse(&[CHUNK_A, CHUNK_B, "[DONE]"])]).await;
     let row = serde_json::json!({"base_url": server.url, "structured_output": "json_object"});
-    let config = ProviderConfig::from_row(&row, None);
+    let config = ProviderConfig::from_row(&row, None, &[]);
     let provider =
         provider_for("openai", &SimulatedSettings::default(), &config).expect("provider");
     let request = ChatRequest {

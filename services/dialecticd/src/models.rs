@@ -52,7 +52,9 @@ pub struct AddArgs {
     #[arg(long, value_name = "URL")]
     base_url: Option<String>,
     /// The NAME of the environment variable that holds the key (never the
-    /// key); set it where the executor runs. DIALECTIC_* and AWS_* are refused.
+    /// key); set it where the executor runs. DIALECTIC_* (but
+    /// DIALECTIC_MODEL_KEY_*) and AWS_* are refused, and so is a name outside
+    /// executor.model_key_prefixes when that lists any.
     #[arg(long, value_name = "VAR")]
     key_env: Option<String>,
     /// What people see (default: the name).
@@ -134,6 +136,7 @@ pub async fn run(settings: &Settings, command: ModelCommand) -> anyhow::Result<(
     match command {
         ModelCommand::Add(args) => {
             let spec = args.spec();
+            check_key_env(settings, &spec)?;
             let done = models::register(pool, &spec).await.map_err(explain)?;
             println!("{}", registered_line(&spec.name, done));
         }
@@ -159,6 +162,19 @@ pub async fn run(settings: &Settings, command: ModelCommand) -> anyhow::Result<(
         }
     }
     Ok(())
+}
+
+/// `--key-env` against the rules the executors apply, before anything is
+/// written: a name they would never read (`executor.model_key_prefixes`, as
+/// these settings give them) fails here, naming the prefixes, instead of at
+/// the model's first call.
+fn check_key_env(settings: &Settings, spec: &ModelSpec) -> anyhow::Result<()> {
+    let Some(var) = spec.key_env.as_deref() else {
+        return Ok(());
+    };
+    models::check_key_env(var).map_err(explain)?;
+    dialectic_core::secrets::check_key_name(var, &settings.executor.model_key_prefixes)
+        .map_err(|e| anyhow!("invalid --key-env: {e}"))
 }
 
 /// The store's error, with the flag at fault spelled as typed.
@@ -371,6 +387,44 @@ mod tests {
         assert!(dialect.contains("json_object_schema"), "{dialect}");
         let tokenizer = with(&["--provider", "openai", "--tokenizer", "bpe"]);
         assert!(tokenizer.contains("cl100k_base"), "{tokenizer}");
+    }
+
+    #[test]
+    fn key_env_outside_the_allowed_prefixes_is_refused_up_front() {
+        let spec = |key_env: &str| {
+            let Ok(ModelCommand::Add(args)) = parse(&[
+                "add",
+                "m",
+                "--provider",
+                "openai",
+                "--key-env",
+                key_env,
+                "--context-window",
+                "8",
+                "--max-output",
+                "4",
+            ]) else {
+                panic!("add parses");
+            };
+            args.spec()
+        };
+        let mut settings = Settings::default();
+        check_key_env(&settings, &spec("OPENAI_API_KEY")).expect("no list: any own name");
+        settings.executor.model_key_prefixes = vec!["DIALECTIC_MODEL_KEY_".into()];
+        check_key_env(&settings, &spec("DIALECTIC_MODEL_KEY_OPENAI")).expect("listed");
+        let refused = check_key_env(&settings, &spec("OPENAI_API_KEY"))
+            .expect_err("outside the list")
+            .to_string();
+        assert!(
+            refused.starts_with("invalid --key-env:")
+                && refused.contains("OPENAI_API_KEY")
+                && refused.contains("DIALECTIC_MODEL_KEY_"),
+            "{refused}"
+        );
+        let platform = check_key_env(&settings, &spec("DIALECTIC_S3__SECRET_KEY"))
+            .expect_err("the platform's")
+            .to_string();
+        assert!(platform.contains("platform's own"), "{platform}");
     }
 
     #[test]

@@ -71,6 +71,9 @@ struct Executor {
     query_model: String,
     /// What a question's citations must quote.
     quote_rules: dialectic_core::query::QuoteRules,
+    /// `executor.model_key_prefixes`: the variables a model row may name
+    /// for its key (empty: any but the platform's own).
+    model_key_prefixes: Vec<String>,
 }
 
 fn now_ms() -> i64 {
@@ -279,6 +282,7 @@ async fn start_executor(
         quote_rules: dialectic_core::query::QuoteRules {
             min_chars: settings.executor.query_min_quote_chars,
         },
+        model_key_prefixes: settings.executor.model_key_prefixes.clone(),
     });
     let server = dialectic_runtime::start_grpc(
         SERVICE_NAME,

@@ -48,9 +48,19 @@ fn fallback_model(config: &serde_json::Value) -> Option<&str> {
 }
 
 fn base(executor: &Executor, model: &ModelRow) -> Result<Provider, AttemptError> {
-    let config = ProviderConfig::from_row(&model.config.0, model.secret_name.as_deref());
-    provider_for(&model.provider, &executor.simulated, &config)
-        .map_err(|e| permanent("unsupported_provider", e))
+    let config = ProviderConfig::from_row(
+        &model.config.0,
+        model.secret_name.as_deref(),
+        &executor.model_key_prefixes,
+    );
+    // An operator reading the job's error should tell a key the rules keep
+    // out from a provider this build lacks.
+    let code = if config.refused_secret.is_some() {
+        "model_key_refused"
+    } else {
+        "unsupported_provider"
+    };
+    provider_for(&model.provider, &executor.simulated, &config).map_err(|e| permanent(code, e))
 }
 
 impl Executor {
