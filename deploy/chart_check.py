@@ -85,6 +85,7 @@ def every_option(prod):
         "extraVolumeMounts": [{"name": "db-ca", "mountPath": "/etc/dialectic/db-ca", "readOnly": True}],
     }
     v["podAntiAffinity"] = {"mode": "hard", "topologyKey": "topology.kubernetes.io/zone", "weight": 100}
+    v["gateway"] = {"tls": {"secretName": "dialectic-gateway-tls", "healthPort": 7050}}
     v["services"]["executor"].update({
         "terminationGracePeriodSeconds": 700,
         "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/r"}},
@@ -228,6 +229,7 @@ def check_shape(docs, label, values):
             fail(f"{label}: {svc}: no topology spread")
     check_placement(by, label, values)
     check_gateway_policy(by, label, values)
+    check_gateway_tls(by, label, values)
     if values["quickstart"]["enabled"]:
         check_quickstart(by, label, values)
     elif ("Job", "dialectic-migrate") not in by:
@@ -303,6 +305,45 @@ def check_placement(by, label, values):
             fail(f"{label}: {name}: podAntiAffinity.mode {anti['mode']} but no anti-affinity")
     if label == "production" and not rendered:
         fail("production: the production values name a PriorityClass but create none")
+
+
+def check_gateway_tls(by, label, values):
+    """gateway.tls.secretName: the Secret's files are the gateway's TLS settings,
+    and the probes, which cannot speak TLS, ask the plaintext health port."""
+    dep = by.get(("Deployment", "dialectic-gateway"))
+    if not dep:
+        return
+    pod = dep["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    env = {e["name"]: e.get("value") for e in c.get("env", [])}
+    probes = [c[p]["grpc"]["port"] for p in ("livenessProbe", "readinessProbe", "startupProbe")]
+    svc = by[("Service", "dialectic-gateway")]
+    tls = values["gateway"]["tls"]
+    if not tls["secretName"]:
+        if any(k.startswith("DIALECTIC_GATEWAY__TLS_") for k in env):
+            fail(f"{label}: the gateway has TLS settings without gateway.tls.secretName")
+        if probes != [values["services"]["gateway"]["port"]] * 3:
+            fail(f"{label}: gateway probes on ports {probes}, not its gRPC port")
+        return
+    mounts = {m["name"]: m["mountPath"] for m in c.get("volumeMounts", [])}
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    secret = volumes.get("gateway-tls", {}).get("secret", {}).get("secretName")
+    if secret != tls["secretName"]:
+        fail(f"{label}: the gateway mounts TLS Secret {secret!r}, values say {tls['secretName']!r}")
+    directory = mounts.get("gateway-tls", "<none>")
+    for key, name in [("DIALECTIC_GATEWAY__TLS_CERT", "tls.crt"), ("DIALECTIC_GATEWAY__TLS_KEY", "tls.key")]:
+        if env.get(key) != f"{directory}/{name}":
+            fail(f"{label}: {key} is {env.get(key)!r}, not the mounted {directory}/{name}")
+    if probes != [tls["healthPort"]] * 3 or env.get("DIALECTIC_GATEWAY__HEALTH_LISTEN") != f"0.0.0.0:{tls['healthPort']}":
+        fail(f"{label}: with TLS the gateway's probes ({probes}) must ask the plaintext health port "
+             f"{tls['healthPort']} (DIALECTIC_GATEWAY__HEALTH_LISTEN {env.get('DIALECTIC_GATEWAY__HEALTH_LISTEN')!r})")
+    if any(p.get("appProtocol") == "kubernetes.io/h2c" for p in svc["spec"]["ports"]):
+        fail(f"{label}: the gateway's Service says h2c for a TLS port")
+    ingress = by.get(("Ingress", "dialectic-gateway"))
+    backend = (ingress or {}).get("metadata", {}).get("annotations", {}).get(
+        "nginx.ingress.kubernetes.io/backend-protocol")
+    if backend == "GRPC":
+        fail(f"{label}: the Ingress speaks plaintext gRPC to a gateway serving TLS")
 
 
 def check_gateway_policy(by, label, values):
@@ -465,6 +506,7 @@ def main():
     expect_rejected(chart, {"modelKeys": {"services": ["scheduler"]}}, "modelKeys for an unknown service")
     expect_rejected(chart, {"internal": {"tokenSecret": "short"}}, "an internal tokenSecret shorter than 32 characters")
     expect_rejected(chart, {"podAntiAffinity": {"mode": "always"}}, "podAntiAffinity.mode always")
+    expect_rejected(chart, {"gateway": {"tls": {"healthPort": "7050"}}}, "a string for gateway.tls.healthPort")
     expect_crd_schemas_reject()
 
     if failures:

@@ -193,6 +193,15 @@ pub struct GatewayConfig {
     /// beside gRPC on `listen`), comma-separated: `https://app.example.com`.
     /// Empty: no cross-origin page may (CORS refuses them).
     pub web_origins: String,
+    /// PEM file of the certificate chain (leaf first) `listen` serves TLS
+    /// with; set together with `tls_key`. Both empty: plaintext, for a
+    /// gateway behind a proxy that terminates TLS, or on loopback.
+    pub tls_cert: String,
+    /// PEM file of `tls_cert`'s private key (PKCS#8, PKCS#1 or SEC1).
+    pub tls_key: String,
+    /// Also serve `grpc.health.v1` alone, in plaintext, on this address: for
+    /// probes that cannot speak TLS (the kubelet's gRPC probes). Empty: none.
+    pub health_listen: String,
     /// The planner's gRPC address: the gateway sends it every command that
     /// changes a session (the planner is the only writer of job and session state).
     pub planner_url: String,
@@ -218,6 +227,9 @@ impl Default for GatewayConfig {
             max_watches_per_user: 16,
             max_export_bytes: 1024 * 1024 * 1024,
             web_origins: String::new(),
+            tls_cert: String::new(),
+            tls_key: String::new(),
+            health_listen: String::new(),
             planner_url: "http://127.0.0.1:7052".into(),
             wallet_url: "http://127.0.0.1:7056".into(),
             indexer_url: "http://127.0.0.1:7055".into(),
@@ -554,6 +566,13 @@ impl Settings {
         if !(0.0..=1.0).contains(&self.executor.simulated_failure_rate) {
             return bad("executor.simulated_failure_rate must be between 0 and 1");
         }
+        // One without the other would silently serve plaintext on a port the
+        // operator meant to protect.
+        if self.gateway.tls_cert.trim().is_empty() != self.gateway.tls_key.trim().is_empty() {
+            return bad(
+                "gateway.tls_cert and gateway.tls_key are set together (both PEM files) or not at all",
+            );
+        }
         for prefix in &self.executor.model_key_prefixes {
             check_model_key_prefix(prefix)?;
         }
@@ -648,6 +667,15 @@ mod tests {
             }
             .load()
             .is_err()
+        );
+        assert!(
+            ConfigArgs {
+                overrides: vec!["gateway.tls_cert=/etc/dialectic/tls.crt".into()],
+                ..Default::default()
+            }
+            .load()
+            .is_err(),
+            "a certificate without its key"
         );
         assert!(
             ConfigArgs {

@@ -8,6 +8,7 @@ pub mod courier;
 pub mod error_status;
 pub mod observe;
 pub mod service_auth;
+pub mod tls;
 pub mod web;
 pub mod worker;
 
@@ -48,6 +49,8 @@ pub enum RuntimeError {
     Store(#[from] dialectic_store::StoreError),
     #[error("configuration: {0}")]
     BadOrigin(#[from] web::BadOrigin),
+    #[error("TLS: {0}")]
+    Tls(#[from] tls::TlsError),
     #[error("{0}")]
     ServiceKey(#[from] service_auth::ServiceKeyError),
 }
@@ -238,17 +241,30 @@ pub async fn start_grpc(
     serve_grpc(service, listen, routes, key, shutdown, None).await
 }
 
+/// How a public port (the gateway's) differs from an internal one.
+#[derive(Debug, Default)]
+pub struct Public {
+    /// Origins whose pages may call through gRPC-Web ([`web`]).
+    pub web_origins: Vec<http::HeaderValue>,
+    /// Serve TLS only, with this certificate; None: plaintext.
+    pub tls: Option<tls::TlsIdentity>,
+    /// Also serve the health service alone, in plaintext, on this address,
+    /// for probes that cannot speak TLS (the kubelet's).
+    pub health_listen: Option<String>,
+}
+
 /// [`start_grpc`], also serving gRPC-Web (HTTP/1.1 included) to browsers,
-/// with CORS for pages of `web_origins` ([`web`]).
+/// with CORS for pages of `public.web_origins` ([`web`]), and TLS when
+/// `public.tls` is set (for gRPC and gRPC-Web alike: one port).
 pub async fn start_grpc_web(
     service: &str,
     listen: &str,
     routes: tonic::service::Routes,
     key: service_auth::ServiceKey,
     shutdown: CancellationToken,
-    web_origins: Vec<http::HeaderValue>,
+    public: Public,
 ) -> Result<GrpcServer, RuntimeError> {
-    serve_grpc(service, listen, routes, key, shutdown, Some(web_origins)).await
+    serve_grpc(service, listen, routes, key, shutdown, Some(public)).await
 }
 
 async fn serve_grpc(
@@ -257,8 +273,19 @@ async fn serve_grpc(
     routes: tonic::service::Routes,
     key: service_auth::ServiceKey,
     shutdown: CancellationToken,
-    web_origins: Option<Vec<http::HeaderValue>>,
+    public: Option<Public>,
 ) -> Result<GrpcServer, RuntimeError> {
+    let (web_origins, tls, health_listen) = match public {
+        Some(p) => (Some(p.web_origins), p.tls, p.health_listen),
+        None => (None, None, None),
+    };
+    let mut server = tonic::transport::Server::builder();
+    if let Some(identity) = &tls {
+        server = server
+            .tls_config(identity.server_config())
+            .map_err(|e| tls::TlsError::Unusable(error_chain(&e)))?;
+    }
+    let secure = tls.is_some();
     let (listener, addr) = bind(listen).await?;
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let health = Health {
@@ -278,17 +305,21 @@ async fn serve_grpc(
         .register_encoded_file_descriptor_set(dialectic_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
+    let health_only = match health_listen {
+        Some(listen) => Some(serve_health(&listen, health_service.clone(), &shutdown).await?),
+        None => None,
+    };
     let routes = routes
         .add_service(health_service)
         .add_service(reflection)
         .add_service(reflection_v1alpha);
     let name = service.to_string();
     let task = tokio::spawn(async move {
-        tracing::info!(service = %name, %addr, "gRPC listening");
+        tracing::info!(service = %name, %addr, tls = secure, "gRPC listening");
         let cors = web_origins.as_deref().and_then(web::cors);
         // Outermost first: a preflight never reaches the gRPC layers, and
         // everything inside the translation sees a plain gRPC call.
-        tonic::transport::Server::builder()
+        server
             .accept_http1(web_origins.is_some())
             .layer(tower::util::option_layer(cors))
             .layer(tower::util::option_layer(
@@ -299,10 +330,49 @@ async fn serve_grpc(
             .layer(tower::util::MapResponseLayer::new(describe_tonic_refusal))
             .add_routes(routes)
             .serve_with_incoming_shutdown(incoming_nodelay(listener), shutdown.cancelled_owned())
-            .await?;
+            .await
+            .inspect_err(|_| {
+                // Probes must not find a stopped server's last status.
+                if let Some(h) = &health_only {
+                    h.abort();
+                }
+            })?;
         Ok(())
     });
     Ok(GrpcServer { addr, health, task })
+}
+
+/// `grpc.health.v1` alone, in plaintext, on `listen` until `shutdown`.
+async fn serve_health<H: tonic_health::pb::health_server::Health>(
+    listen: &str,
+    health_service: tonic_health::pb::health_server::HealthServer<H>,
+    shutdown: &CancellationToken,
+) -> Result<JoinHandle<()>, RuntimeError> {
+    let (listener, addr) = bind(listen).await?;
+    let shutdown = shutdown.clone();
+    Ok(tokio::spawn(async move {
+        tracing::info!(%addr, "gRPC health (plaintext) listening");
+        if let Err(e) = tonic::transport::Server::builder()
+            .add_service(health_service)
+            .serve_with_incoming_shutdown(incoming_nodelay(listener), shutdown.cancelled_owned())
+            .await
+        {
+            tracing::error!(%addr, error = %error_chain(&e), "gRPC health listener failed");
+        }
+    }))
+}
+
+/// An error and its causes on one line: tonic's transport errors say only
+/// "transport error" themselves.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 /// Accepted connections with TCP_NODELAY. tonic sets it only on listeners it

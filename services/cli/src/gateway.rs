@@ -11,16 +11,22 @@ use dialectic_proto::v1::{
     ListStageDocumentsRequest, Project, Session, StageDocument, StartSessionRequest,
     WatchSessionRequest,
 };
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 use std::future::Future;
+use std::path::Path;
 use std::time::{Duration, Instant};
 use tokio_stream::StreamExt;
 use tonic::metadata::MetadataValue;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Request, Status};
 
 /// How long a connection attempt may take: long enough for a gateway across
 /// the world, short enough that a stopped one fails at once.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long the TLS probe after a broken plaintext call waits for an
+/// alert: a TLS server answers within a round trip; a plaintext one never.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long a watch keeps re-watching a stream that keeps failing.
 const REWATCH_PATIENCE: Duration = Duration::from_secs(30);
 const RETRY_DELAY: Duration = Duration::from_millis(500);
@@ -29,6 +35,9 @@ const RETRY_DELAY: Duration = Duration::from_millis(500);
 pub struct Target {
     pub url: String,
     pub api_key: Option<String>,
+    /// The CA that signed an `https://` gateway's certificate; None trusts
+    /// the system's roots.
+    pub ca_cert: Option<std::path::PathBuf>,
     /// Every call's deadline (`--timeout`).
     pub timeout: Duration,
     /// How long to keep trying while the gateway is unreachable or
@@ -42,6 +51,8 @@ pub struct Gateway {
     authorization: MetadataValue<tonic::metadata::Ascii>,
     timeout: Duration,
     patience: Duration,
+    /// Where an `http://` URL points: to tell a TLS server behind it.
+    plaintext: Option<Plaintext>,
 }
 
 /// An error and its causes on one line (tonic's own Display says only
@@ -63,6 +74,164 @@ fn causes(error: &dyn std::error::Error) -> String {
     text
 }
 
+/// The endpoint for `target.url`: TLS for `https://`, trusting `ca_cert`
+/// when given, else the system's roots.
+fn endpoint(target: &Target) -> Result<Endpoint, Failed> {
+    let url = &target.url;
+    let endpoint = Endpoint::from_shared(url.clone())
+        .map_err(|e| Failed::new(Kind::Usage, format!("invalid gateway URL {url:?}: {e}")))?
+        .connect_timeout(CONNECT_TIMEOUT);
+    match endpoint.uri().scheme_str() {
+        Some("https") => {}
+        Some("http") if target.ca_cert.is_some() => {
+            return Err(Failed::new(
+                Kind::Usage,
+                format!("--ca-cert needs an https:// gateway URL, not {url}"),
+            ));
+        }
+        Some("http") => return Ok(endpoint),
+        _ => {
+            return Err(Failed::new(
+                Kind::Usage,
+                format!("invalid gateway URL {url:?}: it starts with https:// or http://"),
+            ));
+        }
+    }
+    let tls = ClientTlsConfig::new()
+        .domain_name(host_of(endpoint.uri()))
+        .timeout(CONNECT_TIMEOUT);
+    let tls = match &target.ca_cert {
+        Some(path) => tls.ca_certificate(Certificate::from_pem(read_ca(path)?)),
+        None => tls.with_native_roots(),
+    };
+    endpoint.tls_config(tls).map_err(|e| {
+        let trust = match &target.ca_cert {
+            Some(path) => format!("the CA certificate {}", path.display()),
+            None => "the system's CA certificates (or pass --ca-cert)".to_string(),
+        };
+        Failed::new(
+            Kind::Config,
+            format!("cannot set up TLS with {trust}: {}", causes(&e)),
+        )
+    })
+}
+
+/// The URL's host, an IPv6 address without its brackets: the name a
+/// certificate must carry, or where to connect.
+fn host_of(uri: &tonic::codegen::http::Uri) -> String {
+    let host = uri.host().unwrap_or_default();
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string()
+}
+
+struct Plaintext {
+    url: String,
+    host: String,
+    port: u16,
+}
+
+/// Whether the server at `host:port` speaks TLS. Five bytes it must read as
+/// a TLS record header ("PRI *", an HTTP/2 preface's start) make a TLS
+/// server answer with an alert record (content type 21) and close; a
+/// plaintext server waits for the rest, until the probe gives up. Exactly
+/// five, so the server has read everything sent and closes without a reset
+/// that would discard its alert.
+async fn speaks_tls(host: &str, port: u16) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const ALERT: u8 = 21;
+    let probe = async {
+        let mut stream = tokio::net::TcpStream::connect((host, port)).await.ok()?;
+        stream.write_all(b"PRI *").await.ok()?;
+        let mut first = [0u8; 1];
+        stream.read_exact(&mut first).await.ok()?;
+        Some(first[0] == ALERT)
+    };
+    tokio::time::timeout(PROBE_TIMEOUT, probe)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(false)
+}
+
+/// The CA file's PEM, checked to hold at least one certificate: rustls
+/// skips what it cannot parse, so a wrong file would otherwise show up only
+/// as a certificate every gateway fails.
+fn read_ca(path: &Path) -> Result<Vec<u8>, Failed> {
+    let unusable = |why: String| {
+        Failed::new(
+            Kind::Config,
+            format!(
+                "cannot use the CA certificate {} (--ca-cert): {why}",
+                path.display()
+            ),
+        )
+    };
+    let pem = std::fs::read(path).map_err(|e| unusable(e.to_string()))?;
+    let certificates = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| unusable(e.to_string()))?;
+    if certificates.is_empty() {
+        return Err(unusable(
+            "it holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
+        ));
+    }
+    Ok(pem)
+}
+
+/// Why a TLS handshake failed, when it did.
+enum TlsRefusal {
+    /// The gateway's certificate is not one this client trusts for its name.
+    Certificate(rustls::CertificateError),
+    /// Anything else: most often a plaintext gateway behind an https:// URL.
+    Handshake,
+}
+
+impl TlsRefusal {
+    fn failure(&self, url: &str, error: &dyn std::error::Error) -> Failed {
+        let message = match self {
+            TlsRefusal::Certificate(rustls::CertificateError::UnknownIssuer) => format!(
+                "cannot reach the gateway at {url}: its TLS certificate is signed by a CA \
+                 this client does not trust; pass that CA's PEM file with --ca-cert \
+                 (or DIALECTIC_CA_CERT)"
+            ),
+            TlsRefusal::Certificate(why) => format!(
+                "cannot reach the gateway at {url}: its TLS certificate was refused ({why}); \
+                 if a private CA signed it, pass that CA's PEM file with --ca-cert \
+                 (or DIALECTIC_CA_CERT); if the certificate names another host, \
+                 use that name in the URL"
+            ),
+            TlsRefusal::Handshake => format!(
+                "cannot reach the gateway at {url}: the TLS handshake failed ({}); \
+                 a gateway without TLS takes an http:// URL",
+                causes(error)
+            ),
+        };
+        Failed::new(Kind::Unavailable, message)
+    }
+}
+
+/// The rustls error somewhere in `error`'s causes. tokio-rustls hands it
+/// over inside an io::Error, whose `source()` skips it, so those are opened.
+fn tls_refusal(error: &(dyn std::error::Error + 'static)) -> Option<TlsRefusal> {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        let rustls = e.downcast_ref::<rustls::Error>().or_else(|| {
+            e.downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        });
+        if let Some(rustls) = rustls {
+            return Some(match rustls {
+                rustls::Error::InvalidCertificate(why) => TlsRefusal::Certificate(why.clone()),
+                _ => TlsRefusal::Handshake,
+            });
+        }
+        cause = e.source();
+    }
+    None
+}
+
 impl Gateway {
     pub async fn connect(target: &Target) -> Result<Self> {
         let Some(key) = target
@@ -81,39 +250,45 @@ impl Gateway {
         let authorization = MetadataValue::try_from(format!("Bearer {key}"))
             .map_err(|_| Failed::new(Kind::Config, "the API key is not a valid header value"))?;
         let url = &target.url;
-        let endpoint = Endpoint::from_shared(url.clone())
-            .map_err(|e| Failed::new(Kind::Usage, format!("invalid gateway URL {url:?}: {e}")))?
-            .connect_timeout(CONNECT_TIMEOUT);
+        let endpoint = endpoint(target)?;
         let deadline = Instant::now() + target.patience;
         let channel = loop {
-            match endpoint.connect().await {
+            let e = match endpoint.connect().await {
                 Ok(channel) => break channel,
-                Err(e) if Instant::now() < deadline => {
-                    note(&format!(
-                        "gateway {url} not reachable yet ({}); retrying",
-                        causes(&e)
-                    ));
-                    tokio::time::sleep(RETRY_DELAY).await;
-                }
-                Err(e) => {
-                    return Err(Failed::new(
-                        Kind::Unavailable,
-                        format!(
-                            "cannot reach the gateway at {url}: {} \
-                             (is it running? --gateway names another; \
-                             --wait-for-gateway waits for one that is starting)",
-                            causes(&e)
-                        ),
-                    )
-                    .into());
-                }
+                Err(e) => e,
+            };
+            // Waiting does not fix a certificate or a protocol mismatch.
+            if let Some(refused) = tls_refusal(&e) {
+                return Err(refused.failure(url, &e).into());
             }
+            if Instant::now() >= deadline {
+                return Err(Failed::new(
+                    Kind::Unavailable,
+                    format!(
+                        "cannot reach the gateway at {url}: {} \
+                         (is it running? --gateway names another; \
+                         --wait-for-gateway waits for one that is starting)",
+                        causes(&e)
+                    ),
+                )
+                .into());
+            }
+            note(&format!(
+                "gateway {url} not reachable yet ({}); retrying",
+                causes(&e)
+            ));
+            tokio::time::sleep(RETRY_DELAY).await;
         };
         Ok(Self {
             client: DialecticServiceClient::new(channel),
             authorization,
             timeout: target.timeout,
             patience: target.patience,
+            plaintext: (endpoint.uri().scheme_str() == Some("http")).then(|| Plaintext {
+                url: url.clone(),
+                host: host_of(endpoint.uri()),
+                port: endpoint.uri().port_u16().unwrap_or(80),
+            }),
         })
     }
 
@@ -147,7 +322,8 @@ impl Gateway {
                     note(&format!("gateway unavailable ({}); retrying", s.message()));
                     tokio::time::sleep(RETRY_DELAY).await;
                 }
-                other => return other.map(tonic::Response::into_inner),
+                Ok(answer) => return Ok(answer.into_inner()),
+                Err(s) => return Err(self.explain(s).await),
             }
         }
     }
@@ -191,6 +367,31 @@ impl Gateway {
                 async move { c.get_session(request).await }
             })
             .await?)
+    }
+
+    /// A plaintext client's calls to a TLS server fail in whatever way the
+    /// connection happened to break (UNKNOWN "transport error", CANCELLED, an
+    /// INTERNAL "h2 protocol error"), none of which says why. When such a
+    /// failure, one no gateway would send (it carries no ErrorInfo), comes
+    /// from an `http://` URL, ask the server whether it speaks TLS, and if
+    /// so say so, as the unreachable gateway it is.
+    async fn explain(&self, status: Status) -> Status {
+        let Some(plain) = &self.plaintext else {
+            return status;
+        };
+        let broken = matches!(
+            status.code(),
+            Code::Unknown | Code::Cancelled | Code::Internal | Code::Unavailable
+        ) && status.details().is_empty();
+        if !broken || !speaks_tls(&plain.host, plain.port).await {
+            return status;
+        }
+        Status::unavailable(format!(
+            "the gateway at {} serves TLS, so its URL starts with https:// \
+             (plaintext gRPC to it failed: {})",
+            plain.url,
+            status.message()
+        ))
     }
 
     /// Shows events in `view` until `format::Stop` says so. A dropped stream is
@@ -379,4 +580,47 @@ pub fn client_request_id() -> String {
         .map(|d| d.as_nanos())
         .unwrap_or(0);
     format!("cli-{}-{nanos}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(url: &str, ca_cert: Option<&str>) -> Target {
+        Target {
+            url: url.into(),
+            api_key: Some("dlk_test".into()),
+            ca_cert: ca_cert.map(Into::into),
+            timeout: Duration::from_secs(1),
+            patience: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn a_ca_needs_https_and_a_readable_pem_file() {
+        let refused = endpoint(&target("http://gw:7051", Some("/ca.pem"))).expect_err("http");
+        assert_eq!(refused.kind, Kind::Usage);
+        assert!(refused.message.contains("https://"), "{}", refused.message);
+
+        let missing = "/nonexistent/dialectic-ca.pem";
+        let refused = endpoint(&target("https://gw:7051", Some(missing))).expect_err("no file");
+        assert_eq!(refused.kind, Kind::Config);
+        assert!(refused.message.contains(missing), "{}", refused.message);
+
+        let not_pem = std::env::temp_dir().join(format!("dialectic-ca-{}.pem", std::process::id()));
+        std::fs::write(&not_pem, "not a certificate\n").expect("temp file");
+        let refused =
+            endpoint(&target("https://gw:7051", not_pem.to_str())).expect_err("no certificate");
+        let _ = std::fs::remove_file(&not_pem);
+        assert_eq!(refused.kind, Kind::Config);
+        assert!(
+            refused.message.contains("no PEM certificate"),
+            "{}",
+            refused.message
+        );
+
+        let refused = endpoint(&target("gw:7051", None)).expect_err("no scheme");
+        assert_eq!(refused.kind, Kind::Usage);
+        assert!(endpoint(&target("http://gw:7051", None)).is_ok());
+    }
 }

@@ -25,6 +25,7 @@ use dialectic_proto::v1::indexer::indexer_service_client::IndexerServiceClient;
 use dialectic_proto::v1::planner::planner_service_client::PlannerServiceClient;
 use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
 use dialectic_runtime::service_auth::{ServiceKey, internal_channel};
+use dialectic_runtime::tls::TlsIdentity;
 use dialectic_runtime::{
     CancellationToken, Courier, Dependencies, Running, RuntimeError, supervise,
 };
@@ -63,6 +64,14 @@ async fn start_gateway(
     settings: Arc<Settings>,
     shutdown: CancellationToken,
 ) -> Result<Running, RuntimeError> {
+    // First, so a bad certificate or origin stops the start before anything runs.
+    let public = dialectic_runtime::Public {
+        web_origins: dialectic_runtime::web::origins(&settings.gateway.web_origins)?,
+        tls: TlsIdentity::from_settings(&settings.gateway.tls_cert, &settings.gateway.tls_key)?,
+        health_listen: Some(settings.gateway.health_listen.trim())
+            .filter(|l| !l.is_empty())
+            .map(str::to_string),
+    };
     let store = dialectic_runtime::store(&settings)?;
     let blob = dialectic_runtime::blob(&settings);
     let cache = Arc::new(OnceLock::new());
@@ -93,7 +102,7 @@ async fn start_gateway(
             ServiceName::Gateway,
         )?,
         shutdown.clone(),
-        dialectic_runtime::web::origins(&settings.gateway.web_origins)?,
+        public,
     )
     .await?;
 
