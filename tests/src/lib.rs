@@ -282,8 +282,8 @@ impl TestEnv {
         }
     }
 
-    /// A channel to an internal service at `url`, signed as `me` with this
-    /// env's `internal.token_secret`, as that service would call it.
+    /// A channel to an internal service at `url`, signed with `me`'s key as
+    /// this env configures it, as that service would call it.
     pub fn internal_channel(
         &self,
         url: &str,
