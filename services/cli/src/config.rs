@@ -183,6 +183,15 @@ impl FileConfig {
     }
 }
 
+/// Any failure reading the config file exits as a configuration error,
+/// unless it already has a kind of its own.
+pub fn as_config_error(e: anyhow::Error) -> anyhow::Error {
+    match e.downcast::<Failed>() {
+        Ok(failed) => failed.into(),
+        Err(e) => Failed::new(Kind::Config, format!("{e:#}")).into(),
+    }
+}
+
 fn refuse_if_exposed(path: &Path) -> Result<()> {
     let mode = std::fs::metadata(path)
         .with_context(|| format!("cannot read {}", path.display()))?

@@ -13,9 +13,9 @@ mod output;
 mod progress;
 
 use anyhow::Result;
-use clap::{CommandFactory, Parser};
+use clap::Parser;
 use cli::{AuthCommand, Cli, Command};
-use commands::{auth, context, doc, model, pipeline, project, recipe, session, wallet};
+use commands::{auth, completion, context, doc, model, pipeline, project, recipe, session, wallet};
 use config::{FileConfig, Location};
 use exit::{Failed, Kind};
 use gateway::{Gateway, Target};
@@ -65,7 +65,7 @@ async fn run(cli: Cli) -> Result<()> {
     // These talk to the broker or to nobody, not the gateway, which may be down.
     let command = match command {
         Command::Admin(args) => return admin::run(args, out).await,
-        Command::Completion { shell } => return completion(shell),
+        Command::Completion { shell } => return completion::print(shell),
         command => command,
     };
     let Some(location) = Location::of(cli.config_file.as_ref()) else {
@@ -77,10 +77,10 @@ async fn run(cli: Cli) -> Result<()> {
     };
     match command {
         Command::Context(c) => return context::run(c, location, flags, out),
-        Command::Auth(AuthCommand::Login) => return login(location, cli.context, flags, out),
+        Command::Auth(AuthCommand::Login) => return auth::login(location, cli.context, flags, out),
         _ => {}
     }
-    let file = FileConfig::load(Some(&location)).map_err(config_error)?;
+    let file = FileConfig::load(Some(&location)).map_err(config::as_config_error)?;
     let (context, connection) = file.connection(cli.context.as_deref())?;
     let key_from = match &cli.api_key {
         Some(_) => "--api-key or DIALECTIC_API_KEY".to_string(),
@@ -105,55 +105,6 @@ async fn run(cli: Cli) -> Result<()> {
     dispatch(&gateway, out, command, &who).await
 }
 
-fn config_error(e: anyhow::Error) -> anyhow::Error {
-    match e.downcast::<Failed>() {
-        Ok(failed) => failed.into(),
-        Err(e) => Failed::new(Kind::Config, format!("{e:#}")).into(),
-    }
-}
-
-/// `auth login`: the key into the context in use (with --gateway and
-/// --ca-cert, those too), the rest of the file kept.
-fn login(at: Location, named: Option<String>, flags: context::Flags, out: Out) -> Result<()> {
-    // Login creates the file, even one named with --config-file.
-    let at = Location {
-        required: false,
-        ..at
-    };
-    let mut file = FileConfig::read(&at)
-        .map_err(config_error)?
-        .unwrap_or_default();
-    let (name, mut connection) = file.connection(named.as_deref())?;
-    connection.api_key = Some(auth::read_key()?);
-    if flags.gateway.is_some() {
-        connection.gateway_url = flags.gateway.clone();
-    }
-    if let Some(ca) = flags.ca_cert {
-        connection.ca_cert = Some(context::absolute(&ca)?);
-    }
-    let key = connection.api_key.clone().unwrap_or_default();
-    file.set_connection(&name, connection);
-    file.save(&at.path)?;
-    out.show(&auth::LoggedIn {
-        path: at.path,
-        context: name,
-        gateway: flags.gateway,
-        key,
-    });
-    Ok(())
-}
-
-/// The script offers what `--help` shows: clap_complete's generators would
-/// also offer the hidden deprecated spellings, so they are left out here.
-fn completion(shell: clap_complete::Shell) -> Result<()> {
-    let full = Cli::command();
-    let mut shown = clap::Command::new("dialectic")
-        .args(full.get_arguments().cloned())
-        .subcommands(full.get_subcommands().filter(|c| !c.is_hide_set()).cloned());
-    clap_complete::generate(shell, &mut shown, "dialectic", &mut std::io::stdout());
-    Ok(())
-}
-
 async fn dispatch(
     gateway: &Gateway,
     out: Out,
@@ -170,7 +121,7 @@ async fn dispatch(
         Command::Wallet(args) => wallet::dispatch(gateway, out, args).await,
         Command::Run(args) => session::run_args(gateway, out, args).await,
         Command::Admin(args) => admin::run(args, out).await,
-        Command::Completion { shell } => completion(shell),
+        Command::Completion { shell } => completion::print(shell),
         Command::Auth(AuthCommand::Status) => auth::status(gateway, out, who).await,
         // Need no gateway: run() answered them before connecting.
         Command::Auth(AuthCommand::Login) | Command::Context(_) => Ok(()),

@@ -2,6 +2,8 @@
 //! where `ps` shows it); `auth status` says which gateway and key are in use
 //! and whether the key works.
 
+use crate::commands::context;
+use crate::config::{FileConfig, Location, as_config_error};
 use crate::exit::{Failed, Kind};
 use crate::gateway::Gateway;
 use crate::output::{Out, Render, note};
@@ -11,6 +13,37 @@ use serde_json::{Value, json};
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::process::Command;
+
+/// `auth login`: the key into the context in use (with --gateway and
+/// --ca-cert, those too), the rest of the file kept.
+pub fn login(at: Location, named: Option<String>, flags: context::Flags, out: Out) -> Result<()> {
+    // Login creates the file, even one named with --config-file.
+    let at = Location {
+        required: false,
+        ..at
+    };
+    let mut file = FileConfig::read(&at)
+        .map_err(as_config_error)?
+        .unwrap_or_default();
+    let (name, mut connection) = file.connection(named.as_deref())?;
+    connection.api_key = Some(read_key()?);
+    if flags.gateway.is_some() {
+        connection.gateway_url = flags.gateway.clone();
+    }
+    if let Some(ca) = flags.ca_cert {
+        connection.ca_cert = Some(context::absolute(&ca)?);
+    }
+    let key = connection.api_key.clone().unwrap_or_default();
+    file.set_connection(&name, connection);
+    file.save(&at.path)?;
+    out.show(&LoggedIn {
+        path: at.path,
+        context: name,
+        gateway: flags.gateway,
+        key,
+    });
+    Ok(())
+}
 
 /// Enough of a key to tell keys apart, too little to use one.
 pub fn prefix(key: &str) -> String {

@@ -2,6 +2,7 @@
 //! [`Render`](crate::output::Render) of the answers they print.
 
 pub mod auth;
+pub mod completion;
 pub mod context;
 pub mod doc;
 pub mod model;
