@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Offline checks of the Helm chart (part of deploy/test.sh, so of CI):
-#   helm lint --strict, render with default / production / every-option / EKS /
-#   quickstart values (twice each: the renders must be byte-identical),
+#   helm lint --strict, render with default / production / every-option /
+#   derived-keys / EKS / quickstart values (twice each: the renders must be byte-identical),
 #   validate every manifest against the Kubernetes schemas, prove that
 #   values.schema.json rejects wrong-typed values, and run checkov on the
 #   rendered manifests (skips explained in helm/dialectic/.checkov.yaml).
@@ -30,9 +30,9 @@ trap 'rm -rf "$out"' EXIT
 # (The quickstart manifests are rendered, validated and checked above but not
 # scanned: their Postgres, RabbitMQ, Redis and MinIO are third-party images by
 # tag, for evaluation only.)
-for values in default production every-option eks; do
+for values in default production every-option derived-keys eks; do
   extra=()
-  if [ "$values" = default ]; then
+  if [ "$values" = default ] || [ "$values" = derived-keys ]; then
     # The defaults cannot know the digest of the image an operator builds, so
     # they name a tag (CKV_K8S_43) and pull it IfNotPresent (CKV_K8S_15, which
     # passes for digests). Production values pin a digest and pass both checks.

@@ -1,7 +1,7 @@
 """Checks the Helm chart offline (run by deploy/chart-check.sh inside its venv).
 
 1. lint (strict) with the default, production and quickstart values;
-2. render with default, production, every-option, EKS and quickstart values (each
+2. render with default, production, every-option, derived-keys, EKS and quickstart values (each
    twice: the two renders must be byte-identical) and validate every
    manifest against the Kubernetes OpenAPI schemas (strict: unknown fields fail),
    for the oldest and the newest Kubernetes the chart supports;
@@ -70,7 +70,10 @@ def every_option(prod):
     v["modelKeys"] = {"existingSecret": "", "values": {"OPENAI_API_KEY": "sk-test"},
                       "services": ["executor", "indexer"]}
     v["topologySpread"] = {"zone": True, "hostname": False, "maxSkew": 2}
-    v["internal"] = {"existingSecret": "", "tokenSecret": "x" * 48}
+    # Production names its own service-keys Secret; here the fallback: keys
+    # derived from a token secret given in values (rendered, checksummed).
+    v["internal"] = {"existingSecret": "", "tokenSecret": "x" * 48,
+                     "serviceKeys": {"enabled": False, "existingSecret": ""}}
     v["migrations"] = {
         "podAnnotations": {"sidecar.istio.io/inject": "false"},
         "podLabels": {"example.com/tier": "jobs"},
@@ -104,6 +107,12 @@ def every_option(prod):
         "extraVolumeMounts": [{"name": "ca", "mountPath": "/etc/ssl/corporate", "readOnly": True}],
     })
     return v
+
+
+def derived_keys():
+    """The defaults with per-service keys off: the hook Job creates the shared
+    internal secret every key is derived from."""
+    return {"internal": {"serviceKeys": {"enabled": False}}}
 
 
 def helm_merge(base, over):
@@ -205,7 +214,8 @@ def check_shape(docs, label, values):
         owned = ["checksum/config"]
         if not values["secrets"]["existingSecret"] or values["modelKeys"]["values"]:
             owned.append("checksum/secret")
-        if values["internal"]["tokenSecret"] and not values["internal"]["existingSecret"]:
+        internal = values["internal"]
+        if not internal["serviceKeys"]["enabled"] and internal["tokenSecret"] and not internal["existingSecret"]:
             owned.append("checksum/internal")
         for key in owned:
             if key not in annotations:
@@ -222,9 +232,7 @@ def check_shape(docs, label, values):
         if c["livenessProbe"]["grpc"].get("service") != "dialectic.liveness" or "grpc" not in c["readinessProbe"]:
             fail(f"{label}: {svc}: probes are not gRPC health checks")
         check_shutdown(pod, c, svc, label, values)
-        secrets = [e.get("secretRef", {}).get("name") for e in c.get("envFrom", [])]
-        if "dialectic-internal" not in secrets:
-            fail(f"{label}: {svc}: no service identity secret in envFrom: {secrets}")
+        check_service_identity(pod, svc, label, values)
         if not pod.get("topologySpreadConstraints"):
             fail(f"{label}: {svc}: no topology spread")
     check_placement(by, label, values)
@@ -386,26 +394,172 @@ def check_migrate_extensions(job, label, values):
 
 
 def check_secrets(by, label, values):
-    """The internal secret comes from exactly one place: values, an existing
-    Secret, or the create-if-absent hook Job (never a render-time random value)."""
+    """Service identity comes from exactly one place (never a render-time random
+    value): per-service keys from an existing Secret or the create-if-absent hook
+    Job; or, with them off, the shared internal secret from values, an existing
+    Secret, or its own create-if-absent hook Job."""
     internal = values["internal"]
+    keys = internal["serviceKeys"]
     rendered = by.get(("Secret", "dialectic-internal"))
-    job = by.get(("Job", "dialectic-internal-secret"))
-    if internal["existingSecret"]:
-        want = (False, False)
+    internal_job = by.get(("Job", "dialectic-internal-secret"))
+    keys_job = by.get(("Job", "dialectic-service-keys"))
+    if keys["enabled"]:
+        want = (False, False, not keys["existingSecret"])
+    elif internal["existingSecret"]:
+        want = (False, False, False)
     elif internal["tokenSecret"]:
-        want = (True, False)
+        want = (True, False, False)
     else:
-        want = (False, True)
-    if (bool(rendered), bool(job)) != want:
-        fail(f"{label}: internal secret: rendered Secret {bool(rendered)}, hook Job {bool(job)}; expected {want}")
-    if job:
-        hook = job["metadata"]["annotations"].get("helm.sh/hook")
+        want = (False, True, False)
+    got = (bool(rendered), bool(internal_job), bool(keys_job))
+    if got != want:
+        fail(f"{label}: service identity: (internal Secret, internal-secret Job, service-keys Job) "
+             f"rendered {got}, expected {want}")
+    if internal_job:
+        check_secret_hook(by, label, "internal-secret", "dialectic-internal", values)
+    if keys_job:
+        check_secret_hook(by, label, "service-keys", "dialectic-service-keys", values)
+        check_key_generation(by, label, keys_job)
+
+
+def check_secret_hook(by, label, component, secret, values):
+    """A create-if-absent Secret hook: a pre-install/pre-upgrade Job whose own
+    ServiceAccount may create Secrets and nothing else (it cannot read one), set
+    up before the Job runs, and which serves nothing."""
+    name = f"dialectic-{component}"
+    job = by[("Job", name)]
+    parts = {kind: by.get((kind, name)) for kind in ("ServiceAccount", "Role", "RoleBinding")}
+    for kind, doc in parts.items():
+        if not doc:
+            fail(f"{label}: the {component} Job has no {kind} {name}")
+            return
+    weight = lambda doc: int(doc["metadata"]["annotations"].get("helm.sh/hook-weight", "0"))
+    for kind, doc in [("Job", job), *parts.items()]:
+        hook = doc["metadata"].get("annotations", {}).get("helm.sh/hook")
         if hook != "pre-install,pre-upgrade":
-            fail(f"{label}: the internal-secret Job is hook {hook}")
-        role = by.get(("Role", "dialectic-internal-secret"))
-        if not role or role["rules"] != [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}]:
-            fail(f"{label}: the internal-secret Job's Role should allow creating Secrets and nothing else")
+            fail(f"{label}: {kind}/{name} is hook {hook}, not pre-install,pre-upgrade")
+        if kind != "Job" and weight(doc) >= weight(job):
+            fail(f"{label}: {kind}/{name} (hook weight {weight(doc)}) is not in place before its Job ({weight(job)})")
+    if parts["Role"]["rules"] != [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}]:
+        fail(f"{label}: the {component} Job's Role should allow creating Secrets and nothing else")
+    binding = parts["RoleBinding"]
+    if binding["roleRef"]["name"] != name or binding["subjects"] != [
+            {"kind": "ServiceAccount", "name": name, "namespace": "dialectic"}]:
+        fail(f"{label}: RoleBinding/{name} does not bind its Role to its ServiceAccount")
+    if parts["ServiceAccount"].get("automountServiceAccountToken") is not False:
+        fail(f"{label}: ServiceAccount/{name} mounts a token into every pod")
+    pod = job["spec"]["template"]["spec"]
+    if pod.get("serviceAccountName") != name:
+        fail(f"{label}: the {component} Job runs as {pod.get('serviceAccountName')}, not {name}")
+    create = pod["containers"][0]
+    env = {e["name"]: e.get("value") for e in create.get("env", [])}
+    if env.get("SECRET_NAME") != secret:
+        fail(f"{label}: the {component} Job creates {env.get('SECRET_NAME')}, not {secret}")
+    script = create["args"][0]
+    if "409)" not in script or "/api/v1/namespaces/$NAMESPACE/secrets" not in script:
+        fail(f"{label}: the {component} Job does not POST the Secret and leave an existing one (409)")
+    if values["networkPolicy"]["enabled"]:
+        check_closed_policy(by, label, name, job["spec"]["template"]["metadata"]["labels"])
+
+
+def check_closed_policy(by, label, name, pod_labels):
+    """A pod that serves nothing gets a NetworkPolicy admitting nothing."""
+    policy = by.get(("NetworkPolicy", name))
+    selector = (policy or {}).get("spec", {}).get("podSelector", {}).get("matchLabels", {})
+    if not policy or not selector or any(pod_labels.get(k) != v for k, v in selector.items()):
+        fail(f"{label}: no NetworkPolicy {name} selects the {name} pods")
+    elif policy["spec"].get("policyTypes") != ["Ingress"] or policy["spec"].get("ingress"):
+        fail(f"{label}: NetworkPolicy/{name} admits traffic to pods that serve nothing")
+
+
+def check_key_generation(by, label, job):
+    """The service-keys Job generates the keys with the platform's own image
+    (`dialecticd keys generate`) into a volume its create step reads, and posts
+    every service's .key and .pub."""
+    pod = job["spec"]["template"]["spec"]
+    image = by[("Deployment", "dialectic-gateway")]["spec"]["template"]["spec"]["containers"][0]["image"]
+    inits = pod.get("initContainers", [])
+    if len(inits) != 1 or inits[0]["image"] != image or inits[0].get("args", [])[:2] != ["keys", "generate"]:
+        fail(f"{label}: the service-keys Job does not run `dialecticd keys generate` from {image} first: {inits}")
+        return
+    directory = inits[0]["args"][2]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+
+    def mount_of(container):
+        for m in container.get("volumeMounts", []):
+            if directory.startswith(m["mountPath"].rstrip("/") + "/") and "emptyDir" in volumes.get(m["name"], {}):
+                return m
+        return None
+
+    generated, read = mount_of(inits[0]), mount_of(pod["containers"][0])
+    if not generated or not read or generated["name"] != read["name"]:
+        fail(f"{label}: the service-keys Job's create step does not read the emptyDir {directory} is generated into")
+    elif volumes[generated["name"]]["emptyDir"].get("medium") != "Memory":
+        fail(f"{label}: the service-keys Job writes private keys to a disk-backed emptyDir")
+    script = pod["containers"][0]["args"][0]
+    if f"{directory}/" not in script or not all(svc in script for svc in SERVICES):
+        fail(f"{label}: the service-keys Job does not post every service's files from {directory}")
+
+
+def check_service_identity(pod, svc, label, values):
+    """Per-service keys: the Deployment mounts its own .key and every .pub from
+    the keys Secret, read-only, and points DIALECTIC_INTERNAL__KEY_DIR at them;
+    by no route (volume, envFrom, env) can it read another service's .key. With
+    them off, the shared internal secret reaches it through envFrom."""
+    internal = values["internal"]
+    keys = internal["serviceKeys"]
+    keys_secret = keys["existingSecret"] or "dialectic-service-keys"
+    internal_secret = internal["existingSecret"] or "dialectic-internal"
+    containers = pod.get("initContainers", []) + pod["containers"]
+    readable = set()   # keys of the keys Secret this pod can read; "*": all of them
+    key_volumes = []
+    for v in pod.get("volumes", []):
+        sources = [(v["secret"].get("secretName"), v["secret"].get("items"))] if "secret" in v else []
+        sources += [(src["secret"].get("name"), src["secret"].get("items"))
+                    for src in v.get("projected", {}).get("sources", []) if "secret" in src]
+        for name, items in sources:
+            if name == keys_secret:
+                key_volumes.append(v)
+                readable |= {i["key"] for i in items} if items else {"*"}
+    for c in containers:
+        if any(e.get("secretRef", {}).get("name") == keys_secret for e in c.get("envFrom", [])):
+            readable.add("*")
+        for e in c.get("env", []):
+            ref = e.get("valueFrom", {}).get("secretKeyRef", {})
+            if ref.get("name") == keys_secret:
+                readable.add(ref.get("key"))
+    others = {f"{s}.key" for s in SERVICES if s != svc}
+    if "*" in readable or readable & others:
+        fail(f"{label}: {svc} can read another service's private key from {keys_secret}: "
+             f"{sorted(readable & others) or 'the whole Secret'}")
+    c = pod["containers"][0]
+    env = {e["name"]: e.get("value") for e in c.get("env", [])}
+    env_from = [e.get("secretRef", {}).get("name") for e in c.get("envFrom", [])]
+    if not keys["enabled"]:
+        if "DIALECTIC_INTERNAL__KEY_DIR" in env or key_volumes:
+            fail(f"{label}: {svc}: per-service keys are off, but it mounts them or sets DIALECTIC_INTERNAL__KEY_DIR")
+        if internal_secret not in env_from:
+            fail(f"{label}: {svc}: no service identity secret in envFrom: {env_from}")
+        return
+    if internal_secret in env_from:
+        fail(f"{label}: {svc}: with per-service keys it still reads the shared token secret {internal_secret}")
+    if len(key_volumes) != 1:
+        fail(f"{label}: {svc}: {len(key_volumes)} volumes of the keys Secret {keys_secret}, expected one")
+        return
+    vol = key_volumes[0]
+    items = vol.get("secret", {}).get("items", [])
+    want = {f"{svc}.key"} | {f"{s}.pub" for s in SERVICES}
+    if {i["key"] for i in items} != want or len(items) != len(want) or any(i["path"] != i["key"] for i in items):
+        fail(f"{label}: {svc}: mounts {[(i['key'], i['path']) for i in items]} of {keys_secret}, "
+             f"expected its own .key and every .pub under their names")
+    if vol.get("secret", {}).get("defaultMode") != 0o440:
+        fail(f"{label}: {svc}: the key files have mode {vol.get('secret', {}).get('defaultMode')}, not 0440")
+    mounts = [m for m in c.get("volumeMounts", []) if m["name"] == vol["name"]]
+    if len(mounts) != 1 or not mounts[0].get("readOnly") or mounts[0].get("subPath"):
+        fail(f"{label}: {svc}: the keys volume is not mounted once, read-only, as a directory: {mounts}")
+    elif env.get("DIALECTIC_INTERNAL__KEY_DIR") != mounts[0]["mountPath"]:
+        fail(f"{label}: {svc}: DIALECTIC_INTERNAL__KEY_DIR is {env.get('DIALECTIC_INTERNAL__KEY_DIR')!r}, "
+             f"not the mounted {mounts[0]['mountPath']}")
 
 
 def check_shutdown(pod, container, svc, label, values):
@@ -482,6 +636,7 @@ def main():
         ("default", None, defaults),
         ("production", prod, merged_prod),
         ("every-option", every_option(prod), chart.merge_values(every_option(prod))),
+        ("derived-keys", derived_keys(), chart.merge_values(derived_keys())),
         ("eks", eks, chart.merge_values(eks)),
         ("quickstart", quickstart, chart.merge_values(quickstart)),
     ]:
@@ -506,6 +661,8 @@ def main():
     expect_rejected(chart, {"modelKeys": {"services": ["scheduler"]}}, "modelKeys for an unknown service")
     expect_rejected(chart, {"internal": {"tokenSecret": "short"}}, "an internal tokenSecret shorter than 32 characters")
     expect_rejected(chart, {"podAntiAffinity": {"mode": "always"}}, "podAntiAffinity.mode always")
+    expect_rejected(chart, {"internal": {"serviceKeys": {"enabled": "yes"}}}, "a string for internal.serviceKeys.enabled")
+    expect_rejected(chart, {"internal": {"serviceKeys": {"secretName": "k"}}}, "an unknown key under internal.serviceKeys")
     expect_rejected(chart, {"gateway": {"tls": {"healthPort": "7050"}}}, "a string for gateway.tls.healthPort")
     expect_crd_schemas_reject()
 

@@ -67,3 +67,7 @@ zone and hostname per the topologySpread defaults, ScheduleAnyway. */}}
 {{- define "dialectic.internalSecretName" -}}
 {{- default (printf "%s-internal" (include "dialectic.fullname" .)) .Values.internal.existingSecret -}}
 {{- end -}}
+
+{{- define "dialectic.serviceKeysSecretName" -}}
+{{- default (printf "%s-service-keys" (include "dialectic.fullname" .)) .Values.internal.serviceKeys.existingSecret -}}
+{{- end -}}
