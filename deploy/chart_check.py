@@ -14,6 +14,7 @@ import copy
 import json
 import pathlib
 import sys
+import urllib.parse
 
 import helm_python as helm
 import jsonschema
@@ -236,6 +237,7 @@ def check_shape(docs, label, values):
         if not pod.get("topologySpreadConstraints"):
             fail(f"{label}: {svc}: no topology spread")
     check_placement(by, label, values)
+    check_internal_urls(by, label, values)
     check_gateway_policy(by, label, values)
     check_gateway_tls(by, label, values)
     if values["quickstart"]["enabled"]:
@@ -313,6 +315,71 @@ def check_placement(by, label, values):
             fail(f"{label}: {name}: podAntiAffinity.mode {anti['mode']} but no anti-affinity")
     if label == "production" and not rendered:
         fail("production: the production values name a PriorityClass but create none")
+
+
+# Who calls whom inside the release, by the setting that names the callee.
+INTERNAL_URLS = {
+    "gateway": {"DIALECTIC_GATEWAY__PLANNER_URL": "planner", "DIALECTIC_GATEWAY__WALLET_URL": "wallet",
+                "DIALECTIC_GATEWAY__INDEXER_URL": "indexer", "DIALECTIC_GATEWAY__EXECUTOR_URL": "executor"},
+    "executor": {"DIALECTIC_EXECUTOR__WALLET_URL": "wallet", "DIALECTIC_EXECUTOR__INDEXER_URL": "indexer"},
+}
+
+
+def check_internal_urls(by, label, values):
+    """Internal clients balance per call over every replica, so each internal
+    URL names a headless Service of the release (clusterIP None, ready pods
+    only) selecting exactly the callee's pods, on the port the callee's
+    container listens on (clients dial the pods, no proxy maps the port); and
+    the callee's NetworkPolicy admits the caller on it."""
+    for caller, urls in INTERNAL_URLS.items():
+        dep = by.get(("Deployment", f"dialectic-{caller}"))
+        if not dep:
+            continue
+        caller_labels = dep["spec"]["template"]["metadata"]["labels"]
+        env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0].get("env", [])}
+        for var, callee in urls.items():
+            url = urllib.parse.urlsplit(env.get(var) or "")
+            target = by.get(("Deployment", f"dialectic-{callee}"))
+            svc = by.get(("Service", url.hostname or ""))
+            if url.scheme != "http" or not url.port or not target:
+                fail(f"{label}: {caller}: {var} is {env.get(var)!r}, not http://SERVICE:PORT of the {callee}")
+                continue
+            if not svc:
+                fail(f"{label}: {caller}: {var} names {url.hostname}, which the release does not render")
+                continue
+            spec = svc["spec"]
+            if spec.get("clusterIP") != "None" or spec.get("publishNotReadyAddresses", False):
+                fail(f"{label}: {caller}: {var} names Service {url.hostname}, which is not headless over ready pods "
+                     f"(clusterIP {spec.get('clusterIP')!r}, publishNotReadyAddresses {spec.get('publishNotReadyAddresses')})")
+            if spec.get("selector") != target["spec"]["selector"]["matchLabels"]:
+                fail(f"{label}: {caller}: Service {url.hostname} selects {spec.get('selector')}, not the {callee} pods")
+            container = target["spec"]["template"]["spec"]["containers"][0]
+            listening = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
+            ports = [p for p in spec.get("ports", []) if p["port"] == url.port]
+            if not ports or listening.get(ports[0].get("targetPort")) != url.port and ports[0].get("targetPort") != url.port:
+                fail(f"{label}: {caller}: {var} port {url.port} is not a port of {url.hostname} that the {callee} "
+                     f"container listens on ({listening})")
+            if values["networkPolicy"]["enabled"] and not admits(by.get(("NetworkPolicy", f"dialectic-{callee}")),
+                                                                 caller_labels, listening, url.port):
+                fail(f"{label}: the {callee}'s NetworkPolicy does not admit the {caller} on port {url.port}")
+
+
+def admits(policy, labels, named_ports, port):
+    """Whether an ingress NetworkPolicy lets a pod of the same namespace with
+    `labels` reach `port` (named_ports: the target container's port names)."""
+    if not policy:
+        return False
+    for rule in policy["spec"].get("ingress", []):
+        rule_ports = [named_ports.get(p.get("port"), p.get("port")) for p in rule.get("ports", [])]
+        if rule_ports and port not in rule_ports:
+            continue
+        peers = rule.get("from")
+        if peers is None or any(
+                "podSelector" in p and "namespaceSelector" not in p
+                and all(labels.get(k) == v for k, v in p["podSelector"].get("matchLabels", {}).items())
+                for p in peers):
+            return True
+    return False
 
 
 def check_gateway_tls(by, label, values):

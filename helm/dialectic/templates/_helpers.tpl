@@ -71,3 +71,9 @@ zone and hostname per the topologySpread defaults, ScheduleAnyway. */}}
 {{- define "dialectic.serviceKeysSecretName" -}}
 {{- default (printf "%s-service-keys" (include "dialectic.fullname" .)) .Values.internal.serviceKeys.existingSecret -}}
 {{- end -}}
+
+{{/* The URL another service calls `name` at: its headless Service, whose name
+resolves to every ready pod (services.yaml), on the pods' own gRPC port. */}}
+{{- define "dialectic.internalUrl" -}}
+{{- printf "http://%s-%s-pods:%d" (include "dialectic.fullname" .root) .name (int (index .root.Values.services .name).port) -}}
+{{- end -}}
