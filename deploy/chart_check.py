@@ -88,6 +88,9 @@ def every_option(prod):
         "extraVolumes": [{"name": "db-ca", "secret": {"secretName": "db-ca"}}],
         "extraVolumeMounts": [{"name": "db-ca", "mountPath": "/etc/dialectic/db-ca", "readOnly": True}],
     }
+    # The gateway serves TLS here, so the session test names a URL its certificate names.
+    v.setdefault("tests", {})["session"] = {"apiKeySecret": "dialectic-test-key", "gatewayUrl": "https://dialectic.example.com",
+                                            "caSecret": "dialectic-ca", "timeoutSeconds": 600}
     v["podAntiAffinity"] = {"mode": "hard", "topologyKey": "topology.kubernetes.io/zone", "weight": 100}
     v["gateway"] = {"tls": {"secretName": "dialectic-gateway-tls", "healthPort": 7050}}
     v["services"]["executor"].update({
@@ -240,6 +243,7 @@ def check_shape(docs, label, values):
     check_internal_urls(by, label, values)
     check_gateway_policy(by, label, values)
     check_gateway_tls(by, label, values)
+    check_tests(by, label, values)
     if values["quickstart"]["enabled"]:
         check_quickstart(by, label, values)
     elif ("Job", "dialectic-migrate") not in by:
@@ -284,8 +288,8 @@ def check_quickstart(by, label, values):
     if not any(name.startswith("dialectic-bucket-") for name in jobs):
         fail(f"{label}: no Job creates the bucket")
     for (kind, name), doc in by.items():
-        if "helm.sh/hook" in doc["metadata"].get("annotations", {}) and kind not in (
-                "Job", "ServiceAccount", "Role", "RoleBinding") :
+        hook = doc["metadata"].get("annotations", {}).get("helm.sh/hook")
+        if hook and hook != "test" and kind not in ("Job", "ServiceAccount", "Role", "RoleBinding"):
             fail(f"{label}: {kind}/{name} is a hook")
 
 
@@ -380,6 +384,88 @@ def admits(policy, labels, named_ports, port):
                 for p in peers):
             return True
     return False
+
+
+def check_tests(by, label, values):
+    """`helm test`: a test hook asks every service's health through its Service
+    (and the called ones through the headless Services their callers use), on
+    ports the Services have, from a pod the NetworkPolicies admit; with an API
+    key Secret, a second one runs a session on the simulated model through the
+    gateway with the platform's own CLI."""
+    tests = values["tests"]
+    pods = {name: doc for (kind, name), doc in by.items()
+            if doc["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"}
+    want = set()
+    if tests["enabled"]:
+        want.add("dialectic-test-health")
+        if tests["session"]["apiKeySecret"]:
+            want.add("dialectic-test-session")
+    if set(pods) != want:
+        fail(f"{label}: test hooks {sorted(pods)}, expected {sorted(want)}")
+    health = pods.get("dialectic-test-health")
+    if health:
+        script = health["spec"]["containers"][0]["args"][-1]
+        tls = bool(values["gateway"]["tls"]["secretName"])
+        urls = [f"{'https' if svc == 'gateway' and tls else 'http'}://dialectic-{svc}:{values['services'][svc]['port']}"
+                for svc in SERVICES]
+        urls += sorted({env["value"] for caller in INTERNAL_URLS
+                        for env in by[("Deployment", f"dialectic-{caller}")]["spec"]["template"]["spec"]["containers"][0]["env"]
+                        if env["name"] in INTERNAL_URLS[caller]})
+        for url in urls:
+            parts = urllib.parse.urlsplit(url)
+            svc = by.get(("Service", parts.hostname))
+            line = next((l for l in script.splitlines() if f" {url} " in l), None)
+            # Plaintext: HTTP/2 without upgrade (h2c). TLS: ALPN h2, and the
+            # health matters here, not whether the certificate names the Service.
+            options = ["--http2", "--insecure"] if parts.scheme == "https" else ["--http2-prior-knowledge"]
+            if not line:
+                fail(f"{label}: the health test does not check {url}")
+            elif line.split(f" {url} ")[1].split() != options:
+                fail(f"{label}: the health test calls {url} with {line.split(f' {url} ')[1]!r}, not {' '.join(options)}")
+            elif not svc or parts.port not in [p["port"] for p in svc["spec"]["ports"]]:
+                fail(f"{label}: the health test checks {url}, which no Service of the release serves")
+        if "00000000020801" not in script or "/grpc.health.v1.Health/Check" not in script:
+            fail(f"{label}: the health test does not require grpc.health.v1 SERVING")
+    for name, pod in pods.items():
+        if pod["kind"] != "Pod" or pod["spec"].get("restartPolicy") != "Never":
+            fail(f"{label}: test {name} is not a Pod that runs once")
+        labels = pod["metadata"]["labels"]
+        if values["networkPolicy"]["enabled"]:
+            check_closed_policy(by, label, name, labels)
+            for svc in SERVICES:
+                dep = by[("Deployment", f"dialectic-{svc}")]
+                c = dep["spec"]["template"]["spec"]["containers"][0]
+                named = {p["name"]: p["containerPort"] for p in c["ports"]}
+                if not admits(by.get(("NetworkPolicy", f"dialectic-{svc}")), labels, named, named["grpc"]):
+                    fail(f"{label}: the {svc}'s NetworkPolicy does not admit the test pod {name}")
+    session = pods.get("dialectic-test-session")
+    if session:
+        cfg = tests["session"]
+        weight = lambda p: int(p["metadata"]["annotations"].get("helm.sh/hook-weight", "0"))
+        if health and weight(session) <= weight(health):
+            fail(f"{label}: the session test does not run after the health test")
+        c = session["spec"]["containers"][0]
+        args = c.get("args", [])
+        image = by[("Deployment", "dialectic-gateway")]["spec"]["template"]["spec"]["containers"][0]["image"]
+        gateway = cfg["gatewayUrl"] or f"http://dialectic-gateway:{values['services']['gateway']['port']}"
+        if c["image"] != image or c.get("command") != ["/usr/local/bin/dialectic"]:
+            fail(f"{label}: the session test does not run the image's dialectic CLI ({c['image']}, {c.get('command')})")
+        flag = lambda name: args[args.index(name) + 1] if name in args[:-1] else None
+        if "run" not in args or flag("--model") != "simulated":
+            fail(f"{label}: the session test does not run a session on the simulated model: {args}")
+        if flag("--gateway") != gateway:
+            fail(f"{label}: the session test does not call the gateway at {gateway}: {args}")
+        env = {e["name"]: e for e in c.get("env", [])}
+        ref = env.get("DIALECTIC_API_KEY", {}).get("valueFrom", {}).get("secretKeyRef", {})
+        if ref != {"name": cfg["apiKeySecret"], "key": "DIALECTIC_API_KEY"}:
+            fail(f"{label}: the session test's API key comes from {ref}, not {cfg['apiKeySecret']}/DIALECTIC_API_KEY")
+        if cfg["caSecret"]:
+            volumes = {v["name"]: v for v in session["spec"].get("volumes", [])}
+            mounts = [m for m in c.get("volumeMounts", [])
+                      if volumes.get(m["name"], {}).get("secret", {}).get("secretName") == cfg["caSecret"]]
+            ca = env.get("DIALECTIC_CA_CERT", {}).get("value", "")
+            if not mounts or not ca.startswith(mounts[0]["mountPath"].rstrip("/") + "/"):
+                fail(f"{label}: the session test does not trust the CA in {cfg['caSecret']} (DIALECTIC_CA_CERT {ca!r})")
 
 
 def check_gateway_tls(by, label, values):
@@ -731,6 +817,9 @@ def main():
     expect_rejected(chart, {"internal": {"serviceKeys": {"enabled": "yes"}}}, "a string for internal.serviceKeys.enabled")
     expect_rejected(chart, {"internal": {"serviceKeys": {"secretName": "k"}}}, "an unknown key under internal.serviceKeys")
     expect_rejected(chart, {"gateway": {"tls": {"healthPort": "7050"}}}, "a string for gateway.tls.healthPort")
+    expect_rejected(chart, {"gateway": {"tls": {"secretName": "gw-tls"}}, "tests": {"session": {"apiKeySecret": "k"}}},
+                    "a session test against a TLS gateway without an https:// tests.session.gatewayUrl")
+    expect_rejected(chart, {"tests": {"session": {"timeoutSeconds": "5m"}}}, "a string for tests.session.timeoutSeconds")
     expect_crd_schemas_reject()
 
     if failures:
