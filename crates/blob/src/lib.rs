@@ -6,7 +6,7 @@ use aws_sdk_s3::Client;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{ChecksumAlgorithm, CompletedMultipartUpload, CompletedPart};
-use dialectic_core::error::{ErrorCode, ErrorContract};
+use dialectic_core::error::{ErrorCode, ErrorContract, Reason};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BlobError {
@@ -30,10 +30,10 @@ impl ErrorContract for BlobError {
         }
     }
 
-    fn reason(&self) -> &'static str {
+    fn reason(&self) -> Reason {
         match self {
-            BlobError::NotFound(_) => "RESOURCE_NOT_FOUND",
-            BlobError::S3 { .. } => "OBJECT_STORAGE_UNAVAILABLE",
+            BlobError::NotFound(_) => Reason::ResourceNotFound,
+            BlobError::S3 { .. } => Reason::ObjectStorageUnavailable,
         }
     }
 

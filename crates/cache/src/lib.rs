@@ -21,7 +21,7 @@ return #keys
 }
 pub(crate) use delete_tracked;
 
-use dialectic_core::error::{ErrorCode, ErrorContract};
+use dialectic_core::error::{ErrorCode, ErrorContract, Reason};
 use futures::StreamExt;
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
@@ -43,10 +43,10 @@ impl ErrorContract for CacheError {
         }
     }
 
-    fn reason(&self) -> &'static str {
+    fn reason(&self) -> Reason {
         match self {
-            CacheError::Redis(_) => "CACHE_UNAVAILABLE",
-            CacheError::Json(_) => "CORRUPT_PROGRESS_EVENT",
+            CacheError::Redis(_) => Reason::CacheUnavailable,
+            CacheError::Json(_) => Reason::CorruptProgressEvent,
         }
     }
 }

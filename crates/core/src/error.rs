@@ -1,7 +1,12 @@
 //! The error contract every crate's errors implement: a code a client acts on
 //! (retry, fix the request, give up), a stable reason it can match without
 //! parsing the message, and the facts behind it. The runtime turns it into a
-//! gRPC status with google.rpc details; nothing here knows about gRPC.
+//! gRPC status with google.rpc details; nothing here knows about gRPC
+//! beyond the names of its codes.
+
+mod reason;
+
+pub use reason::{Reason, grpc_code_name};
 
 /// What a client can do about a failure; each maps to one gRPC code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,9 +32,9 @@ pub enum ErrorCode {
 pub trait ErrorContract: std::fmt::Display {
     fn code(&self) -> ErrorCode;
 
-    /// A stable UPPER_SNAKE_CASE name of this failure (google.rpc.ErrorInfo
-    /// reason): clients match on it, so a reason once published keeps its name.
-    fn reason(&self) -> &'static str;
+    /// The stable name of this failure (google.rpc.ErrorInfo reason):
+    /// clients match on it rather than on the message.
+    fn reason(&self) -> Reason;
 
     /// Facts a client can act on without parsing the message (ErrorInfo metadata).
     fn metadata(&self) -> Vec<(&'static str, String)> {
@@ -46,8 +51,8 @@ impl ErrorContract for crate::ids::InvalidId {
     fn code(&self) -> ErrorCode {
         ErrorCode::InvalidArgument
     }
-    fn reason(&self) -> &'static str {
-        "INVALID_ID"
+    fn reason(&self) -> Reason {
+        Reason::InvalidId
     }
     fn metadata(&self) -> Vec<(&'static str, String)> {
         vec![("kind", self.kind.to_string())]
@@ -63,7 +68,7 @@ mod tests {
     fn an_invalid_id_names_its_kind() {
         let e = SessionId::parse("nope").unwrap_err();
         assert_eq!(e.code(), ErrorCode::InvalidArgument);
-        assert_eq!(e.reason(), "INVALID_ID");
+        assert_eq!(e.reason(), Reason::InvalidId);
         assert_eq!(e.metadata(), vec![("kind", "session".to_string())]);
     }
 }

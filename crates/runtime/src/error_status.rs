@@ -4,7 +4,7 @@
 //! service's error type goes through [`status`], so a failure means the same
 //! thing whichever service reports it.
 
-use dialectic_core::error::{ErrorCode, ErrorContract};
+use dialectic_core::error::{ErrorCode, ErrorContract, Reason};
 use std::collections::HashMap;
 use tonic::{Code, Status};
 use tonic_types::ErrorDetails;
@@ -12,10 +12,6 @@ pub use tonic_types::StatusExt;
 
 /// `ErrorInfo.domain` of every error dialectic raises.
 pub const DOMAIN: &str = "dialectic.dev";
-
-/// The reason given to an internal service's answer that carries none
-/// (a transport failure, a status from outside dialectic).
-const UPSTREAM_UNAVAILABLE: &str = "UPSTREAM_UNAVAILABLE";
 
 pub fn code(code: ErrorCode) -> Code {
     match code {
@@ -40,16 +36,15 @@ pub fn status<E: ErrorContract + ?Sized>(error: &E) -> Status {
         .into_iter()
         .map(|(key, value)| (key.to_string(), value))
         .collect();
-    let mut details = ErrorDetails::with_error_info(error.reason(), DOMAIN, metadata);
+    let reason = error.reason().as_str();
+    let mut details = ErrorDetails::with_error_info(reason, DOMAIN, metadata);
     if let Some(field) = error.field() {
         details.add_bad_request_violation(field, message.clone());
     }
     let code = code(error.code());
     match code {
-        Code::Internal => tracing::error!(reason = error.reason(), %message, "request failed"),
-        Code::Unavailable => {
-            tracing::warn!(reason = error.reason(), %message, "dependency unavailable")
-        }
+        Code::Internal => tracing::error!(reason, %message, "request failed"),
+        Code::Unavailable => tracing::warn!(reason, %message, "dependency unavailable"),
         _ => {}
     }
     Status::with_error_details(code, message, details)
@@ -66,12 +61,12 @@ pub fn passed_on(service: &str, upstream: Status) -> Status {
     if described && !connection_failed {
         upstream
     } else if connection_failed || upstream.code() == Code::Unavailable {
-        let details =
-            ErrorDetails::with_error_info(UPSTREAM_UNAVAILABLE, DOMAIN, service_metadata());
+        let reason = Reason::UpstreamUnavailable.as_str();
+        let details = ErrorDetails::with_error_info(reason, DOMAIN, service_metadata());
         let message = format!("{service} unavailable: {}", upstream.message());
         Status::with_error_details(Code::Unavailable, message, details)
     } else {
-        let reason = reason_for(upstream.code());
+        let reason = reason_for(upstream.code()).as_str();
         let details = ErrorDetails::with_error_info(reason, DOMAIN, service_metadata());
         Status::with_error_details(upstream.code(), upstream.message(), details)
     }
@@ -80,25 +75,14 @@ pub fn passed_on(service: &str, upstream: Status) -> Status {
 /// The details of a refusal tonic made itself: the code's reason
 /// (`RESOURCE_EXHAUSTED` for an oversized request), no message of its own.
 pub fn refusal(code: Code) -> Status {
-    let details = ErrorDetails::with_error_info(reason_for(code), DOMAIN, HashMap::new());
+    let details = ErrorDetails::with_error_info(reason_for(code).as_str(), DOMAIN, HashMap::new());
     Status::with_error_details(code, "", details)
 }
 
 /// A status built outside dialectic's errors (tonic's own, a peer without
 /// details) still gets a reason: the code's name.
-fn reason_for(code: Code) -> &'static str {
-    match code {
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::Unauthenticated => "UNAUTHENTICATED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        _ => "INTERNAL",
-    }
+fn reason_for(code: Code) -> Reason {
+    Reason::for_foreign_code(code.into())
 }
 
 /// The `ErrorInfo` reason a status carries, if any: what clients and tests match on.
@@ -111,13 +95,13 @@ pub fn reason(status: &Status) -> Option<String> {
 #[derive(Debug, Clone)]
 pub struct Failure {
     pub code: ErrorCode,
-    pub reason: &'static str,
+    pub reason: Reason,
     pub message: String,
     pub metadata: Vec<(&'static str, String)>,
 }
 
 impl Failure {
-    pub fn new(code: ErrorCode, reason: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(code: ErrorCode, reason: Reason, message: impl Into<String>) -> Self {
         Failure {
             code,
             reason,
@@ -142,7 +126,7 @@ impl ErrorContract for Failure {
     fn code(&self) -> ErrorCode {
         self.code
     }
-    fn reason(&self) -> &'static str {
+    fn reason(&self) -> Reason {
         self.reason
     }
     fn metadata(&self) -> Vec<(&'static str, String)> {
@@ -187,8 +171,8 @@ mod tests {
             fn code(&self) -> ErrorCode {
                 ErrorCode::InvalidArgument
             }
-            fn reason(&self) -> &'static str {
-                "EMPTY_FIELD"
+            fn reason(&self) -> Reason {
+                Reason::InvalidField
             }
             fn field(&self) -> Option<&str> {
                 Some("name")
@@ -206,7 +190,7 @@ mod tests {
     fn a_passed_on_answer_keeps_its_details() {
         let planner = Status::from(Failure::new(
             ErrorCode::FailedPrecondition,
-            "TRANSITION_REFUSED",
+            Reason::TransitionRefused,
             "session is paused",
         ));
         let passed = passed_on("planner", planner);
@@ -219,7 +203,7 @@ mod tests {
     fn an_unreachable_service_is_upstream_unavailable() {
         let passed = passed_on("planner", Status::unknown("connection reset"));
         assert_eq!(passed.code(), Code::Unavailable);
-        assert_eq!(reason(&passed).as_deref(), Some(UPSTREAM_UNAVAILABLE));
+        assert_eq!(reason(&passed).as_deref(), Some("UPSTREAM_UNAVAILABLE"));
         let info = passed.get_details_error_info().expect("ErrorInfo");
         assert_eq!(
             info.metadata.get("service").map(String::as_str),

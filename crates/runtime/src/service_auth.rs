@@ -5,7 +5,7 @@
 //! makes for the service it calls.
 
 use crate::error_status::Failure;
-use dialectic_core::error::ErrorCode;
+use dialectic_core::error::{ErrorCode, Reason};
 use dialectic_core::service_auth::{
     self, Access, HEADER, KeyError, PublicKeys, ServiceName, SigningKey, TokenError,
 };
@@ -162,9 +162,12 @@ fn check<B>(key: &ServiceKey, request: &mut http::Request<B>) -> Result<(), toni
         Access::Internal { audience, callers } => (audience, callers),
         Access::Unlisted => {
             let message = format!("{path} is not a method anyone may call here");
-            return Err(
-                Failure::new(ErrorCode::PermissionDenied, "METHOD_NOT_LISTED", message).into(),
-            );
+            return Err(Failure::new(
+                ErrorCode::PermissionDenied,
+                Reason::MethodNotListed,
+                message,
+            )
+            .into());
         }
     };
     let service = request
@@ -180,14 +183,18 @@ fn check<B>(key: &ServiceKey, request: &mut http::Request<B>) -> Result<(), toni
             );
             Failure::new(
                 ErrorCode::Unauthenticated,
-                "SERVICE_TOKEN_REJECTED",
+                Reason::ServiceTokenRejected,
                 message,
             )
         })?;
     if !callers.contains(&service) {
         let message = format!("the {} service may not call {path}", service.as_str());
-        let refused = Failure::new(ErrorCode::PermissionDenied, "SERVICE_NOT_ADMITTED", message)
-            .with("service", service.as_str());
+        let refused = Failure::new(
+            ErrorCode::PermissionDenied,
+            Reason::ServiceNotAdmitted,
+            message,
+        )
+        .with("service", service.as_str());
         return Err(refused.into());
     }
     request.extensions_mut().insert(Caller(service));
@@ -270,11 +277,11 @@ impl tonic::service::Interceptor for InternalInterceptor {
             .and_then(|m| ServiceName::serving(m.service()))
             .ok_or_else(|| {
                 let message = "an internal call to a service that is no internal service";
-                tonic::Status::from(Failure::new(ErrorCode::Internal, "INTERNAL", message))
+                tonic::Status::from(Failure::new(ErrorCode::Internal, Reason::Internal, message))
             })?;
         let token = self.key.mint(audience).parse().map_err(|_| {
             let message = "a service token is not valid metadata";
-            tonic::Status::from(Failure::new(ErrorCode::Internal, "INTERNAL", message))
+            tonic::Status::from(Failure::new(ErrorCode::Internal, Reason::Internal, message))
         })?;
         request.metadata_mut().insert(HEADER, token);
         Ok(request)

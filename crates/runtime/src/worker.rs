@@ -5,7 +5,7 @@
 //! worker's courier right after their commit.
 
 use crate::{CancellationToken, Courier};
-use dialectic_core::error::{ErrorCode, ErrorContract};
+use dialectic_core::error::{ErrorCode, ErrorContract, Reason};
 use dialectic_core::ids::JobId;
 use dialectic_core::job::{INSUFFICIENT_BALANCE, JobType};
 use dialectic_proto::ENVELOPE_VERSION;
@@ -221,14 +221,14 @@ impl ErrorContract for AttemptError {
         }
     }
 
-    fn reason(&self) -> &'static str {
+    fn reason(&self) -> Reason {
         match self {
             AttemptError::Permanent { code, .. } if *code == INSUFFICIENT_BALANCE => {
-                "INSUFFICIENT_FUNDS"
+                Reason::InsufficientFunds
             }
-            AttemptError::Permanent { .. } => "ATTEMPT_REFUSED",
-            AttemptError::Retryable { .. } => "ATTEMPT_RETRYABLE",
-            AttemptError::Lost => "LEASE_LOST",
+            AttemptError::Permanent { .. } => Reason::AttemptRefused,
+            AttemptError::Retryable { .. } => Reason::AttemptRetryable,
+            AttemptError::Lost => Reason::LeaseLost,
             AttemptError::Store(e) => e.reason(),
         }
     }

@@ -14,7 +14,7 @@
 use crate::listing::Cursor;
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
-use dialectic_core::error::{ErrorCode, ErrorContract};
+use dialectic_core::error::{ErrorCode, ErrorContract, Reason};
 use dialectic_core::ids::{JobId, SessionId, TransactionId, UserId, WalletId};
 use dialectic_core::job::JobStatus;
 use dialectic_core::ledger::LedgerKind;
@@ -63,16 +63,16 @@ impl ErrorContract for LedgerError {
         }
     }
 
-    fn reason(&self) -> &'static str {
+    fn reason(&self) -> Reason {
         match self {
-            LedgerError::UnknownWallet(_) => "WALLET_NOT_FOUND",
-            LedgerError::UnknownHold(_) => "HOLD_NOT_FOUND",
-            LedgerError::NonPositiveAmount(_) => "NON_POSITIVE_AMOUNT",
-            LedgerError::InsufficientFunds { .. } => "INSUFFICIENT_FUNDS",
-            LedgerError::CaptureExceedsHold { .. } => "CAPTURE_EXCEEDS_HOLD",
-            LedgerError::HoldClosed(_) => "HOLD_CLOSED",
-            LedgerError::KeyReuse(_) => "IDEMPOTENCY_KEY_REUSED",
-            LedgerError::EmptyKey => "IDEMPOTENCY_KEY_EMPTY",
+            LedgerError::UnknownWallet(_) => Reason::WalletNotFound,
+            LedgerError::UnknownHold(_) => Reason::HoldNotFound,
+            LedgerError::NonPositiveAmount(_) => Reason::NonPositiveAmount,
+            LedgerError::InsufficientFunds { .. } => Reason::InsufficientFunds,
+            LedgerError::CaptureExceedsHold { .. } => Reason::CaptureExceedsHold,
+            LedgerError::HoldClosed(_) => Reason::HoldClosed,
+            LedgerError::KeyReuse(_) => Reason::IdempotencyKeyReused,
+            LedgerError::EmptyKey => Reason::IdempotencyKeyEmpty,
             LedgerError::Store(e) => e.reason(),
         }
     }

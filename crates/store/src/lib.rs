@@ -26,7 +26,7 @@ pub mod skips;
 pub mod stats;
 pub mod traces;
 
-use dialectic_core::error::{ErrorCode, ErrorContract};
+use dialectic_core::error::{ErrorCode, ErrorContract, Reason};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
 use std::str::FromStr;
@@ -92,13 +92,13 @@ impl ErrorContract for StoreError {
         }
     }
 
-    fn reason(&self) -> &'static str {
+    fn reason(&self) -> Reason {
         match self {
-            StoreError::NotFound { .. } => "RESOURCE_NOT_FOUND",
-            StoreError::Invalid(_) => "INVALID_REQUEST",
-            StoreError::Corrupt(_) => "CORRUPT_STORED_DATA",
-            e if e.is_transient() => "DATABASE_UNAVAILABLE",
-            _ => "DATABASE_ERROR",
+            StoreError::NotFound { .. } => Reason::ResourceNotFound,
+            StoreError::Invalid(_) => Reason::InvalidRequest,
+            StoreError::Corrupt(_) => Reason::CorruptStoredData,
+            e if e.is_transient() => Reason::DatabaseUnavailable,
+            _ => Reason::DatabaseError,
         }
     }
 

@@ -1,8 +1,9 @@
 //! Pure text formatting and the watch stop rule, kept apart for testing.
 
+use dialectic_core::error::grpc_code_name;
 use dialectic_core::session::SessionStatus;
 use dialectic_proto::v1::{Model, QueryResponse, Session, SessionEvent, StageDocument, Wallet};
-use tonic::{Code, Status};
+use tonic::Status;
 use tonic_types::StatusExt;
 
 const REVIEW: &str = SessionStatus::REVIEW;
@@ -237,25 +238,7 @@ pub fn status(s: &Status) -> String {
 }
 
 fn code_name(s: &Status) -> &'static str {
-    match s.code() {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
-    }
+    grpc_code_name(s.code().into())
 }
 
 /// `--until`'s value parser: a session status's shape (a typo such as
@@ -383,6 +366,7 @@ pub fn answer(a: &QueryResponse) -> String {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+    use tonic::Code;
     use tonic_types::ErrorDetails;
 
     #[test]

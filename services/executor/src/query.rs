@@ -8,7 +8,7 @@
 use crate::Executor;
 use crate::billing::{self, Hold};
 use crate::provider::Provider;
-use dialectic_core::error::ErrorCode;
+use dialectic_core::error::{ErrorCode, Reason};
 use dialectic_core::ids::{ProjectId, UserId};
 use dialectic_core::prompt::{ChatRequest, Message};
 use dialectic_core::query::{self, Answer, Chunk, Route, Source, SourceKind, SubQuery};
@@ -57,7 +57,7 @@ fn status(e: AttemptError) -> Status {
 }
 
 /// A model's call or reply that failed a question: worth asking again.
-fn model_failure(reason: &'static str, message: String) -> Status {
+fn model_failure(reason: Reason, message: String) -> Status {
     Failure::new(ErrorCode::Unavailable, reason, message).into()
 }
 
@@ -239,7 +239,7 @@ impl Asking<'_> {
                         .await;
                 }
                 return Err(model_failure(
-                    "MODEL_CALL_FAILED",
+                    Reason::ModelCallFailed,
                     format!("the model call failed: {e}"),
                 ));
             }
@@ -262,7 +262,7 @@ impl Asking<'_> {
         };
         let (reply, _) = parse_model_json(&response.text).map_err(|e| {
             model_failure(
-                "MODEL_REPLY_NOT_JSON",
+                Reason::ModelReplyNotJson,
                 format!("the model's reply is not JSON: {e}"),
             )
         })?;

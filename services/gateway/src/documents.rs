@@ -4,6 +4,7 @@
 use crate::convert;
 use crate::error::GatewayError;
 use crate::service::{Gateway, optional, uploaded_text};
+use dialectic_core::error::Reason;
 use dialectic_core::ids::{ProjectId, ResourceId, UserId};
 use dialectic_core::paths::project_document_key;
 use dialectic_proto::v1::indexer::{IndexRequest, IndexResponse};
@@ -42,14 +43,14 @@ fn mime_type(file_name: &str) -> &'static str {
 fn exhausted(reached: LimitReached, size: i64) -> GatewayError {
     let (reason, message) = match reached.limit {
         Limit::Documents => (
-            "PROJECT_DOCUMENT_LIMIT_REACHED",
+            Reason::ProjectDocumentLimitReached,
             format!(
                 "the project holds {} documents, the most a project may hold ({})",
                 reached.current, reached.max
             ),
         ),
         Limit::Bytes => (
-            "PROJECT_BYTES_LIMIT_REACHED",
+            Reason::ProjectBytesLimitReached,
             format!(
                 "the project's documents hold {} bytes; {size} more would pass its limit of {} bytes",
                 reached.current, reached.max
@@ -188,7 +189,7 @@ impl Gateway {
             .await
             .map_err(|status| {
                 GatewayError::unavailable(
-                    "INDEXER_UNAVAILABLE",
+                    Reason::IndexerUnavailable,
                     format!(
                         "the indexer could not index {file_name}: {}",
                         status.message()

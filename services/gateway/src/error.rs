@@ -1,6 +1,6 @@
 use dialectic_blob::BlobError;
 use dialectic_cache::CacheError;
-use dialectic_core::error::{ErrorCode, ErrorContract};
+use dialectic_core::error::{ErrorCode, ErrorContract, Reason};
 use dialectic_core::ids::InvalidId;
 use dialectic_runtime::error_status::{self, passed_on};
 use dialectic_store::StoreError;
@@ -22,22 +22,16 @@ pub enum GatewayError {
     },
     /// The request is well formed but the state it acts on does not take it.
     #[error("{message}")]
-    Refused {
-        reason: &'static str,
-        message: String,
-    },
+    Refused { reason: Reason, message: String },
     /// Retry later: a dependency is down or a concurrent request won.
     #[error("{message}")]
-    Unavailable {
-        reason: &'static str,
-        message: String,
-    },
+    Unavailable { reason: Reason, message: String },
     /// A per-tenant limit is used up (RESOURCE_EXHAUSTED): `limit` and the
     /// tenant's `current` figure go in the metadata, so a client can tell how
     /// much to free without parsing the message.
     #[error("{message}")]
     Exhausted {
-        reason: &'static str,
+        reason: Reason,
         message: String,
         limit: i64,
         current: i64,
@@ -85,14 +79,14 @@ impl GatewayError {
         }
     }
 
-    pub fn refused(reason: &'static str, message: impl Into<String>) -> Self {
+    pub fn refused(reason: Reason, message: impl Into<String>) -> Self {
         GatewayError::Refused {
             reason,
             message: message.into(),
         }
     }
 
-    pub fn unavailable(reason: &'static str, message: impl Into<String>) -> Self {
+    pub fn unavailable(reason: Reason, message: impl Into<String>) -> Self {
         GatewayError::Unavailable {
             reason,
             message: message.into(),
@@ -130,19 +124,19 @@ impl ErrorContract for GatewayError {
         }
     }
 
-    fn reason(&self) -> &'static str {
+    fn reason(&self) -> Reason {
         if let Some(inner) = self.inner() {
             return inner.reason();
         }
         match self {
-            GatewayError::BadField { .. } => "INVALID_FIELD",
-            GatewayError::NotFound { .. } => "RESOURCE_NOT_FOUND",
+            GatewayError::BadField { .. } => Reason::InvalidField,
+            GatewayError::NotFound { .. } => Reason::ResourceNotFound,
             GatewayError::Refused { reason, .. }
             | GatewayError::Unavailable { reason, .. }
-            | GatewayError::Exhausted { reason, .. } => reason,
-            GatewayError::Unauthenticated(_) => "API_KEY_REJECTED",
-            GatewayError::AdminOnly(_) => "ADMIN_REQUIRED",
-            _ => "INTERNAL",
+            | GatewayError::Exhausted { reason, .. } => *reason,
+            GatewayError::Unauthenticated(_) => Reason::ApiKeyRejected,
+            GatewayError::AdminOnly(_) => Reason::AdminRequired,
+            _ => Reason::Internal,
         }
     }
 
@@ -223,7 +217,7 @@ mod tests {
                 "INVALID_ID",
             ),
             (
-                GatewayError::unavailable("CACHE_UNAVAILABLE", "redis"),
+                GatewayError::unavailable(Reason::CacheUnavailable, "redis"),
                 Code::Unavailable,
                 "CACHE_UNAVAILABLE",
             ),
@@ -238,7 +232,7 @@ mod tests {
             ),
             (
                 GatewayError::Exhausted {
-                    reason: "PROJECT_DOCUMENT_LIMIT_REACHED",
+                    reason: Reason::ProjectDocumentLimitReached,
                     message: "full".into(),
                     limit: 2,
                     current: 2,

@@ -6,6 +6,7 @@
 
 use crate::error::GatewayError;
 use crate::service::Gateway;
+use dialectic_core::error::Reason;
 use dialectic_core::ids::{ContributionId, JobId, ModelId, ResourceId, SessionId, UserId};
 use dialectic_core::job::JobType;
 use dialectic_core::session::{SessionStatus, waits_right_after};
@@ -45,7 +46,7 @@ fn waits_after(
         None => SessionStatus::IterationCompletePendingReview,
     };
     Err(GatewayError::refused(
-        "SESSION_NOT_AT_REVIEW",
+        Reason::SessionNotAtReview,
         format!(
             "session is {}; a document of {stage} is regenerated while the session waits for you right after that stage ({when})",
             session.status
@@ -210,7 +211,7 @@ impl Gateway {
     ) -> Result<(ContributionId, JobId), GatewayError> {
         let not_regenerable = || {
             GatewayError::refused(
-                "DOCUMENT_NOT_REGENERABLE",
+                Reason::DocumentNotRegenerable,
                 format!(
                     "document {document_key} was not written by a recipe step's EXECUTE job, so there is nothing to run again"
                 ),
@@ -241,7 +242,7 @@ impl Gateway {
         match earlier {
             Some(earlier) => self.earlier_answer(user, earlier, asked).await,
             None => Err(GatewayError::unavailable(
-                "CONCURRENT_REGENERATION",
+                Reason::ConcurrentRegeneration,
                 "a concurrent regeneration won; try again",
             )),
         }

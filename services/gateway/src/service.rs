@@ -6,6 +6,7 @@ use dialectic_blob::BlobStore;
 use dialectic_cache::{Cache, ProgressEvent};
 use dialectic_config::GatewayConfig;
 use dialectic_core::apikey;
+use dialectic_core::error::Reason;
 use dialectic_core::ids::{ContributionId, ModelId, ProjectId, ResourceId, SessionId, UserId};
 use dialectic_core::job::JobStatus;
 use dialectic_core::paths::{FileKind, PathContext};
@@ -328,7 +329,7 @@ impl Gateway {
 
     fn cache(&self) -> Result<&Cache, GatewayError> {
         self.cache.get().ok_or_else(|| {
-            GatewayError::unavailable("CACHE_UNAVAILABLE", "redis is not connected yet")
+            GatewayError::unavailable(Reason::CacheUnavailable, "redis is not connected yet")
         })
     }
 

@@ -6,7 +6,7 @@
 
 use dialectic_config::Settings;
 use dialectic_core::context::{chunk_text, cosine, normalise};
-use dialectic_core::error::{ErrorCode, ErrorContract};
+use dialectic_core::error::{ErrorCode, ErrorContract, Reason};
 use dialectic_llm::embeddings::{Embedder, LocalEmbedder, OpenAiEmbedder};
 use dialectic_proto::v1::indexer::indexer_service_server::{IndexerService, IndexerServiceServer};
 use dialectic_proto::v1::indexer::{
@@ -53,16 +53,16 @@ impl ErrorContract for IndexerError {
         }
     }
 
-    fn reason(&self) -> &'static str {
+    fn reason(&self) -> Reason {
         match self {
-            IndexerError::UnknownEmbedder(_) => "UNKNOWN_EMBEDDER",
-            IndexerError::EmbedderNotConfigured => "EMBEDDER_NOT_CONFIGURED",
+            IndexerError::UnknownEmbedder(_) => Reason::UnknownEmbedder,
+            IndexerError::EmbedderNotConfigured => Reason::EmbedderNotConfigured,
             IndexerError::Store(e) => e.reason(),
-            IndexerError::Tokenizer(TokenizerError::Unknown(_)) => "UNKNOWN_TOKENIZER",
-            IndexerError::Tokenizer(_) => "TOKENIZER_UNAVAILABLE",
-            IndexerError::Embedding(e) if e.retryable() => "EMBEDDER_UNAVAILABLE",
-            IndexerError::Embedding(_) => "EMBEDDING_REFUSED",
-            IndexerError::Internal(_) => "INTERNAL",
+            IndexerError::Tokenizer(TokenizerError::Unknown(_)) => Reason::UnknownTokenizer,
+            IndexerError::Tokenizer(_) => Reason::TokenizerUnavailable,
+            IndexerError::Embedding(e) if e.retryable() => Reason::EmbedderUnavailable,
+            IndexerError::Embedding(_) => Reason::EmbeddingRefused,
+            IndexerError::Internal(_) => Reason::Internal,
         }
     }
 

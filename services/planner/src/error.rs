@@ -1,6 +1,6 @@
 //! The planner's one error type, mapped to a gRPC code and a reason a caller can act on.
 
-use dialectic_core::error::{ErrorCode, ErrorContract};
+use dialectic_core::error::{ErrorCode, ErrorContract, Reason};
 use dialectic_core::session::InvalidTransition;
 use dialectic_runtime::error_status;
 use dialectic_store::StoreError;
@@ -52,15 +52,15 @@ impl ErrorContract for PlannerError {
         }
     }
 
-    fn reason(&self) -> &'static str {
+    fn reason(&self) -> Reason {
         match self {
             PlannerError::Store(e) => e.reason(),
             PlannerError::Blob(e) => e.reason(),
-            PlannerError::Refused(_) => "TRANSITION_REFUSED",
-            PlannerError::Unavailable(_) => "CONCURRENT_UPDATE",
-            PlannerError::NothingToRetry { .. } => "NOTHING_TO_RETRY",
-            PlannerError::BadMessage(_) => "INVALID_COMMAND",
-            PlannerError::Recipe { .. } => "RECIPE_UNPLANNABLE",
+            PlannerError::Refused(_) => Reason::TransitionRefused,
+            PlannerError::Unavailable(_) => Reason::ConcurrentUpdate,
+            PlannerError::NothingToRetry { .. } => Reason::NothingToRetry,
+            PlannerError::BadMessage(_) => Reason::InvalidCommand,
+            PlannerError::Recipe { .. } => Reason::RecipeUnplannable,
         }
     }
 

@@ -5,7 +5,7 @@
 
 use dialectic_blob::BlobStore;
 use dialectic_config::Settings;
-use dialectic_core::error::ErrorCode;
+use dialectic_core::error::{ErrorCode, Reason};
 use dialectic_core::ids::{ContributionId, JobId, ResourceId, SessionId};
 use dialectic_core::job::JobType;
 use dialectic_core::paths::{FileKind, PathContext};
@@ -334,12 +334,15 @@ impl RendererService for Api {
                 .await
                 .map_err(|e| match e {
                     AttemptError::Store(e) => error_status::status(&e),
-                    AttemptError::Retryable { .. } => {
-                        Failure::new(ErrorCode::Unavailable, "RENDER_RETRYABLE", e.to_string())
-                            .into()
-                    }
+                    AttemptError::Retryable { .. } => Failure::new(
+                        ErrorCode::Unavailable,
+                        Reason::RenderRetryable,
+                        e.to_string(),
+                    )
+                    .into(),
                     other => {
-                        Failure::new(ErrorCode::Internal, "RENDER_FAILED", other.to_string()).into()
+                        Failure::new(ErrorCode::Internal, Reason::RenderFailed, other.to_string())
+                            .into()
                     }
                 })?;
         if !request.session_id.is_empty() && request.session_id != root.session_id.to_string() {

@@ -2,7 +2,7 @@
 //! for now it answers balance queries.
 
 use dialectic_config::Settings;
-use dialectic_core::error::{ErrorCode, ErrorContract};
+use dialectic_core::error::{ErrorCode, ErrorContract, Reason};
 use dialectic_core::ids::{InvalidId, TransactionId, UserId, WalletId};
 use dialectic_core::service_auth::ServiceName;
 use dialectic_proto::v1::wallet::wallet_service_server::{WalletService, WalletServiceServer};
@@ -62,13 +62,13 @@ impl ErrorContract for WalletError {
         }
     }
 
-    fn reason(&self) -> &'static str {
+    fn reason(&self) -> Reason {
         match self {
-            WalletError::InvalidArgument { .. } => "INVALID_FIELD",
-            WalletError::PermissionDenied(_) => "CALLER_NOT_ALLOWED",
+            WalletError::InvalidArgument { .. } => Reason::InvalidField,
+            WalletError::PermissionDenied(_) => Reason::CallerNotAllowed,
             WalletError::Ledger(e) => e.reason(),
             WalletError::Store(e) => e.reason(),
-            WalletError::Internal(_) => "INTERNAL",
+            WalletError::Internal(_) => Reason::Internal,
         }
     }
 

@@ -13,6 +13,7 @@ use crate::convert;
 use crate::error::GatewayError;
 use crate::service::Gateway;
 use dialectic_blob::{BlobError, BlobStore, MAX_PARTS};
+use dialectic_core::error::Reason;
 use dialectic_core::ids::{ProjectId, UserId};
 use dialectic_core::zip::{StreamingZip, ZipError, archive_size};
 use dialectic_proto::v1::{ExportChunk, ExportUrl};
@@ -84,7 +85,7 @@ fn archive_error(e: ZipError) -> Halt {
 /// An object that is not what the listing said by the time it is read.
 fn changed(entry: &Entry) -> Halt {
     Halt::Failed(GatewayError::unavailable(
-        "CONCURRENT_UPDATE",
+        Reason::ConcurrentUpdate,
         format!(
             "{} changed while the project was exported; export again",
             entry.path
@@ -95,7 +96,7 @@ fn changed(entry: &Entry) -> Halt {
 /// The refusal of an export past `gateway.max_export_bytes`.
 fn too_large(size: u64, max: u64) -> GatewayError {
     GatewayError::Exhausted {
-        reason: "EXPORT_TOO_LARGE",
+        reason: Reason::ExportTooLarge,
         message: format!(
             "the project's export would be {size} bytes, more than the {max} an export may be \
              (gateway.max_export_bytes); delete sessions it no longer needs, or ask the \
@@ -235,7 +236,7 @@ impl Gateway {
             })
             .collect();
         let size = archive_size(entries.iter().map(|e| (e.path.as_str(), e.size)))
-            .map_err(|e| GatewayError::refused("EXPORT_UNWRITABLE", e.to_string()))?;
+            .map_err(|e| GatewayError::refused(Reason::ExportUnwritable, e.to_string()))?;
         if size > self.max_export_bytes {
             return Err(too_large(size, self.max_export_bytes));
         }
@@ -380,7 +381,7 @@ mod tests {
         assert!(matches!(
             e,
             GatewayError::Exhausted {
-                reason: "EXPORT_TOO_LARGE",
+                reason: Reason::ExportTooLarge,
                 limit: 1_000,
                 current: 2_000,
                 ..

@@ -8,7 +8,7 @@ use super::ends_watch;
 use crate::convert;
 use crate::error::GatewayError;
 use dialectic_cache::ProgressEvent;
-use dialectic_core::error::ErrorCode;
+use dialectic_core::error::{ErrorCode, Reason};
 use dialectic_core::ids::{SessionId, UserId};
 use dialectic_proto::v1::SessionEvent;
 use dialectic_runtime::CancellationToken;
@@ -76,7 +76,7 @@ impl Watches {
         let held = state.streams.entry(user).or_default();
         if self.max_per_user > 0 && *held >= self.max_per_user {
             return Err(GatewayError::Exhausted {
-                reason: "WATCH_LIMIT_REACHED",
+                reason: Reason::WatchLimitReached,
                 message: format!(
                     "{held} watch streams are open for you, the most one user may hold ({}); \
                      close one (or let it end) and watch again",
@@ -256,7 +256,7 @@ async fn pump<S>(
 }
 
 fn feed_closed(message: impl Into<String>) -> Status {
-    Failure::new(ErrorCode::Unavailable, "PROGRESS_FEED_CLOSED", message).into()
+    Failure::new(ErrorCode::Unavailable, Reason::ProgressFeedClosed, message).into()
 }
 
 /// One watch stream: `snapshot`, then the session's events, until the
