@@ -169,6 +169,10 @@ pub struct ChaosReport {
     pub model_calls: i64,
     /// Calls that returned a reply, counted by the simulated provider itself.
     pub provider_calls: i64,
+    /// From the provider's log: how many jobs made each number of calls.
+    pub calls_per_job: BTreeMap<i64, i64>,
+    /// Jobs charged for more model calls than the provider answered for them.
+    pub jobs_charged_beyond_calls: i64,
     /// Model calls charged (captures of `model_call` holds, and late debits
     /// of calls that replied after their hold was released as abandoned).
     pub charged_calls: i64,
@@ -233,6 +237,12 @@ impl ChaosReport {
                 self.jobs_with_more_calls_than_attempts
             ));
         }
+        if self.jobs_charged_beyond_calls != 0 {
+            out.push(format!(
+                "{} jobs were charged for more calls than the provider answered for them",
+                self.jobs_charged_beyond_calls
+            ));
+        }
         if self.charged_calls > self.provider_calls {
             out.push(format!(
                 "{} model calls charged but the provider answered only {}",
@@ -288,8 +298,8 @@ impl ChaosReport {
         format!(
             "{} sessions, {} completed in {:.1} s; {kills} kills {:?}; {restarts} dependency restarts {:?}; \
              hard kills {:?}; {} double faults; {} jobs frozen past their lease ({} not taken over); \
-             {} jobs, {} attempts ({} jobs retried, {} lease expiries), {} model calls ({} answered by the provider, {} charged); duplicates {}, unrendered {}, \
-             over-called jobs {}, double charges {}; wallet {} (expected {}), held {}; outbox {}, dead letters {}, stuck {:?}",
+             {} jobs, {} attempts ({} jobs retried, {} lease expiries), {} model calls ({} answered by the provider, {} charged; calls per job {{calls: jobs}} {:?}); duplicates {}, unrendered {}, \
+             over-called jobs {}, over-charged jobs {}, double charges {}; wallet {} (expected {}), held {}; outbox {}, dead letters {}, stuck {:?}",
             self.sessions,
             self.sessions_completed,
             self.elapsed.as_secs_f64(),
@@ -306,9 +316,11 @@ impl ChaosReport {
             self.model_calls,
             self.provider_calls,
             self.charged_calls,
+            self.calls_per_job,
             self.duplicate_contributions,
             self.unrendered_documents,
             self.jobs_with_more_calls_than_attempts,
+            self.jobs_charged_beyond_calls,
             self.double_captures,
             self.wallet_balance,
             self.wallet_expected,
@@ -478,13 +490,77 @@ pub async fn run(env: &TestEnv, binary: &Path, options: &ChaosOptions) -> ChaosR
     let deadline = started + options.deadline;
     report.sessions_completed = wait_for_sessions(env, &session_ids, deadline).await;
     wait_until_idle(env, deadline).await;
-    check(env, &mut report).await;
-    report.provider_calls = std::fs::read_to_string(&call_log)
-        .map(|log| log.lines().count() as i64)
-        .unwrap_or(0);
+    let calls = ProviderCalls::read(&call_log);
+    check(env, &mut report, &calls).await;
+    // Stopped consumers hand back what they held unacknowledged: only then do
+    // the queues show every message no one finished.
     processes.stop_all();
+    count_unfinished_messages(env, &mut report).await;
     report.elapsed = started.elapsed();
     report
+}
+
+/// The calls the simulated provider answered, per job, read from its own log
+/// (`{job id or -} {output type}` per line): the model's side of the wire,
+/// independent of what the executor or the wallet recorded.
+#[derive(Debug, Default)]
+pub struct ProviderCalls {
+    pub by_job: BTreeMap<String, i64>,
+    pub total: i64,
+}
+
+impl ProviderCalls {
+    fn read(path: &Path) -> Self {
+        match std::fs::read_to_string(path) {
+            Ok(log) => Self::parse(&log),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Self::default(),
+            Err(e) => panic!(
+                "cannot read the provider's call log {}: {e}",
+                path.display()
+            ),
+        }
+    }
+
+    fn parse(log: &str) -> Self {
+        let mut calls = Self::default();
+        for line in log.lines() {
+            let job = line.split_whitespace().next().unwrap_or("-");
+            *calls.by_job.entry(job.to_string()).or_default() += 1;
+            calls.total += 1;
+        }
+        calls
+    }
+
+    /// How many jobs made each number of calls: {calls: jobs}.
+    fn histogram(&self) -> BTreeMap<i64, i64> {
+        let mut out = BTreeMap::new();
+        for (job, calls) in &self.by_job {
+            if job != "-" {
+                *out.entry(*calls).or_default() += 1;
+            }
+        }
+        out
+    }
+}
+
+/// Jobs the provider answered more often than they were attempted, and jobs
+/// charged for more calls than the provider answered for them.
+fn compare_per_job(
+    calls: &ProviderCalls,
+    attempts: &BTreeMap<String, i64>,
+    charged: &BTreeMap<String, i64>,
+) -> (i64, i64) {
+    let of = |map: &BTreeMap<String, i64>, job: &str| map.get(job).copied().unwrap_or(0);
+    let over_called = calls
+        .by_job
+        .iter()
+        .filter(|(job, n)| job.as_str() != "-" && **n > of(attempts, job))
+        .count();
+    let over_charged = charged
+        .iter()
+        .filter(|(job, n)| **n > of(&calls.by_job, job))
+        .count();
+    (over_called as i64, over_charged as i64)
 }
 
 /// One fault of a run.
@@ -730,7 +806,7 @@ async fn wait_until_idle(env: &TestEnv, deadline: Instant) {
     }
 }
 
-async fn check(env: &TestEnv, report: &mut ChaosReport) {
+async fn check(env: &TestEnv, report: &mut ChaosReport, calls: &ProviderCalls) {
     let pool = env.store.pool();
     let scalar = |sql: &'static str| async move {
         sqlx::query_scalar::<_, i64>(sql)
@@ -778,12 +854,28 @@ async fn check(env: &TestEnv, report: &mut ChaosReport) {
                              WHERE p.source_contribution_id = c.id)",
     )
     .await;
-    report.jobs_with_more_calls_than_attempts = scalar(
-        "SELECT count(*) FROM dialectic_generation_jobs j
-          WHERE (SELECT count(*) FROM token_wallet_transactions t
-                  WHERE t.kind = 'hold' AND t.job_id = j.id) > j.attempt_count",
+    let per_job = |sql: &'static str| async move {
+        sqlx::query_as::<_, (String, i64)>(sql)
+            .fetch_all(pool)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .into_iter()
+            .collect::<BTreeMap<_, _>>()
+    };
+    let attempts =
+        per_job("SELECT id::text, attempt_count::bigint FROM dialectic_generation_jobs").await;
+    let charged = per_job(
+        "SELECT job_id::text, count(*) FROM token_wallet_transactions
+          WHERE kind IN ('capture', 'debit') AND purpose = 'model_call' AND job_id IS NOT NULL
+          GROUP BY job_id",
     )
     .await;
+    report.provider_calls = calls.total;
+    report.calls_per_job = calls.histogram();
+    (
+        report.jobs_with_more_calls_than_attempts,
+        report.jobs_charged_beyond_calls,
+    ) = compare_per_job(calls, &attempts, &charged);
     report.double_captures = scalar(
         "SELECT count(*) FROM (SELECT job_id, attempt FROM token_wallet_transactions
           WHERE kind IN ('capture', 'debit') GROUP BY job_id, attempt HAVING count(*) > 1) d",
@@ -808,25 +900,41 @@ async fn check(env: &TestEnv, report: &mut ChaosReport) {
     .fetch_all(pool)
     .await
     .expect("failed jobs");
+}
 
+/// Messages left in the queues once every service process has stopped:
+/// ready ones, and those a consumer held unacknowledged, which the broker
+/// requeues when the consumer's connection closes (waited for here).
+async fn count_unfinished_messages(env: &TestEnv, report: &mut ChaosReport) {
     let topology = dialectic_runtime::topology(&env.settings);
     let connection = dialectic_queue::connect(&env.settings.amqp.url)
         .await
         .expect("amqp after the run");
     for key in dialectic_queue::keys::ALL {
         let queue = topology.queue(key);
-        let count = queue_depth(&connection, &queue).await;
+        let count = depth_without_consumers(&connection, &queue).await;
         if count > 0 {
             report.stuck_messages.insert(queue, count);
         }
     }
-    report.dead_letters = queue_depth(&connection, &topology.dead_queue()).await;
+    report.dead_letters = depth_without_consumers(&connection, &topology.dead_queue()).await;
     let _ = connection.close(200, "checked".into()).await;
 }
 
-/// Ready messages in a queue.
-async fn queue_depth(connection: &lapin::Connection, queue: &str) -> u32 {
-    crate::queue_counts(connection, queue).await.0
+/// A queue's messages once no consumer is attached (so none is held unacked).
+async fn depth_without_consumers(connection: &lapin::Connection, queue: &str) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (ready, consumers) = crate::queue_counts(connection, queue).await;
+        assert!(
+            consumers == 0 || Instant::now() < deadline,
+            "{queue} still has {consumers} consumers 30 s after every service stopped"
+        );
+        if consumers == 0 {
+            return ready;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[cfg(test)]
@@ -846,5 +954,26 @@ mod tests {
         let refused = chosen_dependencies(Some(""), false).expect_err("refused");
         assert!(refused.contains(ALLOW_NO_DEPENDENCY_FAULTS), "{refused}");
         assert_eq!(chosen_dependencies(Some(" , "), true), Ok(Vec::new()));
+    }
+
+    fn counts(pairs: &[(&str, i64)]) -> BTreeMap<String, i64> {
+        pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    #[test]
+    fn calls_per_job_come_from_the_provider_log() {
+        let calls = ProviderCalls::parse("a thesis\nb thesis\na thesis\n- query\n");
+        assert_eq!(calls.total, 4);
+        assert_eq!(calls.by_job, counts(&[("-", 1), ("a", 2), ("b", 1)]));
+        assert_eq!(calls.histogram(), BTreeMap::from([(1, 1), (2, 1)]));
+        // a: two calls in two attempts; b: one in one; both charged once each.
+        let attempts = counts(&[("a", 2), ("b", 1)]);
+        let charged = counts(&[("a", 1), ("b", 1)]);
+        assert_eq!(compare_per_job(&calls, &attempts, &charged), (0, 0));
+        // a called twice in one attempt; b charged twice for one answered call;
+        // c charged with no call at all.
+        let attempts = counts(&[("a", 1), ("b", 1)]);
+        let charged = counts(&[("a", 1), ("b", 2), ("c", 1)]);
+        assert_eq!(compare_per_job(&calls, &attempts, &charged), (1, 2));
     }
 }

@@ -307,7 +307,7 @@ impl ModelProvider for SimulatedProvider {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let reply = self.reply(request).await?;
         if let Some(path) = &self.settings.call_log {
-            log_call(path, &request.output_type)?;
+            log_call(path, request)?;
         }
         Ok(reply)
     }
@@ -365,9 +365,12 @@ fn dropped_key<'a>(request: &'a ChatRequest, first_user: &str) -> Option<&'a str
 
 /// One line per call, appended in one write, so processes sharing the file
 /// never interleave within a line.
-fn log_call(path: &std::path::Path, output_type: &str) -> Result<(), LlmError> {
+/// One line per answered call, `{job id or -} {output type}`, so a harness
+/// can count the calls each job made from the provider's side of the wire.
+fn log_call(path: &std::path::Path, request: &ChatRequest) -> Result<(), LlmError> {
     use std::io::Write;
-    let line = format!("{output_type}\n");
+    let job = request.job_id.as_deref().unwrap_or("-");
+    let line = format!("{job} {}\n", request.output_type);
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
