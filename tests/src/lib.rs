@@ -808,3 +808,47 @@ pub async fn outbox_drained(env: &TestEnv, what: &str) {
     })
     .await;
 }
+
+/// Child processes killed (SIGKILL) and reaped when this is dropped, so a
+/// failed test leaves no service running.
+pub struct KillOnDrop(pub Vec<std::process::Child>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// GET /metrics over plain HTTP/1.1.
+pub async fn scrape_metrics(port: u16) -> Option<String> {
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    (head.starts_with("HTTP/1.1 200") && head.contains("text/plain; version=0.0.4"))
+        .then(|| body.to_string())
+}
+
+/// Sum of the samples of `series` whose labels contain every `label="value"` given.
+pub fn sample_sum(text: &str, series: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (name_labels, value) = l.rsplit_once(' ')?;
+            let name = name_labels.split('{').next()?;
+            (name == series && labels.iter().all(|want| name_labels.contains(want)))
+                .then(|| value.parse::<f64>().ok())
+                .flatten()
+        })
+        .sum()
+}

@@ -148,27 +148,17 @@ async fn rig() -> Rig {
     env.wait_serving("wallet").await;
     env.wait_serving("indexer").await;
     let indexer = CountingIndexer {
-        inner: GrpcIndexer::new(
+        inner: GrpcIndexer::new(env.internal_channel(
             &env.settings.executor.indexer_url,
-            dialectic_runtime::service_auth::ServiceKey::from_settings(
-                &env.settings,
-                dialectic_core::service_auth::ServiceName::Executor,
-            )
-            .expect("the executor's key"),
-        )
-        .expect("indexer url"),
+            dialectic_core::service_auth::ServiceName::Executor,
+        )),
         calls: AtomicUsize::new(0),
     };
     let wallet = CountingWallet {
-        inner: Billing::new(
+        inner: Billing::new(env.internal_channel(
             &env.settings.executor.wallet_url,
-            dialectic_runtime::service_auth::ServiceKey::from_settings(
-                &env.settings,
-                dialectic_core::service_auth::ServiceName::Executor,
-            )
-            .expect("the executor's key"),
-        )
-        .expect("wallet url"),
+            dialectic_core::service_auth::ServiceName::Executor,
+        )),
         balances: AtomicUsize::new(0),
         debits: AtomicUsize::new(0),
     };

@@ -1,5 +1,7 @@
-//! Messages that can never succeed end in the dead-letter queue, and services
-//! report NOT_SERVING (without crashing) while a dependency is down.
+//! Messages that can never succeed end in the dead-letter queue; a service
+//! whose dependency is down stays ready (and live) and says so on
+//! `dialectic.dependencies`; a Postgres outage mid-run leaves the gateway
+//! serving what it can and every session completes once Postgres is back.
 
 use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually, health, wait_for_status};
 use dialectic_queue::{Delivery, Publisher, keys};
@@ -261,37 +263,40 @@ fn authority(url: &str) -> &str {
         .map_or(authority, |(_, host)| host)
 }
 
-/// A running service at `addr` is SERVING, then NOT_SERVING (but live) while
-/// the dependency behind `relay` is down, then SERVING again once it is back.
+/// A running service at `addr` reports its dependencies SERVING, then
+/// NOT_SERVING while the dependency behind `relay` is down, then SERVING
+/// again once it is back; it stays ready and live throughout.
 async fn follows(addr: SocketAddr, relay: &mut Relay, name: &str, dependency: &str) {
-    // SERVING first: the readiness check ran (NOT_SERVING is also where every
-    // service starts, before any check).
+    let dependencies = dialectic_runtime::DEPENDENCIES_SERVICE;
+    // SERVING first: a check ran (NOT_SERVING or UNKNOWN come before any).
     assert_eq!(
-        wait_for_status(addr, "", ServingStatus::Serving).await,
+        wait_for_status(addr, dependencies, ServingStatus::Serving).await,
         ServingStatus::Serving,
-        "{name} is SERVING while {dependency} answers"
+        "{name}'s dependencies answer while {dependency} does"
     );
     relay.down().await;
     assert_eq!(
-        wait_for_status(addr, "", ServingStatus::NotServing).await,
+        wait_for_status(addr, dependencies, ServingStatus::NotServing).await,
         ServingStatus::NotServing,
-        "{name} reports NOT_SERVING while {dependency} is down"
+        "{name} reports {dependency} down"
     );
-    assert_eq!(
-        health(addr, dialectic_runtime::LIVENESS_SERVICE).await,
-        ServingStatus::Serving,
-        "{name} stays live while {dependency} is down"
-    );
+    for (service, what) in [("", "ready"), (dialectic_runtime::LIVENESS_SERVICE, "live")] {
+        assert_eq!(
+            health(addr, service).await,
+            ServingStatus::Serving,
+            "{name} stays {what} while {dependency} is down"
+        );
+    }
     relay.up().await;
     assert_eq!(
-        wait_for_status(addr, "", ServingStatus::Serving).await,
+        wait_for_status(addr, dependencies, ServingStatus::Serving).await,
         ServingStatus::Serving,
-        "{name} is SERVING again once {dependency} answers"
+        "{name} reports {dependency} back once it answers"
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn each_service_alone_is_not_serving_while_a_dependency_is_down_and_serving_once_up() {
+async fn each_service_alone_stays_ready_and_reports_a_dependency_down_then_up() {
     let mut env = TestEnv::new().await;
     let mut postgres = Relay::to(&env.settings.database.url).await;
     for name in ALL_SERVICES {
@@ -302,7 +307,7 @@ async fn each_service_alone_is_not_serving_while_a_dependency_is_down_and_servin
         follows(addr, &mut postgres, name, "Postgres").await;
         env.stop(name).await;
     }
-    // RabbitMQ down for a service that consumes: NOT_SERVING, not a crash.
+    // RabbitMQ down for a service that consumes: reported, not a crash.
     let mut rabbitmq = Relay::to(&env.settings.amqp.url).await;
     let mut settings = env.settings.clone();
     settings.amqp.url = rabbitmq.url(&env.settings.amqp.url);

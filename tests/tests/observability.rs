@@ -5,7 +5,7 @@
 //! renderer (the trace crosses gRPC metadata and AMQP headers), and each
 //! service's `/metrics` must show what it did.
 
-use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually};
+use dialectic_e2e::{ALL_SERVICES, KillOnDrop, TestEnv, eventually, sample_sum, scrape_metrics};
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{
     CreateProjectRequest, GetSessionRequest, StartSessionRequest, SubmitStageResponsesRequest,
@@ -20,9 +20,7 @@ use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::Child;
 use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// One exported span: the exporting process's service.name, trace id (hex),
 /// span name and its string attributes.
@@ -88,47 +86,6 @@ impl TraceService for Collector {
     }
 }
 
-struct Processes(Vec<Child>);
-
-impl Drop for Processes {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// GET /metrics over plain HTTP/1.1.
-async fn scrape(port: u16) -> Option<String> {
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
-        .await
-        .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    (head.starts_with("HTTP/1.1 200") && head.contains("text/plain; version=0.0.4"))
-        .then(|| body.to_string())
-}
-
-/// Sum of the samples of `series` whose labels contain every `label="value"` given.
-fn sample_sum(text: &str, series: &str, labels: &[&str]) -> f64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let (name_labels, value) = l.rsplit_once(' ')?;
-            let name = name_labels.split('{').next()?;
-            (name == series && labels.iter().all(|want| name_labels.contains(want)))
-                .then(|| value.parse::<f64>().ok())
-                .flatten()
-        })
-        .sum()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_session_is_one_trace_and_every_service_serves_metrics() {
     let env = TestEnv::new().await;
@@ -166,7 +123,7 @@ async fn one_session_is_one_trace_and_every_service_serves_metrics() {
     let config = log_dir.join("services.toml");
     std::fs::write(&config, toml::to_string(&settings).expect("settings")).expect("config");
     let binary = PathBuf::from(env!("CARGO_BIN_EXE_chaos-service"));
-    let mut processes = Processes(Vec::new());
+    let mut processes = KillOnDrop(Vec::new());
     for name in ALL_SERVICES {
         let log = std::fs::File::create(log_dir.join(format!("{name}.log"))).expect("log");
         let child = dialectic_e2e::chaos::service_command(&binary, &config, name, "info")
@@ -309,7 +266,7 @@ async fn one_session_is_one_trace_and_every_service_serves_metrics() {
     let mut pages = BTreeMap::new();
     for name in ALL_SERVICES {
         let page = eventually(20, &format!("{name} /metrics"), || {
-            scrape(metric_ports[name])
+            scrape_metrics(metric_ports[name])
         })
         .await;
         for family in [
@@ -421,7 +378,7 @@ async fn one_session_is_one_trace_and_every_service_serves_metrics() {
     assert!(wallet.contains("\ndialectic_wallet_held "), "{wallet}");
     // The planner reads the job gauges every few seconds.
     let planner = eventually(20, "the planner's job gauges", || async {
-        let page = scrape(metric_ports["planner"]).await?;
+        let page = scrape_metrics(metric_ports["planner"]).await?;
         (sample_sum(
             &page,
             "dialectic_jobs",

@@ -1,8 +1,7 @@
-//! Readiness follows what a service cannot work without. With Redis really
-//! stopped (not a wrong port), the executor, whose rate limits live there,
-//! goes NOT_SERVING and is SERVING again once Redis is back; the gateway,
-//! planner and indexer, for which Redis is only a cache and a progress
-//! channel, stay SERVING all along and the gateway keeps answering reads.
+//! Readiness does not follow a dependency outage. With Redis really stopped
+//! (not a wrong port), every service reports it on `dialectic.dependencies`
+//! and stays SERVING, so no Service loses its endpoints, and the gateway keeps
+//! answering reads; once Redis is back, the dependencies are SERVING again.
 //! Its own test binary: the outage would disturb tests running beside it.
 
 use dialectic_e2e::chaos::stack;
@@ -20,7 +19,7 @@ impl Drop for RedisBack {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_cache_outage_degrades_and_a_required_dependency_outage_is_not_ready() {
+async fn a_redis_outage_is_reported_and_no_service_leaves_its_endpoints() {
     let mut env = TestEnv::new().await;
     let services = ["planner", "executor", "gateway", "indexer"];
     env.start(&services).await;
@@ -40,18 +39,17 @@ async fn a_cache_outage_degrades_and_a_required_dependency_outage_is_not_ready()
 
     let back = RedisBack;
     stack(&["stop", "redis"]);
-    let executor = env.addr("executor");
-    assert_eq!(
-        wait_for_status(executor, "", ServingStatus::NotServing).await,
-        ServingStatus::NotServing,
-        "the executor needs Redis (rate limits)"
-    );
-    // The executor's readiness loop has run with Redis down; the others' did too.
-    for name in ["gateway", "planner", "indexer"] {
+    let dependencies = dialectic_runtime::DEPENDENCIES_SERVICE;
+    for name in services {
+        assert_eq!(
+            wait_for_status(env.addr(name), dependencies, ServingStatus::NotServing).await,
+            ServingStatus::NotServing,
+            "{name} reports Redis down"
+        );
         assert_eq!(
             health(env.addr(name), "").await,
             ServingStatus::Serving,
-            "{name} degrades without its cache instead of leaving the Service"
+            "{name} stays ready without Redis instead of leaving its Service"
         );
     }
     let read = gateway
@@ -64,12 +62,12 @@ async fn a_cache_outage_degrades_and_a_required_dependency_outage_is_not_ready()
     assert_eq!(read.id, project.id);
 
     drop(back);
-    assert_eq!(
-        wait_for_status(executor, "", ServingStatus::Serving).await,
-        ServingStatus::Serving,
-        "the executor is ready again once Redis answers"
-    );
-    for name in ["gateway", "planner", "indexer"] {
+    for name in services {
+        assert_eq!(
+            wait_for_status(env.addr(name), dependencies, ServingStatus::Serving).await,
+            ServingStatus::Serving,
+            "{name} reports Redis back"
+        );
         assert_eq!(health(env.addr(name), "").await, ServingStatus::Serving);
     }
     env.teardown().await;

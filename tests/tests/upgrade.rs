@@ -70,6 +70,9 @@ async fn the_previous_release_runs_on_an_expanded_schema_and_refuses_a_contracte
     let refused = dialectic_runtime::check_store(&env.store)
         .await
         .expect_err("a contracted schema is refused");
-    assert!(refused.contains("refusing"), "{refused}");
+    assert!(
+        refused.reason.contains("refusing") && refused.refuses_traffic,
+        "{refused}"
+    );
     env.teardown().await;
 }

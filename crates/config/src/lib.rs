@@ -91,7 +91,7 @@ impl Default for RedisConfig {
 }
 
 /// How the services of one deployment know each other.
-#[derive(Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct InternalConfig {
     /// A directory of service keys (`dialecticd keys generate DIR`): this
@@ -104,6 +104,24 @@ pub struct InternalConfig {
     /// every service (`dialecticd run`) or a trusted machine. Empty: a random
     /// one for this process.
     pub token_secret: String,
+    /// How often a caller resolves the name of each service it calls again,
+    /// so calls follow replicas as they come and go (a headless Service
+    /// answers with every ready pod).
+    pub resolve_interval_ms: u64,
+    /// A hosts(5)-format file consulted before DNS on every resolution: pins
+    /// internal names to addresses where there is no DNS for them. Empty: DNS only.
+    pub hosts_file: String,
+}
+
+impl Default for InternalConfig {
+    fn default() -> Self {
+        Self {
+            key_dir: String::new(),
+            token_secret: String::new(),
+            resolve_interval_ms: 5_000,
+            hosts_file: String::new(),
+        }
+    }
 }
 
 #[derive(Clone, Serialize, Deserialize, PartialEq)]

@@ -50,6 +50,8 @@ impl fmt::Debug for InternalConfig {
         f.debug_struct("InternalConfig")
             .field("key_dir", &self.key_dir)
             .field("token_secret", &presence(&self.token_secret))
+            .field("resolve_interval_ms", &self.resolve_interval_ms)
+            .field("hosts_file", &self.hosts_file)
             .finish()
     }
 }

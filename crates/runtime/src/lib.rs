@@ -2,11 +2,13 @@
 //! health and reflection, readiness that follows the dependencies, connecting
 //! with back-off, and the manual-ack consumer loop.
 
+pub mod balance;
 pub mod blackboard;
 mod consumer;
 pub mod courier;
 pub mod error_status;
 pub mod observe;
+mod readiness;
 pub mod service_auth;
 pub mod tls;
 pub mod web;
@@ -14,12 +16,13 @@ pub mod worker;
 
 pub use consumer::{ConsumerOptions, Disposition, Handler, channel_losses, run_consumer};
 pub use courier::Courier;
+pub use readiness::{DEPENDENCIES_SERVICE, Dependencies, Health, check_store, spawn_readiness};
 pub use tokio_util::sync::CancellationToken;
 
 use dialectic_blob::{BlobSettings, BlobStore};
 use dialectic_config::Settings;
 use dialectic_queue::Topology;
-use dialectic_store::{Planning, SchemaStatus, Store};
+use dialectic_store::{Planning, Store};
 use futures::future::BoxFuture;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,11 +31,16 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic_health::ServingStatus;
-use tonic_health::server::HealthReporter;
 
 /// Health service name that reports SERVING whenever the process runs,
 /// whatever its dependencies do: use it for Kubernetes liveness probes.
 pub const LIVENESS_SERVICE: &str = "dialectic.liveness";
+
+/// How often each process checks its dependencies: often enough for the
+/// `dialectic_dependency_up` gauge and `dialectic.dependencies` health to show
+/// an outage within seconds, rarely enough that the checks (an S3 bucket
+/// HEAD among them) cost nothing worth counting.
+const DEPENDENCY_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -53,6 +61,8 @@ pub enum RuntimeError {
     Tls(#[from] tls::TlsError),
     #[error("{0}")]
     ServiceKey(#[from] service_auth::ServiceKeyError),
+    #[error("{0}")]
+    Balance(#[from] balance::BalanceError),
 }
 
 static DRAIN: std::sync::LazyLock<CancellationToken> =
@@ -200,28 +210,6 @@ where
         .ok()
 }
 
-/// The health statuses one service publishes.
-#[derive(Clone)]
-pub struct Health {
-    reporter: HealthReporter,
-    service: String,
-}
-
-impl Health {
-    /// Sets the overall ("") and the named service's status.
-    pub async fn set_ready(&self, ready: bool) {
-        let status = if ready {
-            ServingStatus::Serving
-        } else {
-            ServingStatus::NotServing
-        };
-        self.reporter.set_service_status("", status).await;
-        self.reporter
-            .set_service_status(self.service.as_str(), status)
-            .await;
-    }
-}
-
 pub struct GrpcServer {
     pub addr: SocketAddr,
     pub health: Health,
@@ -288,10 +276,7 @@ async fn serve_grpc(
     let secure = tls.is_some();
     let (listener, addr) = bind(listen).await?;
     let (reporter, health_service) = tonic_health::server::health_reporter();
-    let health = Health {
-        reporter: reporter.clone(),
-        service: service.to_string(),
-    };
+    let health = Health::new(reporter.clone(), service);
     health.set_ready(false).await;
     reporter
         .set_service_status(LIVENESS_SERVICE, ServingStatus::Serving)
@@ -473,61 +458,6 @@ fn oversized_request_is_resource_exhausted(
     response
 }
 
-pub type ReadinessCheck = Arc<dyn Fn() -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
-
-/// Re-evaluates readiness every `interval` until shutdown, then reports NOT_SERVING
-/// so load balancers stop sending work while in-flight work drains.
-pub fn spawn_readiness(
-    health: Health,
-    interval: Duration,
-    check: ReadinessCheck,
-    shutdown: CancellationToken,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut last: Option<bool> = None;
-        let draining = drain_requested();
-        loop {
-            let result = if draining.is_cancelled() {
-                Err("draining: taking no new work".to_string())
-            } else {
-                tokio::time::timeout(interval.max(Duration::from_secs(2)), check())
-                    .await
-                    .unwrap_or_else(|_| Err("readiness check timed out".into()))
-            };
-            let ready = result.is_ok();
-            if last != Some(ready) {
-                match &result {
-                    Ok(()) => tracing::info!(service = %health.service, "ready"),
-                    Err(reason) => {
-                        tracing::warn!(service = %health.service, %reason, "not ready")
-                    }
-                }
-                health.set_ready(ready).await;
-                last = Some(ready);
-            }
-            if !sleep_or_shutdown(interval, &shutdown).await {
-                health.set_ready(false).await;
-                return;
-            }
-        }
-    })
-}
-
-/// Ready when Postgres answers and its schema is the one this build expects,
-/// or a newer one that only expanded it (a rolling upgrade in progress).
-pub async fn check_store(store: &Store) -> Result<(), String> {
-    match store.schema_status().await {
-        Ok(SchemaStatus::UpToDate | SchemaStatus::Compatible { .. }) => Ok(()),
-        Ok(SchemaStatus::Behind { database, code }) => Err(format!(
-            "database schema is at {database}, this build needs {code}: run `dialecticd migrate`"
-        )),
-        Ok(SchemaStatus::Ahead { database, code }) => Err(format!(
-            "database schema {database} dropped what this build ({code}) needs (schema_compatibility); refusing to run against it"
-        )),
-        Err(e) => Err(format!("postgres: {e}")),
-    }
-}
-
 pub fn store(settings: &Settings) -> Result<Store, RuntimeError> {
     store_with(settings, Planning::Cached)
 }
@@ -667,53 +597,6 @@ pub fn init_telemetry(
     })
 }
 
-/// What a service depends on; it is ready when every one it has answers.
-#[derive(Clone, Default)]
-pub struct Dependencies {
-    pub store: Option<Store>,
-    pub blob: Option<BlobStore>,
-    /// Filled by [`supervise`] once Redis answers; connecting happens in the background.
-    pub cache: Option<Arc<std::sync::OnceLock<dialectic_cache::Cache>>>,
-    /// Redis is only a cache (and progress channel) for this service: while it
-    /// is down the service degrades and stays ready, rather than leaving its
-    /// Kubernetes Service without endpoints.
-    pub cache_degrades: bool,
-    /// One flag per broker connection (consumers, relay), set while connected.
-    pub broker: Vec<Arc<std::sync::atomic::AtomicBool>>,
-}
-
-impl Dependencies {
-    /// A new broker flag for one consumer or relay to keep up to date.
-    pub fn broker_flag(&mut self) -> Arc<std::sync::atomic::AtomicBool> {
-        let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        self.broker.push(flag.clone());
-        flag
-    }
-
-    pub async fn check(&self) -> Result<(), String> {
-        if let Some(store) = &self.store {
-            check_store(store).await?;
-        }
-        if self
-            .broker
-            .iter()
-            .any(|up| !up.load(std::sync::atomic::Ordering::Relaxed))
-        {
-            return Err("rabbitmq: not connected".into());
-        }
-        if let (Some(cache), false) = (&self.cache, self.cache_degrades) {
-            match cache.get() {
-                Some(c) => c.ping().await.map_err(|e| format!("redis: {e}"))?,
-                None => return Err("redis: not connected".into()),
-            }
-        }
-        if let Some(blob) = &self.blob {
-            blob.check().await.map_err(|e| format!("s3: {e}"))?;
-        }
-        Ok(())
-    }
-}
-
 /// The rest of a service's life after its gRPC server started: connects Redis
 /// when the service uses it, keeps readiness current, and once the server stops,
 /// stops the workers (`work_shutdown`, a child of the process shutdown) and waits for them.
@@ -736,11 +619,8 @@ pub fn supervise(
     }
     let readiness = spawn_readiness(
         server.health.clone(),
-        Duration::from_secs(1),
-        Arc::new(move || {
-            let dependencies = dependencies.clone();
-            Box::pin(async move { dependencies.check().await })
-        }),
+        DEPENDENCY_CHECK_INTERVAL,
+        dependencies,
         work_shutdown.clone(),
     );
     let addr = server.addr;

@@ -296,6 +296,20 @@ pub fn internal_channel(channel: tonic::transport::Channel, key: ServiceKey) -> 
     tonic::service::interceptor::InterceptedService::new(channel, InternalInterceptor { key })
 }
 
+/// A channel to the internal service at `url`, balanced over its replicas
+/// (`crate::balance`) and signed as `me`.
+pub fn internal_client(
+    settings: &dialectic_config::Settings,
+    url: &str,
+    me: ServiceName,
+) -> Result<InternalChannel, crate::RuntimeError> {
+    let channel = crate::balance::balanced_channel(url.trim(), &settings.internal)?;
+    Ok(internal_channel(
+        channel,
+        ServiceKey::from_settings(settings, me)?,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

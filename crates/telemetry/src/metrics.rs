@@ -317,6 +317,12 @@ pub static DOCUMENTS_RENDERED: Counter = Counter::new(
     &["stage"],
 );
 
+pub static DEPENDENCY_UP: Gauge = Gauge::new(
+    "dialectic_dependency_up",
+    "1 while the dependency (postgres, rabbitmq, redis, s3) answers this process's checks, else 0",
+    &["dependency"],
+);
+
 static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
     let mut registry = Registry::default();
     GRPC_REQUESTS.register(&mut registry);
@@ -333,6 +339,7 @@ static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
     WALLET_HELD.register(&mut registry);
     COMPRESSION_STEPS.register(&mut registry);
     DOCUMENTS_RENDERED.register(&mut registry);
+    DEPENDENCY_UP.register(&mut registry);
     registry
 });
 

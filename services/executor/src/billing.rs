@@ -9,14 +9,13 @@ use dialectic_core::prompt::ChatRequest;
 use dialectic_core::tokens::{cost, estimate_tokens};
 use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
 use dialectic_proto::v1::wallet::{CaptureRequest, GetBalanceRequest, HoldRequest, ReleaseRequest};
-use dialectic_runtime::service_auth::{InternalChannel, ServiceKey, internal_channel};
+use dialectic_runtime::service_auth::InternalChannel;
 use dialectic_runtime::worker::AttemptError;
 use dialectic_store::jobs::JobRow;
 use dialectic_store::ledger;
 use dialectic_store::records::ModelRow;
 use std::collections::HashMap;
 use std::sync::Mutex;
-use tonic::transport::Endpoint;
 use tonic::{Code, Status};
 
 /// Unused holds give themselves back after this long (a worker that died mid-call).
@@ -79,13 +78,11 @@ pub fn charged(hold: &Hold, actual: i64) -> i64 {
 }
 
 impl Billing {
-    pub fn new(url: &str, key: ServiceKey) -> Result<Self, String> {
-        let endpoint = Endpoint::from_shared(url.to_string())
-            .map_err(|e| format!("wallet url {url:?}: {e}"))?;
-        Ok(Self {
-            client: WalletServiceClient::new(internal_channel(endpoint.connect_lazy(), key)),
+    pub fn new(channel: InternalChannel) -> Self {
+        Self {
+            client: WalletServiceClient::new(channel),
             wallets: Mutex::new(HashMap::new()),
-        })
+        }
     }
 
     async fn wallet_of(&self, user: UserId) -> Result<String, AttemptError> {

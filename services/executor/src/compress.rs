@@ -16,12 +16,11 @@ use dialectic_core::prompt::ChatRequest;
 use dialectic_core::tokens::cost;
 use dialectic_proto::v1::indexer::RetrieveRequest;
 use dialectic_proto::v1::indexer::indexer_service_client::IndexerServiceClient;
-use dialectic_runtime::service_auth::{InternalChannel, ServiceKey, internal_channel};
+use dialectic_runtime::service_auth::InternalChannel;
 use dialectic_runtime::worker::AttemptError;
 use dialectic_tokenizer::{Encoding, TokenCounter};
 use serde::Serialize;
 use tonic::Code;
-use tonic::transport::Endpoint;
 
 /// Failure code of a prompt that cannot be made to fit (seed 001 `ContextWindowError`).
 pub const CONTEXT_WINDOW_ERROR: &str = "context_window";
@@ -340,12 +339,10 @@ pub struct GrpcIndexer {
 }
 
 impl GrpcIndexer {
-    pub fn new(url: &str, key: ServiceKey) -> Result<Self, String> {
-        let endpoint = Endpoint::from_shared(url.to_string())
-            .map_err(|e| format!("indexer url {url:?}: {e}"))?;
-        Ok(Self {
-            client: IndexerServiceClient::new(internal_channel(endpoint.connect_lazy(), key)),
-        })
+    pub fn new(channel: InternalChannel) -> Self {
+        Self {
+            client: IndexerServiceClient::new(channel),
+        }
     }
 }
 

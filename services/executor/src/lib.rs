@@ -22,13 +22,14 @@ use dialectic_blob::BlobStore;
 use dialectic_cache::Cache;
 use dialectic_config::Settings;
 use dialectic_core::job::JobType;
+use dialectic_core::service_auth::ServiceName;
 use dialectic_llm::{ExchangeStore, SimulatedSettings};
 use dialectic_proto::v1::executor::executor_service_server::{
     ExecutorService, ExecutorServiceServer,
 };
 use dialectic_proto::v1::executor::{AnswerRequest, AnswerResponse, StatusRequest, StatusResponse};
 use dialectic_queue::keys;
-use dialectic_runtime::service_auth::ServiceKey;
+use dialectic_runtime::service_auth::{ServiceKey, internal_client};
 use dialectic_runtime::worker::{AttemptError, JobWork, JobWorker, Recorded, WorkerStats};
 use dialectic_runtime::{
     CancellationToken, ConsumerOptions, Courier, Dependencies, Handler, Running, RuntimeError,
@@ -211,36 +212,30 @@ pub fn start(
     Box::pin(start_executor(settings, shutdown))
 }
 
-/// The wallet client, or None when billing is off.
-fn billing(settings: &Settings, key: &ServiceKey) -> Option<Arc<Billing>> {
-    if settings.executor.wallet_url.trim().is_empty() {
+/// The wallet client, or None when billing is off. A URL that cannot be
+/// used stops the start: running unbilled by accident would give model
+/// calls away.
+fn billing(settings: &Settings) -> Result<Option<Arc<Billing>>, RuntimeError> {
+    let url = settings.executor.wallet_url.trim();
+    if url.is_empty() {
         tracing::warn!("executor.wallet_url is empty: model calls are not billed");
-        return None;
+        return Ok(None);
     }
-    match Billing::new(settings.executor.wallet_url.trim(), key.clone()) {
-        Ok(b) => Some(Arc::new(b)),
-        Err(e) => {
-            tracing::error!(error = %e, "billing disabled");
-            None
-        }
-    }
+    let channel = internal_client(settings, url, ServiceName::Executor)?;
+    Ok(Some(Arc::new(Billing::new(channel))))
 }
 
 /// The indexer client for compression, or None when compression is off.
-fn indexer(settings: &Settings, key: &ServiceKey) -> Option<compress::GrpcIndexer> {
-    if settings.executor.indexer_url.trim().is_empty() {
+fn indexer(settings: &Settings) -> Result<Option<compress::GrpcIndexer>, RuntimeError> {
+    let url = settings.executor.indexer_url.trim();
+    if url.is_empty() {
         tracing::warn!(
             "executor.indexer_url is empty: oversized prompts fail instead of being compressed"
         );
-        return None;
+        return Ok(None);
     }
-    match compress::GrpcIndexer::new(settings.executor.indexer_url.trim(), key.clone()) {
-        Ok(i) => Some(i),
-        Err(e) => {
-            tracing::error!(error = %e, "compression disabled");
-            None
-        }
-    }
+    let channel = internal_client(settings, url, ServiceName::Executor)?;
+    Ok(Some(compress::GrpcIndexer::new(channel)))
 }
 
 async fn start_executor(
@@ -249,10 +244,7 @@ async fn start_executor(
 ) -> Result<Running, RuntimeError> {
     let store = dialectic_runtime::store(&settings)?;
     let blob = dialectic_runtime::blob(&settings);
-    let key = ServiceKey::from_settings(
-        &settings,
-        dialectic_core::service_auth::ServiceName::Executor,
-    )?;
+    let key = ServiceKey::from_settings(&settings, ServiceName::Executor)?;
     let stats = Arc::new(WorkerStats::default());
     let slots = settings.executor.worker.slots.max(1);
     let cache = Arc::new(OnceLock::new());
@@ -270,12 +262,12 @@ async fn start_executor(
             paragraphs: 3,
         },
         max_continuations: settings.executor.max_continuations,
-        billing: billing(&settings, &key),
+        billing: billing(&settings)?,
         cache: cache.clone(),
         lease_secs: settings.executor.worker.lease_secs,
         provider_mode: settings.executor.provider_mode.trim().to_string(),
         counter: TokenCounter::new(cache.clone()),
-        indexer: indexer(&settings, &key),
+        indexer: indexer(&settings)?,
         embedder: settings.executor.embedder.trim().to_string(),
         hand_back: hand_back.clone(),
         query_model: settings.executor.query_model.trim().to_string(),

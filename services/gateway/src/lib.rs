@@ -24,7 +24,7 @@ use dialectic_proto::v1::executor::executor_service_client::ExecutorServiceClien
 use dialectic_proto::v1::indexer::indexer_service_client::IndexerServiceClient;
 use dialectic_proto::v1::planner::planner_service_client::PlannerServiceClient;
 use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
-use dialectic_runtime::service_auth::{ServiceKey, internal_channel};
+use dialectic_runtime::service_auth::internal_client;
 use dialectic_runtime::tls::TlsIdentity;
 use dialectic_runtime::{
     CancellationToken, Courier, Dependencies, Running, RuntimeError, supervise,
@@ -34,17 +34,10 @@ use std::sync::{Arc, OnceLock};
 
 pub const SERVICE_NAME: &str = "dialectic.v1.DialecticService";
 
-/// Lazy channels to the planner and the wallet, signed as the gateway.
+/// Channels to the services the gateway calls, balanced over their
+/// replicas and signed as the gateway.
 fn internal_clients(settings: &Settings) -> Result<Internal, RuntimeError> {
-    let channel = |url: &str| -> Result<_, RuntimeError> {
-        let channel = tonic::transport::Endpoint::from_shared(url.to_string())?
-            .connect_timeout(std::time::Duration::from_secs(5))
-            .connect_lazy();
-        Ok(internal_channel(
-            channel,
-            ServiceKey::from_settings(settings, ServiceName::Gateway)?,
-        ))
-    };
+    let channel = |url: &str| internal_client(settings, url, ServiceName::Gateway);
     Ok(Internal {
         planner: PlannerServiceClient::new(channel(&settings.gateway.planner_url)?),
         wallet: WalletServiceClient::new(channel(&settings.gateway.wallet_url)?),
@@ -112,7 +105,6 @@ async fn start_gateway(
         cache: Some(cache),
         // Read cache and progress stream: without Redis reads go to Postgres
         // and WatchSession answers UNAVAILABLE; everything else works.
-        cache_degrades: true,
         ..Default::default()
     };
     Ok(supervise(

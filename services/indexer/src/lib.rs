@@ -371,7 +371,6 @@ async fn start_indexer(
         store: Some(store),
         cache: Some(cache_cell),
         // Token counts are cached there; counting itself is local.
-        cache_degrades: true,
         ..Default::default()
     };
     Ok(supervise(

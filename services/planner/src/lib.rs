@@ -204,7 +204,6 @@ async fn start_planner(
         store: Some(store.clone()),
         cache: Some(cache),
         // Progress events only: they are best-effort, job state is in Postgres.
-        cache_degrades: true,
         ..Default::default()
     };
     tasks.push(tokio::spawn(relay::run_relay(
