@@ -17,6 +17,7 @@ use dialectic_cache::{Cache, ProgressEvent};
 use dialectic_core::ids::{JobId, ModelId, ProjectId, SessionId, UserId};
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::payload::JobPayload;
+use dialectic_core::progress::EventKind;
 use dialectic_core::service_auth::ServiceName;
 use dialectic_e2e::{QueueTap, TestEnv, eventually, outbox_drained};
 use dialectic_planner::engine::Engine;
@@ -238,13 +239,13 @@ impl Events {
         Self { seen, task }
     }
 
-    fn of(&self, kind: &str) -> Vec<ProgressEvent> {
+    fn of(&self, kind: EventKind) -> Vec<ProgressEvent> {
         let seen = self.seen.lock().expect("events");
         seen.iter().filter(|e| e.kind == kind).cloned().collect()
     }
 
     /// The one event of `kind`, once it arrived.
-    async fn one(&self, round: usize, kind: &str) -> ProgressEvent {
+    async fn one(&self, round: usize, kind: EventKind) -> ProgressEvent {
         eventually(30, &format!("round {round}: a {kind} event"), || async {
             self.of(kind).first().cloned()
         })
@@ -376,7 +377,7 @@ async fn a_pause_racing_a_stage_completion_loses_neither() {
     let warm_events = Events::watch(&cache, warm_up).await;
     eventually(30, "the planner publishing progress events", || {
         let mut planner = planner.clone();
-        let published = !warm_events.of("session_paused").is_empty();
+        let published = !warm_events.of(EventKind::SessionPaused).is_empty();
         async move {
             if !published {
                 command(&mut planner, true, warm_up).await;
@@ -436,15 +437,15 @@ async fn a_pause_racing_a_stage_completion_loses_neither() {
         // The completion's StartStage plans antithesis even while paused,
         // and that start does not end the pause.
         let planned = eventually(30, "antithesis planned", antithesis_root).await;
-        let started = events.one(round, "stage_started").await;
+        let started = events.one(round, EventKind::StageStarted).await;
         assert_eq!(
             (started.stage_slug.as_str(), started.message.as_str()),
             ("antithesis", "1 root job(s) planned"),
             "round {round}"
         );
-        let paused = events.one(round, "session_paused").await;
+        let paused = events.one(round, EventKind::SessionPaused).await;
         assert_eq!(paused.session_status, "paused", "round {round}");
-        let completed = events.one(round, "stage_completed").await;
+        let completed = events.one(round, EventKind::StageCompleted).await;
         assert_eq!(completed.stage_slug, "thesis", "round {round}");
         let order = interleaving(round, &paused, &completed, &started);
         match sending {
@@ -506,7 +507,7 @@ async fn a_pause_racing_a_stage_completion_loses_neither() {
             ("pending_antithesis".to_string(), None),
             "round {round}"
         );
-        let resumed = events.one(round, "session_resumed").await;
+        let resumed = events.one(round, EventKind::SessionResumed).await;
         assert_eq!(
             (resumed.session_status.as_str(), resumed.stage_slug.as_str()),
             ("pending_antithesis", "antithesis"),
@@ -528,7 +529,7 @@ async fn a_pause_racing_a_stage_completion_loses_neither() {
             expected,
             "round {round} ({order:?})"
         );
-        assert_eq!(events.of("stage_started").len(), 1, "round {round}");
+        assert_eq!(events.of(EventKind::StageStarted).len(), 1, "round {round}");
     }
     eprintln!("orders seen: {seen:?}");
     assert!(

@@ -4,8 +4,8 @@
 use dialectic_core::paths::{FileKind, PathContext};
 use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually};
 use dialectic_proto::v1::{
-    CreateProjectRequest, SessionEventKind, SessionState, StageResponse, StartSessionRequest,
-    SubmitStageResponsesRequest,
+    CreateProjectRequest, JobStatus, SessionEventKind, SessionState, StageResponse,
+    StartSessionRequest, SubmitStageResponsesRequest,
 };
 use std::collections::BTreeMap;
 
@@ -57,10 +57,13 @@ async fn a_session_with_two_models_runs_all_five_stages() {
         let mut untyped = Vec::new();
         // The stream ends by itself once the session waits for review.
         while let Some(Ok(event)) = events.next().await {
-            // Job events carry no session status, so no state either.
+            // Job events carry no session status, so no state either; a job
+            // status event carries the job's status.
             let stated = !event.session_status.is_empty();
+            let job_status = event.event_kind() == SessionEventKind::JobStatus;
             if event.event_kind() == SessionEventKind::Unspecified
                 || (stated && event.state() == SessionState::Unspecified)
+                || (job_status && event.job_status() == JobStatus::Unspecified)
             {
                 untyped.push(event.kind.clone());
             }

@@ -22,6 +22,8 @@ return #keys
 pub(crate) use delete_tracked;
 
 use dialectic_core::error::{ErrorCode, ErrorContract, Reason};
+use dialectic_core::job::JobStatus;
+use dialectic_core::progress::EventKind;
 use futures::StreamExt;
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
@@ -52,10 +54,13 @@ impl ErrorContract for CacheError {
 }
 
 /// One progress event, as published and as kept for catch-up.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProgressEvent {
     pub session_id: String,
-    pub kind: String,
+    pub kind: EventKind,
+    /// A `JobStatus` event's new status (its `message` says it in words).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_status: Option<JobStatus>,
     #[serde(default)]
     pub session_status: String,
     #[serde(default)]
@@ -75,6 +80,26 @@ pub struct ProgressEvent {
     /// Milliseconds since the Unix epoch.
     #[serde(default)]
     pub at_ms: i64,
+}
+
+impl ProgressEvent {
+    /// An event of `kind` about `session_id`, every other field empty.
+    pub fn new(kind: EventKind, session_id: impl Into<String>) -> Self {
+        Self {
+            session_id: session_id.into(),
+            kind,
+            job_status: None,
+            session_status: String::new(),
+            stage_slug: String::new(),
+            job_id: String::new(),
+            job_type: String::new(),
+            document_key: String::new(),
+            model: String::new(),
+            message: String::new(),
+            stage_percent: 0,
+            at_ms: 0,
+        }
+    }
 }
 
 pub fn events_channel(session_id: &str) -> String {

@@ -16,6 +16,7 @@ pub mod paths;
 pub mod payload;
 pub mod pipeline;
 pub mod position;
+pub mod progress;
 pub mod prompt;
 pub mod query;
 pub mod recipe;

@@ -10,7 +10,7 @@
 use crate::output::{Out, Render, note};
 use crate::{format, json};
 use dialectic_core::session::SessionStatus;
-use dialectic_proto::v1::{Session, SessionEvent, StageJobCounts};
+use dialectic_proto::v1::{JobStatus, Session, SessionEvent, SessionEventKind, StageJobCounts};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::Value;
 use std::io::IsTerminal;
@@ -138,17 +138,19 @@ impl Board {
             self.status = e.session_status.clone();
         }
         if !e.stage_slug.is_empty() {
-            let kind = e.kind.as_str();
+            let kind = e.event_kind();
             let stage = self.stage(&e.stage_slug);
             stage.percent = e.stage_percent;
             match kind {
                 // A retried stage runs again after its failure.
-                "stage_started" | "stage_retried" => stage.ended = None,
-                "stage_completed" => stage.ended = Some(Ended::Completed),
-                "stage_failed" => stage.ended = Some(Ended::Failed),
+                SessionEventKind::StageStarted | SessionEventKind::StageRetried => {
+                    stage.ended = None
+                }
+                SessionEventKind::StageCompleted => stage.ended = Some(Ended::Completed),
+                SessionEventKind::StageFailed => stage.ended = Some(Ended::Failed),
                 _ => {}
             }
-            if kind == "stage_started" {
+            if kind == SessionEventKind::StageStarted {
                 self.current = e.stage_slug.clone();
             }
         }
@@ -270,22 +272,22 @@ impl Board {
 
 /// Events worth a line of their own above the bars.
 fn kept(e: &SessionEvent) -> bool {
-    match e.kind.as_str() {
-        "stage_failed"
-        | "stage_retried"
-        | "wallet_insufficient"
-        | "idle_warning"
-        | "session_paused"
-        | "session_resumed"
-        | "session_cancelled"
-        | "session_abandoned"
-        | "low_confidence"
-        | "clarification_ignored"
-        | "skip_ignored" => true,
-        // The message is the job's new status, then why: "failed (…)".
-        "job_status" => matches!(
-            e.message.split([' ', '(']).next(),
-            Some("failed" | "retry_loop_failed" | "paused_nsf")
+    use SessionEventKind as Kind;
+    match e.event_kind() {
+        Kind::StageFailed
+        | Kind::StageRetried
+        | Kind::WalletInsufficient
+        | Kind::IdleWarning
+        | Kind::SessionPaused
+        | Kind::SessionResumed
+        | Kind::SessionCancelled
+        | Kind::SessionAbandoned
+        | Kind::LowConfidence
+        | Kind::ClarificationIgnored
+        | Kind::SkipIgnored => true,
+        Kind::JobStatus => matches!(
+            e.job_status(),
+            JobStatus::Failed | JobStatus::RetryLoopFailed | JobStatus::PausedNsf
         ),
         _ => false,
     }
@@ -527,9 +529,12 @@ mod tests {
     use super::*;
     use dialectic_proto::v1::SessionPosition;
 
-    fn event(kind: &str, stage: &str, status: &str, percent: u32) -> SessionEvent {
+    /// An event as the gateway sends it: its kind typed and by name.
+    fn event(kind: SessionEventKind, stage: &str, status: &str, percent: u32) -> SessionEvent {
+        let name = kind.as_str_name().trim_start_matches("SESSION_EVENT_KIND_");
         SessionEvent {
-            kind: kind.into(),
+            kind: name.to_ascii_lowercase(),
+            event_kind: kind.into(),
             stage_slug: stage.into(),
             session_status: status.into(),
             stage_percent: percent,
@@ -583,7 +588,12 @@ mod tests {
         let mut board = Board::new("s1");
         assert!(board.rows().is_empty());
         assert_eq!(
-            board.event(&event("stage_started", "thesis", "running_thesis", 0)),
+            board.event(&event(
+                SessionEventKind::StageStarted,
+                "thesis",
+                "running_thesis",
+                0
+            )),
             None
         );
         let rows = board.rows();
@@ -597,7 +607,12 @@ mod tests {
             "thesis",
             vec![counts("thesis", 1, 4, 0, 2)],
         ));
-        board.event(&event("job_status", "thesis", "running_thesis", 40));
+        board.event(&event(
+            SessionEventKind::JobStatus,
+            "thesis",
+            "running_thesis",
+            40,
+        ));
         let rows = board.rows();
         assert_eq!(rows[0].text, "2/5 jobs  running 40%  cost 200");
         assert_eq!((rows[0].position, rows[0].length), (2, 5));
@@ -614,8 +629,18 @@ mod tests {
     #[test]
     fn a_stage_without_jobs_waits_unless_it_completed() {
         let mut board = Board::new("s1");
-        board.event(&event("snapshot", "paralysis", SessionStatus::REVIEW, 0));
-        board.event(&event("stage_started", "thesis", "running_antithesis", 0));
+        board.event(&event(
+            SessionEventKind::Snapshot,
+            "paralysis",
+            SessionStatus::REVIEW,
+            0,
+        ));
+        board.event(&event(
+            SessionEventKind::StageStarted,
+            "thesis",
+            "running_antithesis",
+            0,
+        ));
         assert_eq!(
             texts(&board),
             vec!["paralysis|waiting", "thesis   |waiting"]
@@ -623,7 +648,7 @@ mod tests {
         assert!(board.rows().iter().all(|r| r.phase == Phase::Waiting));
 
         board.event(&event(
-            "stage_completed",
+            SessionEventKind::StageCompleted,
             "thesis",
             "running_antithesis",
             100,
@@ -642,7 +667,12 @@ mod tests {
         // A session started with auto-advance plans its first stage while
         // still pending it; the status moves to running_ a moment later.
         let mut board = Board::new("s1");
-        board.event(&event("stage_started", "thesis", "pending_thesis", 0));
+        board.event(&event(
+            SessionEventKind::StageStarted,
+            "thesis",
+            "pending_thesis",
+            0,
+        ));
         board.session(&session(
             "pending_thesis",
             "thesis",
@@ -651,7 +681,7 @@ mod tests {
         assert_eq!(texts(&board), vec!["thesis|0/1 jobs  running 0%  cost 0"]);
         // Reviewed without auto-advance: the stage before the pending one is done.
         board.event(&event(
-            "stage_completed",
+            SessionEventKind::StageCompleted,
             "thesis",
             "pending_antithesis",
             100,
@@ -667,10 +697,20 @@ mod tests {
     #[test]
     fn stages_line_up_and_finish_through_rendering() {
         let mut board = Board::new("s1");
-        board.event(&event("stage_started", "thesis", "running_thesis", 0));
-        board.event(&event("stage_completed", "thesis", "running_thesis", 100));
         board.event(&event(
-            "stage_started",
+            SessionEventKind::StageStarted,
+            "thesis",
+            "running_thesis",
+            0,
+        ));
+        board.event(&event(
+            SessionEventKind::StageCompleted,
+            "thesis",
+            "running_thesis",
+            100,
+        ));
+        board.event(&event(
+            SessionEventKind::StageStarted,
             "antithesis",
             "running_antithesis",
             0,
@@ -691,7 +731,7 @@ mod tests {
             ]
         );
         board.event(&event(
-            "stage_completed",
+            SessionEventKind::StageCompleted,
             "antithesis",
             "iteration_complete_pending_review",
             100,
@@ -721,7 +761,12 @@ mod tests {
     #[test]
     fn a_watcher_joining_midway_sees_earlier_stages_done() {
         let mut board = Board::new("s1");
-        board.event(&event("snapshot", "synthesis", "running_synthesis", 30));
+        board.event(&event(
+            SessionEventKind::Snapshot,
+            "synthesis",
+            "running_synthesis",
+            30,
+        ));
         let mut s = session(
             "running_synthesis",
             "synthesis",
@@ -772,18 +817,26 @@ mod tests {
         ));
         assert_eq!(
             board.event(&SessionEvent {
-                kind: "job_status".into(),
-                stage_slug: "antithesis".into(),
-                session_status: "running_antithesis".into(),
+                job_status: JobStatus::Failed.into(),
                 message: "failed (retry_loop_failed)".into(),
-                ..Default::default()
+                ..event(
+                    SessionEventKind::JobStatus,
+                    "antithesis",
+                    "running_antithesis",
+                    0
+                )
             }),
             Some(
                 "[job_status] antithesis running_antithesis - - - 0% failed (retry_loop_failed)"
                     .into()
             )
         );
-        let line = board.event(&event("stage_failed", "antithesis", "paused", 50));
+        let line = board.event(&event(
+            SessionEventKind::StageFailed,
+            "antithesis",
+            "paused",
+            50,
+        ));
         assert!(line.is_some(), "failures stay above the bars");
         assert_eq!(
             texts(&board),
@@ -794,14 +847,42 @@ mod tests {
         );
     }
 
+    /// Whether a job's status line stays above the bars is the typed status's
+    /// call, not the message's words.
+    #[test]
+    fn a_job_status_line_is_kept_by_its_typed_status() {
+        let mut board = Board::new("s1");
+        let mut job = |status: JobStatus, message: &str| {
+            board.event(&SessionEvent {
+                job_status: status.into(),
+                message: message.into(),
+                ..event(SessionEventKind::JobStatus, "thesis", "running_thesis", 10)
+            })
+        };
+        assert!(job(JobStatus::PausedNsf, "").is_some());
+        assert!(job(JobStatus::RetryLoopFailed, "").is_some());
+        assert!(job(JobStatus::Completed, "failed (not really)").is_none());
+        assert!(job(JobStatus::Retrying, "").is_none());
+    }
+
     /// A retried stage runs again: the retry is a line of its own and the
     /// stage's bar stops saying it failed.
     #[test]
     fn a_retried_stage_runs_again() {
         let mut board = Board::new("s1");
-        board.event(&event("stage_failed", "thesis", "running_thesis", 75));
+        board.event(&event(
+            SessionEventKind::StageFailed,
+            "thesis",
+            "running_thesis",
+            75,
+        ));
         assert!(texts(&board)[0].contains("failed"), "{:?}", texts(&board));
-        let line = board.event(&event("stage_retried", "thesis", "running_thesis", 75));
+        let line = board.event(&event(
+            SessionEventKind::StageRetried,
+            "thesis",
+            "running_thesis",
+            75,
+        ));
         assert!(line.is_some(), "the retry stays above the bars");
         assert!(!texts(&board)[0].contains("failed"), "{:?}", texts(&board));
     }
@@ -819,7 +900,7 @@ mod tests {
         assert_eq!(rows[0].text, "1/5 jobs  paused  cost 100");
         assert!(
             board
-                .event(&event("session_paused", "", "paused", 0))
+                .event(&event(SessionEventKind::SessionPaused, "", "paused", 0))
                 .is_some()
         );
     }

@@ -8,6 +8,7 @@ use crate::{CONTINUE_INSTRUCTION, Executor, INVALID_REPLY, compress, now_ms, per
 use dialectic_cache::{Cache, ProgressEvent};
 use dialectic_core::context::Context;
 use dialectic_core::payload::JobPayload;
+use dialectic_core::progress::EventKind;
 use dialectic_core::prompt::{ChatRequest, Message, PromptConstructionPayload, REJECTED_REPLY};
 use dialectic_core::recipe::{OutputRule, RecipeStep};
 use dialectic_core::structured;
@@ -230,8 +231,6 @@ fn reporter<'a>(
             return;
         };
         let event = ProgressEvent {
-            session_id: job.session_id.to_string(),
-            kind: "context_compressed".into(),
             stage_slug: job.stage_slug.clone(),
             job_id: job.id.to_string(),
             job_type: job_type.clone(),
@@ -247,7 +246,7 @@ fn reporter<'a>(
                 step.cost
             ),
             at_ms: now_ms(),
-            ..Default::default()
+            ..ProgressEvent::new(EventKind::ContextCompressed, job.session_id.to_string())
         };
         // Progress is best effort: a missed event never fails the job.
         tokio::spawn(async move {

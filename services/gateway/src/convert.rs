@@ -5,10 +5,12 @@ use dialectic_cache::ProgressEvent;
 use dialectic_core::blackboard::StoredEntry;
 use dialectic_core::ids::ModelId;
 use dialectic_core::job::{JobStatus, JobType};
+use dialectic_core::progress::EventKind;
 use dialectic_core::session::SessionStatus;
 use dialectic_proto::v1::{BlackboardEntry, SessionPosition};
-use dialectic_proto::v1::{JobType as ApiJobType, SessionEventKind, SessionState, TransactionKind};
+use dialectic_proto::v1::{JobStatus as ApiJobStatus, JobType as ApiJobType, SessionEventKind};
 use dialectic_proto::v1::{Model, Project, SessionEvent, StageDocument, StageJobCounts};
+use dialectic_proto::v1::{SessionState, TransactionKind};
 use dialectic_store::gates::LowConfidence;
 use dialectic_store::models::ModelSettings;
 use dialectic_store::records::{ModelRow, ProjectRow, ResourceRow};
@@ -178,8 +180,19 @@ fn typed<E: Into<i32>>(prefix: &str, name: &str, lookup: fn(&str) -> Option<E>) 
     lookup(&format!("{prefix}_{}", name.to_ascii_uppercase())).map_or(0, Into::into)
 }
 
-pub fn event_kind(kind: &str) -> i32 {
-    typed("SESSION_EVENT_KIND", kind, SessionEventKind::from_str_name)
+pub fn event_kind(kind: EventKind) -> i32 {
+    typed(
+        "SESSION_EVENT_KIND",
+        kind.as_str(),
+        SessionEventKind::from_str_name,
+    )
+}
+
+/// A job status event's status, typed; UNSPECIFIED on other events.
+pub fn job_status(status: Option<JobStatus>) -> i32 {
+    status.map_or(0, |s| {
+        typed("JOB_STATUS", s.as_str(), ApiJobStatus::from_str_name)
+    })
 }
 
 pub fn job_kind(job_type: &str) -> i32 {
@@ -206,10 +219,11 @@ pub fn session_state(status: &str) -> i32 {
 pub fn event(e: ProgressEvent) -> SessionEvent {
     SessionEvent {
         session_id: e.session_id,
-        event_kind: event_kind(&e.kind),
+        event_kind: event_kind(e.kind),
+        job_status: job_status(e.job_status),
         state: session_state(&e.session_status),
         job_kind: job_kind(&e.job_type),
-        kind: e.kind,
+        kind: e.kind.as_str().to_string(),
         session_status: e.session_status,
         stage_slug: e.stage_slug,
         job_id: e.job_id,
@@ -327,50 +341,24 @@ mod tests {
         assert_eq!((ts.seconds, ts.nanos), (1_700_000_000, 123_000_000));
         assert!(timestamp_from_ms(0).is_none());
         let e = event(ProgressEvent {
-            session_id: "s".into(),
-            kind: "job_started".into(),
             stage_percent: 250,
-            ..Default::default()
+            ..ProgressEvent::new(EventKind::JobStarted, "s")
         });
         assert_eq!((e.kind.as_str(), e.stage_percent), ("job_started", 100));
         assert_eq!(e.event_kind(), SessionEventKind::JobStarted);
     }
 
-    /// Every kind the services emit has its enum value: a new kind added to
-    /// the code but not to the proto fails here.
+    /// Every kind and job status core names has its enum value: one added
+    /// to core but not to the proto fails here.
     #[test]
-    fn every_emitted_event_kind_is_typed() {
-        let emitted = [
-            "snapshot",
-            "session_status",
-            "session_paused",
-            "session_resumed",
-            "session_cancelled",
-            "session_abandoned",
-            "idle_warning",
-            "stage_started",
-            "stage_completed",
-            "stage_failed",
-            "job_started",
-            "job_status",
-            "continuation_queued",
-            "render_completed",
-            "context_compressed",
-            "wallet_insufficient",
-            "document_regeneration_started",
-            "step_skipped",
-            "skip_ignored",
-            "blackboard_entry",
-            "confidence_rerun",
-            "low_confidence",
-            "clarification_requested",
-            "clarification_ignored",
-            "stage_retried",
-        ];
-        for kind in emitted {
+    fn every_event_kind_and_job_status_is_typed() {
+        for kind in EventKind::ALL {
             assert_ne!(event_kind(kind), 0, "{kind} has no SessionEventKind");
         }
-        assert_eq!(event_kind("something_new"), 0);
+        for status in JobStatus::ALL {
+            assert_ne!(job_status(Some(status)), 0, "{status} has no JobStatus");
+        }
+        assert_eq!(job_status(None), 0);
         for (stored, typed) in [("plan", ApiJobType::Plan), ("EXECUTE", ApiJobType::Execute)] {
             assert_eq!(job_kind(stored), i32::from(typed));
         }

@@ -11,6 +11,7 @@ use dialectic_core::ids::{ContributionId, ModelId, ProjectId, ResourceId, Sessio
 use dialectic_core::job::JobStatus;
 use dialectic_core::paths::{FileKind, PathContext};
 use dialectic_core::position::Position;
+use dialectic_core::progress::EventKind;
 use dialectic_core::session::SessionStatus;
 use dialectic_core::slug::slugify;
 use dialectic_proto::v1::dialectic_service_server::DialecticService;
@@ -974,14 +975,12 @@ impl Gateway {
             e.session_status == row.status && (stage_slug.is_empty() || e.stage_slug == stage_slug)
         });
         let snapshot = convert::event(ProgressEvent {
-            session_id: sid.clone(),
-            kind: "snapshot".into(),
             session_status: row.status.clone(),
             stage_slug,
             stage_percent: latest.as_ref().map(|e| e.stage_percent).unwrap_or(0),
             message: latest.map(|e| e.message).unwrap_or_default(),
             at_ms: chrono::Utc::now().timestamp_millis(),
-            ..Default::default()
+            ..ProgressEvent::new(EventKind::Snapshot, sid.clone())
         });
         let (tx, rx) = mpsc::channel(64);
         tokio::spawn(

@@ -8,6 +8,7 @@
 use crate::engine::{Engine, PlannerError, Unit};
 use dialectic_core::clarify::{self, Clarification, ClarificationRequest};
 use dialectic_core::ids::JobId;
+use dialectic_core::progress::EventKind;
 use dialectic_store::clarifications::{self, Asked};
 use dialectic_store::jobs::{self, JobRow};
 
@@ -62,7 +63,7 @@ impl Engine {
         let ids: Vec<uuid::Uuid> = steps.iter().map(|s| s.0).collect();
         let replaced = clarifications::supersede_steps(&mut unit.tx, root.id, &ids).await?;
         let mut event = self
-            .job_event(unit, &job, "clarification_requested")
+            .job_event(unit, &job, EventKind::ClarificationRequested)
             .await?;
         event.message = format!(
             "round {} of {max}: {} asked {}: {} ({replaced} job(s) run again)",
@@ -79,7 +80,9 @@ impl Engine {
         asked: &ClarificationRequest,
         why: &str,
     ) -> Result<(), PlannerError> {
-        let mut event = self.job_event(unit, job, "clarification_ignored").await?;
+        let mut event = self
+            .job_event(unit, job, EventKind::ClarificationIgnored)
+            .await?;
         event.message = format!("{}: {why}", asked.step_key);
         unit.events.push(event);
         Ok(())

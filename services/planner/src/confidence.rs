@@ -10,6 +10,7 @@ use dialectic_core::gate::{self, ConfidenceGate, GateDecision};
 use dialectic_core::ids::{ContributionId, JobId};
 use dialectic_core::job::JobType;
 use dialectic_core::payload::JobPayload;
+use dialectic_core::progress::EventKind;
 use dialectic_proto::v1::queue::JobSucceeded;
 use dialectic_store::jobs::{self, JobRow};
 use dialectic_store::{gates, records, regenerate};
@@ -63,7 +64,7 @@ impl Engine {
                     }),
                 };
                 self.publish(unit, job, &[entry]).await?;
-                let mut event = self.job_event(unit, job, "low_confidence").await?;
+                let mut event = self.job_event(unit, job, EventKind::LowConfidence).await?;
                 event.message = format!(
                     "{}: kept with confidence {confidence:.2}, below {:.2}, after {reruns} rerun(s)",
                     job.step_key.as_deref().unwrap_or_default(),
@@ -115,7 +116,9 @@ impl Engine {
             None => payload.model_api_identifier.clone(),
         };
         self.dispatch(unit, id, JobType::Execute).await?;
-        let mut event = self.job_event(unit, job, "confidence_rerun").await?;
+        let mut event = self
+            .job_event(unit, job, EventKind::ConfidenceRerun)
+            .await?;
         event.job_id = id.to_string();
         event.message = format!(
             "{}: confidence {:.2} below {:.2}; rerun {} of {} on {model}",

@@ -317,6 +317,7 @@ pub(crate) async fn forward(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dialectic_core::progress::EventKind;
     use dialectic_core::session::SessionStatus;
     use dialectic_runtime::error_status;
     use std::convert::Infallible;
@@ -351,11 +352,10 @@ mod tests {
         }
     }
 
-    fn event(kind: &str, status: &str) -> ProgressEvent {
+    fn event(kind: EventKind, status: &str) -> ProgressEvent {
         ProgressEvent {
-            kind: kind.into(),
             session_status: status.into(),
-            ..Default::default()
+            ..ProgressEvent::new(kind, "")
         }
     }
 
@@ -415,11 +415,11 @@ mod tests {
         assert_eq!(redis.subscribed.load(Ordering::SeqCst), 1);
         let publisher = redis.publisher(0);
         publisher
-            .send(event("stage_completed", "pending_antithesis"))
+            .send(event(EventKind::StageCompleted, "pending_antithesis"))
             .expect("publish");
         for feed in &mut feeds {
             let got = within("a shared event", feed.events.recv()).await;
-            assert_eq!(got.expect("event").kind, "stage_completed");
+            assert_eq!(got.expect("event").kind, EventKind::StageCompleted);
         }
         // Another session has its own subscription.
         let other = watches
@@ -467,7 +467,7 @@ mod tests {
     }
 
     fn snapshot() -> SessionEvent {
-        convert::event(event("snapshot", "running_thesis"))
+        convert::event(event(EventKind::Snapshot, "running_thesis"))
     }
 
     #[tokio::test]
@@ -483,7 +483,10 @@ mod tests {
         let publisher = redis.publisher(0);
         for n in 0..FEED_CAPACITY + 10 {
             publisher
-                .send(event(&format!("job_status_{n}"), "running_thesis"))
+                .send(ProgressEvent {
+                    message: n.to_string(),
+                    ..event(EventKind::JobStatus, "running_thesis")
+                })
                 .expect("publish");
         }
         // Let the pump overrun the watcher's place before it reads anything.
@@ -497,7 +500,7 @@ mod tests {
                 .events
                 .recv()
                 .await
-                .is_ok_and(|e| e.kind != format!("job_status_{}", FEED_CAPACITY + 9))
+                .is_ok_and(|e| e.message != (FEED_CAPACITY + 9).to_string())
             {}
         })
         .await;
@@ -542,7 +545,7 @@ mod tests {
         ));
         redis
             .publisher(0)
-            .send(event("stage_completed", SessionStatus::REVIEW))
+            .send(event(EventKind::StageCompleted, SessionStatus::REVIEW))
             .expect("publish");
         within("the stream to end", task).await.expect("task");
         let mut kinds = Vec::new();

@@ -4,6 +4,7 @@
 
 use crate::engine::{Engine, PlannerError, parse_id, session_event};
 use dialectic_core::ids::{ProjectId, UserId};
+use dialectic_core::progress::EventKind;
 use dialectic_core::session::SessionEvent;
 use dialectic_proto::v1::planner::{DeleteProjectCommand, DeleteProjectResult};
 use dialectic_store::listing::{self, DeleteError};
@@ -30,7 +31,7 @@ pub(crate) async fn delete(
             .await?
         {
             unit.events
-                .push(session_event(&applied, "session_cancelled"));
+                .push(session_event(&applied, EventKind::SessionCancelled));
         }
     }
     unit.stale_projects.push(project_id);

@@ -10,6 +10,7 @@ use crate::engine::{EffectInputs, Engine, PlannerError, Unit, now_ms, parse_id};
 use dialectic_cache::ProgressEvent;
 use dialectic_core::ids::{ContributionId, JobId, ModelId, ResourceId, SessionId, UserId};
 use dialectic_core::job::{JobEvent, JobStatus, JobType, REGENERATION_KEY_MARK, transition};
+use dialectic_core::progress::EventKind;
 use dialectic_core::session::SessionEvent;
 use dialectic_proto::v1::planner::{RegenerateDocumentCommand, RegenerateDocumentResult};
 use dialectic_store::StoreError;
@@ -279,8 +280,6 @@ fn started_event(
     superseding: usize,
 ) -> ProgressEvent {
     ProgressEvent {
-        session_id: session.id.to_string(),
-        kind: "document_regeneration_started".into(),
         session_status: session.status.clone(),
         stage_slug: command.stage_slug.clone(),
         job_id: job_id.to_string(),
@@ -292,6 +291,9 @@ fn started_event(
             command.document_key
         ),
         at_ms: now_ms(),
-        ..Default::default()
+        ..ProgressEvent::new(
+            EventKind::DocumentRegenerationStarted,
+            session.id.to_string(),
+        )
     }
 }

@@ -18,6 +18,7 @@ use crate::engine::{Apply, Engine, PlannerError, Unit, now_ms, parse_id, session
 use dialectic_core::ids::{SessionId, UserId};
 use dialectic_core::job::{JobEvent, JobType, retry_event};
 use dialectic_core::payload::JobPayload;
+use dialectic_core::progress::EventKind;
 use dialectic_core::session::SessionEvent;
 use dialectic_proto::v1::planner::{RetryStageCommand, RetryStageResult};
 use dialectic_store::jobs::{self, JobRow};
@@ -172,7 +173,7 @@ fn retried_event(
     plan: &Plan,
     model: Option<&ModelRow>,
 ) -> dialectic_cache::ProgressEvent {
-    let mut event = session_event(session, "stage_retried");
+    let mut event = session_event(session, EventKind::StageRetried);
     event.stage_slug = stage.to_string();
     event.at_ms = now_ms();
     event.message = format!(

@@ -6,6 +6,7 @@
 use super::lock_session;
 use crate::engine::{Engine, PlannerError, session_event};
 use dialectic_core::ids::SessionId;
+use dialectic_core::progress::EventKind;
 use dialectic_core::session::SessionEvent;
 use dialectic_store::records::SessionRow;
 
@@ -20,15 +21,15 @@ pub(crate) fn name(event: &SessionEvent) -> &'static str {
 }
 
 /// What watchers are told.
-fn progress(event: &SessionEvent) -> (&'static str, &'static str) {
+fn progress(event: &SessionEvent) -> (EventKind, &'static str) {
     match event {
-        SessionEvent::Pause => ("session_paused", "paused by the user"),
-        SessionEvent::Resume => ("session_resumed", "resumed"),
+        SessionEvent::Pause => (EventKind::SessionPaused, "paused by the user"),
+        SessionEvent::Resume => (EventKind::SessionResumed, "resumed"),
         SessionEvent::Cancel => (
-            "session_cancelled",
+            EventKind::SessionCancelled,
             "cancelled by the user; running jobs finish, nothing new starts",
         ),
-        _ => ("session_status", ""),
+        _ => (EventKind::SessionStatus, ""),
     }
 }
 

@@ -9,6 +9,7 @@ use dialectic_core::job::{
     CHILD_FAILED, ChildrenState, JobEffect, JobEvent, JobStatus, JobType, PREREQUISITE_FAILED,
     REGENERATION_KEY_MARK, Transition, children_state, retry_backoff_ms, transition,
 };
+use dialectic_core::progress::EventKind;
 use dialectic_store::jobs::{self, JobRow};
 use dialectic_store::records;
 use serde_json::json;
@@ -62,7 +63,8 @@ impl Engine {
         };
         let (error, results) = (apply.error.as_ref(), apply.results.as_ref());
         jobs::set_status(&mut unit.tx, job.id, t.to, error, results).await?;
-        let mut progress = self.job_event(unit, &job, "job_status").await?;
+        let mut progress = self.job_event(unit, &job, EventKind::JobStatus).await?;
+        progress.job_status = Some(t.to);
         progress.message = match error {
             Some(e) => format!("{} ({})", t.to.as_str(), e),
             None => t.to.as_str().to_string(),

@@ -34,6 +34,7 @@ use dialectic_cache::{Cache, ProgressEvent};
 use dialectic_config::PlannerConfig;
 use dialectic_core::ids::{InvalidId, JobId, SessionId};
 use dialectic_core::job::JobType;
+use dialectic_core::progress::EventKind;
 use dialectic_runtime::Courier;
 use dialectic_store::jobs::{self, JobRow};
 use dialectic_store::{Store, StoreError, outbox, records};
@@ -119,7 +120,7 @@ impl Engine {
         &self,
         unit: &mut Unit,
         job: &JobRow,
-        kind: &str,
+        kind: EventKind,
     ) -> Result<ProgressEvent, PlannerError> {
         unit.report_percent_of(job);
         let model = job
@@ -127,15 +128,13 @@ impl Engine {
             .map(|p| p.model_api_identifier)
             .unwrap_or_default();
         Ok(ProgressEvent {
-            session_id: job.session_id.to_string(),
-            kind: kind.to_string(),
             stage_slug: job.stage_slug.clone(),
             job_id: job.id.to_string(),
             job_type: job.job_type.clone(),
             document_key: job.document_key.clone().unwrap_or_default(),
             model,
             at_ms: now_ms(),
-            ..Default::default()
+            ..ProgressEvent::new(kind, job.session_id.to_string())
         })
     }
 }
@@ -183,10 +182,8 @@ where
 }
 
 /// A progress event about the session itself, with its status as stored now.
-pub(crate) fn session_event(session: &records::SessionRow, kind: &str) -> ProgressEvent {
+pub(crate) fn session_event(session: &records::SessionRow, kind: EventKind) -> ProgressEvent {
     ProgressEvent {
-        session_id: session.id.to_string(),
-        kind: kind.to_string(),
         session_status: session.status.clone(),
         stage_slug: session
             .state()
@@ -194,6 +191,6 @@ pub(crate) fn session_event(session: &records::SessionRow, kind: &str) -> Progre
             .and_then(|s| s.effective().stage().map(str::to_string))
             .unwrap_or_default(),
         at_ms: now_ms(),
-        ..Default::default()
+        ..ProgressEvent::new(kind, session.id.to_string())
     }
 }

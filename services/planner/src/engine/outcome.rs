@@ -8,6 +8,7 @@ use dialectic_core::clarify::ClarificationRequest;
 use dialectic_core::ids::{ContributionId, JobId};
 use dialectic_core::job::{INSUFFICIENT_BALANCE, JobEvent, JobStatus, JobType};
 use dialectic_core::payload::JobPayload;
+use dialectic_core::progress::EventKind;
 use dialectic_core::recipe::RecipeStep;
 use dialectic_core::session::SessionEvent;
 use dialectic_proto::v1::queue::{JobFailed, JobOutcome, JobSucceeded, job_outcome};
@@ -143,7 +144,9 @@ impl Engine {
                 if moves_session {
                     self.root_plan_started(&mut unit, &job).await?;
                 }
-                let mut event = self.job_event(&mut unit, &job, "job_started").await?;
+                let mut event = self
+                    .job_event(&mut unit, &job, EventKind::JobStarted)
+                    .await?;
                 event.message = format!("attempt {} on {worker}", outcome.attempt);
                 unit.events.push(event);
             }
@@ -230,7 +233,9 @@ impl Engine {
         }
         if after.rendered {
             // Seed 000 function 7: tell watchers the document's latest text is out.
-            let mut event = self.job_event(unit, job, "render_completed").await?;
+            let mut event = self
+                .job_event(unit, job, EventKind::RenderCompleted)
+                .await?;
             event.message = done.resource_id.clone();
             unit.events.push(event);
             let project = records::project_of_session(&mut unit.tx, job.session_id).await?;
@@ -253,7 +258,8 @@ impl Engine {
         if let Some(applied) = self.try_session_event(unit, &session, &event).await?
             && applied.status != session.status
         {
-            unit.events.push(session_event(&applied, "session_status"));
+            unit.events
+                .push(session_event(&applied, EventKind::SessionStatus));
         }
         Ok(())
     }
@@ -274,15 +280,13 @@ impl Engine {
         if already_paused == 0 {
             let session = records::lock_session(&mut unit.tx, job.session_id).await?;
             unit.events.push(ProgressEvent {
-                session_id: job.session_id.to_string(),
-                kind: "wallet_insufficient".into(),
                 session_status: session.status,
                 stage_slug: job.stage_slug.clone(),
                 message: format!(
                     "paused: {reason}; credit the wallet and the work resumes by itself"
                 ),
                 at_ms: now_ms(),
-                ..Default::default()
+                ..ProgressEvent::new(EventKind::WalletInsufficient, job.session_id.to_string())
             });
         }
         Ok(())

@@ -3,6 +3,7 @@
 
 use super::{Engine, PlannerError, Unit};
 use dialectic_core::blackboard::BoardEntry;
+use dialectic_core::progress::EventKind;
 use dialectic_core::shape::SkipStep;
 use dialectic_proto::v1::queue::{
     BoardEntry as QueueBoardEntry, JobSucceeded, SkipStep as QueueSkipStep,
@@ -53,12 +54,12 @@ impl Engine {
         )
         .await?;
         for skip in added {
-            let mut event = self.job_event(unit, job, "step_skipped").await?;
+            let mut event = self.job_event(unit, job, EventKind::StepSkipped).await?;
             event.message = format!("{}: {}", skip.step_key, skip.reason);
             unit.events.push(event);
         }
         for skip in unknown {
-            let mut event = self.job_event(unit, job, "skip_ignored").await?;
+            let mut event = self.job_event(unit, job, EventKind::SkipIgnored).await?;
             event.message = format!("{}: no such step in this pipeline", skip.step_key);
             unit.events.push(event);
         }
@@ -103,7 +104,9 @@ impl Engine {
             job_id: job.id,
         };
         for recorded in blackboard::record(&mut unit.tx, &by, entries).await? {
-            let mut event = self.job_event(unit, job, "blackboard_entry").await?;
+            let mut event = self
+                .job_event(unit, job, EventKind::BlackboardEntry)
+                .await?;
             event.document_key = recorded.entry.entry_type.clone();
             event.message = recorded.entry.data.to_string();
             unit.events.push(event);

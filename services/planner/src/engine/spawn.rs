@@ -9,6 +9,7 @@ use dialectic_core::ids::{ContributionId, JobId};
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::paths::Lineage;
 use dialectic_core::payload::{JobPayload, RenderPayload};
+use dialectic_core::progress::EventKind;
 use dialectic_core::recipe::RecipeStep;
 use dialectic_store::jobs::{self, JobRow, NewJob};
 use dialectic_store::{clarifications, records};
@@ -136,10 +137,11 @@ impl Engine {
         id: JobId,
         status: JobStatus,
     ) -> Result<(), PlannerError> {
-        let mut planned = self.job_event(unit, parent, "job_status").await?;
+        let mut planned = self.job_event(unit, parent, EventKind::JobStatus).await?;
         planned.job_id = id.to_string();
         planned.job_type = step.job_type.as_str().to_string();
         planned.document_key = step.output_type.clone();
+        planned.job_status = Some(status);
         planned.message = status.as_str().to_string();
         unit.events.push(planned);
         Ok(())
@@ -191,7 +193,9 @@ impl Engine {
                 jobs::set_prerequisite(&mut unit.tx, waiting, id).await?;
             }
             self.dispatch(unit, id, JobType::Execute).await?;
-            let mut event = self.job_event(unit, job, "continuation_queued").await?;
+            let mut event = self
+                .job_event(unit, job, EventKind::ContinuationQueued)
+                .await?;
             event.job_id = id.to_string();
             unit.events.push(event);
         }

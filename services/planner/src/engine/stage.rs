@@ -7,6 +7,7 @@ use dialectic_cache::ProgressEvent;
 use dialectic_core::ids::{JobId, ModelId, SessionId};
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::payload::JobPayload;
+use dialectic_core::progress::EventKind;
 use dialectic_core::recipe::{Recipe, RecipeStep};
 use dialectic_core::session::{SessionEvent, StageCompletion, stage_completion};
 use dialectic_core::slug::slugify;
@@ -84,13 +85,11 @@ impl Engine {
             return Ok(());
         }
         unit.events.push(ProgressEvent {
-            session_id: session_id.to_string(),
-            kind: "stage_started".into(),
             session_status: session.status.clone(),
             stage_slug: stage.to_string(),
             message: format!("{} root job(s) planned", session.selected_model_ids.len()),
             at_ms: now_ms(),
-            ..Default::default()
+            ..ProgressEvent::new(EventKind::StageStarted, session_id.to_string())
         });
         self.finish(unit).await
     }
@@ -211,7 +210,8 @@ impl Engine {
             .try_session_event(&mut unit, &session, &SessionEvent::Resume)
             .await?
         {
-            unit.events.push(session_event(&applied, "session_resumed"));
+            unit.events
+                .push(session_event(&applied, EventKind::SessionResumed));
         }
         self.finish(unit).await
     }
@@ -227,21 +227,19 @@ impl Engine {
     ) -> Result<(), PlannerError> {
         let session = records::lock_session(&mut unit.tx, session_id).await?;
         let roots = jobs::root_jobs(&mut unit.tx, session_id, stage, iteration).await?;
-        let base = ProgressEvent {
-            session_id: session_id.to_string(),
+        let stage_event = |kind| ProgressEvent {
             stage_slug: stage.to_string(),
             at_ms: now_ms(),
-            ..Default::default()
+            ..ProgressEvent::new(kind, session_id.to_string())
         };
         match stage_completion(&roots) {
             StageCompletion::Incomplete => {}
             StageCompletion::Failed => {
                 tracing::warn!(%session_id, stage, "stage failed: a root job failed");
                 unit.events.push(ProgressEvent {
-                    kind: "stage_failed".into(),
                     session_status: session.status.clone(),
                     message: "a root job failed; the stage does not advance".into(),
-                    ..base
+                    ..stage_event(EventKind::StageFailed)
                 });
             }
             StageCompletion::Complete => {
@@ -258,10 +256,9 @@ impl Engine {
                 let status = applied.status;
                 tracing::info!(%session_id, stage, %status, "stage complete");
                 unit.events.push(ProgressEvent {
-                    kind: "stage_completed".into(),
                     session_status: status,
                     stage_percent: 100,
-                    ..base
+                    ..stage_event(EventKind::StageCompleted)
                 });
             }
         }

@@ -4,6 +4,7 @@
 
 use super::{Apply, Engine, PlannerError, session_event};
 use dialectic_core::job::JobEvent;
+use dialectic_core::progress::EventKind;
 use dialectic_core::session::SessionEvent;
 use dialectic_store::{jobs, records};
 use serde_json::json;
@@ -90,7 +91,7 @@ impl Engine {
             };
             report.idle_paused += 1;
             tracing::info!(session_id = %session.id, idle_secs = idle, "idle session paused");
-            let mut event = session_event(&applied, "session_paused");
+            let mut event = session_event(&applied, EventKind::SessionPaused);
             event.message =
                 format!("paused after {idle} s without activity; resume the session to continue");
             unit.events.push(event);
@@ -109,7 +110,7 @@ impl Engine {
         for session in records::lock_sessions_to_warn(&mut unit.tx, warn, BATCH).await? {
             records::mark_idle_warned(&mut unit.tx, session.id).await?;
             report.idle_warned += 1;
-            let mut event = session_event(&session, "idle_warning");
+            let mut event = session_event(&session, EventKind::IdleWarning);
             event.message = format!(
                 "no activity for {warn} s; the session is abandoned (its documents kept) after {grace} s more unless it moves"
             );
@@ -135,7 +136,7 @@ impl Engine {
             };
             report.abandoned += 1;
             tracing::info!(session_id = %session.id, "idle session abandoned");
-            let mut event = session_event(&applied, "session_abandoned");
+            let mut event = session_event(&applied, EventKind::SessionAbandoned);
             event.message = format!("abandoned after {} s without activity", warn + grace);
             unit.events.push(event);
         }
