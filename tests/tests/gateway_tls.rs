@@ -97,6 +97,7 @@ async fn dialectic(api_key: &str, args: &[&str], env_vars: &[(&str, &Path)]) -> 
     for name in [
         "DIALECTIC_GATEWAY_URL",
         "DIALECTIC_CA_CERT",
+        "DIALECTIC_INSECURE",
         "DIALECTIC_CLI_CONFIG",
         "DIALECTIC_CONTEXT",
         "DIALECTIC_OUTPUT",
@@ -340,6 +341,43 @@ async fn the_gateway_serves_tls_and_the_cli_trusts_a_private_ca() {
         "took {took:?}: {}",
         described(&output)
     );
+
+    // (d) --insecure (or DIALECTIC_INSECURE) checks no certificate: with no
+    // CA, and by an address the certificate does not name, the CLI lists the
+    // project, warning on stderr that nothing was checked. With an http://
+    // URL it is a usage error.
+    for (args, vars) in [
+        (vec!["--gateway", &https, "--insecure"], vec![]),
+        (
+            vec!["--gateway", &elsewhere],
+            vec![("DIALECTIC_INSECURE", Path::new("1"))],
+        ),
+    ] {
+        let args = [args, vec!["project", "list", "--output", "json"]].concat();
+        let (output, _) = dialectic(&api_key, &args, &vars).await;
+        assert!(output.status.success(), "{args:?}: {}", described(&output));
+        let listed: serde_json::Value =
+            serde_json::from_slice(&output.stdout).expect("projects as JSON");
+        assert!(
+            listed
+                .as_array()
+                .is_some_and(|all| all.iter().any(|p| p["id"] == project.id.as_str())),
+            "{project:?} not in {listed}"
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("warning: --insecure") && stderr.contains("not checked"),
+            "{args:?}: {}",
+            described(&output)
+        );
+    }
+    let (output, _) = dialectic(
+        &api_key,
+        &["--gateway", &plain, "--insecure", "project", "list"],
+        &[],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(USAGE), "{}", described(&output));
 
     // --ca-cert with an http:// URL is a usage error; an unreadable CA file a
     // configuration error naming it.

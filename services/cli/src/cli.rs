@@ -30,6 +30,12 @@ pub struct Cli {
     /// certificate [default: the context's ca_cert, else the system's roots].
     #[arg(long, env = "DIALECTIC_CA_CERT", global = true)]
     pub ca_cert: Option<PathBuf>,
+    /// Do not check an `https://` gateway's certificate at all (a warning says so
+    /// on stderr): anyone on the path can read the calls, the API key included.
+    /// For a test gateway whose CA you do not have; prefer --ca-cert.
+    #[arg(long, env = "DIALECTIC_INSECURE", global = true,
+          value_parser = clap::builder::FalseyValueParser::new())]
+    pub insecure: bool,
     /// Which gateway of the config file's contexts to use (`dialectic context list`)
     /// [default: the config file's current_context].
     #[arg(long, env = "DIALECTIC_CONTEXT", global = true)]

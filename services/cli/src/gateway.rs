@@ -15,6 +15,7 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use std::future::Future;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_stream::StreamExt;
 use tonic::metadata::MetadataValue;
@@ -38,6 +39,9 @@ pub struct Target {
     /// The CA that signed an `https://` gateway's certificate; None trusts
     /// the system's roots.
     pub ca_cert: Option<std::path::PathBuf>,
+    /// Check no certificate at all (`--insecure`): an `https://` gateway is
+    /// reached whatever certificate it shows.
+    pub insecure: bool,
     /// Every call's deadline (`--timeout`).
     pub timeout: Duration,
     /// How long to keep trying while the gateway is unreachable or
@@ -114,6 +118,144 @@ fn endpoint(target: &Target) -> Result<Endpoint, Failed> {
             format!("cannot set up TLS with {trust}: {}", causes(&e)),
         )
     })
+}
+
+/// How the channel is opened: through tonic's own TLS, which checks the
+/// certificate (or plaintext), or, with `--insecure`, through a connector
+/// whose rustls checks only that the handshake is signed by the certificate
+/// shown, whoever issued it and whatever it names.
+enum Dial {
+    Checked(Endpoint),
+    Unchecked(Unchecked),
+}
+
+struct Unchecked {
+    /// `http://host:port` so tonic leaves TLS to the connector; its origin
+    /// is the `https://` URL, which the requests carry.
+    endpoint: Endpoint,
+    config: Arc<rustls::ClientConfig>,
+    name: rustls::pki_types::ServerName<'static>,
+    host: String,
+    port: u16,
+}
+
+impl Dial {
+    async fn connect(&self) -> Result<Channel, tonic::transport::Error> {
+        match self {
+            Dial::Checked(endpoint) => endpoint.connect().await,
+            Dial::Unchecked(unchecked) => {
+                let (tls, name, host, port) = (
+                    tokio_rustls::TlsConnector::from(unchecked.config.clone()),
+                    unchecked.name.clone(),
+                    unchecked.host.clone(),
+                    unchecked.port,
+                );
+                let connector = tower::service_fn(move |_: tonic::codegen::http::Uri| {
+                    let (tls, name, host) = (tls.clone(), name.clone(), host.clone());
+                    async move {
+                        let tcp = tokio::net::TcpStream::connect((host.as_str(), port)).await?;
+                        let _ = tcp.set_nodelay(true);
+                        let stream = tls.connect(name, tcp).await?;
+                        Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+                    }
+                });
+                unchecked.endpoint.connect_with_connector(connector).await
+            }
+        }
+    }
+}
+
+/// `target`'s endpoint as [`endpoint`] makes it, or with `--insecure` one
+/// that checks no certificate (an `https://` URL only).
+fn dial(target: &Target) -> Result<Dial, Failed> {
+    if !target.insecure {
+        return endpoint(target).map(Dial::Checked);
+    }
+    let url = &target.url;
+    let uri: tonic::codegen::http::Uri = url
+        .parse()
+        .map_err(|e| Failed::new(Kind::Usage, format!("invalid gateway URL {url:?}: {e}")))?;
+    if uri.scheme_str() != Some("https") {
+        return Err(Failed::new(
+            Kind::Usage,
+            format!("--insecure (DIALECTIC_INSECURE) applies to https:// gateway URLs, not {url}"),
+        ));
+    }
+    let host = host_of(&uri);
+    let port = uri.port_u16().unwrap_or(443);
+    let name = rustls::pki_types::ServerName::try_from(host.clone())
+        .map_err(|e| Failed::new(Kind::Usage, format!("invalid gateway host in {url}: {e}")))?;
+    let endpoint =
+        Endpoint::from_shared(format!("http://{}:{port}", uri.host().unwrap_or_default()))
+            .map_err(|e| Failed::new(Kind::Usage, format!("invalid gateway URL {url:?}: {e}")))?
+            .origin(uri)
+            .connect_timeout(CONNECT_TIMEOUT);
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Failed::new(Kind::Config, format!("cannot set up TLS: {e}")))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Dial::Unchecked(Unchecked {
+        endpoint,
+        config: Arc::new(config),
+        name,
+        host,
+        port,
+    }))
+}
+
+/// `--insecure`'s verifier: any certificate for any name is accepted; the
+/// handshake's signatures are still checked against it, so the connection
+/// is at least with whoever holds that certificate's key.
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
 }
 
 /// The URL's host, an IPv6 address without its brackets: the name a
@@ -250,10 +392,16 @@ impl Gateway {
         let authorization = MetadataValue::try_from(format!("Bearer {key}"))
             .map_err(|_| Failed::new(Kind::Config, "the API key is not a valid header value"))?;
         let url = &target.url;
-        let endpoint = endpoint(target)?;
+        let dial = dial(target)?;
+        if let Dial::Unchecked(_) = dial {
+            eprintln!(
+                "warning: --insecure: the certificate of {url} is not checked; anyone \
+                 on the way can read and change these calls, the API key included"
+            );
+        }
         let deadline = Instant::now() + target.patience;
         let channel = loop {
-            let e = match endpoint.connect().await {
+            let e = match dial.connect().await {
                 Ok(channel) => break channel,
                 Err(e) => e,
             };
@@ -284,11 +432,16 @@ impl Gateway {
             authorization,
             timeout: target.timeout,
             patience: target.patience,
-            plaintext: (endpoint.uri().scheme_str() == Some("http")).then(|| Plaintext {
-                url: url.clone(),
-                host: host_of(endpoint.uri()),
-                port: endpoint.uri().port_u16().unwrap_or(80),
-            }),
+            plaintext: match &dial {
+                Dial::Checked(endpoint) if endpoint.uri().scheme_str() == Some("http") => {
+                    Some(Plaintext {
+                        url: url.clone(),
+                        host: host_of(endpoint.uri()),
+                        port: endpoint.uri().port_u16().unwrap_or(80),
+                    })
+                }
+                _ => None,
+            },
         })
     }
 
@@ -591,6 +744,7 @@ mod tests {
             url: url.into(),
             api_key: Some("dlk_test".into()),
             ca_cert: ca_cert.map(Into::into),
+            insecure: false,
             timeout: Duration::from_secs(1),
             patience: Duration::ZERO,
         }

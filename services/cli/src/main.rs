@@ -93,6 +93,7 @@ async fn run(cli: Cli) -> Result<()> {
             .unwrap_or_else(|| "http://127.0.0.1:7051".into()),
         api_key: cli.api_key.or(connection.api_key),
         ca_cert: flags.ca_cert.or(connection.ca_cert),
+        insecure: cli.insecure,
         timeout: cli.timeout,
         patience: cli.wait_for_gateway,
     };
