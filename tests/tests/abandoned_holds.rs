@@ -10,7 +10,7 @@ use dialectic_core::ledger::LedgerKind;
 use dialectic_core::payload::JobPayload;
 use dialectic_e2e::{TestEnv, eventually};
 use dialectic_store::ledger::{self, References};
-use dialectic_store::{jobs, records};
+use dialectic_store::{jobs, projects, sessions, wallets};
 use uuid::Uuid;
 
 const USER: UserId = UserId(Uuid::from_u128(1));
@@ -20,9 +20,9 @@ const AMOUNT: i64 = 1_234;
 /// A PLAN job processing its first attempt, in a new session of a new project.
 async fn processing_job(env: &TestEnv) -> JobId {
     let (user, model) = (USER, MODEL);
-    let (project, _) = records::insert_project(
+    let (project, _) = projects::insert_project(
         env.store.pool(),
-        &records::NewProject {
+        &projects::NewProject {
             id: ProjectId::new(),
             user_id: user,
             name: "Holds",
@@ -30,15 +30,15 @@ async fn processing_job(env: &TestEnv) -> JobId {
             prompt: "Hold me.",
             prompt_key: "",
             client_request_id: None,
-            pipeline: records::DEFAULT_PIPELINE,
+            pipeline: projects::DEFAULT_PIPELINE,
         },
     )
     .await
     .expect("project");
     let mut tx = env.store.begin().await.expect("tx");
-    let (session, _) = records::insert_session(
+    let (session, _) = sessions::insert_session(
         &mut tx,
-        &records::NewSession {
+        &sessions::NewSession {
             id: SessionId::new(),
             project_id: project.id,
             user_id: user,
@@ -133,7 +133,7 @@ async fn held_attempt(env: &TestEnv, wallet: WalletId) -> (JobId, i32, Transacti
 }
 
 async fn held(env: &TestEnv, wallet: WalletId) -> i64 {
-    records::wallet_balance(env.store.pool(), Some(wallet), None)
+    wallets::wallet_balance(env.store.pool(), Some(wallet), None)
         .await
         .expect("wallet")
         .held
@@ -143,7 +143,7 @@ async fn held(env: &TestEnv, wallet: WalletId) -> i64 {
 async fn a_dead_attempts_hold_is_released_when_its_job_moves_on() {
     let mut env = TestEnv::new().await;
     let pool = env.store.pool().clone();
-    let wallet = records::wallet_balance(&pool, None, Some(USER))
+    let wallet = wallets::wallet_balance(&pool, None, Some(USER))
         .await
         .expect("wallet")
         .id;
@@ -207,7 +207,7 @@ async fn a_dead_attempts_hold_is_released_when_its_job_moves_on() {
 async fn a_dead_attempts_recorded_call_is_captured_not_released() {
     let env = TestEnv::new().await;
     let pool = env.store.pool().clone();
-    let wallet = records::wallet_balance(&pool, None, Some(USER))
+    let wallet = wallets::wallet_balance(&pool, None, Some(USER))
         .await
         .expect("wallet");
     let (job, attempt, hold_id) = held_attempt(&env, wallet.id).await;
@@ -242,7 +242,7 @@ async fn a_dead_attempts_recorded_call_is_captured_not_released() {
             released: 0
         }
     );
-    let after = records::wallet_balance(&pool, Some(wallet.id), None)
+    let after = wallets::wallet_balance(&pool, Some(wallet.id), None)
         .await
         .expect("wallet");
     assert_eq!(
@@ -269,7 +269,7 @@ async fn a_dead_attempts_recorded_call_is_captured_not_released() {
 async fn a_reply_after_the_hold_was_released_is_charged_once() {
     let env = TestEnv::new().await;
     let pool = env.store.pool().clone();
-    let wallet = records::wallet_balance(&pool, None, Some(USER))
+    let wallet = wallets::wallet_balance(&pool, None, Some(USER))
         .await
         .expect("wallet");
     let (job, attempt, hold_id) = held_attempt(&env, wallet.id).await;
@@ -290,7 +290,7 @@ async fn a_reply_after_the_hold_was_released_is_charged_once() {
         .await
         .expect("a repeated capture replays");
     assert_eq!((late.kind, late.id), (LedgerKind::Debit, again.id));
-    let after = records::wallet_balance(&pool, Some(wallet.id), None)
+    let after = wallets::wallet_balance(&pool, Some(wallet.id), None)
         .await
         .expect("wallet");
     assert_eq!(

@@ -12,7 +12,7 @@ use dialectic_e2e::TestEnv;
 use dialectic_planner::engine::Engine;
 use dialectic_proto::v1::queue::envelope::Body;
 use dialectic_proto::v1::queue::{JobOutcome, JobSucceeded, job_outcome};
-use dialectic_store::{jobs, records};
+use dialectic_store::{jobs, projects, sessions};
 use sqlx::types::JsonValue;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -74,9 +74,9 @@ struct Fixture {
 async fn set_up(env: &TestEnv, recipe: &Recipe) -> Fixture {
     let pool = env.store.pool();
     let (user, model) = (USER, MODEL);
-    let (project, _) = records::insert_project(
+    let (project, _) = projects::insert_project(
         pool,
-        &records::NewProject {
+        &projects::NewProject {
             id: ProjectId::new(),
             user_id: user,
             name: "Fan-in",
@@ -84,15 +84,15 @@ async fn set_up(env: &TestEnv, recipe: &Recipe) -> Fixture {
             prompt: "Many children, one parent.",
             prompt_key: "",
             client_request_id: None,
-            pipeline: records::DEFAULT_PIPELINE,
+            pipeline: projects::DEFAULT_PIPELINE,
         },
     )
     .await
     .expect("project");
     let mut tx = env.store.begin().await.expect("tx");
-    let (session, _) = records::insert_session(
+    let (session, _) = sessions::insert_session(
         &mut tx,
-        &records::NewSession {
+        &sessions::NewSession {
             id: SessionId::new(),
             project_id: project.id,
             user_id: user,

@@ -27,7 +27,7 @@ use dialectic_proto::v1::queue::envelope::Body;
 use dialectic_proto::v1::queue::planner_command::Command;
 use dialectic_proto::v1::queue::{JobOutcome, JobSucceeded, job_outcome};
 use dialectic_runtime::service_auth::InternalChannel;
-use dialectic_store::{jobs, records};
+use dialectic_store::{jobs, projects, sessions};
 use futures::StreamExt;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -72,9 +72,9 @@ enum Interleaving {
 async fn running_thesis(env: &TestEnv, project: ProjectId) -> (SessionId, JobId) {
     let (user, model) = (USER, MODEL);
     let mut tx = env.store.begin().await.expect("tx");
-    let (session, _) = records::insert_session(
+    let (session, _) = sessions::insert_session(
         &mut tx,
-        &records::NewSession {
+        &sessions::NewSession {
             id: SessionId::new(),
             project_id: project,
             user_id: user,
@@ -355,9 +355,9 @@ async fn a_pause_racing_a_stage_completion_loses_neither() {
         ],
     )
     .await;
-    let (project, _) = records::insert_project(
+    let (project, _) = projects::insert_project(
         env.store.pool(),
-        &records::NewProject {
+        &projects::NewProject {
             id: ProjectId::new(),
             user_id: USER,
             name: "Race",
@@ -365,7 +365,7 @@ async fn a_pause_racing_a_stage_completion_loses_neither() {
             prompt: "Pause me while I finish.",
             prompt_key: "",
             client_request_id: None,
-            pipeline: records::DEFAULT_PIPELINE,
+            pipeline: projects::DEFAULT_PIPELINE,
         },
     )
     .await

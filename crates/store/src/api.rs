@@ -1,4 +1,5 @@
-//! Reads the public API needs beyond what the workers share in `records`.
+//! Reads the public API needs beyond the per-entity ones the workers share
+//! (`projects`, `sessions`, `contributions`, …).
 
 use crate::StoreError;
 use uuid::Uuid;

@@ -1,8 +1,8 @@
 //! The job table. Workers claim with a compare-and-set; the planner moves jobs
 //! under `SELECT … FOR NO KEY UPDATE` and applies `dialectic_core::job::transition`.
 
+use crate::attempts::{self, AttemptRows};
 use crate::outbox::OutboxRow;
-use crate::records::{self, AttemptRows};
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
 use dialectic_core::ids::{ContributionId, JobId, ModelId, SessionId, UserId};
@@ -226,7 +226,7 @@ impl ClaimRead for () {
 
 impl ClaimRead for Result<AttemptRows, StoreError> {
     fn columns() -> Option<String> {
-        Some(records::attempt_rows_sql(
+        Some(attempts::attempt_rows_sql(
             "claimed.session_id",
             "claimed.user_id",
             "claimed.stage_slug",
@@ -235,7 +235,7 @@ impl ClaimRead for Result<AttemptRows, StoreError> {
     }
 
     fn from_claim(row: &PgRow, job: &JobRow) -> Result<Self, StoreError> {
-        Ok(records::FoundAttemptRows::from_row(row)?.into_rows(
+        Ok(attempts::FoundAttemptRows::from_row(row)?.into_rows(
             job.session_id,
             &job.stage_slug,
             job.model_id,

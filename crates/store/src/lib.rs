@@ -2,9 +2,11 @@
 //! in the same transaction; every job transition is a compare-and-set.
 
 pub mod api;
+pub mod attempts;
 pub mod auth;
 pub mod blackboard;
 pub mod clarifications;
+pub mod contributions;
 pub mod gates;
 pub mod index;
 pub mod inputs;
@@ -16,15 +18,20 @@ pub mod outbox;
 pub mod pipelines;
 pub mod position;
 pub mod project_documents;
+pub mod projects;
 pub mod query;
 pub mod recipe_edit;
 pub mod recipes;
-pub mod records;
 pub mod regenerate;
+pub mod resources;
 pub mod revisit;
+pub mod sessions;
 pub mod skips;
+pub mod stages;
 pub mod stats;
+pub mod templates;
 pub mod traces;
+pub mod wallets;
 
 use dialectic_core::error::{ErrorCode, ErrorContract, Reason};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};

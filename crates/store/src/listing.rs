@@ -2,7 +2,8 @@
 //! Pages run newest first on (created_at, id), so a row inserted while a
 //! client pages never shifts what it has not read yet.
 
-use crate::records::{PROJECT_COLUMNS, ProjectRow, SESSION_COLUMNS, SessionRow};
+use crate::projects::{PROJECT_COLUMNS, ProjectRow};
+use crate::sessions::{SESSION_COLUMNS, SessionRow};
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
 use dialectic_core::ids::{ProjectId, UserId};

@@ -1,10 +1,11 @@
 //! Models are data (DESIGN.md §10): `dialecticd model add | list | remove`
 //! registers, lists and retires rows of `ai_providers` here, so nobody needs
-//! SQL for them. A row is never deleted: jobs, contributions and
-//! regenerations reference it, so removing a model deactivates it, and every
-//! read that picks models for new work (`records::active_models`,
-//! `records::model_by_identifier`) skips inactive rows.
+//! SQL for them, and the services read them here ([`ModelRow`]). A row is
+//! never deleted: jobs, contributions and regenerations reference it, so
+//! removing a model deactivates it, and every read that picks models for new
+//! work ([`active_models`], [`model_by_identifier`]) skips inactive rows.
 
+use crate::StoreError;
 use dialectic_core::ids::ModelId;
 use dialectic_core::structured::StructuredOutput;
 use serde_json::{Map, Value};
@@ -521,6 +522,70 @@ pub async fn list(pool: &PgPool) -> Result<Vec<RegisteredModel>, ModelError> {
     )
     .fetch_all(pool)
     .await?)
+}
+
+#[derive(Debug, Clone, sqlx::FromRow, serde::Deserialize)]
+pub struct ModelRow {
+    pub id: ModelId,
+    pub api_identifier: String,
+    pub name: String,
+    pub provider: String,
+    pub context_window_tokens: i32,
+    pub max_output_tokens: i32,
+    pub input_token_cost_rate: f64,
+    pub output_token_cost_rate: f64,
+    pub tokenizer: String,
+    /// Name of the environment variable holding the provider key (never the key).
+    pub secret_name: Option<String>,
+    /// Provider settings such as `base_url`.
+    pub config: Json<serde_json::Value>,
+}
+
+pub(crate) const MODEL_COLUMNS: &str =
+    "id, api_identifier, name, provider, context_window_tokens, max_output_tokens,
+    input_token_cost_rate, output_token_cost_rate, tokenizer, secret_name, config";
+
+pub async fn active_models(pool: &PgPool) -> Result<Vec<ModelRow>, StoreError> {
+    Ok(sqlx::query_as::<_, ModelRow>(&format!(
+        "SELECT {MODEL_COLUMNS} FROM ai_providers WHERE is_active ORDER BY api_identifier"
+    ))
+    .fetch_all(pool)
+    .await?)
+}
+
+pub async fn models_by_id(
+    executor: impl sqlx::PgExecutor<'_>,
+    ids: &[ModelId],
+) -> Result<Vec<ModelRow>, StoreError> {
+    Ok(sqlx::query_as::<_, ModelRow>(&format!(
+        "SELECT {MODEL_COLUMNS} FROM ai_providers WHERE id = ANY($1)"
+    ))
+    .bind(ids)
+    .fetch_all(executor)
+    .await?)
+}
+
+pub async fn model_by_identifier(
+    executor: impl sqlx::PgExecutor<'_>,
+    api_identifier: &str,
+) -> Result<ModelRow, StoreError> {
+    sqlx::query_as::<_, ModelRow>(&format!(
+        "SELECT {MODEL_COLUMNS} FROM ai_providers WHERE api_identifier = $1 AND is_active"
+    ))
+    .bind(api_identifier)
+    .fetch_optional(executor)
+    .await?
+    .ok_or_else(|| StoreError::not_found("model", api_identifier))
+}
+
+pub async fn model(
+    executor: impl sqlx::PgExecutor<'_>,
+    id: ModelId,
+) -> Result<ModelRow, StoreError> {
+    models_by_id(executor, &[id])
+        .await?
+        .pop()
+        .ok_or_else(|| StoreError::not_found("model", id))
 }
 
 /// The settings a row's `config` holds, read as the executor reads them.

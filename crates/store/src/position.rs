@@ -2,7 +2,7 @@
 //! the pipeline version it runs, and the jobs of that stage's steps.
 
 use crate::StoreError;
-use crate::records::session_process;
+use crate::sessions::session_process;
 use dialectic_core::ids::SessionId;
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::position::StepTally;

@@ -103,7 +103,7 @@ pub async fn stage_recipe(
 }
 
 /// The active recipe of one stage row: a session's own pipeline version
-/// (`records::stage_in_process`), validated as a DAG.
+/// (`stages::stage_in_process`), validated as a DAG.
 pub async fn recipe_of_stage(
     executor: &mut sqlx::PgConnection,
     stage_id: StageId,

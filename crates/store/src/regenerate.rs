@@ -3,7 +3,7 @@
 //! the old one (rendered file as a `.v{N}` version, contributions out of every input).
 
 use crate::jobs::{JOB_COLUMNS, JobRow};
-use crate::records::{RESOURCE_COLUMNS, ResourceRow};
+use crate::resources::{RESOURCE_COLUMNS, ResourceRow};
 use crate::{StoreError, Tx};
 use dialectic_core::ids::{ContributionId, JobId, ModelId, ResourceId, SessionId, UserId};
 use dialectic_core::job::{JobStatus, JobType};

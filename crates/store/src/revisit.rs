@@ -1,7 +1,8 @@
 //! Revisits (seed 003): archiving later stages' documents as versions and
 //! rewinding a session to the stage after the revised one.
 
-use crate::records::{RESOURCE_COLUMNS, ResourceRow, session_process};
+use crate::resources::{RESOURCE_COLUMNS, ResourceRow};
+use crate::sessions::session_process;
 use crate::{StoreError, Tx};
 use dialectic_core::ids::{ResourceId, SessionId};
 use dialectic_core::job::JobStatus;

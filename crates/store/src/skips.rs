@@ -2,7 +2,7 @@
 //! planner writes them (from a PLAN reply's `skip_steps`) and treats them as
 //! done when it plans a stage; the recipe itself never changes.
 
-use crate::records::session_process;
+use crate::sessions::session_process;
 use crate::{StoreError, Tx};
 use dialectic_core::ids::{JobId, SessionId};
 use dialectic_core::shape::SkipStep;

@@ -252,7 +252,7 @@ async fn admin(settings: &Settings, command: AdminCommand) -> anyhow::Result<()>
             let user_id = dialectic_core::ids::UserId::parse(user.trim())
                 .with_context(|| format!("--user {user:?} is not a UUID"))?;
             let wallet =
-                dialectic_store::records::wallet_balance(pool, None, Some(user_id)).await?;
+                dialectic_store::wallets::wallet_balance(pool, None, Some(user_id)).await?;
             let entry =
                 dialectic_store::ledger::credit(pool, wallet.id, amount, &idempotency_key, &reason)
                     .await?;

@@ -7,8 +7,12 @@ use dialectic_core::payload::JobPayload;
 use dialectic_core::recipe::RecipeStep;
 use dialectic_runtime::worker::AttemptError;
 use dialectic_store::StoreError;
+use dialectic_store::attempts::AttemptRows;
 use dialectic_store::jobs::JobRow;
-use dialectic_store::records::{AttemptRows, ModelRow, ProjectRow, SessionRow, StageRow};
+use dialectic_store::models::ModelRow;
+use dialectic_store::projects::ProjectRow;
+use dialectic_store::sessions::SessionRow;
+use dialectic_store::stages::StageRow;
 
 pub(crate) struct Attempt<'a> {
     pub job: &'a JobRow,

@@ -13,7 +13,7 @@ use dialectic_runtime::service_auth::InternalChannel;
 use dialectic_runtime::worker::AttemptError;
 use dialectic_store::jobs::JobRow;
 use dialectic_store::ledger;
-use dialectic_store::records::ModelRow;
+use dialectic_store::models::ModelRow;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use tonic::{Code, Status};

@@ -13,7 +13,7 @@ use dialectic_runtime::worker::AttemptError;
 use dialectic_store::Store;
 use dialectic_store::jobs::JobRow;
 use dialectic_store::ledger;
-use dialectic_store::records::ModelRow;
+use dialectic_store::models::ModelRow;
 use dialectic_telemetry::metrics;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -7,8 +7,8 @@ use dialectic_core::ids::ContributionId;
 use dialectic_core::paths::{DocumentName, FileKind, PathContext};
 use dialectic_core::shape::merge_chunks;
 use dialectic_runtime::worker::AttemptError;
+use dialectic_store::contributions::{self, USER_EDIT};
 use dialectic_store::jobs::JobRow;
-use dialectic_store::records::{self, USER_EDIT};
 
 /// One earlier chunk of a document chain, as the model wrote it.
 pub(crate) struct Chunk {
@@ -66,7 +66,7 @@ impl Executor {
         target: ContributionId,
     ) -> Result<Chain, AttemptError> {
         let pool = self.store.pool();
-        let target_row = records::contribution(pool, target).await?;
+        let target_row = contributions::contribution(pool, target).await?;
         let identity = target_row
             .document_relationships
             .as_ref()
@@ -74,7 +74,7 @@ impl Executor {
             .and_then(|v| v.as_str())
             .and_then(|v| ContributionId::parse(v).ok())
             .unwrap_or(target);
-        let rows = records::document_chain(pool, job.session_id, &job.stage_slug, identity)
+        let rows = contributions::document_chain(pool, job.session_id, &job.stage_slug, identity)
             .await?
             .into_iter()
             .filter(|c| c.contribution_type != USER_EDIT)

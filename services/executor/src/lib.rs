@@ -35,8 +35,8 @@ use dialectic_runtime::{
     CancellationToken, ConsumerOptions, Courier, Dependencies, Handler, Running, RuntimeError,
     run_consumer, supervise,
 };
+use dialectic_store::attempts::AttemptRows;
 use dialectic_store::jobs::JobRow;
-use dialectic_store::records::AttemptRows;
 use dialectic_store::{Store, StoreError};
 use dialectic_tokenizer::TokenCounter;
 use futures::future::BoxFuture;

@@ -22,7 +22,7 @@ use dialectic_proto::v1::queue::{
 };
 use dialectic_runtime::worker::{self, AttemptError, Recorded};
 use dialectic_store::StoreError;
-use dialectic_store::records::{self, NewContribution};
+use dialectic_store::contributions::{self, NewContribution};
 use serde_json::Value;
 use tracing::{Instrument, info_span};
 
@@ -287,7 +287,9 @@ impl Executor {
     /// stays: the retry writes the same root key.)
     async fn remove_unrecorded(&self, attempt: &Attempt<'_>, key: &str) {
         let job = attempt.job;
-        match records::contribution_recorded(self.store.pool(), job.id, job.attempt_count).await {
+        match contributions::contribution_recorded(self.store.pool(), job.id, job.attempt_count)
+            .await
+        {
             Ok(false) => {
                 tracing::info!(%key, "the chunk was never recorded; removing it");
                 if let Err(e) = self.blob.delete(key).await {
@@ -363,15 +365,15 @@ impl Executor {
         let job = attempt.job;
         let mut tx = self.store.begin().await?;
         let stored_id =
-            records::insert_contribution(&mut tx, &self.contribution(attempt, saved)).await?;
+            contributions::insert_contribution(&mut tx, &self.contribution(attempt, saved)).await?;
         if !saved.compressed.is_empty() {
             let provenance =
                 serde_json::to_value(saved.compressed).map_err(|e| permanent("encode", e))?;
-            records::set_compressed_inputs(&mut tx, stored_id, &provenance).await?;
+            contributions::set_compressed_inputs(&mut tx, stored_id, &provenance).await?;
         }
         if let Some(previous) = job.target_contribution_id {
             // Seed 000 function 5: the newest chunk is the chain's latest.
-            records::supersede(&mut tx, previous).await?;
+            contributions::supersede(&mut tx, previous).await?;
         }
         let outcome = JobSucceeded {
             contribution_id: stored_id.to_string(),

@@ -8,7 +8,7 @@ use dialectic_llm::{
     Limited, ModelProvider, ProviderConfig, Recording, Replay, WithFallback, provider_for,
 };
 use dialectic_runtime::worker::AttemptError;
-use dialectic_store::records::{self, ModelRow};
+use dialectic_store::models::{self, ModelRow};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -90,7 +90,7 @@ impl Executor {
         let Some(name) = fallback_model(&model.config.0) else {
             return Ok(primary);
         };
-        let backup = records::model_by_identifier(self.store.pool(), name).await?;
+        let backup = models::model_by_identifier(self.store.pool(), name).await?;
         Ok(Arc::new(WithFallback {
             primary,
             fallback: base(self, &backup)?,

@@ -20,8 +20,9 @@ use dialectic_proto::v1::executor::{AnswerCitation, AnswerRequest, AnswerRespons
 use dialectic_runtime::error_status::{self, Failure};
 use dialectic_runtime::worker::AttemptError;
 use dialectic_store::StoreError;
+use dialectic_store::models::{self, ModelRow};
+use dialectic_store::projects;
 use dialectic_store::query as sources;
-use dialectic_store::records::{self, ModelRow};
 use std::collections::BTreeMap;
 use tonic::Status;
 
@@ -66,14 +67,14 @@ impl Executor {
         let project = ProjectId::parse(&req.project_id).map_err(|e| error_status::status(&e))?;
         let user = UserId::parse(&req.user_id).map_err(|e| error_status::status(&e))?;
         // The gateway names the user it authenticated; the project must be theirs.
-        records::project_for_user(self.store.pool(), user, project)
+        projects::project_for_user(self.store.pool(), user, project)
             .await
             .map_err(|e| error_status::status(&e))?;
         let identifier = match req.model.trim() {
             "" => self.query_model.as_str(),
             named => named,
         };
-        let model = records::model_by_identifier(self.store.pool(), identifier)
+        let model = models::model_by_identifier(self.store.pool(), identifier)
             .await
             .map_err(|e| error_status::status(&e))?;
         let provider = self.provider(&model).await.map_err(status)?;

@@ -15,9 +15,9 @@ use dialectic_proto::v1::{
     RecipeSummary, StageRecipe, WalletTransaction,
 };
 use dialectic_store::listing;
+use dialectic_store::projects::{self, ProjectRow};
 use dialectic_store::recipe_edit::{self, RecipeEditError};
-use dialectic_store::records::{self, ProjectRow};
-use dialectic_store::{StoreError, ledger, pipelines, recipes};
+use dialectic_store::{StoreError, contributions, ledger, pipelines, recipes, wallets};
 
 /// Where a project's objects live in S3.
 pub fn project_prefix(project_id: ProjectId) -> String {
@@ -88,7 +88,7 @@ impl Gateway {
             ));
         }
         let user = UserId::parse(req.user_id.trim())?;
-        let wallet = records::wallet_balance(self.store.pool(), None, Some(user)).await?;
+        let wallet = wallets::wallet_balance(self.store.pool(), None, Some(user)).await?;
         let mut request = tonic::Request::new(dialectic_proto::v1::wallet::CreditRequest {
             wallet_id: wallet.id.to_string(),
             amount: req.amount,
@@ -117,7 +117,7 @@ impl Gateway {
         let id = ResourceId::parse(resource_id)?;
         let (resource, root) = self.document_root(user, id).await?;
         let identity = root.id;
-        let chain = records::document_chain(
+        let chain = contributions::document_chain(
             self.store.pool(),
             root.session_id,
             &root.stage_slug,
@@ -167,7 +167,7 @@ impl Gateway {
         req: ListSessionsRequest,
     ) -> Result<ListSessionsResponse, GatewayError> {
         let project_id = ProjectId::parse(&req.project_id)?;
-        records::project_for_user(self.store.pool(), user, project_id).await?;
+        projects::project_for_user(self.store.pool(), user, project_id).await?;
         let limit = convert::page_size(req.page_size);
         let rows = listing::sessions(
             self.store.pool(),
@@ -194,7 +194,7 @@ impl Gateway {
         project_id: &str,
     ) -> Result<DeleteProjectResponse, GatewayError> {
         let id = ProjectId::parse(project_id)?;
-        let project = records::project_for_user(self.store.pool(), user, id).await?;
+        let project = projects::project_for_user(self.store.pool(), user, id).await?;
         self.planner()
             .delete_project(tonic::Request::new(DeleteProjectCommand {
                 project_id: project.id.to_string(),
@@ -221,7 +221,7 @@ impl Gateway {
         req: ListWalletTransactionsRequest,
     ) -> Result<ListWalletTransactionsResponse, GatewayError> {
         let limit = convert::page_size(req.page_size);
-        let wallet = records::wallet_balance(self.store.pool(), None, Some(user)).await?;
+        let wallet = wallets::wallet_balance(self.store.pool(), None, Some(user)).await?;
         let rows = ledger::transactions(
             self.store.pool(),
             wallet.id,

@@ -12,8 +12,9 @@ use dialectic_proto::v1::{JobStatus as ApiJobStatus, JobType as ApiJobType, Sess
 use dialectic_proto::v1::{Model, Project, SessionEvent, StageDocument, StageJobCounts};
 use dialectic_proto::v1::{SessionState, TransactionKind};
 use dialectic_store::gates::LowConfidence;
-use dialectic_store::models::ModelSettings;
-use dialectic_store::records::{ModelRow, ProjectRow, ResourceRow};
+use dialectic_store::models::{ModelRow, ModelSettings};
+use dialectic_store::projects::ProjectRow;
+use dialectic_store::resources::ResourceRow;
 use prost_types::Timestamp;
 use std::collections::HashMap;
 use uuid::Uuid;

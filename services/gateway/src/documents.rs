@@ -15,7 +15,7 @@ use dialectic_store::StoreError;
 use dialectic_store::project_documents::{
     self, Limit, LimitReached, NewProjectDocument, ProjectDocumentRow, Recorded,
 };
-use dialectic_store::records;
+use dialectic_store::projects;
 
 fn document(row: ProjectDocumentRow) -> ProjectDocument {
     ProjectDocument {
@@ -101,7 +101,7 @@ impl Gateway {
         req: AddProjectDocumentRequest,
     ) -> Result<ProjectDocument, GatewayError> {
         let project_id = ProjectId::parse(&req.project_id)?;
-        records::project_for_user(self.store.pool(), user, project_id).await?;
+        projects::project_for_user(self.store.pool(), user, project_id).await?;
         let request_id = optional(&req.client_request_id);
         if let Some(request_id) = request_id
             && let Some(first) =
@@ -205,7 +205,7 @@ impl Gateway {
         project_id: &str,
     ) -> Result<ListProjectDocumentsResponse, GatewayError> {
         let project_id = ProjectId::parse(project_id)?;
-        records::project_for_user(self.store.pool(), user, project_id).await?;
+        projects::project_for_user(self.store.pool(), user, project_id).await?;
         let rows = project_documents::list(self.store.pool(), project_id).await?;
         Ok(ListProjectDocumentsResponse {
             documents: rows.into_iter().map(document).collect(),

@@ -12,7 +12,7 @@ use dialectic_core::ids::{ProjectId, UserId};
 use dialectic_core::query::{SourceKind, cache_name};
 use dialectic_proto::v1::executor::{AnswerRequest, AnswerResponse};
 use dialectic_proto::v1::{Citation, CitationSourceKind, QueryRequest, QueryResponse};
-use dialectic_store::records;
+use dialectic_store::projects;
 use prost::Message;
 
 /// The longest question accepted, in characters.
@@ -67,7 +67,7 @@ impl Gateway {
         req: QueryRequest,
     ) -> Result<QueryResponse, GatewayError> {
         let project = ProjectId::parse(&req.project_id)?;
-        records::project_for_user(self.store.pool(), user, project).await?;
+        projects::project_for_user(self.store.pool(), user, project).await?;
         let text = req.text.trim();
         if text.is_empty() {
             return Err(GatewayError::bad("text", "text: ask a question"));

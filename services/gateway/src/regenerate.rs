@@ -12,9 +12,10 @@ use dialectic_core::job::JobType;
 use dialectic_core::session::{SessionStatus, waits_right_after};
 use dialectic_proto::v1::planner::RegenerateDocumentCommand;
 use dialectic_proto::v1::{RegenerateDocumentRequest, RegenerateDocumentResponse};
-use dialectic_store::records::{ResourceRow, SessionRow};
 use dialectic_store::regenerate::{self, RegenerationRow};
-use dialectic_store::{jobs, records};
+use dialectic_store::resources::ResourceRow;
+use dialectic_store::sessions::{self, SessionRow};
+use dialectic_store::{contributions, jobs, stages};
 use std::collections::HashMap;
 
 /// Longest client request id accepted (it is stored and compared, never parsed).
@@ -116,7 +117,7 @@ impl Gateway {
     ) -> Result<RegenerateDocumentResponse, GatewayError> {
         let ask = checked(&req)?;
         let pool = self.store.pool();
-        let session = records::session_for_user(pool, user, ask.session_id).await?;
+        let session = sessions::session_for_user(pool, user, ask.session_id).await?;
         let names = self.model_names(&session.selected_model_ids).await?;
         let model_id = session_model(&session, &names, ask.model)?;
         let asked = Asked {
@@ -130,7 +131,7 @@ impl Gateway {
         {
             return self.earlier_answer(user, earlier, &asked).await;
         }
-        let stage_row = records::stage_in_process(pool, session.id, ask.stage).await?;
+        let stage_row = stages::stage_in_process(pool, session.id, ask.stage).await?;
         // Checked first for a clear answer, and again under the session's lock.
         waits_after(&session, ask.stage, stage_row.next_stage_slug.as_deref())?;
         let doc = self.named_document(&session, &ask, model_id).await?;
@@ -155,7 +156,7 @@ impl Gateway {
             return self.lost_race(user, ask.request_id, &asked).await;
         }
         self.invalidate(session.project_id).await;
-        let row = records::session_for_user(pool, user, session.id).await?;
+        let row = sessions::session_for_user(pool, user, session.id).await?;
         Ok(RegenerateDocumentResponse {
             regeneration_id: done.regeneration_id,
             job_id: done.job_id,
@@ -219,7 +220,7 @@ impl Gateway {
         };
         let pool = self.store.pool();
         let identity = doc.source_contribution_id.ok_or_else(not_regenerable)?;
-        let root = records::contribution(pool, identity).await?;
+        let root = contributions::contribution(pool, identity).await?;
         let template = jobs::get(pool, root.job_id.ok_or_else(not_regenerable)?).await?;
         if template.job_type()? != JobType::Execute || template.parent_job_id.is_none() {
             return Err(not_regenerable());
@@ -270,7 +271,7 @@ impl Gateway {
                 ),
             ));
         }
-        let row = records::session_for_user(self.store.pool(), user, session_id).await?;
+        let row = sessions::session_for_user(self.store.pool(), user, session_id).await?;
         Ok(RegenerateDocumentResponse {
             regeneration_id: earlier.id.to_string(),
             job_id: earlier.new_job_id.to_string(),

@@ -8,7 +8,7 @@ use crate::service::{Gateway, optional};
 use dialectic_core::ids::{SessionId, UserId};
 use dialectic_proto::v1::planner::RetryStageCommand;
 use dialectic_proto::v1::{RetryStageRequest, RetryStageResponse};
-use dialectic_store::records;
+use dialectic_store::{models, sessions};
 
 impl Gateway {
     pub(crate) async fn retry_stage(
@@ -17,7 +17,7 @@ impl Gateway {
         req: RetryStageRequest,
     ) -> Result<RetryStageResponse, GatewayError> {
         let session_id = SessionId::parse(&req.session_id)?;
-        let session = records::session_for_user(self.store.pool(), user, session_id).await?;
+        let session = sessions::session_for_user(self.store.pool(), user, session_id).await?;
         let model = match optional(&req.model) {
             Some(name) => self.active_model(name).await?,
             None => String::new(),
@@ -33,7 +33,7 @@ impl Gateway {
             .await?
             .into_inner();
         self.invalidate(session.project_id).await;
-        let session = records::session_for_user(self.store.pool(), user, session.id).await?;
+        let session = sessions::session_for_user(self.store.pool(), user, session.id).await?;
         Ok(RetryStageResponse {
             session: Some(self.session_view(session, true).await?),
             stage_slug: done.stage_slug,
@@ -45,7 +45,7 @@ impl Gateway {
     /// The api identifier of the active model `name` names (by identifier or
     /// id), as StartSession resolves its models.
     async fn active_model(&self, name: &str) -> Result<String, GatewayError> {
-        let active: Vec<_> = records::active_models(self.store.pool())
+        let active: Vec<_> = models::active_models(self.store.pool())
             .await?
             .into_iter()
             .map(|m| (m.id, m.api_identifier))

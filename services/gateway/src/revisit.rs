@@ -6,7 +6,7 @@ use dialectic_core::ids::{SessionId, UserId};
 use dialectic_core::revisit::Impact;
 use dialectic_proto::v1::planner::RevisitStageCommand;
 use dialectic_proto::v1::{RevisitImpact, RevisitStageRequest, RevisitStageResponse};
-use dialectic_store::records;
+use dialectic_store::sessions;
 
 impl Gateway {
     pub(crate) async fn revisit_stage(
@@ -23,7 +23,7 @@ impl Gateway {
                 "stage_slug names the earlier stage that changed",
             ));
         }
-        let session = records::session_for_user(self.store.pool(), user, session_id).await?;
+        let session = sessions::session_for_user(self.store.pool(), user, session_id).await?;
         let done = self
             .planner()
             .revisit_stage(tonic::Request::new(RevisitStageCommand {
@@ -35,7 +35,7 @@ impl Gateway {
             .await?
             .into_inner();
         self.invalidate(session.project_id).await;
-        let session = records::session_for_user(self.store.pool(), user, session.id).await?;
+        let session = sessions::session_for_user(self.store.pool(), user, session.id).await?;
         Ok(RevisitStageResponse {
             session: Some(self.session_view(session, false).await?),
             needs_review: done.needs_review,

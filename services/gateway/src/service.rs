@@ -45,12 +45,14 @@ use dialectic_proto::v1::{
 use dialectic_runtime::blackboard;
 use dialectic_runtime::service_auth::InternalChannel;
 use dialectic_runtime::{CancellationToken, Courier};
+use dialectic_store::contributions::{self, NewContribution, USER_EDIT};
 use dialectic_store::ledger;
 use dialectic_store::project_documents::DocumentLimits;
-use dialectic_store::records::{
-    self, NewContribution, NewProject, NewSession, SessionRow, USER_EDIT,
+use dialectic_store::projects::{self, NewProject};
+use dialectic_store::sessions::{self, NewSession, SessionRow};
+use dialectic_store::{
+    Store, StoreError, api, auth, gates, jobs, models, outbox, position, resources, skips,
 };
-use dialectic_store::{Store, StoreError, api, auth, gates, jobs, outbox, position, skips};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use tokio::sync::mpsc;
@@ -292,7 +294,7 @@ impl Gateway {
         command: Command,
     ) -> Result<Session, GatewayError> {
         let id = SessionId::parse(session_id)?;
-        records::session_for_user(self.store.pool(), user, id).await?;
+        sessions::session_for_user(self.store.pool(), user, id).await?;
         let message = tonic::Request::new(SessionCommand {
             session_id: id.to_string(),
         });
@@ -302,7 +304,7 @@ impl Gateway {
             Command::Resume => planner.resume(message).await?,
             Command::Cancel => planner.cancel(message).await?,
         };
-        let row = records::session_for_user(self.store.pool(), user, id).await?;
+        let row = sessions::session_for_user(self.store.pool(), user, id).await?;
         self.session_view(row, true).await
     }
 
@@ -341,7 +343,7 @@ impl Gateway {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
-        Ok(records::models_by_id(self.store.pool(), ids)
+        Ok(models::models_by_id(self.store.pool(), ids)
             .await?
             .into_iter()
             .map(|m| (m.id, m.api_identifier))
@@ -508,7 +510,7 @@ impl Gateway {
                 "stage_slug names the stage whose documents were reviewed",
             ));
         }
-        let row = records::session_for_user(self.store.pool(), user, session_id).await?;
+        let row = sessions::session_for_user(self.store.pool(), user, session_id).await?;
         let feedback = self.feedback_text(user, &row, &req).await?;
         let command = SubmitStageResponsesCommand {
             session_id: row.id.to_string(),
@@ -519,7 +521,7 @@ impl Gateway {
         self.planner()
             .submit_stage_responses(tonic::Request::new(command))
             .await?;
-        let row = records::session_for_user(self.store.pool(), user, row.id).await?;
+        let row = sessions::session_for_user(self.store.pool(), user, row.id).await?;
         self.session_view(row, false).await
     }
 
@@ -541,7 +543,7 @@ impl Gateway {
                 response.document_key.trim().to_string()
             } else if !response.resource_id.trim().is_empty() {
                 let id = ResourceId::parse(&response.resource_id)?;
-                let resource = records::resource_for_user(self.store.pool(), user, id).await?;
+                let resource = resources::resource_for_user(self.store.pool(), user, id).await?;
                 if resource.session_id != Some(session.id) {
                     return Err(GatewayError::not_found("document", &response.resource_id));
                 }
@@ -617,7 +619,7 @@ impl Gateway {
                 "text/markdown; charset=utf-8",
             )
             .await?;
-        let inserted = records::insert_project(
+        let inserted = projects::insert_project(
             self.store.pool(),
             &NewProject {
                 id,
@@ -627,7 +629,7 @@ impl Gateway {
                 prompt,
                 prompt_key: &key,
                 client_request_id: optional(&req.client_request_id),
-                pipeline: optional(&req.pipeline).unwrap_or(records::DEFAULT_PIPELINE),
+                pipeline: optional(&req.pipeline).unwrap_or(projects::DEFAULT_PIPELINE),
             },
         )
         .await;
@@ -659,8 +661,8 @@ impl Gateway {
         req: StartSessionRequest,
     ) -> Result<Session, GatewayError> {
         let project_id = ProjectId::parse(&req.project_id)?;
-        records::project_for_user(self.store.pool(), user, project_id).await?;
-        let active: Vec<(ModelId, String)> = records::active_models(self.store.pool())
+        projects::project_for_user(self.store.pool(), user, project_id).await?;
+        let active: Vec<(ModelId, String)> = models::active_models(self.store.pool())
             .await?
             .into_iter()
             .map(|m| (m.id, m.api_identifier))
@@ -683,7 +685,7 @@ impl Gateway {
         })?;
         let session_id = SessionId::new();
         let mut tx = self.store.begin().await?;
-        let (row, created) = records::insert_session(
+        let (row, created) = sessions::insert_session(
             &mut tx,
             &NewSession {
                 id: session_id,
@@ -725,7 +727,7 @@ impl Gateway {
         req: ListStageDocumentsRequest,
     ) -> Result<ListStageDocumentsResponse, GatewayError> {
         let session_id = SessionId::parse(&req.session_id)?;
-        let session = records::session_for_user(self.store.pool(), user, session_id).await?;
+        let session = sessions::session_for_user(self.store.pool(), user, session_id).await?;
         let iteration = match req.iteration {
             0 => None,
             n => Some(i32::try_from(n).map_err(|_| {
@@ -740,7 +742,7 @@ impl Gateway {
             iteration.unwrap_or(0)
         );
         self.read_through(session.project_id, &name, || async {
-            let rows = records::session_documents(
+            let rows = resources::session_documents(
                 self.store.pool(),
                 user,
                 session.id,
@@ -822,7 +824,7 @@ impl Gateway {
         req: GetDocumentContentRequest,
     ) -> Result<DocumentContent, GatewayError> {
         let id = ResourceId::parse(&req.resource_id)?;
-        let row = records::resource_for_user(self.store.pool(), user, id).await?;
+        let row = resources::resource_for_user(self.store.pool(), user, id).await?;
         let name = format!("doc:{}", row.id);
         let project = row.project_id;
         self.read_through(project, &name, || async {
@@ -843,12 +845,12 @@ impl Gateway {
         &self,
         user: UserId,
         id: ResourceId,
-    ) -> Result<(records::ResourceRow, records::ContributionRow), GatewayError> {
-        let resource = records::resource_for_user(self.store.pool(), user, id).await?;
+    ) -> Result<(resources::ResourceRow, contributions::ContributionRow), GatewayError> {
+        let resource = resources::resource_for_user(self.store.pool(), user, id).await?;
         let identity = resource.source_contribution_id.ok_or_else(|| {
             GatewayError::bad("resource_id", "this resource is not a rendered document")
         })?;
-        let root = records::contribution(self.store.pool(), identity).await?;
+        let root = contributions::contribution(self.store.pool(), identity).await?;
         Ok((resource, root))
     }
 
@@ -878,7 +880,7 @@ impl Gateway {
                 "document root is not a chunk".into(),
             ));
         };
-        let chain = records::document_chain(
+        let chain = contributions::document_chain(
             self.store.pool(),
             root.session_id,
             &root.stage_slug,
@@ -902,7 +904,7 @@ impl Gateway {
         let mut tx = self.store.begin().await?;
         // An edit of a document no model wrote (none today) names the nil model.
         let model = root.model_id.unwrap_or(ModelId(Uuid::nil()));
-        records::insert_contribution(
+        contributions::insert_contribution(
             &mut tx,
             &NewContribution {
                 id: edit_id,
@@ -932,7 +934,7 @@ impl Gateway {
             },
         )
         .await?;
-        records::supersede_chain(
+        contributions::supersede_chain(
             &mut tx,
             root.session_id,
             &root.stage_slug,
@@ -963,12 +965,12 @@ impl Gateway {
         let session_id = SessionId::parse(&req.session_id)?;
         // Counted first, so a user at the cap costs no query and no subscription.
         let permit = self.watches.admit(user)?;
-        records::session_for_user(self.store.pool(), user, session_id).await?;
+        sessions::session_for_user(self.store.pool(), user, session_id).await?;
         let cache = self.cache()?;
         let sid = session_id.to_string();
         // Joining the feed before reading the snapshot means no event falls between them.
         let feed = self.watches.feed(session_id, cache.subscribe(&sid)).await?;
-        let row = records::session_for_user(self.store.pool(), user, session_id).await?;
+        let row = sessions::session_for_user(self.store.pool(), user, session_id).await?;
         let stage_slug = convert::stage_of_status(&row.status).unwrap_or_default();
         // The latest event only adds progress detail to a snapshot of the same status.
         let latest = cache.latest(&sid).await.ok().flatten().filter(|e| {

@@ -13,7 +13,7 @@ use dialectic_core::payload::JobPayload;
 use dialectic_core::progress::EventKind;
 use dialectic_proto::v1::queue::JobSucceeded;
 use dialectic_store::jobs::{self, JobRow};
-use dialectic_store::{gates, records, regenerate};
+use dialectic_store::{contributions, gates, models, regenerate};
 use serde_json::json;
 
 impl Engine {
@@ -101,7 +101,7 @@ impl Engine {
         .await?;
         let model = match &rerun.gate.rerun_model {
             Some(identifier) => {
-                let model = records::model_by_identifier(&mut *unit.tx, identifier).await?;
+                let model = models::model_by_identifier(&mut *unit.tx, identifier).await?;
                 // Named and read in the root's lineage; written and paid by the gate's model.
                 let moved = JobPayload {
                     model_api_identifier: model.api_identifier.clone(),
@@ -140,16 +140,16 @@ async fn supersede_document(
     job: &JobRow,
     contribution: ContributionId,
 ) -> Result<(), PlannerError> {
-    let row = records::contribution(&mut *unit.tx, contribution).await?;
+    let row = contributions::contribution(&mut *unit.tx, contribution).await?;
     let identity = row
         .document_relationships
         .as_ref()
         .and_then(|r| r.0.get(&job.stage_slug))
         .and_then(|v| v.as_str())
         .and_then(|id| ContributionId::parse(id).ok());
-    records::supersede(&mut unit.tx, contribution).await?;
+    contributions::supersede(&mut unit.tx, contribution).await?;
     if let Some(identity) = identity {
-        records::supersede_chain(
+        contributions::supersede_chain(
             &mut unit.tx,
             job.session_id,
             &job.stage_slug,

@@ -22,9 +22,10 @@ use dialectic_runtime::{
     CancellationToken, ConsumerOptions, Courier, Dependencies, Handler, Running, RuntimeError,
     run_consumer, supervise,
 };
+use dialectic_store::contributions::{self, ContributionRow, USER_EDIT};
 use dialectic_store::jobs::JobRow;
-use dialectic_store::records::{self, ContributionRow, NewResource, USER_EDIT};
-use dialectic_store::{Conn, Store, StoreError, regenerate};
+use dialectic_store::resources::{self, NewResource};
+use dialectic_store::{Conn, Store, StoreError, regenerate, sessions, templates};
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -71,9 +72,9 @@ impl Renderer {
         conn: &mut Conn,
         identity: ContributionId,
     ) -> Result<(Rendered, ContributionRow), AttemptError> {
-        let root = records::contribution(&mut *conn, identity).await?;
+        let root = contributions::contribution(&mut *conn, identity).await?;
         let chain =
-            records::document_chain(&mut *conn, root.session_id, &root.stage_slug, identity)
+            contributions::document_chain(&mut *conn, root.session_id, &root.stage_slug, identity)
                 .await?;
         if chain.is_empty() {
             return Err(AttemptError::permanent(
@@ -101,7 +102,7 @@ impl Renderer {
             content.push_str(&chunk_text(&raw)?);
         }
         let incomplete = latest_edit.is_none() && chain.iter().any(|c| c.is_incomplete);
-        let template = match records::document_template(
+        let template = match templates::document_template(
             &mut *conn,
             root.session_id,
             &root.stage_slug,
@@ -225,7 +226,7 @@ impl JobWork for Renderer {
         let mut tx = self.store.begin().await?;
         // A document replaced by a regeneration (or archived by a revisit) stays
         // archived: a late render of it must not make it current again.
-        if records::lock_contribution(&mut tx, identity).await? {
+        if contributions::lock_contribution(&mut tx, identity).await? {
             return Err(AttemptError::permanent(
                 "archived",
                 format!(
@@ -234,7 +235,7 @@ impl JobWork for Renderer {
             ));
         }
         let (rendered, root) = self.render(&mut tx, identity).await?;
-        let session = records::session_for_user(&mut *tx, job.user_id, job.session_id).await?;
+        let session = sessions::session_for_user(&mut *tx, job.user_id, job.session_id).await?;
         let size = rendered.markdown.len() as i64;
         self.blob
             .put(
@@ -248,7 +249,7 @@ impl JobWork for Renderer {
             .key
             .rsplit_once('/')
             .unwrap_or(("", rendered.key.as_str()));
-        let resource_id = records::upsert_resource(
+        let resource_id = resources::upsert_resource(
             &mut tx,
             &NewResource {
                 id: ResourceId::new(),

@@ -14,7 +14,7 @@ use dialectic_runtime::error_status;
 use dialectic_runtime::{CancellationToken, Dependencies, Running, RuntimeError, supervise};
 use dialectic_store::ledger::{self, LedgerError, References, Transaction};
 use dialectic_store::listing::Cursor;
-use dialectic_store::{Planning, Store, StoreError, records};
+use dialectic_store::{Planning, Store, StoreError, wallets};
 use dialectic_telemetry::metrics;
 use futures::future::BoxFuture;
 use std::str::FromStr;
@@ -95,7 +95,7 @@ impl From<WalletError> for Status {
     }
 }
 
-/// Which wallet a request names: `(wallet_id, user_id)` for `records::wallet_balance`.
+/// Which wallet a request names: `(wallet_id, user_id)` for `wallets::wallet_balance`.
 /// Both empty means the default user's own wallet.
 pub fn wallet_selector(
     wallet_id: &str,
@@ -134,7 +134,7 @@ impl Wallet {
     async fn balance(&self, req: GetBalanceRequest) -> Result<Balance, WalletError> {
         let (wallet_id, user_id) =
             wallet_selector(&req.wallet_id, &req.user_id, &self.default_user)?;
-        let row = records::wallet_balance(self.store.pool(), wallet_id, user_id).await?;
+        let row = wallets::wallet_balance(self.store.pool(), wallet_id, user_id).await?;
         Ok(Balance {
             wallet_id: row.id.to_string(),
             total: row.balance,

@@ -6,7 +6,7 @@
 use dialectic_core::ids::{JobId, ModelId, ProjectId, SessionId, UserId, WalletId};
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::payload::JobPayload;
-use dialectic_store::{Store, jobs, records};
+use dialectic_store::{Store, jobs, projects, sessions};
 use sqlx::Connection;
 use std::time::Duration;
 use uuid::Uuid;
@@ -82,9 +82,9 @@ impl TestDb {
 
     /// A project and a session of the seeded user; returns the session.
     pub async fn session(&self) -> SessionId {
-        let (project, _) = records::insert_project(
+        let (project, _) = projects::insert_project(
             self.store.pool(),
-            &records::NewProject {
+            &projects::NewProject {
                 id: ProjectId::new(),
                 user_id: USER,
                 name: "Contract",
@@ -92,15 +92,15 @@ impl TestDb {
                 prompt: "Contracts of the store.",
                 prompt_key: "",
                 client_request_id: None,
-                pipeline: records::DEFAULT_PIPELINE,
+                pipeline: projects::DEFAULT_PIPELINE,
             },
         )
         .await
         .expect("project");
         let mut tx = self.store.begin().await.expect("tx");
-        let (session, _) = records::insert_session(
+        let (session, _) = sessions::insert_session(
             &mut tx,
-            &records::NewSession {
+            &sessions::NewSession {
                 id: SessionId::new(),
                 project_id: project.id,
                 user_id: USER,

@@ -17,7 +17,7 @@ use dialectic_core::error::Reason;
 use dialectic_core::ids::{ProjectId, UserId};
 use dialectic_core::zip::{StreamingZip, ZipError, archive_size};
 use dialectic_proto::v1::{ExportChunk, ExportUrl};
-use dialectic_store::records::{self, ProjectRow};
+use dialectic_store::projects::{self, ProjectRow};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -220,7 +220,7 @@ impl Gateway {
         project_id: &str,
     ) -> Result<ExportPlan, GatewayError> {
         let id = ProjectId::parse(project_id)?;
-        let project = records::project_for_user(self.store.pool(), user, id).await?;
+        let project = projects::project_for_user(self.store.pool(), user, id).await?;
         let prefix = project_prefix(project.id);
         let mut objects = self.blob.list_with_sizes(&prefix).await?;
         objects.sort_by(|a, b| a.key.cmp(&b.key));

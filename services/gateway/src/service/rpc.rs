@@ -3,6 +3,7 @@
 //! the work itself lives in the inherent methods.
 
 use super::*;
+use dialectic_store::wallets;
 
 /// The ids a request names, recorded on its span so a trace or log line of
 /// the call can be found by session, project or document.
@@ -111,12 +112,14 @@ impl Gateway {
     }
 
     async fn project_view(&self, user: UserId, id: &str) -> Result<Project, GatewayError> {
-        let row = records::project_for_user(self.store.pool(), user, ProjectId::parse(id)?).await?;
+        let row =
+            projects::project_for_user(self.store.pool(), user, ProjectId::parse(id)?).await?;
         Ok(convert::project(row))
     }
 
     async fn session_of(&self, user: UserId, id: &str) -> Result<Session, GatewayError> {
-        let row = records::session_for_user(self.store.pool(), user, SessionId::parse(id)?).await?;
+        let row =
+            sessions::session_for_user(self.store.pool(), user, SessionId::parse(id)?).await?;
         tracing::Span::current().record("project_id", tracing::field::display(row.project_id));
         self.session_view(row, true).await
     }
@@ -127,7 +130,7 @@ impl Gateway {
         req: GetBlackboardRequest,
     ) -> Result<GetBlackboardResponse, GatewayError> {
         let id = SessionId::parse(&req.session_id)?;
-        records::session_for_user(self.store.pool(), user, id).await?;
+        sessions::session_for_user(self.store.pool(), user, id).await?;
         let wanted = Some(req.entry_type.trim()).filter(|t| !t.is_empty());
         let entries = blackboard::entries(&self.store, self.cache.get(), id, wanted).await?;
         Ok(GetBlackboardResponse {
@@ -140,7 +143,7 @@ impl Gateway {
             0 => 20,
             n => n.min(200),
         };
-        let wallet = records::wallet_balance(self.store.pool(), None, Some(user)).await?;
+        let wallet = wallets::wallet_balance(self.store.pool(), None, Some(user)).await?;
         let rows =
             ledger::transactions(self.store.pool(), wallet.id, i64::from(history), None).await?;
         Ok(Wallet {
@@ -164,7 +167,7 @@ impl Gateway {
     }
 
     async fn models(&self) -> Result<ListModelsResponse, GatewayError> {
-        let rows = records::active_models(self.store.pool()).await?;
+        let rows = models::active_models(self.store.pool()).await?;
         Ok(ListModelsResponse {
             models: rows.iter().map(convert::model).collect(),
         })

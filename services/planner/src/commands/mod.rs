@@ -23,7 +23,7 @@ use dialectic_proto::v1::planner::{
     RetryStageCommand, RetryStageResult, RevisitStageCommand, RevisitStageResult, SessionCommand,
     SessionCommandResult, SubmitStageResponsesCommand, SweepNowRequest, SweepNowResponse,
 };
-use dialectic_store::records::SessionRow;
+use dialectic_store::sessions::SessionRow;
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
@@ -169,5 +169,5 @@ pub(crate) async fn lock_session(
     unit: &mut crate::engine::Unit,
     id: SessionId,
 ) -> Result<SessionRow, PlannerError> {
-    Ok(dialectic_store::records::lock_session(&mut unit.tx, id).await?)
+    Ok(dialectic_store::sessions::lock_session(&mut unit.tx, id).await?)
 }

@@ -15,8 +15,9 @@ use dialectic_core::session::SessionEvent;
 use dialectic_proto::v1::planner::{RegenerateDocumentCommand, RegenerateDocumentResult};
 use dialectic_store::StoreError;
 use dialectic_store::jobs::JobRow;
-use dialectic_store::records::{self, SessionRow};
 use dialectic_store::regenerate::{self, NewRegeneration};
+use dialectic_store::sessions::SessionRow;
+use dialectic_store::stages;
 use uuid::Uuid;
 
 /// Attempts a regeneration gets when the original job's budget cannot be read.
@@ -79,7 +80,7 @@ pub(crate) async fn regenerate(
         other => other?,
     };
     let session = lock_session(&mut unit, asked.session_id).await?;
-    let stage = records::stage_in_process(&mut *unit.tx, session.id, &command.stage_slug).await?;
+    let stage = stages::stage_in_process(&mut *unit.tx, session.id, &command.stage_slug).await?;
     let event = SessionEvent::RegenerateDocument {
         stage: stage.slug.clone(),
         next: stage.next_stage_slug.clone(),

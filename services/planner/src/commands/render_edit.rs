@@ -8,7 +8,7 @@ use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::payload::{JobPayload, RenderPayload};
 use dialectic_proto::v1::queue::RenderEdit;
 use dialectic_store::jobs::{self, NewJob};
-use dialectic_store::{StoreError, records};
+use dialectic_store::{StoreError, contributions, sessions};
 
 pub(crate) async fn render_edit(
     engine: &Engine,
@@ -17,7 +17,7 @@ pub(crate) async fn render_edit(
 ) -> Result<(), PlannerError> {
     let edit_id = parse_id::<ContributionId>(&command.edit_contribution_id)?;
     let mut unit = engine.begin(traceparent).await?;
-    let edit = match records::contribution(&mut *unit.tx, edit_id).await {
+    let edit = match contributions::contribution(&mut *unit.tx, edit_id).await {
         Ok(edit) => edit,
         Err(missing @ StoreError::NotFound { .. }) => {
             tracing::warn!(%missing, "render of an unknown edit; ignoring");
@@ -30,7 +30,7 @@ pub(crate) async fn render_edit(
             "contribution {edit_id} is not an edit of a document"
         ))
     })?;
-    let session = records::lock_session(&mut unit.tx, edit.session_id).await?;
+    let session = sessions::lock_session(&mut unit.tx, edit.session_id).await?;
     let payload = JobPayload {
         render: Some(RenderPayload {
             document_identity: identity.to_string(),

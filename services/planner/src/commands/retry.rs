@@ -22,8 +22,9 @@ use dialectic_core::progress::EventKind;
 use dialectic_core::session::SessionEvent;
 use dialectic_proto::v1::planner::{RetryStageCommand, RetryStageResult};
 use dialectic_store::jobs::{self, JobRow};
-use dialectic_store::records::{self, ModelRow, SessionRow};
+use dialectic_store::models::{self, ModelRow};
 use dialectic_store::regenerate;
+use dialectic_store::sessions::{self, SessionRow};
 
 /// The stage's failed jobs, by what the retry does to them.
 #[derive(Default)]
@@ -64,15 +65,15 @@ pub(crate) async fn retry(
     // Jobs before the session, as every unit locks them: read where the
     // session is, lock the stage's failed jobs, then lock the session and
     // check that it is still there.
-    let seen = records::session_for_user(&mut *unit.tx, user_id, session_id).await?;
+    let seen = sessions::session_for_user(&mut *unit.tx, user_id, session_id).await?;
     let stage = stage_to_retry(&seen, &command.stage_slug)?;
     let model = match command.model.trim() {
         "" => None,
-        name => Some(records::model_by_identifier(&mut *unit.tx, name).await?),
+        name => Some(models::model_by_identifier(&mut *unit.tx, name).await?),
     };
     let failed =
         jobs::lock_failed_in_stage(&mut unit.tx, session_id, &stage, seen.iteration_count).await?;
-    let session = records::lock_session(&mut unit.tx, session_id).await?;
+    let session = sessions::lock_session(&mut unit.tx, session_id).await?;
     if session.iteration_count != seen.iteration_count {
         return Err(PlannerError::Unavailable(
             "the session moved to another iteration meanwhile; try again".into(),

@@ -9,9 +9,10 @@ use dialectic_core::ids::SessionId;
 use dialectic_core::revisit::{Impact, archived_name};
 use dialectic_core::session::{SessionEvent, SessionStatus};
 use dialectic_proto::v1::planner::{RevisitStageCommand, RevisitStageResult};
-use dialectic_store::blackboard;
-use dialectic_store::records::{self, ResourceRow, SessionRow};
+use dialectic_store::resources::ResourceRow;
 use dialectic_store::revisit::{self, NewRevision};
+use dialectic_store::sessions::SessionRow;
+use dialectic_store::{blackboard, stages};
 
 pub(crate) async fn revisit(
     engine: &Engine,
@@ -25,7 +26,7 @@ pub(crate) async fn revisit(
         .begin(dialectic_telemetry::current_traceparent().as_deref())
         .await?;
     let session = lock_session(&mut unit, session_id).await?;
-    let stage_row = records::stage_in_process(&mut *unit.tx, session.id, stage).await?;
+    let stage_row = stages::stage_in_process(&mut *unit.tx, session.id, stage).await?;
     let reached = reached_stages(&mut unit, &session, stage).await?;
     let unfinished = revisit::unfinished_jobs(&mut unit.tx, session.id).await?;
     if unfinished > 0 {

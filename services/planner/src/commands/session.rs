@@ -8,7 +8,7 @@ use crate::engine::{Engine, PlannerError, session_event};
 use dialectic_core::ids::SessionId;
 use dialectic_core::progress::EventKind;
 use dialectic_core::session::SessionEvent;
-use dialectic_store::records::SessionRow;
+use dialectic_store::sessions::SessionRow;
 
 /// The command's name in spans and logs.
 pub(crate) fn name(event: &SessionEvent) -> &'static str {

@@ -9,7 +9,8 @@ use dialectic_core::paths::{FileKind, PathContext};
 use dialectic_core::session::SessionEvent;
 use dialectic_proto::v1::planner::SubmitStageResponsesCommand;
 use dialectic_store::inputs::{self, NewFeedback};
-use dialectic_store::records::{self, SessionRow, StageRow};
+use dialectic_store::sessions::{self, SessionRow};
+use dialectic_store::stages::{self, StageRow};
 use uuid::Uuid;
 
 pub(crate) async fn submit(
@@ -22,11 +23,11 @@ pub(crate) async fn submit(
         .begin(dialectic_telemetry::current_traceparent().as_deref())
         .await?;
     let session = lock_session(&mut unit, session_id).await?;
-    let stage = records::stage_in_process(&mut *unit.tx, session.id, &command.stage_slug).await?;
+    let stage = stages::stage_in_process(&mut *unit.tx, session.id, &command.stage_slug).await?;
     let event = SessionEvent::ResponsesSubmitted {
         stage: stage.slug.clone(),
         next: stage.next_stage_slug.clone(),
-        first: records::first_stage(&mut unit.tx, session.id).await?,
+        first: sessions::first_stage(&mut unit.tx, session.id).await?,
     };
     let applied = engine
         .apply_session_event(&mut unit, &session, &event)

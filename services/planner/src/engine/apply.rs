@@ -11,7 +11,7 @@ use dialectic_core::job::{
 };
 use dialectic_core::progress::EventKind;
 use dialectic_store::jobs::{self, JobRow};
-use dialectic_store::records;
+use dialectic_store::sessions;
 use serde_json::json;
 
 /// Whether a job that ended releases a later stage's root jobs (which wait
@@ -176,7 +176,7 @@ impl Engine {
         render: JobId,
         session_id: SessionId,
     ) -> Result<(), PlannerError> {
-        records::lock_session(&mut unit.tx, session_id).await?;
+        sessions::lock_session(&mut unit.tx, session_id).await?;
         let waiting = jobs::waiting_on(&mut unit.tx, render).await?;
         let Some(first) = waiting.first() else {
             return Ok(());

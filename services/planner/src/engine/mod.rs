@@ -37,7 +37,7 @@ use dialectic_core::job::JobType;
 use dialectic_core::progress::EventKind;
 use dialectic_runtime::Courier;
 use dialectic_store::jobs::{self, JobRow};
-use dialectic_store::{Store, StoreError, outbox, records};
+use dialectic_store::{Store, StoreError, outbox, sessions};
 use std::sync::{Arc, OnceLock};
 
 pub struct Engine {
@@ -144,8 +144,8 @@ impl Engine {
 pub(crate) async fn lock_known_session(
     unit: &mut Unit,
     session_id: SessionId,
-) -> Result<Option<records::SessionRow>, PlannerError> {
-    match records::lock_session(&mut unit.tx, session_id).await {
+) -> Result<Option<sessions::SessionRow>, PlannerError> {
+    match sessions::lock_session(&mut unit.tx, session_id).await {
         Ok(s) => Ok(Some(s)),
         Err(missing @ StoreError::NotFound { .. }) => {
             tracing::warn!(%missing, "command for an unknown session; ignoring");
@@ -182,7 +182,7 @@ where
 }
 
 /// A progress event about the session itself, with its status as stored now.
-pub(crate) fn session_event(session: &records::SessionRow, kind: EventKind) -> ProgressEvent {
+pub(crate) fn session_event(session: &sessions::SessionRow, kind: EventKind) -> ProgressEvent {
     ProgressEvent {
         session_status: session.status.clone(),
         stage_slug: session

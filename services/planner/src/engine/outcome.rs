@@ -13,7 +13,7 @@ use dialectic_core::recipe::RecipeStep;
 use dialectic_core::session::SessionEvent;
 use dialectic_proto::v1::queue::{JobFailed, JobOutcome, JobSucceeded, job_outcome};
 use dialectic_store::jobs::{self, JobRow};
-use dialectic_store::records;
+use dialectic_store::sessions;
 use serde_json::json;
 
 /// What an outcome asks of the planner, given the job it reports on.
@@ -238,7 +238,7 @@ impl Engine {
                 .await?;
             event.message = done.resource_id.clone();
             unit.events.push(event);
-            let project = records::project_of_session(&mut unit.tx, job.session_id).await?;
+            let project = sessions::project_of_session(&mut unit.tx, job.session_id).await?;
             unit.stale_projects.push(project);
         }
         if after.continues {
@@ -251,7 +251,7 @@ impl Engine {
 
     /// Seed 000 §4.1: a root PLAN job starting moves `pending_<stage>` to `running_<stage>`.
     async fn root_plan_started(&self, unit: &mut Unit, job: &JobRow) -> Result<(), PlannerError> {
-        let session = records::lock_session(&mut unit.tx, job.session_id).await?;
+        let session = sessions::lock_session(&mut unit.tx, job.session_id).await?;
         let event = SessionEvent::RootPlanStarted {
             stage: job.stage_slug.clone(),
         };
@@ -278,7 +278,7 @@ impl Engine {
                 .with_error(json!({"code": INSUFFICIENT_BALANCE, "message": reason})),
         );
         if already_paused == 0 {
-            let session = records::lock_session(&mut unit.tx, job.session_id).await?;
+            let session = sessions::lock_session(&mut unit.tx, job.session_id).await?;
             unit.events.push(ProgressEvent {
                 session_status: session.status,
                 stage_slug: job.stage_slug.clone(),

@@ -5,7 +5,7 @@ use super::{Engine, PlannerError, Unit};
 use crate::commands::regenerate::{self, Regeneration};
 use dialectic_core::session::{SessionEffect, SessionEvent, Transition, transition};
 use dialectic_store::jobs;
-use dialectic_store::records::{self, SessionRow};
+use dialectic_store::sessions::{self, SessionRow};
 
 /// What an effect needs from the command that caused it, beyond the session.
 #[derive(Default)]
@@ -73,7 +73,7 @@ impl Engine {
     ) -> Result<SessionRow, PlannerError> {
         let mut row = session.clone();
         if t.changes(&session.state()?) {
-            row = records::write_session_state(&mut unit.tx, session.id, &t.to).await?;
+            row = sessions::write_session_state(&mut unit.tx, session.id, &t.to).await?;
         }
         for effect in &t.effects {
             self.carry_out_session_effect(unit, &mut row, effect, inputs)
@@ -91,11 +91,11 @@ impl Engine {
     ) -> Result<(), PlannerError> {
         match effect {
             SessionEffect::BeginIteration => {
-                records::begin_iteration(&mut unit.tx, row.id).await?;
+                sessions::begin_iteration(&mut unit.tx, row.id).await?;
                 row.iteration_count += 1;
             }
             SessionEffect::BeginRevision => {
-                records::begin_revision(&mut unit.tx, row.id).await?;
+                sessions::begin_revision(&mut unit.tx, row.id).await?;
                 row.revision += 1;
             }
             SessionEffect::StartStage { stage } => {

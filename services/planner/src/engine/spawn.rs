@@ -12,7 +12,7 @@ use dialectic_core::payload::{JobPayload, RenderPayload};
 use dialectic_core::progress::EventKind;
 use dialectic_core::recipe::RecipeStep;
 use dialectic_store::jobs::{self, JobRow, NewJob};
-use dialectic_store::{clarifications, records};
+use dialectic_store::{clarifications, contributions};
 
 /// What a child job is planned with besides its step and sources.
 pub(super) struct Child<'a> {
@@ -211,7 +211,7 @@ impl Engine {
         payload: &JobPayload,
         contribution_id: ContributionId,
     ) -> Result<(), PlannerError> {
-        let contribution = records::contribution(&mut *unit.tx, contribution_id).await?;
+        let contribution = contributions::contribution(&mut *unit.tx, contribution_id).await?;
         let identity = contribution
             .document_relationships
             .as_ref()

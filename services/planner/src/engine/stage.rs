@@ -13,8 +13,10 @@ use dialectic_core::session::{SessionEvent, StageCompletion, stage_completion};
 use dialectic_core::slug::slugify;
 use dialectic_proto::v1::queue::{ResumeSession, StartStage};
 use dialectic_store::jobs::{self, NewJob};
+use dialectic_store::models::{self, ModelRow};
 use dialectic_store::recipes;
-use dialectic_store::records::{self, ModelRow, SessionRow, StageRow};
+use dialectic_store::sessions::{self, SessionRow};
+use dialectic_store::stages::{self, StageRow};
 
 /// The step a stage's root jobs run: its first PLAN step without predecessors.
 fn root_step(recipe: &Recipe) -> Option<&RecipeStep> {
@@ -103,7 +105,7 @@ impl Engine {
         stage: &str,
         iteration: i32,
     ) -> Result<(), PlannerError> {
-        let stage_row = records::stage_in_process(&mut *unit.tx, session.id, stage).await?;
+        let stage_row = stages::stage_in_process(&mut *unit.tx, session.id, stage).await?;
         let recipe = recipes::recipe_of_stage(&mut unit.tx, stage_row.id, &stage_row.slug).await?;
         let step = root_step(&recipe)
             .cloned()
@@ -118,7 +120,7 @@ impl Engine {
         if let Some(prerequisite) = waits_for {
             tracing::info!(%prerequisite, stage, "earlier documents still rendering or regenerating; the stage's root jobs wait for them");
         }
-        let models = records::models_by_id(&mut *unit.tx, &session.selected_model_ids).await?;
+        let models = models::models_by_id(&mut *unit.tx, &session.selected_model_ids).await?;
         let roots = Roots {
             stage: stage_row,
             recipe,
@@ -225,7 +227,7 @@ impl Engine {
         stage: &str,
         iteration: i32,
     ) -> Result<(), PlannerError> {
-        let session = records::lock_session(&mut unit.tx, session_id).await?;
+        let session = sessions::lock_session(&mut unit.tx, session_id).await?;
         let roots = jobs::root_jobs(&mut unit.tx, session_id, stage, iteration).await?;
         let stage_event = |kind| ProgressEvent {
             stage_slug: stage.to_string(),
@@ -243,7 +245,7 @@ impl Engine {
                 });
             }
             StageCompletion::Complete => {
-                let stage_row = records::stage_in_process(&mut *unit.tx, session_id, stage).await?;
+                let stage_row = stages::stage_in_process(&mut *unit.tx, session_id, stage).await?;
                 let event = SessionEvent::StageCompleted {
                     stage: stage.to_string(),
                     next: stage_row.next_stage_slug,

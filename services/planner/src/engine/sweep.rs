@@ -6,7 +6,7 @@ use super::{Apply, Engine, PlannerError, session_event};
 use dialectic_core::job::JobEvent;
 use dialectic_core::progress::EventKind;
 use dialectic_core::session::SessionEvent;
-use dialectic_store::{jobs, records};
+use dialectic_store::{jobs, sessions};
 use serde_json::json;
 
 /// Rows each round takes at most; the next sweep takes the rest.
@@ -82,7 +82,7 @@ impl Engine {
     async fn pause_idle_sessions(&self, report: &mut SweepReport) -> Result<(), PlannerError> {
         let mut unit = self.begin(None).await?;
         let idle = self.config.idle_pause_secs;
-        for session in records::lock_idle_sessions(&mut unit.tx, idle, BATCH).await? {
+        for session in sessions::lock_idle_sessions(&mut unit.tx, idle, BATCH).await? {
             let Some(applied) = self
                 .try_session_event(&mut unit, &session, &SessionEvent::IdlePause)
                 .await?
@@ -107,8 +107,8 @@ impl Engine {
             self.config.abandon_after_warn_secs,
         );
         let mut unit = self.begin(None).await?;
-        for session in records::lock_sessions_to_warn(&mut unit.tx, warn, BATCH).await? {
-            records::mark_idle_warned(&mut unit.tx, session.id).await?;
+        for session in sessions::lock_sessions_to_warn(&mut unit.tx, warn, BATCH).await? {
+            sessions::mark_idle_warned(&mut unit.tx, session.id).await?;
             report.idle_warned += 1;
             let mut event = session_event(&session, EventKind::IdleWarning);
             event.message = format!(
@@ -127,7 +127,7 @@ impl Engine {
             self.config.abandon_after_warn_secs,
         );
         let mut unit = self.begin(None).await?;
-        for session in records::lock_sessions_to_abandon(&mut unit.tx, grace, BATCH).await? {
+        for session in sessions::lock_sessions_to_abandon(&mut unit.tx, grace, BATCH).await? {
             let Some(applied) = self
                 .try_session_event(&mut unit, &session, &SessionEvent::Cancel)
                 .await?

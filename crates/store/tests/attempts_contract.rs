@@ -9,11 +9,11 @@ use common::{MODEL, TestDb, USER};
 use dialectic_core::ids::{JobId, SessionId};
 use dialectic_core::job::JobType;
 use dialectic_store::jobs::{self, ClaimScope};
-use dialectic_store::{StoreError, records};
+use dialectic_store::{StoreError, attempts, models, projects, sessions, stages};
 use uuid::Uuid;
 
-async fn claim_with_rows(db: &TestDb, job: JobId) -> Result<records::AttemptRows, StoreError> {
-    let claimed = jobs::claim::<Result<records::AttemptRows, StoreError>>(
+async fn claim_with_rows(db: &TestDb, job: JobId) -> Result<attempts::AttemptRows, StoreError> {
+    let claimed = jobs::claim::<Result<attempts::AttemptRows, StoreError>>(
         db.store.pool(),
         job,
         &[JobType::Plan],
@@ -43,7 +43,7 @@ async fn job_with(db: &TestDb, session: SessionId, change: &str, value: Option<&
     job
 }
 
-fn missing(found: Result<records::AttemptRows, StoreError>, what: &str) {
+fn missing(found: Result<attempts::AttemptRows, StoreError>, what: &str) {
     match found {
         Err(StoreError::NotFound { resource, .. }) => assert_eq!(resource, what),
         other => panic!("expected {what} not found, got {other:?}"),
@@ -58,14 +58,14 @@ async fn a_claim_reads_the_owners_rows_with_the_job() {
     let rows = claim_with_rows(&db, db.pending_job(session).await)
         .await
         .expect("the attempt's rows");
-    let model = records::model(pool, MODEL).await.expect("model");
-    let alone = records::session_for_user(pool, USER, session)
+    let model = models::model(pool, MODEL).await.expect("model");
+    let alone = sessions::session_for_user(pool, USER, session)
         .await
         .expect("session");
-    let project = records::project_for_user(pool, USER, alone.project_id)
+    let project = projects::project_for_user(pool, USER, alone.project_id)
         .await
         .expect("project");
-    let stage = records::stage_in_process(pool, session, "thesis")
+    let stage = stages::stage_in_process(pool, session, "thesis")
         .await
         .expect("stage");
     assert_eq!(format!("{:?}", rows.model), format!("{model:?}"));

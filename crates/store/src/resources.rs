@@ -1,0 +1,129 @@
+//! Rendered documents (`dialectic_project_resources` rows of type
+//! `rendered_document`): one canonical row per stored file. Uploaded
+//! documents, rows of the same table, are in `project_documents`.
+
+use crate::{StoreError, Tx};
+use chrono::{DateTime, Utc};
+use dialectic_core::ids::{ContributionId, ModelId, ProjectId, ResourceId, SessionId, UserId};
+use sqlx::PgPool;
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ResourceRow {
+    pub id: ResourceId,
+    pub project_id: ProjectId,
+    pub session_id: Option<SessionId>,
+    pub stage_slug: Option<String>,
+    pub iteration_number: Option<i32>,
+    pub resource_type: String,
+    pub document_key: Option<String>,
+    pub model_id: Option<ModelId>,
+    pub file_name: String,
+    pub storage_bucket: String,
+    pub storage_path: String,
+    pub mime_type: String,
+    pub size_bytes: i64,
+    pub source_contribution_id: Option<ContributionId>,
+    pub is_incomplete: bool,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl ResourceRow {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.storage_path, self.file_name)
+    }
+}
+
+pub struct NewResource<'a> {
+    pub id: ResourceId,
+    pub project_id: ProjectId,
+    pub user_id: UserId,
+    pub session_id: SessionId,
+    pub stage_slug: &'a str,
+    pub iteration: i32,
+    pub resource_type: &'a str,
+    pub document_key: &'a str,
+    pub model_id: Option<ModelId>,
+    pub bucket: &'a str,
+    pub storage_path: &'a str,
+    pub file_name: &'a str,
+    pub mime_type: &'a str,
+    pub size_bytes: i64,
+    pub source_contribution_id: ContributionId,
+    pub is_incomplete: bool,
+}
+
+/// Upsert by storage location: one canonical row per rendered document.
+pub async fn upsert_resource(
+    tx: &mut Tx<'_>,
+    r: &NewResource<'_>,
+) -> Result<ResourceId, StoreError> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO dialectic_project_resources
+           (id, project_id, user_id, session_id, stage_slug, iteration_number, resource_type, document_key, model_id,
+            storage_bucket, storage_path, file_name, mime_type, size_bytes, source_contribution_id, is_incomplete)
+         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16)
+         ON CONFLICT (storage_bucket, storage_path, file_name) DO UPDATE
+           SET size_bytes = EXCLUDED.size_bytes, source_contribution_id = EXCLUDED.source_contribution_id,
+               is_incomplete = EXCLUDED.is_incomplete,
+               updated_at = now()
+         RETURNING id",
+    )
+    .bind(r.id)
+    .bind(r.project_id)
+    .bind(r.user_id)
+    .bind(r.session_id)
+    .bind(r.stage_slug)
+    .bind(r.iteration)
+    .bind(r.resource_type)
+    .bind(r.document_key)
+    .bind(r.model_id)
+    .bind(r.bucket)
+    .bind(r.storage_path)
+    .bind(r.file_name)
+    .bind(r.mime_type)
+    .bind(r.size_bytes)
+    .bind(r.source_contribution_id)
+    .bind(r.is_incomplete)
+    .fetch_one(&mut **tx)
+    .await?)
+}
+
+pub(crate) const RESOURCE_COLUMNS: &str = "id, project_id, session_id, stage_slug, iteration_number, resource_type, document_key, model_id,
+    file_name, storage_bucket, storage_path, mime_type, size_bytes, source_contribution_id, is_incomplete, updated_at";
+
+pub async fn session_documents(
+    pool: &PgPool,
+    user_id: UserId,
+    session_id: SessionId,
+    stage_slug: Option<&str>,
+    iteration: Option<i32>,
+) -> Result<Vec<ResourceRow>, StoreError> {
+    Ok(sqlx::query_as::<_, ResourceRow>(&format!(
+        "SELECT {RESOURCE_COLUMNS} FROM dialectic_project_resources
+         WHERE session_id = $1 AND user_id = $2 AND resource_type = 'rendered_document'
+           AND ($3::text IS NULL OR stage_slug = $3) AND ($4::int IS NULL OR iteration_number = $4)
+         ORDER BY iteration_number, stage_slug, document_key, file_name"
+    ))
+    .bind(session_id)
+    .bind(user_id)
+    .bind(stage_slug)
+    .bind(iteration)
+    .fetch_all(pool)
+    .await?)
+}
+
+pub async fn resource_for_user(
+    pool: &PgPool,
+    user_id: UserId,
+    id: ResourceId,
+) -> Result<ResourceRow, StoreError> {
+    sqlx::query_as::<_, ResourceRow>(&format!(
+        "SELECT {RESOURCE_COLUMNS} FROM dialectic_project_resources r WHERE id = $1 AND user_id = $2
+         AND NOT EXISTS (SELECT 1 FROM dialectic_projects p WHERE p.id = r.project_id AND p.deleted_at IS NOT NULL)"
+    ))
+    .bind(id)
+    .bind(user_id)
+    .fetch_optional(pool)
+    .await?
+    .ok_or_else(|| StoreError::not_found("document", id))
+}
