@@ -50,10 +50,22 @@ fn certificates() -> PathBuf {
         args.extend(["-keyout", &key, "-out", &pem]);
         openssl(&dir, &args);
     }
+    leaf(&dir, "tls");
+    dir
+}
+
+/// `{stem}.crt` and `{stem}.key` in `dir`: a new key and a certificate for
+/// localhost that `dir`'s `ca.pem` signed.
+fn leaf(dir: &Path, stem: &str) {
+    let (key, csr, crt) = (
+        format!("{stem}.key"),
+        format!("{stem}.csr"),
+        format!("{stem}.crt"),
+    );
     let mut request = vec!["req", "-new", "-nodes", "-subj", "/CN=localhost"];
-    request.extend(ec);
-    request.extend(["-keyout", "tls.key", "-out", "tls.csr"]);
-    openssl(&dir, &request);
+    request.extend(["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]);
+    request.extend(["-keyout", &key, "-out", &csr]);
+    openssl(dir, &request);
     std::fs::write(
         dir.join("leaf.ext"),
         "subjectAltName=DNS:localhost\n\
@@ -63,12 +75,12 @@ fn certificates() -> PathBuf {
     )
     .expect("extensions file");
     openssl(
-        &dir,
+        dir,
         &[
             "x509",
             "-req",
             "-in",
-            "tls.csr",
+            &csr,
             "-CA",
             "ca.pem",
             "-CAkey",
@@ -79,10 +91,9 @@ fn certificates() -> PathBuf {
             "-extfile",
             "leaf.ext",
             "-out",
-            "tls.crt",
+            &crt,
         ],
     );
-    dir
 }
 
 /// `dialectic args…` with `env_vars`, none of the caller's own CLI settings,
@@ -420,6 +431,96 @@ async fn the_gateway_serves_tls_and_the_cli_trusts_a_private_ca() {
         "{}",
         described(&output)
     );
+
+    env.teardown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The SHA-256 fingerprint of the certificate the server at `port` presents
+/// to a new connection (asking for localhost), or of the PEM file `pem`.
+fn fingerprint(port: Option<u16>, pem: Option<&Path>) -> String {
+    let script = match (port, pem) {
+        (Some(port), _) => format!(
+            "openssl s_client -connect 127.0.0.1:{port} -servername localhost </dev/null 2>/dev/null \
+             | openssl x509 -noout -fingerprint -sha256"
+        ),
+        (_, Some(pem)) => format!(
+            "openssl x509 -noout -fingerprint -sha256 -in {}",
+            pem.display()
+        ),
+        _ => unreachable!("a port or a file"),
+    };
+    let output = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .expect("sh runs");
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+/// The kubelet replaces a renewed Secret's files in place; the gateway then
+/// presents the new certificate to new connections without a restart, and
+/// keeps serving calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_gateway_presents_a_renewed_certificate_without_a_restart() {
+    let dir = certificates();
+    leaf(&dir, "renewed");
+    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    let mut env = TestEnv::new().await;
+    env.settings.gateway.tls_cert = cert.display().to_string();
+    env.settings.gateway.tls_key = key.display().to_string();
+    env.start(&["gateway"]).await;
+    let port = env.addr("gateway").port();
+    let (old, new) = (
+        fingerprint(None, Some(&cert)),
+        fingerprint(None, Some(&dir.join("renewed.crt"))),
+    );
+    assert!(old.contains("Fingerprint") && old != new, "{old} / {new}");
+    assert_eq!(
+        fingerprint(Some(port), None),
+        old,
+        "the certificate at start"
+    );
+
+    // As an update of the files does: each one replaced whole.
+    for (from, to) in [("renewed.crt", &cert), ("renewed.key", &key)] {
+        std::fs::copy(dir.join(from), dir.join("swap")).expect("copy");
+        std::fs::rename(dir.join("swap"), to).expect("rename");
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let seen = fingerprint(Some(port), None);
+        if seen == new {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still presenting {seen}, not the renewed {new}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // A gRPC client that trusts the CA still gets answers over the new certificate.
+    let channel = Endpoint::from_shared(format!("https://localhost:{port}"))
+        .expect("url")
+        .tls_config(
+            ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(
+                    std::fs::read(dir.join("ca.pem")).expect("ca.pem"),
+                ))
+                .domain_name("localhost"),
+        )
+        .expect("client TLS")
+        .connect()
+        .await
+        .expect("a TLS client connects after the renewal");
+    let health = HealthClient::new(channel)
+        .check(HealthCheckRequest {
+            service: "dialectic.liveness".into(),
+        })
+        .await
+        .expect("health over the renewed certificate")
+        .into_inner();
+    assert_eq!(health.status, ServingStatus::Serving as i32);
 
     env.teardown().await;
     let _ = std::fs::remove_dir_all(&dir);

@@ -267,14 +267,10 @@ async fn serve_grpc(
         Some(p) => (Some(p.web_origins), p.tls, p.health_listen),
         None => (None, None, None),
     };
-    let mut server = tonic::transport::Server::builder();
-    if let Some(identity) = &tls {
-        server = server
-            .tls_config(identity.server_config())
-            .map_err(|e| tls::TlsError::Unusable(error_chain(&e)))?;
-    }
+    let server = tonic::transport::Server::builder();
     let secure = tls.is_some();
     let (listener, addr) = bind(listen).await?;
+    let incoming = tls::incoming(listener, tls.as_ref(), shutdown.clone())?;
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let health = Health::new(reporter.clone(), service);
     health.set_ready(false).await;
@@ -314,7 +310,7 @@ async fn serve_grpc(
             .layer(service_auth::ServiceAuthLayer::new(key))
             .layer(tower::util::MapResponseLayer::new(describe_tonic_refusal))
             .add_routes(routes)
-            .serve_with_incoming_shutdown(incoming_nodelay(listener), shutdown.cancelled_owned())
+            .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
             .await
             .inspect_err(|_| {
                 // Probes must not find a stopped server's last status.

@@ -1,14 +1,18 @@
 //! TLS on a public port (the gateway's): the certificate chain and key are
-//! read and checked once at startup, so a missing, unreadable or mismatched
-//! file stops the process with its name instead of failing every handshake.
+//! read and checked at startup, so a missing, unreadable or mismatched file
+//! stops the process with its name instead of failing every handshake. Then
+//! they are read again whenever the files change (the kubelet replaces a
+//! mounted Secret's files in place when cert-manager renews it), so new
+//! handshakes present the new certificate without a restart.
 
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
-use tonic::transport::{Identity, ServerTlsConfig};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
 /// A client that opens a connection and never finishes its handshake gives
 /// up its slot after this long, rather than holding a task until it leaves.
@@ -39,10 +43,14 @@ pub enum TlsError {
     Unusable(String),
 }
 
-/// A server's certificate chain and the private key that goes with it.
+/// How often a handshake may look at the files' metadata for a change.
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// A server's certificate chain and the private key that goes with it, as
+/// the files named hold them now.
 #[derive(Clone)]
 pub struct TlsIdentity {
-    identity: Identity,
+    resolver: Arc<Reloading>,
 }
 
 impl std::fmt::Debug for TlsIdentity {
@@ -65,54 +73,288 @@ impl TlsIdentity {
     /// Reads `cert` (chain, leaf first) and `key`, and checks that the key
     /// is the certificate's.
     pub fn load(cert: &Path, key: &Path) -> Result<Self, TlsError> {
-        let read = |path: &Path| {
-            std::fs::read(path).map_err(|source| TlsError::Read {
-                path: path.to_path_buf(),
-                source,
-            })
-        };
-        let (cert_pem, key_pem) = (read(cert)?, read(key)?);
-        let chain = CertificateDer::pem_slice_iter(&cert_pem)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| TlsError::BadCertificate {
-                path: cert.to_path_buf(),
-                reason: e.to_string(),
-            })?;
-        if chain.is_empty() {
-            return Err(TlsError::NoCertificate {
-                path: cert.to_path_buf(),
-            });
-        }
-        let private = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsError::BadKey {
-            path: key.to_path_buf(),
-            reason: e.to_string(),
-        })?;
-        rustls::ServerConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .and_then(|builder| {
-                builder
-                    .with_no_client_auth()
-                    .with_single_cert(chain, private)
-            })
-            .map_err(|e| TlsError::Mismatch {
-                cert: cert.to_path_buf(),
-                key: key.to_path_buf(),
-                reason: e.to_string(),
-            })?;
-        // tonic builds its acceptor with the process's default provider, and
-        // rustls cannot pick one itself when, as here, both aws-lc-rs and ring
-        // are compiled in (reqwest brings ring): it would panic.
+        let stamp = Stamp::of(cert, key);
+        let current = read_pair(cert, key)?;
+        // The acceptor's config names aws-lc-rs itself, but rustls cannot
+        // pick a process default when, as here, both aws-lc-rs and ring are
+        // compiled in (reqwest brings ring), and other TLS users ask for one.
         let _ = CryptoProvider::install_default(rustls::crypto::aws_lc_rs::default_provider());
         Ok(Self {
-            identity: Identity::from_pem(cert_pem, key_pem),
+            resolver: Arc::new(Reloading {
+                cert: cert.to_path_buf(),
+                key: key.to_path_buf(),
+                state: Mutex::new(Loaded {
+                    current,
+                    stamp,
+                    checked: Instant::now(),
+                    refused: None,
+                }),
+            }),
         })
     }
 
-    pub(crate) fn server_config(&self) -> ServerTlsConfig {
-        ServerTlsConfig::new()
-            .identity(self.identity.clone())
-            .timeout(HANDSHAKE_TIMEOUT)
+    /// The acceptor for the public port: TLS 1.2 and 1.3, ALPN h2, the
+    /// certificate the files hold at each handshake.
+    pub(crate) fn acceptor(&self) -> Result<tokio_rustls::TlsAcceptor, TlsError> {
+        let mut config = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsError::Unusable(e.to_string()))?
+            .with_no_client_auth()
+            .with_cert_resolver(self.resolver.clone());
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
     }
+
+    pub(crate) fn handshake_timeout(&self) -> Duration {
+        HANDSHAKE_TIMEOUT
+    }
+}
+
+/// The chain and key in `cert` and `key`, checked to belong together.
+fn read_pair(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, TlsError> {
+    let read = |path: &Path| {
+        std::fs::read(path).map_err(|source| TlsError::Read {
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    let (cert_pem, key_pem) = (read(cert)?, read(key)?);
+    let chain = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError::BadCertificate {
+            path: cert.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+    if chain.is_empty() {
+        return Err(TlsError::NoCertificate {
+            path: cert.to_path_buf(),
+        });
+    }
+    let private = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsError::BadKey {
+        path: key.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    let mismatch = |e: rustls::Error| TlsError::Mismatch {
+        cert: cert.to_path_buf(),
+        key: key.to_path_buf(),
+        reason: e.to_string(),
+    };
+    // The same checks a server config makes of one certificate.
+    rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .and_then(|builder| {
+            builder
+                .with_no_client_auth()
+                .with_single_cert(chain.clone(), private.clone_key())
+        })
+        .map_err(mismatch)?;
+    CertifiedKey::from_der(chain, private, &provider())
+        .map(Arc::new)
+        .map_err(mismatch)
+}
+
+/// What identifies the files' contents without reading them: each one's
+/// modification time, inode and length (the kubelet swaps in new files,
+/// so the inode changes even within one clock tick).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stamp([Option<(SystemTime, u64, u64)>; 2]);
+
+impl Stamp {
+    fn of(cert: &Path, key: &Path) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        let one = |path: &Path| {
+            std::fs::metadata(path)
+                .ok()
+                .and_then(|m| Some((m.modified().ok()?, m.ino(), m.len())))
+        };
+        Self([one(cert), one(key)])
+    }
+}
+
+/// The certificate resolver: the pair last read, read again when the
+/// files' stamp changes (looked at most once per [`RECHECK`]). A new pair
+/// that does not load (half written, a key that does not fit) leaves the
+/// old one in use, logged once, until the files change again.
+#[derive(Debug)]
+struct Reloading {
+    cert: PathBuf,
+    key: PathBuf,
+    state: Mutex<Loaded>,
+}
+
+#[derive(Debug)]
+struct Loaded {
+    current: Arc<CertifiedKey>,
+    stamp: Stamp,
+    checked: Instant,
+    /// The stamp of files that failed to load: not tried again, not logged again.
+    refused: Option<Stamp>,
+}
+
+impl ResolvesServerCert for Reloading {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.checked.elapsed() >= RECHECK {
+            state.checked = Instant::now();
+            let stamp = Stamp::of(&self.cert, &self.key);
+            if stamp != state.stamp && state.refused.as_ref() != Some(&stamp) {
+                match read_pair(&self.cert, &self.key) {
+                    Ok(pair) => {
+                        tracing::info!(cert = %self.cert.display(), "TLS certificate reloaded");
+                        state.current = pair;
+                        state.stamp = stamp;
+                        state.refused = None;
+                    }
+                    Err(e) => {
+                        tracing::warn!(
+                            error = %e,
+                            "the TLS certificate files changed but do not load; \
+                             serving the previous certificate"
+                        );
+                        state.refused = Some(stamp);
+                    }
+                }
+            }
+        }
+        Some(state.current.clone())
+    }
+}
+
+/// A connection the public port accepted: plaintext, or TLS over TCP.
+pub(crate) enum Conn {
+    Plain(tokio::net::TcpStream),
+    Tls(Box<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>),
+}
+
+impl tonic::transport::server::Connected for Conn {
+    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        match self {
+            Conn::Plain(tcp) => tcp.connect_info(),
+            Conn::Tls(tls) => tls.get_ref().0.connect_info(),
+        }
+    }
+}
+
+macro_rules! delegate {
+    ($self:ident, $inner:ident => $call:expr) => {
+        match $self.get_mut() {
+            Conn::Plain($inner) => {
+                let $inner = std::pin::Pin::new($inner);
+                $call
+            }
+            Conn::Tls($inner) => {
+                let $inner = std::pin::Pin::new($inner.as_mut());
+                $call
+            }
+        }
+    };
+}
+
+impl tokio::io::AsyncRead for Conn {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        delegate!(self, io => io.poll_read(cx, buf))
+    }
+}
+
+impl tokio::io::AsyncWrite for Conn {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        delegate!(self, io => io.poll_write(cx, buf))
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        delegate!(self, io => io.poll_write_vectored(cx, bufs))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Conn::Plain(tcp) => tcp.is_write_vectored(),
+            Conn::Tls(tls) => tls.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        delegate!(self, io => io.poll_flush(cx))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        delegate!(self, io => io.poll_shutdown(cx))
+    }
+}
+
+/// The connections `listener` accepts, each with TCP_NODELAY (tonic sets it
+/// only on listeners it binds itself; without it a reply's separate writes
+/// wait for the client's delayed ACK, about 40 ms on every call) and, with
+/// `tls`, past its handshake. Handshakes run side by side, each bounded by
+/// the handshake timeout; one that fails is logged and dropped. The
+/// listener closes when `shutdown` fires or the server stops reading.
+pub(crate) fn incoming(
+    listener: tokio::net::TcpListener,
+    tls: Option<&TlsIdentity>,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> Result<std::pin::Pin<Box<dyn futures::Stream<Item = std::io::Result<Conn>> + Send>>, TlsError>
+{
+    use futures::StreamExt;
+    let Some(tls) = tls else {
+        return Ok(tokio_stream::wrappers::TcpListenerStream::new(listener)
+            .map(|accepted| {
+                let stream = accepted?;
+                stream.set_nodelay(true)?;
+                Ok(Conn::Plain(stream))
+            })
+            .boxed());
+    };
+    let (acceptor, timeout) = (tls.acceptor()?, tls.handshake_timeout());
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tx.closed() => break,
+                accepted = listener.accept() => accepted,
+            };
+            let (tcp, peer) = match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of descriptors, say: give it a moment.
+                    tracing::warn!(error = %e, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let _ = tcp.set_nodelay(true);
+            let (acceptor, tx) = (acceptor.clone(), tx.clone());
+            tokio::spawn(async move {
+                match tokio::time::timeout(timeout, acceptor.accept(tcp)).await {
+                    Ok(Ok(stream)) => {
+                        let _ = tx.send(Ok(Conn::Tls(Box::new(stream)))).await;
+                    }
+                    Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                }
+            });
+        }
+    });
+    Ok(tokio_stream::wrappers::ReceiverStream::new(rx).boxed())
 }
 
 fn provider() -> Arc<CryptoProvider> {
