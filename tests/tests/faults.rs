@@ -4,6 +4,10 @@
 //! serving what it can and every session completes once Postgres is back.
 
 use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually, health, wait_for_status};
+use dialectic_proto::v1::{
+    CreateProjectRequest, CreditWalletRequest, SessionEvent, SessionEventKind, StartSessionRequest,
+    WatchSessionRequest,
+};
 use dialectic_queue::{Delivery, Publisher, keys};
 use dialectic_runtime::{CancellationToken, ConsumerOptions, Disposition, Handler};
 use lapin::options::BasicGetOptions;
@@ -314,5 +318,148 @@ async fn each_service_alone_stays_ready_and_reports_a_dependency_down_then_up() 
     let addr = env.start_with("executor", settings).await;
     follows(addr, &mut rabbitmq, "executor", "RabbitMQ").await;
     env.stop("executor").await;
+    env.teardown().await;
+}
+
+/// The first event a new `WatchSession` stream sends (its snapshot), as `key`'s owner.
+async fn first_event(
+    env: &TestEnv,
+    key: &str,
+    session_id: &str,
+) -> Result<SessionEvent, tonic::Status> {
+    let mut events = env
+        .gateway_with_key(key)
+        .await
+        .watch_session(WatchSessionRequest {
+            session_id: session_id.to_string(),
+        })
+        .await?
+        .into_inner();
+    events
+        .message()
+        .await?
+        .ok_or_else(|| tonic::Status::unavailable("the stream ended before its snapshot"))
+}
+
+/// Issue 41: a 10-second Postgres outage mid-run. The gateway stays SERVING,
+/// a user's watcher reconnecting during it catches up (authenticated and
+/// its ownership checked from what Postgres confirmed lately, the snapshot
+/// from Redis), and every session completes once Postgres is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_postgres_outage_mid_run_leaves_the_gateway_serving_and_every_session_completes() {
+    let mut env = TestEnv::new().await;
+    let mut postgres = Relay::to(&env.settings.database.url).await;
+    let through_relay = postgres.url(&env.settings.database.url);
+    env.start_all_with(|settings| {
+        settings.database.url = through_relay.clone();
+        settings.database.connect_timeout_ms = 500;
+        settings.executor.simulated_latency_ms = 200;
+    })
+    .await;
+    // A user of their own (not the bootstrap key, which needs no Postgres).
+    let (user, key) = env.new_user("outage").await;
+    env.gateway()
+        .await
+        .credit_wallet(CreditWalletRequest {
+            user_id: user.to_string(),
+            amount: 10_000_000,
+            idempotency_key: "outage-credit".into(),
+            reason: String::new(),
+        })
+        .await
+        .expect("credit the user");
+    let mut client = env.gateway_with_key(&key).await;
+    let mut sessions = Vec::new();
+    for i in 0..2 {
+        let project = client
+            .create_project(CreateProjectRequest {
+                name: format!("Outage {i}"),
+                initial_user_prompt: "A repair café for a small town.".into(),
+                ..Default::default()
+            })
+            .await
+            .expect("project")
+            .into_inner();
+        let session = client
+            .start_session(StartSessionRequest {
+                project_id: project.id,
+                models: vec!["simulated".into()],
+                auto_advance: true,
+                ..Default::default()
+            })
+            .await
+            .expect("session")
+            .into_inner();
+        sessions.push(session.id);
+    }
+    // Mid-run: a watcher has seen the session progress (so Redis holds its latest event).
+    let mut watcher = client
+        .watch_session(WatchSessionRequest {
+            session_id: sessions[0].clone(),
+        })
+        .await
+        .expect("a watcher before the outage")
+        .into_inner();
+    let before = loop {
+        let event = watcher.message().await.expect("events").expect("an event");
+        if event.event_kind() != SessionEventKind::Snapshot {
+            break event;
+        }
+    };
+    drop(watcher);
+
+    postgres.down().await;
+    let outage = tokio::time::Instant::now();
+    let gateway = env.addr("gateway");
+    assert_eq!(health(gateway, "").await, ServingStatus::Serving);
+    let during = first_event(&env, &key, &sessions[0])
+        .await
+        .expect("a watcher reconnecting during the outage catches up");
+    assert!(!during.session_status.is_empty(), "{during:?}");
+    println!(
+        "before the outage: {} in {}; the snapshot during it: {}",
+        before.event_kind().as_str_name(),
+        before.session_status,
+        during.session_status
+    );
+    assert_eq!(
+        wait_for_status(
+            gateway,
+            dialectic_runtime::DEPENDENCIES_SERVICE,
+            ServingStatus::NotServing
+        )
+        .await,
+        ServingStatus::NotServing,
+        "the gateway reports Postgres down"
+    );
+    // The outage lasts ten seconds, as a failover might.
+    tokio::time::sleep_until(outage + Duration::from_secs(10)).await;
+    assert_eq!(
+        health(gateway, "").await,
+        ServingStatus::Serving,
+        "still ready at the end of it"
+    );
+    postgres.up().await;
+
+    let ids: Vec<uuid::Uuid> = sessions.iter().filter_map(|s| s.parse().ok()).collect();
+    eventually(180, "every session to complete", || async {
+        let done: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM dialectic_sessions
+              WHERE id = ANY($1) AND status = 'iteration_complete_pending_review'",
+        )
+        .bind(&ids)
+        .fetch_one(env.store.pool())
+        .await
+        .ok()?;
+        (done == 2).then_some(())
+    })
+    .await;
+    let failed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM dialectic_generation_jobs WHERE status IN ('failed', 'retry_loop_failed')",
+    )
+    .fetch_one(env.store.pool())
+    .await
+    .expect("failed jobs");
+    assert_eq!(failed, 0, "no job failed because of the outage");
     env.teardown().await;
 }

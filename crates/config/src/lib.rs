@@ -207,6 +207,12 @@ pub struct GatewayConfig {
     /// bounds what one request may make the gateway read and send, not its
     /// memory.
     pub max_export_bytes: u64,
+    /// For how long after Postgres last confirmed them the gateway may still
+    /// use which user an API key belongs to and which sessions a user owns,
+    /// while Postgres is unreachable: `WatchSession` and authentication keep
+    /// answering through a failover. A key revoked in that window works until
+    /// Postgres answers again. 0: no such memory (every call needs Postgres).
+    pub last_known_secs: u64,
     /// Origins whose web pages may call the API through gRPC-Web (served
     /// beside gRPC on `listen`), comma-separated: `https://app.example.com`.
     /// Empty: no cross-origin page may (CORS refuses them).
@@ -244,6 +250,7 @@ impl Default for GatewayConfig {
             max_document_bytes_per_project: 256 * 1024 * 1024,
             max_watches_per_user: 16,
             max_export_bytes: 1024 * 1024 * 1024,
+            last_known_secs: 600,
             web_origins: String::new(),
             tls_cert: String::new(),
             tls_key: String::new(),

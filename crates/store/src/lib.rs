@@ -70,22 +70,32 @@ impl StoreError {
         }
     }
 
-    /// Worth retrying: the database is unreachable or the transaction lost a race.
-    pub fn is_transient(&self) -> bool {
+    /// The database did not answer at all (down, failing over, no connection
+    /// to be had), as opposed to answering with an error.
+    pub fn is_unreachable(&self) -> bool {
         match self {
             StoreError::Database(e) => match e {
                 sqlx::Error::Io(_)
                 | sqlx::Error::PoolTimedOut
                 | sqlx::Error::PoolClosed
                 | sqlx::Error::WorkerCrashed => true,
-                sqlx::Error::Database(db) => matches!(
-                    db.code().as_deref(),
-                    Some("40001" | "40P01" | "57P01" | "57P03")
-                ),
+                sqlx::Error::Database(db) => {
+                    matches!(db.code().as_deref(), Some("57P01" | "57P03"))
+                }
                 _ => false,
             },
             _ => false,
         }
+    }
+
+    /// Worth retrying: the database is unreachable or the transaction lost a race.
+    pub fn is_transient(&self) -> bool {
+        let lost_a_race = matches!(
+            self,
+            StoreError::Database(sqlx::Error::Database(db))
+                if matches!(db.code().as_deref(), Some("40001" | "40P01"))
+        );
+        lost_a_race || self.is_unreachable()
     }
 }
 

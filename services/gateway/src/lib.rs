@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod convert;
 pub mod documents;
 pub mod error;
+mod last_known;
 pub mod query;
 pub mod regenerate;
 pub mod retry;
@@ -82,7 +83,8 @@ async fn start_gateway(
     )
     .with_courier(courier)
     .with_document_limits(&settings.gateway)
-    .with_watch_limits(&settings.gateway);
+    .with_watch_limits(&settings.gateway)
+    .with_last_known(&settings.gateway);
     let server = dialectic_runtime::start_grpc_web(
         SERVICE_NAME,
         &settings.gateway.listen,

@@ -2,6 +2,7 @@
 
 use crate::convert;
 use crate::error::GatewayError;
+use crate::last_known::LastKnown;
 use dialectic_blob::BlobStore;
 use dialectic_cache::{Cache, ProgressEvent};
 use dialectic_config::GatewayConfig;
@@ -215,6 +216,8 @@ pub struct Gateway {
     courier: Courier,
     /// Open watch streams: per-user counts and the shared Redis subscriptions.
     watches: watching::Watches,
+    /// Key owners and session owners Postgres confirmed lately, for its outages.
+    last_known: LastKnown,
 }
 
 impl Gateway {
@@ -239,6 +242,7 @@ impl Gateway {
             shutdown,
             courier: Courier::default(),
             watches: watching::Watches::new(GatewayConfig::default().max_watches_per_user),
+            last_known: LastKnown::new(GatewayConfig::default().last_known_secs),
         }
     }
 
@@ -261,6 +265,12 @@ impl Gateway {
         self
     }
 
+    /// How long key and session owners are remembered for Postgres outages.
+    pub fn with_last_known(mut self, config: &GatewayConfig) -> Self {
+        self.last_known = LastKnown::new(config.last_known_secs);
+        self
+    }
+
     /// The user whose API key the call carries; UNAUTHENTICATED without a valid one.
     async fn caller(&self, metadata: &MetadataMap) -> Result<UserId, GatewayError> {
         let header = match metadata.get(AUTHORIZATION) {
@@ -277,11 +287,40 @@ impl Gateway {
         {
             return Ok(bootstrap.user_id);
         }
-        match auth::owner_of_key(self.store.pool(), &hash).await? {
-            Some(owner) => Ok(owner.user_id),
-            None => Err(GatewayError::Unauthenticated(
+        let owner = match auth::owner_of_key(self.store.pool(), &hash).await {
+            Ok(owner) => owner.map(|o| o.user_id),
+            Err(e) if e.is_unreachable() => match self.last_known.owner_of_key(&hash) {
+                Some(user) => {
+                    tracing::debug!("Postgres unreachable: the key's owner as last confirmed");
+                    return Ok(user);
+                }
+                None => return Err(e.into()),
+            },
+            Err(e) => return Err(e.into()),
+        };
+        self.last_known.key_confirmed(&hash, owner);
+        owner.ok_or_else(|| {
+            GatewayError::Unauthenticated(
                 "unknown or revoked API key; an administrator creates keys with `dialecticd admin create-key`".into(),
-            )),
+            )
+        })
+    }
+
+    /// `user`'s session, or None while Postgres is unreachable if Postgres
+    /// confirmed lately that the session is theirs (NOT_FOUND for another
+    /// user's session either way).
+    async fn owned_session(
+        &self,
+        user: UserId,
+        id: SessionId,
+    ) -> Result<Option<SessionRow>, GatewayError> {
+        match sessions::session_for_user(self.store.pool(), user, id).await {
+            Ok(row) => {
+                self.last_known.session_confirmed(user, id);
+                Ok(Some(row))
+            }
+            Err(e) if e.is_unreachable() && self.last_known.owns_session(user, id) => Ok(None),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -965,19 +1004,21 @@ impl Gateway {
         let session_id = SessionId::parse(&req.session_id)?;
         // Counted first, so a user at the cap costs no query and no subscription.
         let permit = self.watches.admit(user)?;
-        sessions::session_for_user(self.store.pool(), user, session_id).await?;
+        self.owned_session(user, session_id).await?;
         let cache = self.cache()?;
         let sid = session_id.to_string();
         // Joining the feed before reading the snapshot means no event falls between them.
         let feed = self.watches.feed(session_id, cache.subscribe(&sid)).await?;
-        let row = sessions::session_for_user(self.store.pool(), user, session_id).await?;
-        let stage_slug = convert::stage_of_status(&row.status).unwrap_or_default();
+        let row = self.owned_session(user, session_id).await?;
+        let latest = cache.latest(&sid).await.ok().flatten();
+        let status = snapshot_status(row.as_ref(), latest.as_ref())?;
+        let stage_slug = convert::stage_of_status(&status).unwrap_or_default();
         // The latest event only adds progress detail to a snapshot of the same status.
-        let latest = cache.latest(&sid).await.ok().flatten().filter(|e| {
-            e.session_status == row.status && (stage_slug.is_empty() || e.stage_slug == stage_slug)
+        let latest = latest.filter(|e| {
+            e.session_status == status && (stage_slug.is_empty() || e.stage_slug == stage_slug)
         });
         let snapshot = convert::event(ProgressEvent {
-            session_status: row.status.clone(),
+            session_status: status,
             stage_slug,
             stage_percent: latest.as_ref().map(|e| e.stage_percent).unwrap_or(0),
             message: latest.map(|e| e.message).unwrap_or_default(),
@@ -989,6 +1030,22 @@ impl Gateway {
             watching::forward(snapshot, feed, permit, tx, self.shutdown.clone()).in_current_span(),
         );
         Ok(ReceiverStream::new(rx))
+    }
+}
+
+/// The status a watch starts from: the session row's, or while Postgres is
+/// unreachable the one its latest progress event carries (Redis keeps it).
+fn snapshot_status(
+    row: Option<&SessionRow>,
+    latest: Option<&ProgressEvent>,
+) -> Result<String, GatewayError> {
+    match (row, latest) {
+        (Some(row), _) => Ok(row.status.clone()),
+        (None, Some(event)) => Ok(event.session_status.clone()),
+        (None, None) => Err(GatewayError::unavailable(
+            Reason::DatabaseUnavailable,
+            "the database is unreachable and no progress of this session is cached; try again shortly",
+        )),
     }
 }
 
