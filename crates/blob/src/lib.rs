@@ -182,6 +182,24 @@ impl MultipartUpload {
     }
 }
 
+/// A failed GetObject: NotFound when the key does not exist. (A function,
+/// not `get` calling `get_stream`: one more await layer pushed the planner's
+/// start-up future past rustc's query depth.)
+fn get_error(
+    e: &aws_sdk_s3::error::SdkError<aws_sdk_s3::operation::get_object::GetObjectError>,
+    key: &str,
+) -> BlobError {
+    if e.as_service_error().is_some_and(|s| s.is_no_such_key()) {
+        BlobError::NotFound(key.to_string())
+    } else {
+        BlobError::S3 {
+            operation: "get",
+            key: key.to_string(),
+            message: format!("{e:#}"),
+        }
+    }
+}
+
 fn s3_err<'a, E: std::fmt::Display>(
     operation: &'static str,
     key: &'a str,
@@ -282,17 +300,7 @@ impl BlobStore {
             .key(key)
             .send()
             .await
-            .map_err(|e| {
-                if e.as_service_error().is_some_and(|s| s.is_no_such_key()) {
-                    BlobError::NotFound(key.to_string())
-                } else {
-                    BlobError::S3 {
-                        operation: "get",
-                        key: key.to_string(),
-                        message: format!("{e:#}"),
-                    }
-                }
-            })?;
+            .map_err(|e| get_error(&e, key))?;
         let bytes = out.body.collect().await.map_err(s3_err("read", key))?;
         Ok(bytes.into_bytes().to_vec())
     }
@@ -306,17 +314,7 @@ impl BlobStore {
             .key(key)
             .send()
             .await
-            .map_err(|e| {
-                if e.as_service_error().is_some_and(|s| s.is_no_such_key()) {
-                    BlobError::NotFound(key.to_string())
-                } else {
-                    BlobError::S3 {
-                        operation: "get",
-                        key: key.to_string(),
-                        message: format!("{e:#}"),
-                    }
-                }
-            })?;
+            .map_err(|e| get_error(&e, key))?;
         Ok(ObjectReader {
             key: key.to_string(),
             body: out.body,
