@@ -618,6 +618,18 @@ impl TestEnv {
         })
     }
 
+    /// The session as its owner (the bootstrap administrator) reads it.
+    pub async fn session(&self, session_id: &str) -> dialectic_proto::v1::Session {
+        self.gateway()
+            .await
+            .get_session(GetSessionRequest {
+                session_id: session_id.to_string(),
+            })
+            .await
+            .expect("session")
+            .into_inner()
+    }
+
     /// Waits for the session to reach `status`; with `idle`, also for every job
     /// to be over (RENDER jobs do not gate stages, so they may finish just after).
     pub async fn wait_for_session(&self, session_id: &str, status: &str, idle: bool) {

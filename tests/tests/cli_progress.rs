@@ -5,7 +5,6 @@
 
 use dialectic_e2e::TestEnv;
 use dialectic_e2e::terminal::{Screen, bar};
-use dialectic_proto::v1::{GetSessionRequest, Session};
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -82,17 +81,6 @@ async fn dialectic(env: &TestEnv, binary: &Path, args: &[&str], tty: bool) -> Ou
     output
 }
 
-async fn session(env: &TestEnv, session_id: &str) -> Session {
-    env.gateway()
-        .await
-        .get_session(GetSessionRequest {
-            session_id: session_id.to_string(),
-        })
-        .await
-        .expect("session")
-        .into_inner()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn run_draws_a_bar_per_stage_on_a_terminal_and_lines_otherwise() {
     let binary = dialectic_binary();
@@ -123,7 +111,7 @@ async fn run_draws_a_bar_per_stage_on_a_terminal_and_lines_otherwise() {
         .find_map(|l| l.strip_prefix("session ")?.split(' ').next())
         .expect("run prints the session id")
         .to_string();
-    let finished = session(&env, &session_id).await;
+    let finished = env.session(&session_id).await;
     assert_eq!(finished.status, "iteration_complete_pending_review");
     assert_eq!(
         finished

@@ -10,7 +10,7 @@
 
 use dialectic_e2e::TestEnv;
 use dialectic_e2e::terminal::{Screen, bar, bar_text, counts};
-use dialectic_proto::v1::{GetSessionRequest, Session};
+use dialectic_proto::v1::Session;
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -274,17 +274,6 @@ fn assert_drawn_as_it_ran(screen: &Screen, session: &Session) {
     }
 }
 
-async fn session(env: &TestEnv, session_id: &str) -> Session {
-    env.gateway()
-        .await
-        .get_session(GetSessionRequest {
-            session_id: session_id.to_string(),
-        })
-        .await
-        .expect("session")
-        .into_inner()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bars_go_to_stderr_and_stdout_keeps_only_data() {
     let binary = dialectic_e2e::workspace_binary("dialectic-cli", "dialectic");
@@ -316,7 +305,7 @@ async fn bars_go_to_stderr_and_stdout_keeps_only_data() {
         .and_then(|l| l.strip_prefix("session ")?.split(' ').next())
         .unwrap_or_else(|| panic!("run's second line names the session:\n{stdout}"))
         .to_string();
-    let finished = session(&env, &session_id).await;
+    let finished = env.session(&session_id).await;
     assert_eq!(finished.status, REVIEW);
     assert_eq!(finished.jobs.len(), 5, "{finished:?}");
     assert_data_only(&stdout, &finished);
@@ -389,7 +378,7 @@ async fn bars_go_to_stderr_and_stdout_keeps_only_data() {
     )
     .await;
     assert_eq!(live.stdout, "", "nothing on stdout but data");
-    let watched = session(&env, &live_id).await;
+    let watched = env.session(&live_id).await;
     assert_eq!(watched.jobs.len(), 5, "{watched:?}");
     let drawn = render(&live.stderr);
     assert_last_frame(&drawn, &watched, false);
