@@ -564,30 +564,7 @@ impl TestEnv {
         auto_advance: bool,
     ) -> (String, String) {
         let mut client = self.gateway().await;
-        let project = client
-            .create_project(CreateProjectRequest {
-                name: "Test project".into(),
-                initial_user_prompt: prompt.into(),
-                client_request_id: String::new(),
-                prompt_file: None,
-                pipeline: pipeline.into(),
-            })
-            .await
-            .expect("create project")
-            .into_inner();
-        let session = client
-            .start_session(StartSessionRequest {
-                project_id: project.id.clone(),
-                models: models.iter().map(|m| m.to_string()).collect(),
-                description: String::new(),
-                client_request_id: String::new(),
-                auto_advance,
-            })
-            .await
-            .expect("start session")
-            .into_inner();
-        assert_eq!(session.auto_advance, auto_advance);
-        (project.id, session.id)
+        start_project_session(&mut client, pipeline, prompt, models, auto_advance).await
     }
 
     /// Watches a session until its stream ends (at review or abandonment) and
@@ -863,4 +840,40 @@ pub fn sample_sum(text: &str, series: &str, labels: &[&str]) -> f64 {
                 .flatten()
         })
         .sum()
+}
+
+/// Creates a project from `prompt` on `pipeline` (empty: the default) and
+/// starts a session on `models`, as `client`'s user; returns (project id,
+/// session id).
+pub async fn start_project_session(
+    client: &mut GatewayClient,
+    pipeline: &str,
+    prompt: &str,
+    models: &[&str],
+    auto_advance: bool,
+) -> (String, String) {
+    let project = client
+        .create_project(CreateProjectRequest {
+            name: "Test project".into(),
+            initial_user_prompt: prompt.into(),
+            client_request_id: String::new(),
+            prompt_file: None,
+            pipeline: pipeline.into(),
+        })
+        .await
+        .expect("create project")
+        .into_inner();
+    let session = client
+        .start_session(StartSessionRequest {
+            project_id: project.id.clone(),
+            models: models.iter().map(|m| m.to_string()).collect(),
+            description: String::new(),
+            client_request_id: String::new(),
+            auto_advance,
+        })
+        .await
+        .expect("start session")
+        .into_inner();
+    assert_eq!(session.auto_advance, auto_advance);
+    (project.id, session.id)
 }

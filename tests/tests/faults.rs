@@ -5,8 +5,7 @@
 
 use dialectic_e2e::{ALL_SERVICES, TestEnv, eventually, health, wait_for_status};
 use dialectic_proto::v1::{
-    CreateProjectRequest, CreditWalletRequest, SessionEvent, SessionEventKind, StartSessionRequest,
-    WatchSessionRequest,
+    CreditWalletRequest, SessionEvent, SessionEventKind, WatchSessionRequest,
 };
 use dialectic_queue::{Delivery, Publisher, keys};
 use dialectic_runtime::{CancellationToken, ConsumerOptions, Disposition, Handler};
@@ -371,26 +370,11 @@ async fn a_postgres_outage_mid_run_leaves_the_gateway_serving_and_every_session_
     let mut client = env.gateway_with_key(&key).await;
     let mut sessions = Vec::new();
     for i in 0..2 {
-        let project = client
-            .create_project(CreateProjectRequest {
-                name: format!("Outage {i}"),
-                initial_user_prompt: "A repair café for a small town.".into(),
-                ..Default::default()
-            })
-            .await
-            .expect("project")
-            .into_inner();
-        let session = client
-            .start_session(StartSessionRequest {
-                project_id: project.id,
-                models: vec!["simulated".into()],
-                auto_advance: true,
-                ..Default::default()
-            })
-            .await
-            .expect("session")
-            .into_inner();
-        sessions.push(session.id);
+        let prompt = format!("Outage {i}: a repair café for a small town.");
+        let (_, session) =
+            dialectic_e2e::start_project_session(&mut client, "", &prompt, &["simulated"], true)
+                .await;
+        sessions.push(session);
     }
     // Mid-run: a watcher has seen the session progress (so Redis holds its latest event).
     let mut watcher = client
