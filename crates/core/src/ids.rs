@@ -95,6 +95,12 @@ typed_id! {
     PipelineId => "pipeline version",
     RecipeInstanceId => "recipe instance",
     PromptId => "system prompt",
+    RegenerationId => "regeneration",
+    FeedbackId => "feedback",
+    BlackboardEntryId => "blackboard entry",
+    // One rewind of a session by a revisit (a `dialectic_session_revisions` row).
+    RevisionId => "session revision",
+    QueryId => "query",
 }
 
 #[cfg(test)]

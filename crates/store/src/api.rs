@@ -2,12 +2,12 @@
 //! (`projects`, `sessions`, `contributions`, …).
 
 use crate::StoreError;
-use uuid::Uuid;
+use dialectic_core::ids::StageId;
 
 /// The slug of a stage by id; None when the stage no longer exists.
 pub async fn stage_slug(
     executor: impl sqlx::PgExecutor<'_>,
-    stage_id: Uuid,
+    stage_id: StageId,
 ) -> Result<Option<String>, StoreError> {
     Ok(
         sqlx::query_scalar("SELECT slug FROM dialectic_stages WHERE id = $1")

@@ -1,9 +1,8 @@
 //! Users and their API keys (stored as SHA-256 hashes only).
 
 use crate::StoreError;
-use dialectic_core::ids::UserId;
+use dialectic_core::ids::{UserId, WalletId};
 use sqlx::PgPool;
-use uuid::Uuid;
 
 /// Who a key belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
@@ -50,7 +49,7 @@ pub async fn create_user(
         .execute(&mut *tx)
         .await?;
     sqlx::query("INSERT INTO token_wallets (id, user_id) VALUES ($1, $2)")
-        .bind(Uuid::now_v7())
+        .bind(WalletId::new())
         .bind(id)
         .execute(&mut *tx)
         .await?;

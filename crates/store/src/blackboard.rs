@@ -5,21 +5,20 @@
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
 use dialectic_core::blackboard::{BoardEntry, StoredEntry};
-use dialectic_core::ids::{JobId, SessionId};
+use dialectic_core::ids::{BlackboardEntryId, JobId, SessionId};
 use sqlx::types::Json;
 use sqlx::{PgExecutor, PgPool};
-use uuid::Uuid;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 struct EntryRow {
-    id: Uuid,
+    id: BlackboardEntryId,
     entry_type: String,
     seq: i32,
     iteration: i32,
     stage_slug: String,
     step_key: String,
     model_slug: String,
-    job_id: Uuid,
+    job_id: JobId,
     data: Json<serde_json::Value>,
     created_at: DateTime<Utc>,
 }
@@ -78,7 +77,7 @@ pub async fn record(
                FROM dialectic_blackboard_entries WHERE session_id = $2 AND entry_type = $3
              RETURNING id, entry_type, seq, iteration, stage_slug, step_key, model_slug, job_id, data, created_at",
         )
-        .bind(Uuid::now_v7())
+        .bind(BlackboardEntryId::new())
         .bind(by.session_id)
         .bind(&entry.entry_type)
         .bind(by.iteration)

@@ -4,9 +4,8 @@
 
 use crate::{StoreError, Tx};
 use dialectic_core::clarify::Clarification;
-use dialectic_core::ids::{JobId, SessionId};
+use dialectic_core::ids::{JobId, SessionId, StepId};
 use dialectic_core::job::{JobStatus, JobType};
-use uuid::Uuid;
 
 /// The rounds a session has run, in every stage and iteration.
 pub async fn rounds(tx: &mut Tx<'_>, session_id: SessionId) -> Result<u32, StoreError> {
@@ -81,7 +80,7 @@ pub async fn latest(
 pub async fn supersede_steps(
     tx: &mut Tx<'_>,
     root: JobId,
-    steps: &[Uuid],
+    steps: &[StepId],
 ) -> Result<u64, StoreError> {
     let jobs: Vec<JobId> = sqlx::query_scalar(
         "UPDATE dialectic_generation_jobs SET status = $3, updated_at = now()
@@ -111,7 +110,7 @@ pub async fn continue_attempts(
     tx: &mut Tx<'_>,
     job: JobId,
     root: JobId,
-    step: Uuid,
+    step: StepId,
 ) -> Result<(), StoreError> {
     sqlx::query(
         "UPDATE dialectic_generation_jobs j

@@ -5,7 +5,7 @@
 //! feedback from `dialectic_feedback`.
 
 use crate::{StoreError, Tx};
-use dialectic_core::ids::{ModelId, ProjectId, SessionId, UserId};
+use dialectic_core::ids::{FeedbackId, ModelId, ProjectId, ResourceId, SessionId, UserId};
 use dialectic_core::paths::whole_document_key;
 use dialectic_core::recipe::InputRule;
 use uuid::Uuid;
@@ -13,6 +13,7 @@ use uuid::Uuid;
 /// A matched document and where its bytes are.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct InputDoc {
+    /// A resource's id when `from_resource`, else a contribution's.
     pub id: Uuid,
     pub storage_key: String,
     pub document_key: String,
@@ -189,14 +190,14 @@ pub async fn feedback(
 }
 
 pub struct NewFeedback<'a> {
-    pub id: Uuid,
+    pub id: FeedbackId,
     pub project_id: ProjectId,
     pub session_id: SessionId,
     pub user_id: UserId,
     pub stage_slug: &'a str,
     pub iteration: i32,
     pub document_key: Option<&'a str>,
-    pub source_resource_id: Option<Uuid>,
+    pub source_resource_id: Option<ResourceId>,
     pub bucket: &'a str,
     pub storage_path: &'a str,
     pub file_name: &'a str,

@@ -5,7 +5,7 @@ use crate::attempts::{self, AttemptRows};
 use crate::outbox::OutboxRow;
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
-use dialectic_core::ids::{ContributionId, JobId, ModelId, SessionId, UserId};
+use dialectic_core::ids::{ContributionId, JobId, ModelId, SessionId, StepId, UserId};
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::ledger::LedgerKind;
 use dialectic_core::payload::JobPayload;
@@ -15,7 +15,6 @@ use sqlx::FromRow;
 use sqlx::PgPool;
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
-use uuid::Uuid;
 
 const PROCESSING: &str = JobStatus::Processing.as_str();
 const PAUSED_NSF: &str = JobStatus::PausedNsf.as_str();
@@ -30,7 +29,7 @@ pub struct JobRow {
     pub iteration_number: i32,
     pub job_type: String,
     pub status: String,
-    pub recipe_step_id: Option<Uuid>,
+    pub recipe_step_id: Option<StepId>,
     pub step_key: Option<String>,
     pub model_id: Option<ModelId>,
     pub document_key: Option<String>,
@@ -75,7 +74,7 @@ pub struct NewJob<'a> {
     pub iteration: i32,
     pub job_type: JobType,
     pub status: JobStatus,
-    pub step_id: Option<Uuid>,
+    pub step_id: Option<StepId>,
     pub step_key: Option<&'a str>,
     pub model_id: Option<ModelId>,
     pub document_key: Option<&'a str>,
@@ -331,8 +330,8 @@ pub async fn heartbeat(
 pub async fn children(
     tx: &mut Tx<'_>,
     parent: JobId,
-) -> Result<Vec<(JobType, JobStatus, Option<Uuid>)>, StoreError> {
-    let rows: Vec<(String, String, Option<Uuid>)> = sqlx::query_as(
+) -> Result<Vec<(JobType, JobStatus, Option<StepId>)>, StoreError> {
+    let rows: Vec<(String, String, Option<StepId>)> = sqlx::query_as(
         "SELECT job_type, status, recipe_step_id FROM dialectic_generation_jobs WHERE parent_job_id = $1 ORDER BY id",
     )
     .bind(parent)

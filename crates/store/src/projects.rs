@@ -3,9 +3,8 @@
 
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
-use dialectic_core::ids::{ProjectId, UserId};
+use dialectic_core::ids::{PipelineId, ProjectId, UserId};
 use sqlx::PgPool;
-use uuid::Uuid;
 
 #[derive(Debug, Clone, sqlx::FromRow, serde::Deserialize)]
 pub struct ProjectRow {
@@ -15,7 +14,7 @@ pub struct ProjectRow {
     pub slug: String,
     pub initial_user_prompt: String,
     pub initial_prompt_storage_key: Option<String>,
-    pub process_template_id: Uuid,
+    pub process_template_id: PipelineId,
     pub created_at: DateTime<Utc>,
     /// The pipeline's slug.
     pub pipeline: String,

@@ -4,12 +4,14 @@
 
 use crate::StoreError;
 use crate::project_documents::PROJECT_DOCUMENT;
-use dialectic_core::ids::ProjectId;
+use dialectic_core::ids::{BlackboardEntryId, ProjectId};
 use uuid::Uuid;
 
 /// A stored document a question may be answered from.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct DocumentSource {
+    /// A resource's id, or a contribution's for a resolved clause (`kind`
+    /// says which), so no one typed id fits.
     pub id: Uuid,
     pub name: String,
     /// The object's key.
@@ -69,7 +71,7 @@ pub async fn documents(
 /// A blackboard finding of one of the project's sessions.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct FindingSource {
-    pub id: Uuid,
+    pub id: BlackboardEntryId,
     pub entry_type: String,
     pub data: sqlx::types::Json<serde_json::Value>,
 }

@@ -2,16 +2,15 @@
 //! instance's steps and edges when `is_cloned`, else the template's.
 
 use crate::StoreError;
-use dialectic_core::ids::{StageId, StepId};
+use dialectic_core::ids::{RecipeInstanceId, StageId, StepId, TemplateId};
 use dialectic_core::recipe::{
     ObjectFilter, ProgressBand, Recipe, RecipeStep, StepConfig, apply_output_overrides,
 };
 use sqlx::types::Json;
-use uuid::Uuid;
 
 #[derive(sqlx::FromRow)]
 struct StepRecord {
-    id: Uuid,
+    id: StepId,
     step_key: String,
     step_name: String,
     job_type: String,
@@ -53,7 +52,7 @@ impl StepRecord {
         apply_output_overrides(&mut outputs_required, &self.output_overrides.0)
             .map_err(|e| corrupt("output_overrides", e))?;
         Ok(RecipeStep {
-            id: StepId(self.id),
+            id: self.id,
             job_type: self
                 .job_type
                 .parse()
@@ -118,13 +117,13 @@ pub async fn recipe_of_stage(
 
 async fn load_recipe(
     executor: &mut sqlx::PgConnection,
-    instance: Option<(Uuid, Uuid, bool)>,
+    instance: Option<(RecipeInstanceId, TemplateId, bool)>,
     stage_slug: &str,
 ) -> Result<Recipe, StoreError> {
     let Some((instance_id, template_id, is_cloned)) = instance else {
         return Err(StoreError::not_found("recipe for stage", stage_slug));
     };
-    let (steps, edges): (Vec<StepRecord>, Vec<(Uuid, Uuid)>) = if is_cloned {
+    let (steps, edges): (Vec<StepRecord>, Vec<(StepId, StepId)>) = if is_cloned {
         let steps = sqlx::query_as::<_, StepRecord>(
             "SELECT s.id, s.step_key, s.step_name, s.job_type, s.prompt_type, sp.prompt_text AS prompt_template, s.output_type,
                     s.granularity_strategy, s.inputs_required, s.inputs_relevance, s.outputs_required,
@@ -164,10 +163,7 @@ async fn load_recipe(
             .into_iter()
             .map(StepRecord::into_step)
             .collect::<Result<_, _>>()?,
-        edges: edges
-            .into_iter()
-            .map(|(a, b)| (StepId(a), StepId(b)))
-            .collect(),
+        edges,
     };
     recipe
         .validate()

@@ -5,15 +5,16 @@
 use crate::jobs::{JOB_COLUMNS, JobRow};
 use crate::resources::{RESOURCE_COLUMNS, ResourceRow};
 use crate::{StoreError, Tx};
-use dialectic_core::ids::{ContributionId, JobId, ModelId, ResourceId, SessionId, UserId};
+use dialectic_core::ids::{
+    ContributionId, JobId, ModelId, RegenerationId, ResourceId, SessionId, UserId,
+};
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::revisit::archived_name;
 use sqlx::types::Json;
-use uuid::Uuid;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct RegenerationRow {
-    pub id: Uuid,
+    pub id: RegenerationId,
     pub session_id: SessionId,
     pub client_request_id: Option<String>,
     pub stage_slug: String,
@@ -137,7 +138,7 @@ pub async fn live_root_jobs(
 pub async fn supersede(
     tx: &mut Tx<'_>,
     ids: &[JobId],
-    regeneration: Uuid,
+    regeneration: RegenerationId,
 ) -> Result<(), StoreError> {
     let details = serde_json::json!({
         "code": JobStatus::Superseded.as_str(),
@@ -206,7 +207,7 @@ pub async fn set_model(
 }
 
 pub struct NewRegeneration<'a> {
-    pub id: Uuid,
+    pub id: RegenerationId,
     pub session_id: SessionId,
     pub user_id: UserId,
     pub client_request_id: Option<&'a str>,

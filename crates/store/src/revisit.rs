@@ -4,9 +4,8 @@
 use crate::resources::{RESOURCE_COLUMNS, ResourceRow};
 use crate::sessions::session_process;
 use crate::{StoreError, Tx};
-use dialectic_core::ids::{ResourceId, SessionId};
+use dialectic_core::ids::{ResourceId, RevisionId, SessionId};
 use dialectic_core::job::JobStatus;
-use uuid::Uuid;
 
 /// The stages after `stage_slug` in the session's process, in order.
 pub async fn stages_after(
@@ -112,7 +111,7 @@ pub async fn record(tx: &mut Tx<'_>, r: &NewRevision<'_>) -> Result<(), StoreErr
            (id, session_id, revision, stage_slug, iteration_number, impact, reason, needs_review, downstream_archived)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
-    .bind(Uuid::now_v7())
+    .bind(RevisionId::new())
     .bind(r.session_id)
     .bind(r.revision)
     .bind(r.stage_slug)

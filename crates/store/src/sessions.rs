@@ -5,10 +5,9 @@
 
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
-use dialectic_core::ids::{ModelId, ProjectId, SessionId, UserId};
+use dialectic_core::ids::{ModelId, ProjectId, SessionId, StageId, UserId};
 use dialectic_core::job::JobStatus;
 use dialectic_core::session::{SessionState, SessionStatus};
-use uuid::Uuid;
 
 #[derive(Debug, Clone, sqlx::FromRow, serde::Deserialize)]
 pub struct SessionRow {
@@ -17,7 +16,7 @@ pub struct SessionRow {
     pub user_id: UserId,
     pub status: String,
     pub iteration_count: i32,
-    pub current_stage_id: Option<Uuid>,
+    pub current_stage_id: Option<StageId>,
     pub selected_model_ids: Vec<ModelId>,
     pub auto_advance: bool,
     pub created_at: DateTime<Utc>,

@@ -8,7 +8,7 @@
 use crate::error::GatewayError;
 use crate::service::{Gateway, optional};
 use dialectic_core::digest::sha256_hex;
-use dialectic_core::ids::{ProjectId, UserId};
+use dialectic_core::ids::{ProjectId, QueryId, UserId};
 use dialectic_core::query::{SourceKind, cache_name};
 use dialectic_proto::v1::executor::{AnswerRequest, AnswerResponse};
 use dialectic_proto::v1::{Citation, CitationSourceKind, QueryRequest, QueryResponse};
@@ -112,7 +112,7 @@ impl Gateway {
                 user_id: user.to_string(),
                 text: text.to_string(),
                 model: req.model.trim().to_string(),
-                query_id: uuid::Uuid::now_v7().to_string(),
+                query_id: QueryId::new().to_string(),
             })
             .await
             .map_err(GatewayError::Executor)?

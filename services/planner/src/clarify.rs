@@ -60,8 +60,7 @@ impl Engine {
             job_id: job.id,
         };
         clarifications::record(&mut unit.tx, &at, &round).await?;
-        let ids: Vec<uuid::Uuid> = steps.iter().map(|s| s.0).collect();
-        let replaced = clarifications::supersede_steps(&mut unit.tx, root.id, &ids).await?;
+        let replaced = clarifications::supersede_steps(&mut unit.tx, root.id, &steps).await?;
         let mut event = self
             .job_event(unit, &job, EventKind::ClarificationRequested)
             .await?;

@@ -8,7 +8,9 @@
 use super::lock_session;
 use crate::engine::{EffectInputs, Engine, PlannerError, Unit, now_ms, parse_id};
 use dialectic_cache::ProgressEvent;
-use dialectic_core::ids::{ContributionId, JobId, ModelId, ResourceId, SessionId, UserId};
+use dialectic_core::ids::{
+    ContributionId, JobId, ModelId, RegenerationId, ResourceId, SessionId, UserId,
+};
 use dialectic_core::job::{JobEvent, JobStatus, JobType, REGENERATION_KEY_MARK, transition};
 use dialectic_core::progress::EventKind;
 use dialectic_core::session::SessionEvent;
@@ -18,7 +20,6 @@ use dialectic_store::jobs::JobRow;
 use dialectic_store::regenerate::{self, NewRegeneration};
 use dialectic_store::sessions::SessionRow;
 use dialectic_store::stages;
-use uuid::Uuid;
 
 /// Attempts a regeneration gets when the original job's budget cannot be read.
 const DEFAULT_ATTEMPTS: i32 = 3;
@@ -125,7 +126,7 @@ pub(crate) async fn carry_out(
         return Ok(());
     }
     let plan = plan(&order.slot, asked.template)?;
-    let regeneration_id = Uuid::now_v7();
+    let regeneration_id = RegenerationId::new();
     let job_id = JobId::new();
     regenerate::insert_job(
         &mut unit.tx,

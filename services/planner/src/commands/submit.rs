@@ -3,15 +3,14 @@
 
 use super::lock_session;
 use crate::engine::{Engine, PlannerError, parse_id};
-use dialectic_core::ids::SessionId;
 use dialectic_core::ids::UserId;
+use dialectic_core::ids::{FeedbackId, SessionId};
 use dialectic_core::paths::{FileKind, PathContext};
 use dialectic_core::session::SessionEvent;
 use dialectic_proto::v1::planner::SubmitStageResponsesCommand;
 use dialectic_store::inputs::{self, NewFeedback};
 use dialectic_store::sessions::{self, SessionRow};
 use dialectic_store::stages::{self, StageRow};
-use uuid::Uuid;
 
 pub(crate) async fn submit(
     engine: &Engine,
@@ -84,7 +83,7 @@ async fn store_feedback(
     inputs::insert_feedback(
         &mut unit.tx,
         &NewFeedback {
-            id: Uuid::now_v7(),
+            id: FeedbackId::new(),
             project_id: session.project_id,
             session_id: session.id,
             user_id: feedback.user_id,

@@ -14,7 +14,6 @@ use dialectic_store::jobs::{self, JobRow};
 use dialectic_store::{clarifications, inputs, project_documents, skips};
 use serde_json::json;
 use std::collections::{BTreeSet, HashSet};
-use uuid::Uuid;
 
 /// Output types of every step downstream of `step`: what a PLAN step's header context plans.
 pub(super) fn descendant_outputs(recipe: &Recipe, step: &RecipeStep) -> Vec<String> {
@@ -40,11 +39,11 @@ struct Progress {
 /// Progress from the root's own step and its children (type, status, step).
 /// RENDER children are no step's; a superseded child (a clarification round
 /// replaced it) is planned again.
-fn progress(own: Option<StepId>, children: &[(JobType, JobStatus, Option<Uuid>)]) -> Progress {
+fn progress(own: Option<StepId>, children: &[(JobType, JobStatus, Option<StepId>)]) -> Progress {
     let mut progress = Progress::default();
     progress.done.extend(own);
     for (job_type, status, step) in children {
-        let Some(step) = step.map(StepId) else {
+        let Some(step) = *step else {
             continue;
         };
         if *job_type == JobType::Render || *status == JobStatus::Superseded {

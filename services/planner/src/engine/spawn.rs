@@ -103,7 +103,7 @@ impl Engine {
             iteration: parent.iteration_number,
             job_type: step.job_type,
             status,
-            step_id: Some(step.id.0),
+            step_id: Some(step.id),
             step_key: Some(&step.step_key),
             model_id: parent.model_id,
             document_key: Some(&step.output_type),
@@ -116,7 +116,7 @@ impl Engine {
         let inserted = jobs::insert(&mut unit.tx, &new).await?;
         if let Some(id) = inserted {
             if child.round.is_some() {
-                clarifications::continue_attempts(&mut unit.tx, id, parent.id, step.id.0).await?;
+                clarifications::continue_attempts(&mut unit.tx, id, parent.id, step.id).await?;
             }
             if wait_for.is_none() {
                 self.dispatch(unit, id, step.job_type).await?;

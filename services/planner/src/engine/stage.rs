@@ -179,7 +179,7 @@ impl Engine {
                 Some(_) => JobStatus::WaitingForPrerequisite,
                 None => JobStatus::Pending,
             },
-            step_id: Some(roots.step.id.0),
+            step_id: Some(roots.step.id),
             step_key: Some(&roots.step.step_key),
             model_id: Some(model.id),
             document_key: Some(&roots.step.output_type),

@@ -11,8 +11,8 @@ fn child(
     key: &str,
     job_type: JobType,
     status: JobStatus,
-) -> (JobType, JobStatus, Option<Uuid>) {
-    (job_type, status, Some(by_key(recipe, key).id.0))
+) -> (JobType, JobStatus, Option<StepId>) {
+    (job_type, status, Some(by_key(recipe, key).id))
 }
 
 #[test]
@@ -45,8 +45,8 @@ fn renders_and_superseded_children_do_not_count_as_a_step_started() {
     let own = by_key(&recipe, "plan").id;
     let outline = by_key(&recipe, "outline").id;
     let rows = [
-        (JobType::Render, JobStatus::Completed, Some(outline.0)),
-        (JobType::Execute, JobStatus::Superseded, Some(outline.0)),
+        (JobType::Render, JobStatus::Completed, Some(outline)),
+        (JobType::Execute, JobStatus::Superseded, Some(outline)),
         (JobType::Render, JobStatus::Pending, None),
     ];
     let seen = progress(Some(own), &rows);
