@@ -200,7 +200,8 @@ impl Gateway {
                 project_id: project.id.to_string(),
                 user_id: user.to_string(),
             }))
-            .await?;
+            .await
+            .map_err(GatewayError::Planner)?;
         self.invalidate(project.id).await;
         // The rows are gone from every read; objects go after the commit, so a
         // failed commit never leaves a project without its prompt.

@@ -55,7 +55,7 @@ pub enum GatewayError {
     Internal(String),
     /// The planner's answer to a command, passed on with its code and details.
     #[error("{}", .0.message())]
-    Planner(#[from] Status),
+    Planner(Status),
     /// The wallet's answer to a credit, passed on with its code and details.
     #[error("{}", .0.message())]
     Wallet(Status),

@@ -150,7 +150,8 @@ impl Gateway {
                 client_request_id: ask.request_id.unwrap_or_default().to_string(),
                 model_name: names.get(&model_id).cloned().unwrap_or_default(),
             }))
-            .await?
+            .await
+            .map_err(GatewayError::Planner)?
             .into_inner();
         if !done.created {
             return self.lost_race(user, ask.request_id, &asked).await;

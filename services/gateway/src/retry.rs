@@ -30,7 +30,8 @@ impl Gateway {
                 user_id: user.to_string(),
                 model,
             }))
-            .await?
+            .await
+            .map_err(GatewayError::Planner)?
             .into_inner();
         self.invalidate(session.project_id).await;
         let session = sessions::session_for_user(self.store.pool(), user, session.id).await?;

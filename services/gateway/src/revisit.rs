@@ -32,7 +32,8 @@ impl Gateway {
                 impact: impact.as_str().to_string(),
                 reason: req.reason.trim().to_string(),
             }))
-            .await?
+            .await
+            .map_err(GatewayError::Planner)?
             .into_inner();
         self.invalidate(session.project_id).await;
         let session = sessions::session_for_user(self.store.pool(), user, session.id).await?;

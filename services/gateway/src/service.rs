@@ -339,10 +339,11 @@ impl Gateway {
         });
         let mut planner = self.planner();
         match command {
-            Command::Pause => planner.pause(message).await?,
-            Command::Resume => planner.resume(message).await?,
-            Command::Cancel => planner.cancel(message).await?,
-        };
+            Command::Pause => planner.pause(message).await,
+            Command::Resume => planner.resume(message).await,
+            Command::Cancel => planner.cancel(message).await,
+        }
+        .map_err(GatewayError::Planner)?;
         let row = sessions::session_for_user(self.store.pool(), user, id).await?;
         self.session_view(row, true).await
     }
@@ -559,7 +560,8 @@ impl Gateway {
         };
         self.planner()
             .submit_stage_responses(tonic::Request::new(command))
-            .await?;
+            .await
+            .map_err(GatewayError::Planner)?;
         let row = sessions::session_for_user(self.store.pool(), user, row.id).await?;
         self.session_view(row, false).await
     }
