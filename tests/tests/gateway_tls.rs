@@ -127,14 +127,14 @@ async fn dialectic(api_key: &str, args: &[&str], env_vars: &[(&str, &Path)]) -> 
         .kill_on_drop(true);
     let started = Instant::now();
     let output = tokio::time::timeout(
-        Duration::from_secs(60),
+        Duration::from_secs(120),
         command
             .spawn()
             .expect("dialectic starts")
             .wait_with_output(),
     )
     .await
-    .unwrap_or_else(|_| panic!("dialectic {args:?} still running after 60 s"))
+    .unwrap_or_else(|_| panic!("dialectic {args:?} still running after 120 s"))
     .expect("dialectic ran");
     // Shown only when the test fails: every run, in order.
     eprintln!(
@@ -522,6 +522,78 @@ async fn the_gateway_presents_a_renewed_certificate_without_a_restart() {
         .into_inner();
     assert_eq!(health.status, ServingStatus::Serving as i32);
 
+    env.teardown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The CLI runs a whole session through a TLS gateway, trusting the test CA:
+/// project, session, the watched progress stream and the documents, all over
+/// `https://`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_cli_runs_a_session_to_review_through_a_tls_gateway() {
+    let dir = certificates();
+    let mut env = TestEnv::new().await;
+    env.settings.gateway.tls_cert = dir.join("tls.crt").display().to_string();
+    env.settings.gateway.tls_key = dir.join("tls.key").display().to_string();
+    // The gateway's health is asked on its plaintext health port.
+    let health_port = dialectic_e2e::free_ports(1)[0];
+    env.settings.gateway.health_listen = format!("127.0.0.1:{health_port}");
+    for name in dialectic_e2e::ALL_SERVICES {
+        env.start(&[name]).await;
+        if name != "gateway" {
+            env.wait_serving(name).await;
+        }
+    }
+    let ready = dialectic_e2e::wait_for_status(
+        ([127, 0, 0, 1], health_port).into(),
+        "",
+        ServingStatus::Serving,
+    )
+    .await;
+    assert_eq!(ready, ServingStatus::Serving, "the gateway");
+    let https = format!("https://localhost:{}", env.addr("gateway").port());
+    let api_key = env.settings.gateway.bootstrap_key.clone();
+    let ca = dir.join("ca.pem");
+    let (output, _) = dialectic(
+        &api_key,
+        &[
+            "--gateway",
+            &https,
+            "--ca-cert",
+            ca.to_str().expect("utf-8"),
+            "run",
+            "--name",
+            "Over TLS",
+            "--prompt",
+            "A lending library for power tools, run by neighbours for neighbours.",
+            "--model",
+            "simulated",
+        ],
+        &[],
+    )
+    .await;
+    assert!(output.status.success(), "{}", described(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let session = stdout
+        .lines()
+        .nth(1)
+        .and_then(|l| l.strip_prefix("session ")?.split(' ').next())
+        .unwrap_or_else(|| panic!("run's second line names the session:\n{stdout}"))
+        .to_string();
+    assert!(
+        stdout.contains(&format!(
+            "session {session} is iteration_complete_pending_review"
+        )),
+        "{}",
+        described(&output)
+    );
+    let status: String =
+        sqlx::query_scalar("SELECT status FROM dialectic_sessions WHERE id = $1::uuid")
+            .bind(&session)
+            .fetch_one(env.store.pool())
+            .await
+            .expect("the session row");
+    assert_eq!(status, "iteration_complete_pending_review");
     env.teardown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
