@@ -877,3 +877,14 @@ pub async fn start_project_session(
     assert_eq!(session.auto_advance, auto_advance);
     (project.id, session.id)
 }
+
+/// A limit's refusal: its code, ErrorInfo reason, and the `limit` and
+/// `current` figures from the ErrorInfo metadata.
+pub fn refusal(status: &tonic::Status) -> (tonic::Code, String, String, String) {
+    use dialectic_runtime::error_status::StatusExt;
+    let info = status
+        .get_details_error_info()
+        .unwrap_or_else(|| panic!("ErrorInfo in {status:?}"));
+    let meta = |key: &str| info.metadata.get(key).cloned().unwrap_or_default();
+    (status.code(), info.reason, meta("limit"), meta("current"))
+}

@@ -5,7 +5,7 @@
 
 use dialectic_e2e::TestEnv;
 use dialectic_e2e::terminal::{Screen, bar};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
@@ -13,10 +13,6 @@ use std::time::Duration;
 const COLS: usize = 120;
 
 const PROMPT: &str = "A lending library for power tools, run by neighbours for neighbours.";
-
-fn dialectic_binary() -> PathBuf {
-    dialectic_e2e::workspace_binary("dialectic-cli", "dialectic")
-}
 
 fn quoted(arg: &str) -> String {
     format!("'{}'", arg.replace('\'', r"'\''"))
@@ -83,7 +79,7 @@ async fn dialectic(env: &TestEnv, binary: &Path, args: &[&str], tty: bool) -> Ou
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn run_draws_a_bar_per_stage_on_a_terminal_and_lines_otherwise() {
-    let binary = dialectic_binary();
+    let binary = dialectic_e2e::workspace_binary("dialectic-cli", "dialectic");
     let mut env = TestEnv::new().await;
     env.start_all().await;
 

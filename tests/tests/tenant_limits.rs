@@ -8,7 +8,6 @@
 
 use dialectic_e2e::{GatewayClient, TestEnv};
 use dialectic_proto::v1::{AddProjectDocumentRequest, CreateProjectRequest};
-use dialectic_runtime::error_status::StatusExt;
 use tonic::Code;
 
 const MAX_DOCUMENTS: u64 = 3;
@@ -64,15 +63,6 @@ async fn stored(env: &TestEnv, project: &str) -> (i64, usize) {
     (rows, objects)
 }
 
-/// The refusal's code, reason and (limit, current) metadata.
-fn described(status: &tonic::Status) -> (Code, String, String, String) {
-    let info = status
-        .get_details_error_info()
-        .unwrap_or_else(|| panic!("ErrorInfo in {status:?}"));
-    let meta = |key: &str| info.metadata.get(key).cloned().unwrap_or_default();
-    (status.code(), info.reason, meta("limit"), meta("current"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_upload_past_the_document_limit_is_refused_and_writes_nothing() {
     let (env, mut client) = limited_env().await;
@@ -96,7 +86,7 @@ async fn the_upload_past_the_document_limit_is_refused_and_writes_nothing() {
         .await
         .expect_err("one past the limit");
     assert_eq!(
-        described(&refused),
+        dialectic_e2e::refusal(&refused),
         (
             Code::ResourceExhausted,
             "PROJECT_DOCUMENT_LIMIT_REACHED".into(),
@@ -137,7 +127,7 @@ async fn the_upload_past_the_byte_limit_is_refused_and_writes_nothing() {
         .await
         .expect_err("one byte past the limit");
     assert_eq!(
-        described(&refused),
+        dialectic_e2e::refusal(&refused),
         (
             Code::ResourceExhausted,
             "PROJECT_BYTES_LIMIT_REACHED".into(),
@@ -176,7 +166,7 @@ async fn race_for_the_last_slot(env: &TestEnv, client: &mut GatewayClient, racer
         match outcome.expect("racer task") {
             Ok(_) => passed += 1,
             Err(status) => assert_eq!(
-                described(&status).1,
+                dialectic_e2e::refusal(&status).1,
                 "PROJECT_DOCUMENT_LIMIT_REACHED",
                 "{status:?}"
             ),

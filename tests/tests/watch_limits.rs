@@ -12,7 +12,6 @@ use dialectic_proto::v1::{
     CreateProjectRequest, PauseSessionRequest, ResumeSessionRequest, SessionEvent,
     StartSessionRequest, WatchSessionRequest,
 };
-use dialectic_runtime::error_status::StatusExt;
 use futures::StreamExt;
 use std::time::Duration;
 use tonic::Code;
@@ -71,15 +70,6 @@ async fn watching(client: &mut GatewayClient, session_id: &str) -> Streaming<Ses
     events
 }
 
-/// The refusal's code, reason and (limit, current) metadata.
-fn described(status: &tonic::Status) -> (Code, String, String, String) {
-    let info = status
-        .get_details_error_info()
-        .unwrap_or_else(|| panic!("ErrorInfo in {status:?}"));
-    let meta = |key: &str| info.metadata.get(key).cloned().unwrap_or_default();
-    (status.code(), info.reason, meta("limit"), meta("current"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_user_past_the_watch_cap_is_refused_until_a_stream_ends() {
     let mut env = TestEnv::new().await;
@@ -101,7 +91,7 @@ async fn a_user_past_the_watch_cap_is_refused_until_a_stream_ends() {
         .await
         .expect_err("one stream past the cap");
     assert_eq!(
-        described(&refused),
+        dialectic_e2e::refusal(&refused),
         (
             Code::ResourceExhausted,
             "WATCH_LIMIT_REACHED".into(),
