@@ -1,16 +1,17 @@
 //! Asking a project questions (seed 004 query pipeline) on six service
-//! processes: every citation of an answer quotes the stored text at the range
-//! it names; a fabricated citation is removed with a caveat; an answer is
-//! billed once and then cached at no cost until a document edit; a compound
-//! question's parts are answered in parallel; another user's project is
-//! NOT_FOUND.
+//! processes: every citation of an answer quotes its source's text at the
+//! range it names, and opens through GetDocumentContent (upload, rendered
+//! document, resolved clause, blackboard entry); the sources are indexed once;
+//! a fabricated citation is removed with a caveat; an answer is billed once
+//! and then cached at no cost until a document edit; after a second analysis
+//! answers read it only and name it; a compound question's parts are answered
+//! in parallel; another user's project is NOT_FOUND.
 
-use dialectic_core::query::{Source, SourceKind, chunks};
 use dialectic_e2e::{GatewayClient, TestEnv, upload_documents};
 use dialectic_proto::v1::{
-    AddProjectDocumentRequest, CitationSourceKind, CreateProjectRequest, GetWalletRequest,
-    ListProjectDocumentsRequest, ListStageDocumentsRequest, QueryRequest, QueryResponse,
-    SaveDocumentEditRequest, StartSessionRequest,
+    AddProjectDocumentRequest, CitationSourceKind, CreateProjectRequest, GetDocumentContentRequest,
+    GetWalletRequest, ListProjectDocumentsRequest, ListStageDocumentsRequest, QueryRequest,
+    QueryResponse, SaveDocumentEditRequest, StartSessionRequest,
 };
 
 const STACK: [(&str, &str); 3] = [
@@ -47,8 +48,8 @@ async fn available(client: &mut GatewayClient) -> i64 {
         .available
 }
 
-/// Every citation's quote is the stored text of its upload at the chunk's
-/// range plus the citation's, and is marked as the user's own document.
+/// Every citation's quote is the stored text of its upload at the citation's
+/// range (characters of the whole text), and is marked as the user's own document.
 async fn assert_citations_resolve(
     env: &TestEnv,
     client: &mut GatewayClient,
@@ -79,23 +80,34 @@ async fn assert_citations_resolve(
             .get_string(&upload.storage_key)
             .await
             .expect("stored");
-        let source = Source {
-            id: upload.resource_id.clone(),
-            name: upload.file_name.clone(),
-            kind: SourceKind::UploadedDocument,
-            text: stored.clone(),
-        };
-        let chunk = chunks(&source)
-            .into_iter()
-            .find(|c| c.id == citation.chunk_id)
-            .expect("the cited chunk");
         let at: String = stored
             .chars()
-            .skip(chunk.start + citation.start as usize)
+            .skip(citation.start as usize)
             .take((citation.end - citation.start) as usize)
             .collect();
         assert_eq!(at, citation.quote, "{citation:?}");
     }
+}
+
+/// When the project's index last changed a source's row.
+async fn last_indexed(env: &TestEnv, project: &str) -> chrono::DateTime<chrono::Utc> {
+    sqlx::query_scalar("SELECT max(indexed_at) FROM query_sources WHERE project_id = $1::uuid")
+        .bind(project)
+        .fetch_one(env.store.pool())
+        .await
+        .expect("indexed_at")
+}
+
+/// How many of the project's sources of `kind` the query index holds.
+async fn indexed(env: &TestEnv, project: &str, kind: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM query_sources WHERE project_id = $1::uuid AND kind = $2",
+    )
+    .bind(project)
+    .bind(kind)
+    .fetch_one(env.store.pool())
+    .await
+    .expect("index rows")
 }
 
 /// Once an analysis resolved the stack's clauses, they stand for the uploads:
@@ -134,6 +146,14 @@ async fn answers_quote_stored_text_and_are_cached_until_an_edit() {
     let before = available(&mut client).await;
     let answer = ask(&mut client, &project, "When is the rent due?").await;
     assert_citations_resolve(&env, &mut client, &project, &answer).await;
+    resolve_through_the_api(&mut client, &answer).await;
+    assert_eq!(
+        answer.analysis_session_id, "",
+        "no session yet: the uploads alone"
+    );
+    // The first question indexed the uploads; the next miss reads the index as it is.
+    assert_eq!(indexed(&env, &project, "uploaded_document").await, 3);
+    let first_indexed = last_indexed(&env, &project).await;
     assert!(answer.caveats.is_empty(), "{:?}", answer.caveats);
     assert!(!answer.cached && answer.cost > 0, "{answer:?}");
     assert_eq!(
@@ -172,6 +192,11 @@ async fn answers_quote_stored_text_and_are_cached_until_an_edit() {
         fabricated.caveats
     );
     assert!(fabricated.confidence < answer.confidence);
+    assert_eq!(
+        last_indexed(&env, &project).await,
+        first_indexed,
+        "a source is indexed once"
+    );
 
     // A session renders the conflict report; editing it makes the next answer a miss.
     let session = client
@@ -193,6 +218,11 @@ async fn answers_quote_stored_text_and_are_cached_until_an_edit() {
         "the session's documents dropped the cached answer"
     );
     written_by_the_analysis(&fresh);
+    resolve_through_the_api(&mut client, &fresh).await;
+    assert_eq!(fresh.analysis_session_id, session, "{fresh:?}");
+    // The analysis's resolved clauses replaced the uploads in the index too.
+    assert_eq!(indexed(&env, &project, "uploaded_document").await, 0);
+    assert!(indexed(&env, &project, "contribution").await > 0);
     assert!(
         ask(&mut client, &project, "When is the rent due?")
             .await
@@ -213,14 +243,93 @@ async fn answers_quote_stored_text_and_are_cached_until_an_edit() {
         .expect("the conflict report");
     client
         .save_document_edit(SaveDocumentEditRequest {
-            resource_id: report.resource_id,
+            resource_id: report.resource_id.clone(),
             content: "No conflicts after all.".into(),
         })
         .await
         .expect("edit");
+    // The edit is re-rendered in the background; a citation names the text
+    // as it was when the question was answered, so ask once it is there.
+    for _ in 0..200 {
+        let shown = client
+            .get_document_content(GetDocumentContentRequest {
+                resource_id: report.resource_id.clone(),
+            })
+            .await
+            .expect("report")
+            .into_inner()
+            .content;
+        if shown.contains("No conflicts after all.") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let after_edit = ask(&mut client, &project, "When is the rent due?").await;
     assert!(!after_edit.cached && after_edit.cost > 0, "{after_edit:?}");
+    resolve_through_the_api(&mut client, &after_edit).await;
+
+    // A second analysis of the stack: answers read it, and only it.
+    let second = client
+        .start_session(StartSessionRequest {
+            project_id: project.clone(),
+            models: vec!["simulated".into()],
+            auto_advance: true,
+            ..Default::default()
+        })
+        .await
+        .expect("second session")
+        .into_inner()
+        .id;
+    env.wait_for_session(&second, "iteration_complete_pending_review", true)
+        .await;
+    let latest = ask(&mut client, &project, "Who maintains the docks now?").await;
+    assert_eq!(latest.analysis_session_id, second, "{latest:?}");
+    written_by_the_analysis(&latest);
+    resolve_through_the_api(&mut client, &latest).await;
+    for citation in &latest.citations {
+        let id = uuid::Uuid::parse_str(&citation.source_id).expect("source id");
+        assert_eq!(
+            env.count(&of_session(&second), id).await,
+            1,
+            "{citation:?} is of the second analysis"
+        );
+    }
     env.teardown().await;
+}
+
+/// SQL counting the rendered documents, contributions and blackboard
+/// entries of `session` whose id is $1.
+fn of_session(session: &str) -> String {
+    format!(
+        "SELECT count(*) FROM (
+           SELECT id FROM dialectic_project_resources WHERE session_id = '{session}'
+           UNION ALL SELECT id FROM dialectic_contributions WHERE session_id = '{session}'
+           UNION ALL SELECT id FROM dialectic_blackboard_entries WHERE session_id = '{session}'
+         ) o WHERE o.id = $1"
+    )
+}
+
+/// Every citation's source opens through `GetDocumentContent` (an upload, a
+/// rendered document, a resolved clause's content, a blackboard entry's
+/// data), and its text has the quote at the citation's `start..end`.
+async fn resolve_through_the_api(client: &mut GatewayClient, answer: &QueryResponse) {
+    assert!(!answer.citations.is_empty(), "{answer:?}");
+    for citation in &answer.citations {
+        let content = client
+            .get_document_content(GetDocumentContentRequest {
+                resource_id: citation.source_id.clone(),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{citation:?} opens: {e}"))
+            .into_inner()
+            .content;
+        let at: String = content
+            .chars()
+            .skip(citation.start as usize)
+            .take((citation.end - citation.start) as usize)
+            .collect();
+        assert_eq!(at, citation.quote, "{citation:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -1,11 +1,13 @@
 //! Asking a project questions (seed 004 §3–§5): the rules of the query
 //! pipeline that need no I/O. Sources are cut into chunks with their place in
-//! the stored text; the chunks most like the question go to the model; every
-//! citation the model returns must quote text of a chunk it was given, or it
-//! is removed with a caveat and the confidence drops; with no valid citation
-//! left the answer says the evidence is missing instead of claiming anything.
+//! the source's text and embedded once (the store keeps both, and ranks them
+//! for a question: `dialectic_store::query::top_chunks`); the chunks most like
+//! the question go to the model; every citation the model returns must quote
+//! text of a chunk it was given, or it is removed with a caveat and the
+//! confidence drops; with no valid citation left the answer says the evidence
+//! is missing instead of claiming anything.
 
-use crate::context::{LOCAL_DIMS, cosine, hashed_ngram_embedding};
+use crate::context::{LOCAL_DIMS, hashed_ngram_embedding};
 use serde::{Deserialize, Serialize};
 
 /// The answer when no citation survives the check.
@@ -184,43 +186,48 @@ pub fn chunks(source: &Source) -> Vec<Chunk> {
 
 /// How much naming an entity the classifier extracted (a section number, a
 /// name) lifts a chunk over chunks that are only similar: the direct lookup.
-const ENTITY_BOOST: f64 = 1.0;
+/// More than any cosine, so chunks naming one come first.
+pub const ENTITY_BOOST: f64 = 1.0;
 
-/// The `limit` chunks most like `question` (local embedding, cosine), those
-/// that name one of `entities` first, in their sources' order.
-pub fn most_relevant(
-    chunks: &[Chunk],
-    question: &str,
-    entities: &[String],
-    limit: usize,
-) -> Vec<Chunk> {
-    let query = hashed_ngram_embedding(question, LOCAL_DIMS);
-    let entities: Vec<String> = entities
+/// The stored embedding of a chunk's text: the local hashed n-gram vector,
+/// unit length, so a dot product with [`query_terms`] is the cosine.
+pub fn embedding(text: &str) -> Vec<f32> {
+    hashed_ngram_embedding(text, LOCAL_DIMS)
+}
+
+/// A question's embedding as its non-zero dimensions (index, weight): a
+/// question has a few dozen, so ranking a chunk reads only those values of
+/// its stored vector.
+pub fn query_terms(question: &str) -> Vec<(usize, f32)> {
+    embedding(question)
+        .into_iter()
+        .enumerate()
+        .filter(|(_, w)| *w != 0.0)
+        .collect()
+}
+
+/// The entities as a chunk's lower-cased text is searched for them.
+pub fn entity_needles(entities: &[String]) -> Vec<String> {
+    entities
         .iter()
         .map(|e| e.trim().to_lowercase())
         .filter(|e| !e.is_empty())
-        .collect();
-    let names_one = |text: &str| {
-        let text = text.to_lowercase();
-        entities.iter().any(|e| text.contains(e.as_str()))
-    };
-    let mut scored: Vec<(f64, usize)> = chunks
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let similar = cosine(&query, &hashed_ngram_embedding(&c.text, LOCAL_DIMS));
-            let boost = if names_one(&c.text) {
-                ENTITY_BOOST
-            } else {
-                0.0
-            };
-            (similar + boost, i)
-        })
-        .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    let mut picked: Vec<usize> = scored.into_iter().take(limit).map(|(_, i)| i).collect();
-    picked.sort_unstable();
-    picked.into_iter().map(|i| chunks[i].clone()).collect()
+        .collect()
+}
+
+/// The text of a JSON contribution a question reads (and a client fetches):
+/// its reply's `content`; empty when it has none.
+pub fn contribution_text(raw: &str) -> String {
+    crate::sanitize::parse_model_json(raw)
+        .ok()
+        .and_then(|(v, _)| v["content"].as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// The text of a blackboard finding a question reads (and a client fetches):
+/// its data as compact JSON.
+pub fn finding_text(data: &serde_json::Value) -> String {
+    data.to_string()
 }
 
 /// The chunks as the synthesis prompt shows them: a header naming each
@@ -321,8 +328,9 @@ pub fn route(question: &str, reply: &serde_json::Value) -> Route {
     }
 }
 
-/// A citation that passed the check: its quote is the chunk's text at
-/// `start..end` (characters within the chunk).
+/// A citation that passed the check: its quote is the source's text at
+/// `start..end` (characters of the whole text a client fetches for the
+/// source, not of the chunk).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Citation {
     pub source_id: String,
@@ -343,8 +351,8 @@ pub struct Answer {
 }
 
 /// Checks a synthesis reply against the chunks it was given: a citation must
-/// name one of them and quote text that occurs in it (its range is taken from
-/// where the quote is, whatever the reply said) that `rules` accept. What
+/// name one of them and quote text that occurs in it (its range, in the
+/// source's text, is taken from where the quote is, whatever the reply said) that `rules` accept. What
 /// fails is removed and named in a caveat, each lowering the confidence; with
 /// nothing left, the answer is [`NOT_ENOUGH_EVIDENCE`] at confidence 0.
 pub fn checked_answer(reply: &serde_json::Value, given: &[Chunk], rules: &QuoteRules) -> Answer {
@@ -405,7 +413,7 @@ fn cite(raw: &serde_json::Value, given: &[Chunk], rules: &QuoteRules) -> Result<
         .text
         .find(quote)
         .ok_or_else(|| format!("{quote:?} does not occur in chunk {chunk_id}"))?;
-    let start = chunk.text[..at].chars().count();
+    let start = chunk.start + chunk.text[..at].chars().count();
     Ok(Citation {
         source_id: chunk.source_id.clone(),
         source_name: chunk.source_name.clone(),
@@ -478,17 +486,35 @@ mod tests {
     }
 
     #[test]
-    fn chunks_naming_an_entity_come_first() {
-        let cut = chunks(&source(&format!(
-            "{}\n\n{}\n\n9.1 Termination on notice.",
-            "x".repeat(CHUNK_CHARS),
-            "Rent and payment terms are set out below. ".repeat(30)
-        )));
-        assert_eq!(cut.len(), 3);
-        let similar = most_relevant(&cut, "rent payment terms", &[], 1);
-        assert!(similar[0].text.starts_with("Rent"), "{similar:?}");
-        let named = most_relevant(&cut, "rent payment terms", &["9.1".to_string()], 1);
-        assert!(named[0].text.starts_with("9.1"), "{named:?}");
+    fn query_terms_rank_like_the_cosine_and_ranges_are_of_the_source() {
+        let text = format!(
+            "{}\n\n4.2 Rent is due on the fifth day of each month.",
+            "x".repeat(CHUNK_CHARS)
+        );
+        let cut = chunks(&source(&text));
+        assert_eq!(cut.len(), 2);
+        let question = "When is the rent due?";
+        let dot = |c: &Chunk| -> f64 {
+            let e = embedding(&c.text);
+            query_terms(question)
+                .iter()
+                .map(|(i, w)| f64::from(e[*i] * w))
+                .sum()
+        };
+        for c in &cut {
+            let cosine = crate::context::cosine(&embedding(question), &embedding(&c.text));
+            assert!((dot(c) - cosine).abs() < 1e-5, "{c:?}");
+        }
+        assert!(dot(&cut[1]) > dot(&cut[0]));
+        assert!(query_terms(question).len() < LOCAL_DIMS / 2);
+
+        let reply = json!({"answer": "Rent is due on the fifth.",
+            "citations": [{"chunk_id": "r1:1", "quote": "Rent is due on the fifth day"}]});
+        let answer = checked_answer(&reply, &cut, &QuoteRules::default());
+        let c = &answer.citations[0];
+        let at: String = text.chars().skip(c.start).take(c.end - c.start).collect();
+        assert_eq!((at.as_str(), c.start), (c.quote.as_str(), CHUNK_CHARS + 6));
+        assert_eq!(entity_needles(&[" 4.2 ".into(), " ".into()]), ["4.2"]);
     }
 
     #[test]

@@ -28,7 +28,12 @@ pub struct ResourceRow {
 }
 
 impl ResourceRow {
+    /// The object's key: an upload's storage_path is its whole key, a
+    /// rendered document's is its folder.
     pub fn key(&self) -> String {
+        if self.resource_type == crate::project_documents::PROJECT_DOCUMENT {
+            return self.storage_path.clone();
+        }
         format!("{}/{}", self.storage_path, self.file_name)
     }
 }

@@ -1,15 +1,17 @@
 //! Answering a project's questions (the gateway's `Query`; seed 004 §3–§5):
-//! the sources are cut into chunks, one model call classifies the question,
-//! then one synthesis per part of it runs in parallel over the chunks most
-//! like that part. Every call is held for and captured from the user's wallet
+//! the sources not yet indexed as they are are cut into chunks and stored
+//! (`dialectic_store::query`), one model call classifies the question, then
+//! one synthesis per part of it runs in parallel over the stored chunks most
+//! like that part, which Postgres ranks. Every call is held for and captured from the user's wallet
 //! under keys of this question, and every citation is checked against the
 //! chunks its call was given (`dialectic_core::query`).
 
 use crate::Executor;
 use crate::billing::{self, Hold};
 use crate::provider::Provider;
+use dialectic_core::digest::sha256_hex;
 use dialectic_core::error::{ErrorCode, Reason};
-use dialectic_core::ids::{ProjectId, UserId};
+use dialectic_core::ids::{ProjectId, SessionId, UserId};
 use dialectic_core::prompt::{ChatRequest, Message};
 use dialectic_core::query::{self, Answer, Chunk, Route, Source, SourceKind, SubQuery};
 use dialectic_core::sanitize::parse_model_json;
@@ -23,11 +25,15 @@ use dialectic_store::StoreError;
 use dialectic_store::models::{self, ModelRow};
 use dialectic_store::projects;
 use dialectic_store::query as sources;
+use futures::StreamExt;
 use std::collections::BTreeMap;
 use tonic::Status;
 
 /// Chunks one synthesis reads.
 const CHUNKS_PER_PART: usize = 6;
+
+/// Objects read at once when sources are indexed.
+const READS_AT_ONCE: usize = 16;
 
 const CLASSIFY_PROMPT: &str = "Classify the user's question about a project's documents. \
 Types: truth_reconstitution (the current state of a clause or fact), conflict_detection \
@@ -47,6 +53,7 @@ gaps. Reply with JSON only: {\"answer\": string, \"citations\": [{\"chunk_id\": 
 /// A question's calls and what they cost.
 struct Asking<'a> {
     executor: &'a Executor,
+    project: ProjectId,
     user: UserId,
     query_id: &'a str,
     model: ModelRow,
@@ -78,8 +85,10 @@ impl Executor {
             .await
             .map_err(|e| error_status::status(&e))?;
         let provider = self.provider(&model).await.map_err(status)?;
-        let chunks = self.chunks_of(project).await?;
+        // Before any paid call: a question whose sources cannot be read costs nothing.
+        let analysis = self.index(project).await?;
         let asking = Asking {
+            project,
             executor: self,
             user,
             query_id: &req.query_id,
@@ -92,7 +101,7 @@ impl Executor {
                 .parts
                 .iter()
                 .enumerate()
-                .map(|(i, part)| asking.synthesize(i, part, &route.entities, &chunks)),
+                .map(|(i, part)| asking.synthesize(i, part, &route.entities)),
         )
         .await;
         let mut answers = Vec::with_capacity(parts.len());
@@ -101,56 +110,159 @@ impl Executor {
             spent += cost;
             answers.push(answer);
         }
-        Ok(response(&route, query::merge(answers), spent))
+        Ok(response(&route, query::merge(answers), spent, analysis))
     }
 
-    /// Every chunk of the project's sources: documents (read from S3) and findings.
-    async fn chunks_of(&self, project: ProjectId) -> Result<Vec<Chunk>, Status> {
+    /// Indexes what the project's questions read and is not indexed as it
+    /// is now (read from S3, or the row for a finding; cut and embedded again
+    /// only when its content hash changed), and drops the index of what they
+    /// no longer read. Done at the first question after a change rather than
+    /// when a source is written: one place that knows what a question reads,
+    /// nothing for projects never asked, and no work on the render path.
+    /// Returns the analysis (session) whose outputs the index holds.
+    async fn index(&self, project: ProjectId) -> Result<Option<SessionId>, Status> {
+        let pool = self.store.pool();
         let unavailable = |e: StoreError| error_status::status(&e);
-        let mut found = Vec::new();
-        for doc in sources::documents(self.store.pool(), project)
+        let analysis = sources::analysis(pool, project)
             .await
-            .map_err(unavailable)?
-        {
-            let text = self
-                .blob
-                .get_string(&doc.storage_key)
-                .await
-                .map_err(|e| error_status::status(&e))?;
-            let text = if doc.json {
-                parse_model_json(&text)
-                    .ok()
-                    .and_then(|(v, _)| v["content"].as_str().map(str::to_string))
-                    .unwrap_or_default()
-            } else {
-                text
-            };
-            let kind = SourceKind::parse(&doc.kind).ok_or_else(|| {
-                Status::internal(format!(
-                    "source {} is of no known kind {:?}",
-                    doc.id, doc.kind
-                ))
-            })?;
-            found.push(Source {
-                id: doc.id.to_string(),
-                name: doc.name,
-                kind,
-                text,
-            });
-        }
-        for finding in sources::findings(self.store.pool(), project)
+            .map_err(unavailable)?;
+        let stale = sources::sync(pool, project, analysis)
             .await
-            .map_err(unavailable)?
-        {
-            found.push(Source {
-                id: finding.id.to_string(),
-                name: format!("blackboard:{}", finding.entry_type),
-                kind: SourceKind::BlackboardEntry,
-                text: finding.data.0.to_string(),
-            });
+            .map_err(unavailable)?;
+        if stale.is_empty() {
+            return Ok(analysis);
         }
-        Ok(found.iter().flat_map(query::chunks).collect())
+        // The reads as a list first: a stream mapping by closure trips the
+        // Send check of the service's async fn (rust#110338).
+        let reads: Vec<_> = stale.iter().map(|s| self.source_text(s)).collect();
+        let texts: Vec<Result<String, Status>> = futures::stream::iter(reads)
+            .buffered(READS_AT_ONCE)
+            .collect()
+            .await;
+        let texts = texts.into_iter().collect::<Result<Vec<_>, _>>()?;
+        let stale = std::sync::Arc::new(stale);
+        let cut = stale.clone();
+        // Cutting and embedding hundreds of texts is CPU work: off the async workers.
+        let parts = tokio::task::spawn_blocking(move || {
+            cut.iter()
+                .zip(texts)
+                .map(|(s, text)| cut_source(s, &text))
+                .collect::<Result<Vec<_>, Status>>()
+        })
+        .await
+        .map_err(|e| Status::internal(format!("indexing failed: {e}")))??;
+        let indexed: Vec<sources::IndexedSource> = stale
+            .iter()
+            .zip(parts)
+            .map(|(source, (content_hash, chunks))| sources::IndexedSource {
+                source,
+                content_hash,
+                chunks,
+            })
+            .collect();
+        sources::store_index(pool, project, &indexed)
+            .await
+            .map_err(unavailable)?;
+        Ok(analysis)
     }
+
+    /// The text a question reads of a source, which is also what a client
+    /// fetches for it: an object's text, a JSON contribution's content, a
+    /// finding's data.
+    async fn source_text(&self, source: &sources::StaleSource) -> Result<String, Status> {
+        if let Some(data) = &source.data {
+            return Ok(query::finding_text(&data.0));
+        }
+        let key = source.storage_key.as_deref().unwrap_or_default();
+        let text = self
+            .blob
+            .get_string(key)
+            .await
+            .map_err(|e| error_status::status(&e))?;
+        Ok(if source.kind == SourceKind::Contribution.as_str() {
+            query::contribution_text(&text)
+        } else {
+            text
+        })
+    }
+
+    /// The chunks of one part's question: the stored ones most like it.
+    async fn retrieve(
+        &self,
+        project: ProjectId,
+        question: &str,
+        entities: &[String],
+    ) -> Result<Vec<Chunk>, Status> {
+        let picked = sources::top_chunks(
+            self.store.pool(),
+            project,
+            &query::query_terms(question),
+            &query::entity_needles(entities),
+            CHUNKS_PER_PART,
+        )
+        .await
+        .map_err(|e| error_status::status(&e))?;
+        picked
+            .into_iter()
+            .map(|c| {
+                let kind = SourceKind::parse(&c.kind).ok_or_else(|| {
+                    Status::internal(format!(
+                        "source {} is of no known kind {:?}",
+                        c.source_id, c.kind
+                    ))
+                })?;
+                Ok(Chunk {
+                    id: format!("{}:{}", c.source_id, c.chunk_no),
+                    source_id: c.source_id.to_string(),
+                    source_name: c.name,
+                    source_kind: kind,
+                    start: usize::try_from(c.start_char).unwrap_or(0),
+                    end: usize::try_from(c.end_char).unwrap_or(0),
+                    text: c.body,
+                })
+            })
+            .collect()
+    }
+}
+
+/// A source's content hash and, unless it is the hash already indexed, its
+/// chunks with their ranges and embeddings.
+fn cut_source(
+    stale: &sources::StaleSource,
+    text: &str,
+) -> Result<(String, Option<Vec<sources::NewChunk>>), Status> {
+    let hash = sha256_hex(text.as_bytes());
+    if stale.indexed_hash.as_deref() == Some(hash.as_str()) {
+        return Ok((hash, None));
+    }
+    let kind = SourceKind::parse(&stale.kind).ok_or_else(|| {
+        Status::internal(format!(
+            "source {} is of no known kind {:?}",
+            stale.id, stale.kind
+        ))
+    })?;
+    let source = Source {
+        id: stale.id.to_string(),
+        name: stale.name.clone(),
+        kind,
+        text: text.to_string(),
+    };
+    let range =
+        |n: usize| i32::try_from(n).map_err(|_| Status::internal("a source too long to index"));
+    let chunks = query::chunks(&source)
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            Ok(sources::NewChunk {
+                chunk_no: range(i)?,
+                start: range(c.start)?,
+                end: range(c.end)?,
+                embedding: query::embedding(&c.text),
+                body: c.text,
+            })
+        })
+        .collect::<Result<Vec<_>, Status>>()?;
+    Ok((hash, Some(chunks)))
 }
 
 impl Asking<'_> {
@@ -172,10 +284,12 @@ impl Asking<'_> {
         index: usize,
         part: &SubQuery,
         entities: &[String],
-        chunks: &[Chunk],
     ) -> Result<(Answer, i64), Status> {
         let question = &part.query_text;
-        let given = query::most_relevant(chunks, question, entities, CHUNKS_PER_PART);
+        let given = self
+            .executor
+            .retrieve(self.project, question, entities)
+            .await?;
         let mut request = self.request(
             "query_answer",
             ANSWER_PROMPT,
@@ -282,7 +396,12 @@ impl Asking<'_> {
     }
 }
 
-fn response(route: &Route, answer: Answer, spent: i64) -> AnswerResponse {
+fn response(
+    route: &Route,
+    answer: Answer,
+    spent: i64,
+    analysis: Option<SessionId>,
+) -> AnswerResponse {
     AnswerResponse {
         answer: answer.text,
         citations: answer
@@ -307,5 +426,6 @@ fn response(route: &Route, answer: Answer, spent: i64) -> AnswerResponse {
             Vec::new()
         },
         cost: spent,
+        analysis_session_id: analysis.map(|s| s.to_string()).unwrap_or_default(),
     }
 }

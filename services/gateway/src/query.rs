@@ -8,11 +8,14 @@
 use crate::error::GatewayError;
 use crate::service::{Gateway, optional};
 use dialectic_core::digest::sha256_hex;
-use dialectic_core::ids::{ProjectId, QueryId, UserId};
-use dialectic_core::query::{SourceKind, cache_name};
+use dialectic_core::ids::{ProjectId, QueryId, ResourceId, UserId};
+use dialectic_core::query::{self, SourceKind, cache_name};
 use dialectic_proto::v1::executor::{AnswerRequest, AnswerResponse};
-use dialectic_proto::v1::{Citation, CitationSourceKind, QueryRequest, QueryResponse};
+use dialectic_proto::v1::{
+    Citation, CitationSourceKind, DocumentContent, QueryRequest, QueryResponse, StageDocument,
+};
 use dialectic_store::projects;
+use dialectic_store::query::cited_source;
 use prost::Message;
 
 /// The longest question accepted, in characters.
@@ -57,6 +60,7 @@ fn response(answer: AnswerResponse) -> QueryResponse {
         sub_queries: answer.sub_queries,
         cached: false,
         cost: answer.cost,
+        analysis_session_id: answer.analysis_session_id,
     }
 }
 
@@ -135,5 +139,38 @@ impl Gateway {
             }
         }
         Ok(answer)
+    }
+
+    /// `GetDocumentContent` of a cited source that is no document row: a
+    /// JSON contribution as its content, a blackboard entry as its data, the
+    /// same text the query index cut, so a citation's `start..end` counts
+    /// characters of `content`. Another user's is NOT_FOUND.
+    pub(crate) async fn cited_content(
+        &self,
+        user: UserId,
+        id: ResourceId,
+    ) -> Result<DocumentContent, GatewayError> {
+        let source = cited_source(self.store.pool(), user, id.0).await?;
+        let (content, mime_type) = match (&source.data, &source.storage_key) {
+            (Some(data), _) => (query::finding_text(&data.0), "application/json"),
+            (None, Some(key)) => (
+                query::contribution_text(&self.blob.get_string(key).await?),
+                "text/markdown",
+            ),
+            (None, None) => (String::new(), "text/plain"),
+        };
+        Ok(DocumentContent {
+            document: Some(StageDocument {
+                resource_id: source.id.to_string(),
+                stage_slug: source.stage_slug,
+                iteration: u32::try_from(source.iteration).unwrap_or(0),
+                document_key: source.name,
+                storage_key: source.storage_key.unwrap_or_default(),
+                size_bytes: content.len() as u64,
+                ..Default::default()
+            }),
+            content,
+            mime_type: mime_type.to_string(),
+        })
     }
 }

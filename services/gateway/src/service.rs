@@ -865,7 +865,11 @@ impl Gateway {
         req: GetDocumentContentRequest,
     ) -> Result<DocumentContent, GatewayError> {
         let id = ResourceId::parse(&req.resource_id)?;
-        let row = resources::resource_for_user(self.store.pool(), user, id).await?;
+        let row = match resources::resource_for_user(self.store.pool(), user, id).await {
+            // A citation may name a contribution or a blackboard entry instead.
+            Err(StoreError::NotFound { .. }) => return self.cited_content(user, id).await,
+            found => found?,
+        };
         let name = format!("doc:{}", row.id);
         let project = row.project_id;
         self.read_through(project, &name, || async {
