@@ -3,12 +3,14 @@
 //! outline section → one paragraph per planned paragraph in order, each
 //! reading the draft so far → the final essay. GetSession says where it is
 //! ("stage 4 of 4 (Paragraph writing): …, paragraph 3 of 6"), and a major
-//! revisit of the outline runs the later stages again.
+//! revisit of the outline runs the later stages again. The outline and the
+//! argument maps are documents, and an edit of the outline steers what follows.
 
 use dialectic_e2e::{GatewayClient, TestEnv, eventually};
 use dialectic_proto::v1::{
     GetDocumentContentRequest, GetSessionRequest, ListStageDocumentsRequest, PauseSessionRequest,
-    ResumeSessionRequest, RevisitStageRequest, SessionPosition,
+    ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest, SessionPosition,
+    StageDocument, SubmitStageResponsesRequest,
 };
 use futures::StreamExt;
 use std::collections::BTreeMap;
@@ -232,5 +234,194 @@ async fn the_essay_runs_section_by_section_paragraph_by_paragraph_and_revisits()
         ])
     );
     assert_eq!(inputs_of("final_essay", "paragraph").len(), 2);
+    env.teardown().await;
+}
+
+const STEERED_PROMPT: &str = "An essay arguing that libraries should lend tools. \
+    [[simulate:items:sections:3]] [[simulate:items:paragraphs:1]]";
+
+async fn submit(client: &mut GatewayClient, session_id: &str, stage: &str) {
+    client
+        .submit_stage_responses(SubmitStageResponsesRequest {
+            session_id: session_id.to_string(),
+            stage_slug: stage.into(),
+            responses: Vec::new(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("submit {stage}: {e}"));
+}
+
+/// The iteration-1 documents of `stage` under `document_key`, as listed.
+async fn documents_of(
+    client: &mut GatewayClient,
+    session_id: &str,
+    stage: &str,
+    document_key: &str,
+) -> Vec<StageDocument> {
+    client
+        .list_stage_documents(ListStageDocumentsRequest {
+            session_id: session_id.to_string(),
+            stage_slug: stage.into(),
+            iteration: 1,
+        })
+        .await
+        .expect("documents")
+        .into_inner()
+        .documents
+        .into_iter()
+        .filter(|d| d.document_key == document_key)
+        .collect()
+}
+
+async fn shown(client: &mut GatewayClient, resource_id: &str) -> String {
+    client
+        .get_document_content(GetDocumentContentRequest {
+            resource_id: resource_id.to_string(),
+        })
+        .await
+        .expect("content")
+        .into_inner()
+        .content
+}
+
+/// `markdown` without its lines that contain any of `needles`.
+fn without_lines(markdown: &str, needles: &[&str]) -> String {
+    markdown
+        .lines()
+        .filter(|line| !needles.iter().any(|n| line.contains(n)))
+        .map(|line| format!("{line}\n"))
+        .collect()
+}
+
+/// The list under `## Sections`, one line per section.
+fn listed_sections(markdown: &str) -> Vec<String> {
+    markdown
+        .split_once("## Sections\n\n")
+        .map(|(_, rest)| {
+            rest.lines()
+                .take_while(|l| !l.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Issue 40: the outline and each section's argument map are documents a
+/// person reads (listed, shown), while their JSON stays what later steps
+/// read; an edit of the outline that removes a section is parsed back into
+/// that JSON, so argument development fans out to one job fewer, and an edit
+/// that leaves the outline one section is refused naming `sections`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_outline_and_argument_maps_are_documents_and_an_outline_edit_steers_the_fan_out() {
+    let mut env = TestEnv::new().await;
+    env.start_all_recording().await;
+    let mut client = env.gateway().await;
+    let (_, session_id) = env
+        .new_session_on("essay", STEERED_PROMPT, &["simulated"], false)
+        .await;
+    env.wait_for_session(&session_id, "pending_essay_structuring", true)
+        .await;
+    submit(&mut client, &session_id, "thesis_development").await;
+    env.wait_for_session(&session_id, "pending_argument_development", true)
+        .await;
+
+    let outlines = documents_of(&mut client, &session_id, "essay_structuring", "outline").await;
+    assert_eq!(outlines.len(), 1, "{outlines:?}");
+    let outline = outlines[0].resource_id.clone();
+    let markdown = shown(&mut client, &outline).await;
+    assert!(markdown.starts_with("# Outline\n"), "{markdown}");
+    let sections = listed_sections(&markdown);
+    assert_eq!(sections.len(), 3, "{markdown}");
+    for (line, n) in sections.iter().zip(1..) {
+        assert!(
+            line.starts_with(&format!("{n}. "))
+                && line.ends_with(&format!("sections item {n} of 3")),
+            "{markdown}"
+        );
+    }
+
+    // One section is fewer than the outline's schema allows: refused, nothing stored.
+    let one = without_lines(&markdown, &["sections item 2 of 3", "sections item 3 of 3"]);
+    let refused = client
+        .save_document_edit(SaveDocumentEditRequest {
+            resource_id: outline.clone(),
+            content: one,
+        })
+        .await
+        .expect_err("an outline of one section");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+    assert!(refused.message().contains("`sections`"), "{refused:?}");
+
+    let edited = without_lines(&markdown, &["sections item 2 of 3"]);
+    client
+        .save_document_edit(SaveDocumentEditRequest {
+            resource_id: outline.clone(),
+            content: edited,
+        })
+        .await
+        .expect("edit");
+    eventually(60, "the edited outline rendered", || {
+        let mut client = client.clone();
+        let outline = outline.clone();
+        async move {
+            let now = listed_sections(&shown(&mut client, &outline).await);
+            let renumbered = now.len() == 2
+                && now[0].starts_with("1. ")
+                && now[0].ends_with("item 1 of 3")
+                && now[1].starts_with("2. ")
+                && now[1].ends_with("item 3 of 3");
+            renumbered.then_some(())
+        }
+    })
+    .await;
+
+    submit(&mut client, &session_id, "essay_structuring").await;
+    env.wait_for_session(&session_id, "pending_paragraph_writing", true)
+        .await;
+    let session = uuid::Uuid::parse_str(&session_id).expect("uuid");
+    let jobs = env
+        .count(
+            "SELECT count(*) FROM dialectic_generation_jobs
+              WHERE session_id = $1 AND step_key = 'argument_development_section'",
+            session,
+        )
+        .await;
+    assert_eq!(jobs, 2, "one argument map job per section the edit left");
+    let mut read: Vec<String> = dialectic_llm::recorded_requests()
+        .into_iter()
+        .filter(|r| r.output_type == "argument_map")
+        .filter_map(|r| {
+            let prompt = &r.messages[0].content;
+            let start = prompt.find("--- Outline section ---")?;
+            prompt[start..].lines().nth(1).map(str::to_string)
+        })
+        .collect();
+    read.sort_unstable();
+    assert!(
+        read.len() == 2
+            && read[0].ends_with("sections item 1 of 3")
+            && read[1].ends_with("sections item 3 of 3"),
+        "each section job reads its section of the edited outline: {read:?}"
+    );
+    let maps = documents_of(
+        &mut client,
+        &session_id,
+        "argument_development",
+        "argument_map",
+    )
+    .await;
+    assert_eq!(
+        maps.len(),
+        2,
+        "one argument map document per section: {maps:?}"
+    );
+    for map in &maps {
+        let markdown = shown(&mut client, &map.resource_id).await;
+        assert!(
+            markdown.contains("## Paragraphs\n\n1. ")
+                && markdown.contains("paragraphs item 1 of 1\n"),
+            "{markdown}"
+        );
+    }
     env.teardown().await;
 }

@@ -11,6 +11,7 @@ pub mod fanout;
 pub mod gate;
 pub mod ids;
 pub mod job;
+pub mod json_document;
 pub mod ledger;
 pub mod paths;
 pub mod payload;

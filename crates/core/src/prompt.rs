@@ -256,6 +256,16 @@ impl minijinja::value::Object for Unknown {
 
 /// Renders `template` with `vars`, each other variable it uses [`Unknown`].
 fn render_template(template: &str, vars: &[(&str, &str)]) -> Result<String, TemplateError> {
+    render_with_data(template, vars, &serde_json::Map::new())
+}
+
+/// Like [`render_template`], with the top-level fields of `data` bound too
+/// (as JSON values, so a template can loop over a list); `vars` win.
+fn render_with_data(
+    template: &str,
+    vars: &[(&str, &str)],
+    data: &serde_json::Map<String, serde_json::Value>,
+) -> Result<String, TemplateError> {
     let env = template_environment()?;
     let compiled = env.template_from_str(template)?;
     let mut context: BTreeMap<String, minijinja::Value> = compiled
@@ -266,10 +276,34 @@ fn render_template(template: &str, vars: &[(&str, &str)]) -> Result<String, Temp
             (name, unknown)
         })
         .collect();
+    for (name, value) in data {
+        context.insert(name.clone(), jinja_value(value));
+    }
     for (name, value) in vars {
         context.insert((*name).to_string(), minijinja::Value::from(*value));
     }
     Ok(compiled.render(minijinja::Value::from(context))?)
+}
+
+/// A reply's JSON as a template value (minijinja is built without serde).
+fn jinja_value(value: &serde_json::Value) -> minijinja::Value {
+    use serde_json::Value as Json;
+    match value {
+        Json::Null => minijinja::Value::from(()),
+        Json::Bool(b) => minijinja::Value::from(*b),
+        Json::Number(n) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => minijinja::Value::from(i),
+            (None, Some(f)) => minijinja::Value::from(f),
+            (None, None) => minijinja::Value::from(n.to_string()),
+        },
+        Json::String(s) => minijinja::Value::from(s.as_str()),
+        Json::Array(items) => items.iter().map(jinja_value).collect(),
+        Json::Object(fields) => fields
+            .iter()
+            .map(|(k, v)| (k.clone(), jinja_value(v)))
+            .collect::<BTreeMap<String, minijinja::Value>>()
+            .into(),
+    }
 }
 
 /// Checks a document template as a pipeline file is installed: it must parse
@@ -309,6 +343,16 @@ pub fn check_template(template: &str) -> Result<(), TemplateError> {
 ///   when installed, so only a template stored before that check can get here.
 pub fn fill_template(template: &str, vars: &[(&str, &str)]) -> String {
     render_template(template, vars).unwrap_or_else(|_| fill_literally(template, vars))
+}
+
+/// [`fill_template`] for a document whose reply is the JSON object `data`:
+/// each of its top-level fields is a variable too (`{% for s in sections %}`),
+/// so the document of a JSON output shows its data, not only its `content`.
+/// `vars` (`title`, `content`, `model`, `stage`) win over fields of the same name.
+pub fn fill_document(template: &str, vars: &[(&str, &str)], data: &serde_json::Value) -> String {
+    let empty = serde_json::Map::new();
+    let fields = data.as_object().unwrap_or(&empty);
+    render_with_data(template, vars, fields).unwrap_or_else(|_| fill_literally(template, vars))
 }
 
 /// One pass over `template`, replacing each exact `{{name}}` of `vars`; the

@@ -23,7 +23,9 @@ pub struct InputDoc {
 
 /// Documents of an earlier stage: every model's rendered documents matching
 /// `document_key` (`*` for all); when none is rendered under that key, its
-/// contributions (JSON outputs such as `comparison_vector` are never rendered).
+/// contributions (JSON outputs such as `comparison_vector` are never
+/// rendered, and the document of a JSON output such as the essay's outline
+/// is for people: its JSON, with any edit parsed back into it, stays the data).
 pub async fn earlier_stage_documents(
     executor: &mut sqlx::PgConnection,
     session_id: SessionId,
@@ -36,7 +38,8 @@ pub async fn earlier_stage_documents(
                 model_id, true AS from_resource
          FROM dialectic_project_resources
          WHERE session_id = $1 AND stage_slug = $2 AND iteration_number = $3
-           AND resource_type = 'rendered_document' AND ($4 = '*' OR document_key = $4)
+           AND resource_type = 'rendered_document' AND NOT is_json_backed
+           AND ($4 = '*' OR document_key = $4)
          ORDER BY document_key, file_name",
     )
     .bind(session_id)

@@ -24,6 +24,8 @@ pub struct ResourceRow {
     pub size_bytes: i64,
     pub source_contribution_id: Option<ContributionId>,
     pub is_incomplete: bool,
+    /// It shows a JSON output, whose contribution stays what later steps read.
+    pub is_json_backed: bool,
     pub updated_at: DateTime<Utc>,
 }
 
@@ -55,6 +57,7 @@ pub struct NewResource<'a> {
     pub size_bytes: i64,
     pub source_contribution_id: ContributionId,
     pub is_incomplete: bool,
+    pub is_json_backed: bool,
 }
 
 /// Upsert by storage location: one canonical row per rendered document.
@@ -65,11 +68,12 @@ pub async fn upsert_resource(
     Ok(sqlx::query_scalar(
         "INSERT INTO dialectic_project_resources
            (id, project_id, user_id, session_id, stage_slug, iteration_number, resource_type, document_key, model_id,
-            storage_bucket, storage_path, file_name, mime_type, size_bytes, source_contribution_id, is_incomplete)
-         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16)
+            storage_bucket, storage_path, file_name, mime_type, size_bytes, source_contribution_id, is_incomplete,
+            is_json_backed)
+         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17)
          ON CONFLICT (storage_bucket, storage_path, file_name) DO UPDATE
            SET size_bytes = EXCLUDED.size_bytes, source_contribution_id = EXCLUDED.source_contribution_id,
-               is_incomplete = EXCLUDED.is_incomplete,
+               is_incomplete = EXCLUDED.is_incomplete, is_json_backed = EXCLUDED.is_json_backed,
                updated_at = now()
          RETURNING id",
     )
@@ -89,12 +93,13 @@ pub async fn upsert_resource(
     .bind(r.size_bytes)
     .bind(r.source_contribution_id)
     .bind(r.is_incomplete)
+    .bind(r.is_json_backed)
     .fetch_one(&mut **tx)
     .await?)
 }
 
 pub(crate) const RESOURCE_COLUMNS: &str = "id, project_id, session_id, stage_slug, iteration_number, resource_type, document_key, model_id,
-    file_name, storage_bucket, storage_path, mime_type, size_bytes, source_contribution_id, is_incomplete, updated_at";
+    file_name, storage_bucket, storage_path, mime_type, size_bytes, source_contribution_id, is_incomplete, is_json_backed, updated_at";
 
 pub async fn session_documents(
     pool: &PgPool,

@@ -6,6 +6,7 @@
 pub mod catalog;
 pub mod convert;
 pub mod documents;
+mod edits;
 pub mod error;
 mod last_known;
 pub mod query;

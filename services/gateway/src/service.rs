@@ -940,8 +940,9 @@ impl Gateway {
         let key = context
             .construct()
             .map_err(|e| GatewayError::Internal(format!("edit storage key: {e}")))?;
-        let body = serde_json::to_vec_pretty(&serde_json::json!({ "content": req.content }))
-            .map_err(|e| GatewayError::Internal(e.to_string()))?;
+        let body = self
+            .edit_body(&resource, &root, &chain, &req.content)
+            .await?;
         let size = body.len() as i64;
         self.blob.put(&key, body, "application/json").await?;
         let (dir, file_name) = key.rsplit_once('/').unwrap_or(("", key.as_str()));

@@ -9,7 +9,8 @@ use dialectic_core::error::{ErrorCode, Reason};
 use dialectic_core::ids::{ContributionId, JobId, ResourceId, SessionId};
 use dialectic_core::job::JobType;
 use dialectic_core::paths::{FileKind, PathContext};
-use dialectic_core::prompt::{fill_template, title_from_key};
+use dialectic_core::prompt::{fill_document, title_from_key};
+use dialectic_core::shape::merge_chunks;
 use dialectic_proto::v1::queue::JobSucceeded;
 use dialectic_proto::v1::renderer::renderer_service_server::{
     RendererService, RendererServiceServer,
@@ -23,7 +24,7 @@ use dialectic_runtime::{
     run_consumer, supervise,
 };
 use dialectic_store::contributions::{self, ContributionRow, USER_EDIT};
-use dialectic_store::jobs::JobRow;
+use dialectic_store::jobs::{self, JobRow};
 use dialectic_store::resources::{self, NewResource};
 use dialectic_store::{Conn, Store, StoreError, regenerate, sessions, templates};
 use futures::future::BoxFuture;
@@ -42,6 +43,8 @@ pub struct Rendered {
     pub key: String,
     pub markdown: String,
     pub incomplete: bool,
+    /// It shows a JSON output (later steps keep reading the JSON).
+    pub json_backed: bool,
 }
 
 #[derive(Clone)]
@@ -60,6 +63,19 @@ fn chunk_text(raw: &str) -> Result<String, AttemptError> {
         Some(other) => serde_json::to_string_pretty(other).unwrap_or_default(),
         None => serde_json::to_string_pretty(&value).unwrap_or_default(),
     })
+}
+
+/// Whether the document whose first chunk is `root` shows a JSON output
+/// (`file_type = "json"` with a template): its step's own output rule says.
+async fn json_backed(conn: &mut Conn, root: &ContributionRow) -> Result<bool, AttemptError> {
+    let Some(job_id) = root.job_id else {
+        return Ok(false);
+    };
+    let step = jobs::get(&mut *conn, job_id).await?.payload()?.step;
+    Ok(step
+        .as_ref()
+        .and_then(|s| s.own_output())
+        .is_some_and(|rule| rule.file_type.as_deref() == Some("json")))
 }
 
 impl Renderer {
@@ -93,6 +109,7 @@ impl Renderer {
             None => chain.iter().collect(),
         };
         let mut content = String::new();
+        let mut replies = Vec::with_capacity(parts.len());
         for chunk in &parts {
             let raw = self
                 .blob
@@ -100,7 +117,11 @@ impl Renderer {
                 .await
                 .map_err(|e| AttemptError::retryable("storage", e))?;
             content.push_str(&chunk_text(&raw)?);
+            replies.extend(serde_json::from_str::<serde_json::Value>(&raw).ok());
         }
+        // The reply's fields, for a template that shows a JSON output's data.
+        let data = merge_chunks(replies.iter());
+        let json_backed = json_backed(&mut *conn, &root).await?;
         let incomplete = latest_edit.is_none() && chain.iter().any(|c| c.is_incomplete);
         let template = match templates::document_template(
             &mut *conn,
@@ -122,7 +143,7 @@ impl Renderer {
         let stage = root.stage_slug.clone();
         // A template is a tenant's code: it runs off the async threads, on its fuel.
         let filled = tokio::task::spawn_blocking(move || {
-            fill_template(
+            fill_document(
                 &template,
                 &[
                     ("title", title.as_str()),
@@ -130,6 +151,7 @@ impl Renderer {
                     ("model", model.as_str()),
                     ("stage", stage.as_str()),
                 ],
+                &data,
             )
         });
         let mut markdown = filled
@@ -156,6 +178,7 @@ impl Renderer {
                 key,
                 markdown,
                 incomplete,
+                json_backed,
             },
             root,
         ))
@@ -269,6 +292,7 @@ impl JobWork for Renderer {
                 // The resource points at its document's first chunk (seed 000 function 7).
                 source_contribution_id: root.id,
                 is_incomplete: rendered.incomplete,
+                is_json_backed: rendered.json_backed,
             },
         )
         .await?;
