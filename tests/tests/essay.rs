@@ -15,6 +15,16 @@ use dialectic_proto::v1::{
 use futures::StreamExt;
 use std::collections::BTreeMap;
 
+/// One test at a time: the simulated provider's transcript is global to the
+/// test binary; each test reads the requests made after it started.
+static TRANSCRIPT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The recorded requests from the `from`-th on.
+fn requests_since(from: usize) -> Vec<dialectic_core::prompt::ChatRequest> {
+    let mut all = dialectic_llm::recorded_requests();
+    all.split_off(from.min(all.len()))
+}
+
 const PROMPT: &str = "An essay arguing that small towns should own their broadband. \
     [[simulate:items:sections:3]] [[simulate:items:paragraphs:2]]";
 
@@ -70,8 +80,8 @@ async fn pause_after_first_paragraph(env: &TestEnv, client: &mut GatewayClient, 
 
 /// Storage keys of the inputs under `document_key` of each recorded request
 /// writing `output_type`, in the order the requests were made.
-fn inputs_of(output_type: &str, document_key: &str) -> Vec<Vec<String>> {
-    dialectic_llm::recorded_requests()
+fn inputs_of(from: usize, output_type: &str, document_key: &str) -> Vec<Vec<String>> {
+    requests_since(from)
         .into_iter()
         .filter(|r| r.output_type == output_type)
         .map(|r| {
@@ -86,6 +96,8 @@ fn inputs_of(output_type: &str, document_key: &str) -> Vec<Vec<String>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_essay_runs_section_by_section_paragraph_by_paragraph_and_revisits() {
+    let _turn = TRANSCRIPT.lock().await;
+    let from = dialectic_llm::recorded_requests().len();
     let mut env = TestEnv::new().await;
     env.start_all_recording().await;
     let mut client = env.gateway().await;
@@ -126,7 +138,7 @@ async fn the_essay_runs_section_by_section_paragraph_by_paragraph_and_revisits()
         .await;
 
     // One argument map per outline section, each reading only its own.
-    let sections: Vec<String> = dialectic_llm::recorded_requests()
+    let sections: Vec<String> = requests_since(from)
         .into_iter()
         .filter(|r| r.output_type == "argument_map")
         .map(|r| {
@@ -151,7 +163,7 @@ async fn the_essay_runs_section_by_section_paragraph_by_paragraph_and_revisits()
         );
     }
     // Six paragraphs in order: the k-th reads the k - 1 before it, in chain order.
-    let drafts = inputs_of("paragraph", "paragraph");
+    let drafts = inputs_of(from, "paragraph", "paragraph");
     let seen: Vec<usize> = drafts.iter().map(Vec::len).collect();
     assert_eq!(seen, [0, 1, 2, 3, 4, 5]);
     let places = |keys: &[String]| -> Vec<String> {
@@ -163,7 +175,7 @@ async fn the_essay_runs_section_by_section_paragraph_by_paragraph_and_revisits()
             .collect()
     };
     assert_eq!(places(&drafts[5]), ["001", "002", "003", "004", "005"]);
-    let assembled = inputs_of("final_essay", "paragraph");
+    let assembled = inputs_of(from, "final_essay", "paragraph");
     assert_eq!(assembled.len(), 1);
     assert_eq!(
         places(&assembled[0]),
@@ -233,7 +245,7 @@ async fn the_essay_runs_section_by_section_paragraph_by_paragraph_and_revisits()
             ("paragraph_writing".to_string(), 2),
         ])
     );
-    assert_eq!(inputs_of("final_essay", "paragraph").len(), 2);
+    assert_eq!(inputs_of(from, "final_essay", "paragraph").len(), 2);
     env.teardown().await;
 }
 
@@ -310,9 +322,12 @@ fn listed_sections(markdown: &str) -> Vec<String> {
 /// person reads (listed, shown), while their JSON stays what later steps
 /// read; an edit of the outline that removes a section is parsed back into
 /// that JSON, so argument development fans out to one job fewer, and an edit
-/// that leaves the outline one section is refused naming `sections`.
+/// that leaves the outline one section is refused naming `sections`. The
+/// paragraphs make one draft document, in order, not edited as a whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_outline_and_argument_maps_are_documents_and_an_outline_edit_steers_the_fan_out() {
+async fn essay_documents_are_readable_and_an_outline_edit_steers_the_fan_out() {
+    let _turn = TRANSCRIPT.lock().await;
+    let from = dialectic_llm::recorded_requests().len();
     let mut env = TestEnv::new().await;
     env.start_all_recording().await;
     let mut client = env.gateway().await;
@@ -387,7 +402,7 @@ async fn the_outline_and_argument_maps_are_documents_and_an_outline_edit_steers_
         )
         .await;
     assert_eq!(jobs, 2, "one argument map job per section the edit left");
-    let mut read: Vec<String> = dialectic_llm::recorded_requests()
+    let mut read: Vec<String> = requests_since(from)
         .into_iter()
         .filter(|r| r.output_type == "argument_map")
         .filter_map(|r| {
@@ -423,5 +438,41 @@ async fn the_outline_and_argument_maps_are_documents_and_an_outline_edit_steers_
             "{markdown}"
         );
     }
+    // The draft: one document of every paragraph written so far, in order.
+    submit(&mut client, &session_id, "argument_development").await;
+    env.wait_for_session(&session_id, "iteration_complete_pending_review", true)
+        .await;
+    let drafts = documents_of(&mut client, &session_id, "paragraph_writing", "draft").await;
+    assert_eq!(drafts.len(), 1, "{drafts:?}");
+    let draft = shown(&mut client, &drafts[0].resource_id).await;
+    assert!(draft.starts_with("# Draft\n"), "{draft}");
+    let keys: Vec<String> = sqlx::query_scalar(
+        "SELECT raw_response_storage_path FROM dialectic_contributions
+          WHERE session_id = $1 AND document_key = 'paragraph' ORDER BY file_name",
+    )
+    .bind(session)
+    .fetch_all(env.store.pool())
+    .await
+    .expect("paragraphs");
+    assert_eq!(keys.len(), 2, "one paragraph per section: {keys:?}");
+    let mut at = 0;
+    for key in &keys {
+        let reply: serde_json::Value =
+            serde_json::from_str(&env.blob.get_string(key).await.expect("paragraph"))
+                .expect("JSON");
+        let text = reply["content"].as_str().expect("content").trim();
+        let found = draft[at..]
+            .find(text)
+            .unwrap_or_else(|| panic!("{key} not in the draft after byte {at}: {draft}"));
+        at += found + text.len();
+    }
+    let refused = client
+        .save_document_edit(SaveDocumentEditRequest {
+            resource_id: drafts[0].resource_id.clone(),
+            content: draft.clone(),
+        })
+        .await
+        .expect_err("the draft is not edited as a whole");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
     env.teardown().await;
 }

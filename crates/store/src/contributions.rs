@@ -72,6 +72,16 @@ pub async fn lock_contribution(tx: &mut Tx<'_>, id: ContributionId) -> Result<bo
         .ok_or_else(|| StoreError::not_found("contribution", id))
 }
 
+/// Row lock on one contribution on the caller's connection (inside its
+/// transaction): renders of one assembled document take turns on its first part.
+pub async fn lock_on(conn: &mut crate::Conn, id: ContributionId) -> Result<(), StoreError> {
+    sqlx::query("SELECT 1 FROM dialectic_contributions WHERE id = $1 FOR UPDATE")
+        .bind(id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
 /// A user's edit becomes the only latest version of its document chain.
 pub async fn supersede_chain(
     tx: &mut Tx<'_>,

@@ -23,6 +23,17 @@ impl Gateway {
         chain: &[ContributionRow],
         content: &str,
     ) -> Result<Vec<u8>, GatewayError> {
+        // An assembled document (the essay's draft) is its step's replies in
+        // order, kept under its own key: no one reply is the whole of it.
+        if resource.document_key.as_deref() != Some(root.document_key.as_str()) {
+            return Err(GatewayError::bad(
+                "resource_id",
+                format!(
+                    "this document assembles every {} its step wrote, and is not edited as a whole",
+                    root.document_key
+                ),
+            ));
+        }
         let body = if resource.is_json_backed {
             self.parsed_edit(root, chain, content).await?
         } else {

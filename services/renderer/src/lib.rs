@@ -6,10 +6,11 @@
 use dialectic_blob::BlobStore;
 use dialectic_config::Settings;
 use dialectic_core::error::{ErrorCode, Reason};
-use dialectic_core::ids::{ContributionId, JobId, ResourceId, SessionId};
+use dialectic_core::ids::{ContributionId, JobId, ModelId, ResourceId, SessionId};
 use dialectic_core::job::JobType;
-use dialectic_core::paths::{FileKind, PathContext};
+use dialectic_core::paths::{DocumentName, FileKind, Lineage, PathContext};
 use dialectic_core::prompt::{fill_document, title_from_key};
+use dialectic_core::recipe::Granularity;
 use dialectic_core::shape::merge_chunks;
 use dialectic_proto::v1::queue::JobSucceeded;
 use dialectic_proto::v1::renderer::renderer_service_server::{
@@ -26,7 +27,7 @@ use dialectic_runtime::{
 use dialectic_store::contributions::{self, ContributionRow, USER_EDIT};
 use dialectic_store::jobs::{self, JobRow};
 use dialectic_store::resources::{self, NewResource};
-use dialectic_store::{Conn, Store, StoreError, regenerate, sessions, templates};
+use dialectic_store::{Conn, Store, StoreError, inputs, regenerate, sessions, templates};
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -45,6 +46,11 @@ pub struct Rendered {
     pub incomplete: bool,
     /// It shows a JSON output (later steps keep reading the JSON).
     pub json_backed: bool,
+    /// The document it is: its first chunk's, or an assembled document's own.
+    pub document_key: String,
+    /// The contribution the resource points at: the first chunk of the
+    /// document, or of an assembled document's first part.
+    pub source: ContributionId,
 }
 
 #[derive(Clone)]
@@ -65,17 +71,134 @@ fn chunk_text(raw: &str) -> Result<String, AttemptError> {
     })
 }
 
-/// Whether the document whose first chunk is `root` shows a JSON output
-/// (`file_type = "json"` with a template): its step's own output rule says.
-async fn json_backed(conn: &mut Conn, root: &ContributionRow) -> Result<bool, AttemptError> {
+/// What a document shows of its step's output.
+#[derive(Debug, PartialEq, Eq)]
+enum Shown {
+    /// A markdown output: the reply's `content` is the document.
+    Markdown,
+    /// A JSON output with a template (`file_type = "json"`): later steps keep
+    /// reading the JSON, the document is for people.
+    Json,
+    /// A `sequential` step's JSON output: one document of all its replies,
+    /// under the template `file_name`.
+    Assembled { file_name: String },
+}
+
+/// What the document whose first chunk is `root` shows: its step's own
+/// output rule and granularity say.
+async fn shown_as(conn: &mut Conn, root: &ContributionRow) -> Result<Shown, AttemptError> {
     let Some(job_id) = root.job_id else {
-        return Ok(false);
+        return Ok(Shown::Markdown);
     };
-    let step = jobs::get(&mut *conn, job_id).await?.payload()?.step;
-    Ok(step
-        .as_ref()
-        .and_then(|s| s.own_output())
-        .is_some_and(|rule| rule.file_type.as_deref() == Some("json")))
+    let Some(step) = jobs::get(&mut *conn, job_id).await?.payload()?.step else {
+        return Ok(Shown::Markdown);
+    };
+    let Some(rule) = step.own_output() else {
+        return Ok(Shown::Markdown);
+    };
+    Ok(match (rule.file_type.as_deref(), &rule.template_filename) {
+        (Some("json"), Some(file)) if step.granularity == Granularity::Sequential => {
+            Shown::Assembled {
+                file_name: file.clone(),
+            }
+        }
+        (Some("json"), _) => Shown::Json,
+        _ => Shown::Markdown,
+    })
+}
+
+/// The stage's template for `document_key`, or the plain one when it ships none.
+async fn stage_template(
+    conn: &mut Conn,
+    root: &ContributionRow,
+    document_key: &str,
+) -> Result<String, AttemptError> {
+    match templates::document_template(&mut *conn, root.session_id, &root.stage_slug, document_key)
+        .await
+    {
+        Ok(t) => Ok(t),
+        Err(missing @ StoreError::NotFound { .. }) => {
+            tracing::warn!(%missing, "no document template; using the plain one");
+            Ok(FALLBACK_TEMPLATE.to_string())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Fills `template` for the document `document_key` whose first chunk is `root`.
+async fn fill(
+    template: String,
+    root: &ContributionRow,
+    document_key: &str,
+    content: String,
+    data: serde_json::Value,
+) -> Result<String, AttemptError> {
+    let title = title_from_key(document_key);
+    let model = root.model_name.clone().unwrap_or_default();
+    let stage = root.stage_slug.clone();
+    // A template is a tenant's code: it runs off the async threads, on its fuel.
+    let filled = tokio::task::spawn_blocking(move || {
+        fill_document(
+            &template,
+            &[
+                ("title", title.as_str()),
+                ("content", content.trim_end()),
+                ("model", model.as_str()),
+                ("stage", stage.as_str()),
+            ],
+            &data,
+        )
+    });
+    filled
+        .await
+        .map_err(|e| AttemptError::retryable("render_task", e))
+}
+
+/// Where the document whose first chunk is `root` is rendered: at the stage
+/// root under that chunk's name (seed 001), or for an assembled document
+/// under `document_key` in that chunk's model's name.
+fn rendered_key(
+    root: &ContributionRow,
+    document_key: Option<&str>,
+) -> Result<String, AttemptError> {
+    let mut context = PathContext::deconstruct(&root.raw_response_storage_path)
+        .map_err(|e| AttemptError::permanent("bad_path", e))?;
+    let FileKind::RawChunk { mut name, .. } = context.file else {
+        return Err(AttemptError::permanent(
+            "bad_path",
+            format!("{} is not a raw chunk", root.raw_response_storage_path),
+        ));
+    };
+    if let Some(key) = document_key {
+        name = DocumentName {
+            model_slug: name.model_slug,
+            attempt: 0,
+            document_key: key.to_string(),
+            lineage: Lineage::Plain,
+        };
+    }
+    context.file = FileKind::RenderedDocument { name };
+    context
+        .construct()
+        .map_err(|e| AttemptError::permanent("bad_path", e))
+}
+
+/// The current replies of the step that wrote `root`, by the same model in
+/// the same stage and iteration, one per document, in order.
+async fn replies_of(
+    conn: &mut Conn,
+    root: &ContributionRow,
+    model: ModelId,
+) -> Result<Vec<inputs::InputDoc>, AttemptError> {
+    Ok(inputs::own_stage_artifacts(
+        conn,
+        root.session_id,
+        &root.stage_slug,
+        root.iteration_number,
+        &root.document_key,
+        model,
+    )
+    .await?)
 }
 
 impl Renderer {
@@ -89,6 +212,11 @@ impl Renderer {
         identity: ContributionId,
     ) -> Result<(Rendered, ContributionRow), AttemptError> {
         let root = contributions::contribution(&mut *conn, identity).await?;
+        let shown = shown_as(&mut *conn, &root).await?;
+        if let Shown::Assembled { file_name } = &shown {
+            let rendered = self.render_assembled(conn, &root, file_name).await?;
+            return Ok((rendered, root));
+        }
         let chain =
             contributions::document_chain(&mut *conn, root.session_id, &root.stage_slug, identity)
                 .await?;
@@ -119,69 +247,76 @@ impl Renderer {
             content.push_str(&chunk_text(&raw)?);
             replies.extend(serde_json::from_str::<serde_json::Value>(&raw).ok());
         }
+        let incomplete = latest_edit.is_none() && chain.iter().any(|c| c.is_incomplete);
+        let template = stage_template(&mut *conn, &root, &root.document_key).await?;
         // The reply's fields, for a template that shows a JSON output's data.
         let data = merge_chunks(replies.iter());
-        let json_backed = json_backed(&mut *conn, &root).await?;
-        let incomplete = latest_edit.is_none() && chain.iter().any(|c| c.is_incomplete);
-        let template = match templates::document_template(
-            &mut *conn,
-            root.session_id,
-            &root.stage_slug,
-            &root.document_key,
-        )
-        .await
-        {
-            Ok(t) => t,
-            Err(missing @ StoreError::NotFound { .. }) => {
-                tracing::warn!(%missing, "no document template; using the plain one");
-                FALLBACK_TEMPLATE.to_string()
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let title = title_from_key(&root.document_key);
-        let model = root.model_name.clone().unwrap_or_default();
-        let stage = root.stage_slug.clone();
-        // A template is a tenant's code: it runs off the async threads, on its fuel.
-        let filled = tokio::task::spawn_blocking(move || {
-            fill_document(
-                &template,
-                &[
-                    ("title", title.as_str()),
-                    ("content", content.trim_end()),
-                    ("model", model.as_str()),
-                    ("stage", stage.as_str()),
-                ],
-                &data,
-            )
-        });
-        let mut markdown = filled
-            .await
-            .map_err(|e| AttemptError::retryable("render_task", e))?;
-        // The rendered file sits at the stage root under the first chunk's name (seed 001).
-        let mut context = PathContext::deconstruct(&root.raw_response_storage_path)
-            .map_err(|e| AttemptError::permanent("bad_path", e))?;
-        let FileKind::RawChunk { name, .. } = context.file else {
-            return Err(AttemptError::permanent(
-                "bad_path",
-                format!("{} is not a raw chunk", root.raw_response_storage_path),
-            ));
-        };
-        context.file = FileKind::RenderedDocument { name };
-        let key = context
-            .construct()
-            .map_err(|e| AttemptError::permanent("bad_path", e))?;
+        let mut markdown = fill(template, &root, &root.document_key, content, data).await?;
         if incomplete {
             markdown.push_str(INCOMPLETE_NOTE);
         }
-        Ok((
-            Rendered {
-                key,
-                markdown,
-                incomplete,
-                json_backed,
-            },
-            root,
-        ))
+        let rendered = Rendered {
+            key: rendered_key(&root, None)?,
+            markdown,
+            incomplete,
+            json_backed: shown == Shown::Json,
+            document_key: root.document_key.clone(),
+            source: root.id,
+        };
+        Ok((rendered, root))
+    }
+
+    /// A `sequential` step's JSON replies as one document (the essay's
+    /// draft): every current reply of the chain so far, in order, filled into
+    /// the template the output names, under that template's document key.
+    /// Each reply's render writes the whole again, so it grows reply by reply.
+    async fn render_assembled(
+        &self,
+        conn: &mut Conn,
+        root: &ContributionRow,
+        file_name: &str,
+    ) -> Result<Rendered, AttemptError> {
+        let (document_key, template) = templates::document_template_by_file(
+            &mut *conn,
+            root.session_id,
+            &root.stage_slug,
+            file_name,
+        )
+        .await?;
+        let model = root.model_id.ok_or_else(|| {
+            AttemptError::permanent("bad_chunk", format!("{} names no model", root.id))
+        })?;
+        let first = replies_of(&mut *conn, root, model)
+            .await?
+            .first()
+            .map(|d| ContributionId(d.id));
+        let source = first.unwrap_or(root.id);
+        // Renders of one assembled document take turns on its first reply, so
+        // each reads every reply the render before it read, and more.
+        contributions::lock_on(&mut *conn, source).await?;
+        let parts = replies_of(&mut *conn, root, model).await?;
+        let mut texts = Vec::with_capacity(parts.len());
+        let mut data = Vec::with_capacity(parts.len());
+        for part in &parts {
+            let raw = match self.blob.get_string(&part.storage_key).await {
+                Ok(raw) => raw,
+                // A reply still being continued has no whole document yet.
+                Err(dialectic_blob::BlobError::NotFound(_)) => continue,
+                Err(e) => return Err(AttemptError::retryable("storage", e)),
+            };
+            texts.push(chunk_text(&raw)?.trim().to_string());
+            data.extend(serde_json::from_str::<serde_json::Value>(&raw).ok());
+        }
+        let data = serde_json::json!({ "parts": data });
+        let markdown = fill(template, root, &document_key, texts.join("\n\n"), data).await?;
+        Ok(Rendered {
+            key: rendered_key(root, Some(&document_key))?,
+            markdown,
+            incomplete: false,
+            json_backed: true,
+            document_key,
+            source,
+        })
     }
 
     /// When `root_job` is a regeneration, the documents of the jobs it
@@ -282,7 +417,7 @@ impl JobWork for Renderer {
                 stage_slug: &root.stage_slug,
                 iteration: root.iteration_number,
                 resource_type: "rendered_document",
-                document_key: &root.document_key,
+                document_key: &rendered.document_key,
                 model_id: root.model_id,
                 bucket: self.blob.bucket(),
                 storage_path: dir,
@@ -290,7 +425,7 @@ impl JobWork for Renderer {
                 mime_type: "text/markdown",
                 size_bytes: size,
                 // The resource points at its document's first chunk (seed 000 function 7).
-                source_contribution_id: root.id,
+                source_contribution_id: rendered.source,
                 is_incomplete: rendered.incomplete,
                 is_json_backed: rendered.json_backed,
             },
