@@ -6,7 +6,7 @@
 use dialectic_e2e::{TestEnv, eventually};
 use dialectic_proto::v1::{
     GetDocumentContentRequest, ListStageDocumentsRequest, RevisitImpact, RevisitStageRequest,
-    SaveDocumentEditRequest, SessionState, StageDocument,
+    SaveDocumentEditRequest, SessionState, StageDocument, SubmitStageResponsesRequest,
 };
 use std::collections::BTreeMap;
 use tonic::Code;
@@ -302,4 +302,144 @@ async fn a_moderate_revisit_archives_later_documents_and_waits_for_the_user() {
         "every later document exists again, once"
     );
     env.teardown().await;
+}
+
+/// Issue 40 item 3: a minor revisit's flag is kept per document and shown
+/// (ListStageDocuments, GetSession) until the user edits the document or
+/// submits the review.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_minor_revisit_flags_later_documents_until_edited_or_submitted() {
+    let mut env = TestEnv::new().await;
+    env.start_all().await;
+    let (_, session_id) = env.new_session(PROMPT, &["simulated"], false).await;
+    let mut client = env.gateway().await;
+    for stage in ["thesis", "antithesis", "synthesis", "parenthesis"] {
+        env.wait_for_session(&session_id, &format!("pending_{}", next_of(stage)), true)
+            .await;
+        client
+            .submit_stage_responses(SubmitStageResponsesRequest {
+                session_id: session_id.clone(),
+                stage_slug: stage.into(),
+                responses: Vec::new(),
+            })
+            .await
+            .expect("submit");
+    }
+    env.wait_for_session(&session_id, "iteration_complete_pending_review", true)
+        .await;
+    assert!(
+        env.session(&session_id)
+            .await
+            .needs_review_stages
+            .is_empty()
+    );
+    client
+        .revisit_stage(RevisitStageRequest {
+            session_id: session_id.clone(),
+            stage_slug: "synthesis".into(),
+            impact: "minor".into(),
+            reason: "reworded".into(),
+            impact_level: 0,
+        })
+        .await
+        .expect("minor");
+    let flagged = |docs: &[StageDocument]| -> Vec<(String, bool)> {
+        let mut seen: Vec<(String, bool)> = docs
+            .iter()
+            .map(|d| (d.stage_slug.clone(), d.needs_review))
+            .collect();
+        seen.dedup();
+        seen
+    };
+    let docs = documents(&mut client, &session_id).await;
+    let by_stage: BTreeMap<String, bool> = flagged(&docs).into_iter().collect();
+    assert_eq!(
+        by_stage,
+        BTreeMap::from(
+            [
+                ("thesis", false),
+                ("antithesis", false),
+                ("synthesis", false),
+                ("parenthesis", true),
+                ("paralysis", true),
+            ]
+            .map(|(s, f)| (s.to_string(), f))
+        ),
+        "{docs:?}"
+    );
+    assert_eq!(
+        env.session(&session_id).await.needs_review_stages,
+        ["parenthesis", "paralysis"]
+    );
+
+    // An edit clears its document's flag once it is rendered; the rest stay flagged.
+    let edited = docs
+        .iter()
+        .find(|d| d.stage_slug == "parenthesis")
+        .expect("a parenthesis document")
+        .resource_id
+        .clone();
+    client
+        .save_document_edit(SaveDocumentEditRequest {
+            resource_id: edited.clone(),
+            content: "Reviewed after the reworded synthesis.".into(),
+        })
+        .await
+        .expect("edit");
+    eventually(60, "the edited document's flag cleared", || {
+        let mut client = client.clone();
+        let (session_id, edited) = (session_id.clone(), edited.clone());
+        async move {
+            let docs = documents(&mut client, &session_id).await;
+            let doc = docs.iter().find(|d| d.resource_id == edited)?;
+            (!doc.needs_review).then_some(())
+        }
+    })
+    .await;
+    let still: Vec<String> = documents(&mut client, &session_id)
+        .await
+        .into_iter()
+        .filter(|d| d.needs_review)
+        .map(|d| d.stage_slug)
+        .collect();
+    assert!(still.iter().any(|s| s == "paralysis"), "{still:?}");
+    env.wait_for_session(&session_id, "iteration_complete_pending_review", true)
+        .await;
+
+    // Submitting the review clears every flag of the iteration.
+    client
+        .submit_stage_responses(SubmitStageResponsesRequest {
+            session_id: session_id.clone(),
+            stage_slug: "paralysis".into(),
+            responses: Vec::new(),
+        })
+        .await
+        .expect("submit the review");
+    let docs = client
+        .list_stage_documents(ListStageDocumentsRequest {
+            session_id: session_id.clone(),
+            stage_slug: String::new(),
+            iteration: 1,
+        })
+        .await
+        .expect("documents")
+        .into_inner()
+        .documents;
+    assert!(docs.iter().all(|d| !d.needs_review), "{docs:?}");
+    assert!(
+        env.session(&session_id)
+            .await
+            .needs_review_stages
+            .is_empty()
+    );
+    env.teardown().await;
+}
+
+fn next_of(stage: &str) -> &'static str {
+    match stage {
+        "thesis" => "antithesis",
+        "antithesis" => "synthesis",
+        "synthesis" => "parenthesis",
+        _ => "paralysis",
+    }
 }

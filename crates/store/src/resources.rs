@@ -26,6 +26,8 @@ pub struct ResourceRow {
     pub is_incomplete: bool,
     /// It shows a JSON output, whose contribution stays what later steps read.
     pub is_json_backed: bool,
+    /// A minor revisit of an earlier stage flagged it; an edit or a submit clears it.
+    pub needs_review: bool,
     pub updated_at: DateTime<Utc>,
 }
 
@@ -74,6 +76,7 @@ pub async fn upsert_resource(
          ON CONFLICT (storage_bucket, storage_path, file_name) DO UPDATE
            SET size_bytes = EXCLUDED.size_bytes, source_contribution_id = EXCLUDED.source_contribution_id,
                is_incomplete = EXCLUDED.is_incomplete, is_json_backed = EXCLUDED.is_json_backed,
+               needs_review = false,
                updated_at = now()
          RETURNING id",
     )
@@ -99,7 +102,7 @@ pub async fn upsert_resource(
 }
 
 pub(crate) const RESOURCE_COLUMNS: &str = "id, project_id, session_id, stage_slug, iteration_number, resource_type, document_key, model_id,
-    file_name, storage_bucket, storage_path, mime_type, size_bytes, source_contribution_id, is_incomplete, is_json_backed, updated_at";
+    file_name, storage_bucket, storage_path, mime_type, size_bytes, source_contribution_id, is_incomplete, is_json_backed, needs_review, updated_at";
 
 pub async fn session_documents(
     pool: &PgPool,
@@ -136,4 +139,63 @@ pub async fn resource_for_user(
     .fetch_optional(pool)
     .await?
     .ok_or_else(|| StoreError::not_found("document", id))
+}
+
+/// Seed 003's minor impact: the current documents of `stages` in one
+/// iteration are flagged for review.
+pub async fn flag_for_review(
+    tx: &mut Tx<'_>,
+    session_id: SessionId,
+    iteration: i32,
+    stages: &[String],
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE dialectic_project_resources SET needs_review = true
+         WHERE session_id = $1 AND iteration_number = $2 AND stage_slug = ANY($3)
+           AND resource_type = 'rendered_document'",
+    )
+    .bind(session_id)
+    .bind(iteration)
+    .bind(stages)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// A submitted review: the flags of one iteration's documents, but those of
+/// the stages `after` the submitted one, are cleared.
+pub async fn clear_review(
+    tx: &mut Tx<'_>,
+    session_id: SessionId,
+    iteration: i32,
+    after: &[String],
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE dialectic_project_resources SET needs_review = false
+         WHERE session_id = $1 AND iteration_number = $2 AND needs_review
+           AND NOT (stage_slug = ANY($3))",
+    )
+    .bind(session_id)
+    .bind(iteration)
+    .bind(after)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// The stages of a session with a document flagged for review, in order of
+/// their flagged documents' iteration and stage.
+pub async fn stages_needing_review(
+    pool: &PgPool,
+    session_id: SessionId,
+) -> Result<Vec<String>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT stage_slug FROM dialectic_project_resources
+         WHERE session_id = $1 AND needs_review AND resource_type = 'rendered_document'
+           AND stage_slug IS NOT NULL
+         GROUP BY stage_slug ORDER BY min(iteration_number), min(created_at)",
+    )
+    .bind(session_id)
+    .fetch_all(pool)
+    .await?)
 }

@@ -172,6 +172,7 @@ pub fn document(row: &ResourceRow, names: &HashMap<ModelId, String>) -> StageDoc
             .unwrap_or_default(),
         updated_at: Some(timestamp(row.updated_at)),
         incomplete: row.is_incomplete,
+        needs_review: row.needs_review,
     }
 }
 

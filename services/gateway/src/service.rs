@@ -426,6 +426,11 @@ impl Gateway {
         } else {
             None
         };
+        let needs_review_stages = if with_jobs {
+            resources::stages_needing_review(self.store.pool(), row.id).await?
+        } else {
+            Vec::new()
+        };
         let (jobs, cost, notice) = if with_jobs {
             let rows = jobs::session_counts(self.store.pool(), row.id).await?;
             let paused: i64 = rows
@@ -473,6 +478,7 @@ impl Gateway {
                 .unwrap_or(0),
             skipped_steps,
             position,
+            needs_review_stages,
         })
     }
 

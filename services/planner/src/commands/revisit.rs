@@ -1,5 +1,5 @@
 //! RevisitStage: seed 003's change impact applied to a session. Minor flags
-//! the later stages for review; moderate and major archive their documents
+//! the later stages' documents for review (until edited or submitted); moderate and major archive their documents
 //! and send the session back to the stage after the revised one (major also
 //! starts it at once).
 
@@ -9,7 +9,7 @@ use dialectic_core::ids::SessionId;
 use dialectic_core::revisit::{Impact, archived_name};
 use dialectic_core::session::{SessionEvent, SessionStatus};
 use dialectic_proto::v1::planner::{RevisitStageCommand, RevisitStageResult};
-use dialectic_store::resources::ResourceRow;
+use dialectic_store::resources::{self, ResourceRow};
 use dialectic_store::revisit::{self, NewRevision};
 use dialectic_store::sessions::SessionRow;
 use dialectic_store::{blackboard, stages};
@@ -90,6 +90,15 @@ async fn flag_for_review(
     engine
         .apply_session_event(&mut unit, session, &SessionEvent::FlagForReview)
         .await?;
+    // The flag is kept per document: ListStageDocuments and GetSession show it.
+    resources::flag_for_review(
+        &mut unit.tx,
+        session.id,
+        session.iteration_count.max(1),
+        &revision.reached,
+    )
+    .await?;
+    unit.stale_projects.push(session.project_id);
     record(
         &mut unit,
         session,

@@ -11,6 +11,7 @@ use dialectic_proto::v1::planner::SubmitStageResponsesCommand;
 use dialectic_store::inputs::{self, NewFeedback};
 use dialectic_store::sessions::{self, SessionRow};
 use dialectic_store::stages::{self, StageRow};
+use dialectic_store::{resources, revisit};
 
 pub(crate) async fn submit(
     engine: &Engine,
@@ -31,6 +32,17 @@ pub(crate) async fn submit(
     let applied = engine
         .apply_session_event(&mut unit, &session, &event)
         .await?;
+    // The review covers the submitted stage and those before it: their
+    // documents a minor revisit flagged are reviewed now.
+    let after = revisit::stages_after(&mut unit.tx, session.id, &stage.slug).await?;
+    resources::clear_review(
+        &mut unit.tx,
+        session.id,
+        session.iteration_count.max(1),
+        &after,
+    )
+    .await?;
+    unit.stale_projects.push(session.project_id);
     if !command.feedback.trim().is_empty() {
         let feedback = Feedback {
             session: &session,
