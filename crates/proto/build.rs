@@ -21,8 +21,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .file_descriptor_set_path(out.join("dialectic_descriptor.bin"))
         .compile_protos(&paths, std::slice::from_ref(&root))?;
-    for p in &paths {
-        println!("cargo:rerun-if-changed={}", p.display());
+    // Relative to the package root, not absolute: two checkouts whose target
+    // dirs were copied from one another share this unit, and absolute paths
+    // would make each watch the other's protos and keep stale generated code.
+    for file in files {
+        println!("cargo:rerun-if-changed=../../proto/{file}");
     }
     Ok(())
 }
