@@ -2,10 +2,13 @@
 //! `pipelines/contract_stack.toml`, run to the end on six service processes
 //! over a base agreement and its amendments: what amendment tracking puts on
 //! the blackboard reaches conflict detection's prompt, also after Redis lost
-//! its copy mid-session; the stage's percent follows the seed's bands; and a
-//! stack of one document skips amendment tracking through its plan.
+//! its copy mid-session; the stage's percent follows the seed's bands; a
+//! stack of one document skips amendment tracking through its plan; and
+//! amendments are tracked in effective-date order, not upload order.
 
 use dialectic_cache::Cache;
+use dialectic_core::ids::SessionId;
+use dialectic_core::prompt::ChatRequest;
 use dialectic_e2e::{GatewayClient, TestEnv, upload_documents};
 use dialectic_proto::v1::{
     CreateProjectRequest, GetBlackboardRequest, GetSessionRequest, PauseSessionRequest,
@@ -55,6 +58,27 @@ async fn start(client: &mut GatewayClient, documents: &[(&str, &str)]) -> String
         .expect("session")
         .into_inner()
         .id
+}
+
+/// The recorded requests for `output_type` of one session (tests of this
+/// file record into one transcript side by side): those reading an object
+/// under the session's folder.
+fn session_requests(session: &str, output_type: &str) -> Vec<ChatRequest> {
+    let folder = format!(
+        "session_{}",
+        SessionId::parse(session).expect("session id").short()
+    );
+    dialectic_llm::recorded_requests()
+        .into_iter()
+        .filter(|r| r.output_type == output_type)
+        .filter(|r| {
+            r.inputs.iter().any(|i| {
+                i.storage_key
+                    .as_deref()
+                    .is_some_and(|k| k.contains(&folder))
+            })
+        })
+        .collect()
 }
 
 /// The findings of the session's entries of one type, as GetBlackboard reads them.
@@ -174,9 +198,8 @@ async fn amendments_reach_conflict_detection_through_the_blackboard_despite_a_lo
     assert_eq!(step_jobs(&env, &session, "contract_resolve").await, 3);
     let buried = findings(&mut client, &session, "buried_change").await;
     assert_eq!(buried.len(), 3, "one per tracked document: {buried:?}");
-    let conflicts: Vec<String> = dialectic_llm::recorded_requests()
+    let conflicts: Vec<String> = session_requests(&session, "conflict_report")
         .into_iter()
-        .filter(|r| r.output_type == "conflict_report")
         .map(|r| r.messages[0].content.clone())
         .collect();
     assert_eq!(conflicts.len(), 1);
@@ -271,5 +294,42 @@ async fn a_single_document_skips_amendment_tracking() {
             .await
             .is_empty()
     );
+    env.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn amendments_are_tracked_in_effective_date_order_whatever_the_upload_order() {
+    let mut env = TestEnv::new().await;
+    env.start_all_recording().await;
+    let mut client = env.gateway().await;
+    // Uploaded base, second amendment, first amendment: the dates the parse
+    // extracts put the first amendment before the second.
+    let stack = [
+        (
+            "base.md",
+            "Lease. Effective 1 March 2021. 4.2: Rent is due on the first.",
+        ),
+        (
+            "amendment-2.md",
+            "Second amendment. Effective 1 September 2024. Exhibit B is deleted.",
+        ),
+        (
+            "amendment-1.md",
+            "First amendment. Effective 1 January 2023. 4.2: Rent is due on the fifth.",
+        ),
+    ];
+    let session = start(&mut client, &stack).await;
+    env.wait_for_session(&session, "iteration_complete_pending_review", true)
+        .await;
+    let tracked: Vec<String> = session_requests(&session, "amendment_tracking")
+        .into_iter()
+        .flat_map(|r| {
+            r.inputs
+                .into_iter()
+                .filter(|i| i.kind == "project_document")
+                .map(|i| i.document_key)
+        })
+        .collect();
+    assert_eq!(tracked, ["base.md", "amendment-1.md", "amendment-2.md"]);
     env.teardown().await;
 }

@@ -2,8 +2,8 @@
 //! the end on six service processes: thesis → outline → one argument map per
 //! outline section → one paragraph per planned paragraph in order, each
 //! reading the draft so far → the final essay. GetSession says where it is
-//! ("stage 4 of 4 (Paragraph writing): …, paragraph 3 of 6"), and a major
-//! revisit of the outline runs the later stages again. The outline and the
+//! ("stage 4 of 4 (Paragraph writing): …, section 2 of 3, paragraph 1 of 2"), and a
+//! major revisit of the outline runs the later stages again. The outline and the
 //! argument maps are documents, and an edit of the outline steers what follows.
 
 use dialectic_e2e::{GatewayClient, TestEnv, eventually};
@@ -115,17 +115,29 @@ async fn the_essay_runs_section_by_section_paragraph_by_paragraph_and_revisits()
         ),
         (4, 4, "paragraph_writing_paragraph")
     );
-    assert_eq!((paused.unit.as_str(), paused.count), ("paragraph", 6));
+    // Three sections of two paragraphs: the paragraph is counted within its
+    // section (seed 003 "Stage N, Section M, Paragraph P"), not across all six.
+    assert_eq!(
+        (
+            paused.within_unit.as_str(),
+            paused.within_count,
+            paused.unit.as_str(),
+            paused.count
+        ),
+        ("section", 3, "paragraph", 2),
+        "{paused:?}"
+    );
     // Paragraphs that started before the pause took finish; nothing new starts.
+    let ordinal = (paused.within_index - 1) * 2 + paused.index;
     assert!(
-        (2..=6).contains(&paused.index),
+        (2..=6).contains(&ordinal),
         "at least the first paragraph written: {paused:?}"
     );
     assert_eq!(
         paused.summary,
         format!(
-            "stage 4 of 4 (Paragraph writing): Write one paragraph, paragraph {} of 6",
-            paused.index
+            "stage 4 of 4 (Paragraph writing): Write one paragraph, section {} of 3, paragraph {} of 2",
+            paused.within_index, paused.index
         )
     );
     client

@@ -95,6 +95,7 @@ fn custom_step(key: &str, after: &[&str], before: &[&str]) -> CustomStep {
             section_header: Some("--- Header context ---".into()),
             iteration: Default::default(),
             items: None,
+            order_by: None,
         }],
         inputs_relevance: json(
             r#"[{"document_key": "header_context", "type": "header_context", "relevance": 1.0}]"#,

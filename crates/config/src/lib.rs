@@ -568,11 +568,7 @@ impl ConfigArgs {
         }
         let mut settings: Settings = figment.extract()?;
         if settings.internal.token_secret.is_empty() {
-            settings.internal.token_secret = format!(
-                "{}{}",
-                uuid::Uuid::new_v4().simple(),
-                uuid::Uuid::new_v4().simple()
-            );
+            settings.internal.token_secret = dialectic_core::ids::random_secret();
         }
         settings.validate()?;
         Ok(settings)

@@ -3,8 +3,6 @@
 //! creation; only its SHA-256 is stored. A fast hash is enough because keys are
 //! random (244 bits), not passwords: nothing can be guessed from a dictionary.
 
-use uuid::Uuid;
-
 /// Every key starts with this, so a leaked one is easy to recognise and grep for.
 pub const KEY_PREFIX: &str = "dlk_";
 
@@ -21,11 +19,7 @@ pub enum BearerError {
 
 /// A new random key: the prefix and two v4 UUIDs' worth of randomness.
 pub fn generate() -> String {
-    format!(
-        "{KEY_PREFIX}{}{}",
-        Uuid::new_v4().simple(),
-        Uuid::new_v4().simple()
-    )
+    format!("{KEY_PREFIX}{}", crate::ids::random_secret())
 }
 
 /// Hex SHA-256 of the key: what the database stores and looks up.

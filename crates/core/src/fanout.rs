@@ -54,10 +54,7 @@ impl SourceDoc {
     /// Names a reducing job's output: ids minted together share their first
     /// eight digits (a v7 timestamp), so two sources would name one file.
     fn short_id(&self) -> String {
-        match uuid::Uuid::parse_str(&self.id) {
-            Ok(id) => crate::ids::short_hex(&id),
-            Err(_) => crate::digest::sha256_hex(self.id.as_bytes())[..8].to_string(),
-        }
+        crate::ids::short_of_text(&self.id)
     }
 }
 

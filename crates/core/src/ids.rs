@@ -19,6 +19,26 @@ pub fn short_hex(id: &Uuid) -> String {
     hex[hex.len() - 8..].to_string()
 }
 
+/// The short name of an id given as text (`short_hex`), or of any other text
+/// (its digest's first eight hex digits), for names that must differ per source.
+pub fn short_of_text(text: &str) -> String {
+    match Uuid::parse_str(text) {
+        Ok(id) => short_hex(&id),
+        Err(_) => crate::digest::sha256_hex(text.as_bytes())[..8].to_string(),
+    }
+}
+
+/// 64 hex digits from two v4 UUIDs (244 random bits): secrets no one chose.
+pub fn random_secret() -> String {
+    format!("{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple())
+}
+
+/// A name unique to this process and moment (`executor-{v7}`), for workers,
+/// lock holders and other owners that need no row of their own.
+pub fn instance_name(prefix: &str) -> String {
+    format!("{prefix}-{}", Uuid::now_v7().simple())
+}
+
 macro_rules! typed_id {
     ($($name:ident => $kind:literal),* $(,)?) => {$(
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -33,6 +53,10 @@ macro_rules! typed_id {
             #[allow(clippy::new_without_default)]
             pub fn new() -> Self {
                 Self(Uuid::now_v7())
+            }
+            /// A fixed id, for fixtures that must name the same row every run.
+            pub const fn from_u128(value: u128) -> Self {
+                Self(Uuid::from_u128(value))
             }
             pub fn as_uuid(&self) -> Uuid {
                 self.0
@@ -101,6 +125,11 @@ typed_id! {
     // One rewind of a session by a revisit (a `dialectic_session_revisions` row).
     RevisionId => "session revision",
     QueryId => "query",
+}
+
+impl ModelId {
+    /// Names "no model" where a row needs one: an edit of a document no model wrote.
+    pub const NONE: ModelId = ModelId(Uuid::nil());
 }
 
 #[cfg(test)]

@@ -391,7 +391,7 @@ mod tests {
     #[test]
     fn a_project_document_key_is_slugged_and_kept_apart_by_its_id() {
         let project = ProjectId::new();
-        let id = ResourceId(uuid::Uuid::from_u128(0xabcdef12));
+        let id = ResourceId::from_u128(0xabcdef12);
         assert_eq!(
             project_document_key(project, id, "../Base Agreement (2019).MD"),
             format!("projects/{project}/general_resource/base-agreement-2019_abcdef12.md")

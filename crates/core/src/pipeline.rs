@@ -403,6 +403,12 @@ fn check_input(
             format!("{:?} is not one of {INPUT_KINDS:?}", rule.kind),
         );
     }
+    if rule.order_by.is_some() && rule.kind != "project_document" {
+        problems.add(
+            &format!("{place}.order_by"),
+            "only a project_document rule can be ordered by what a step extracted from each upload",
+        );
+    }
     // A stage reads itself or stages before it; the iteration before may be any.
     if let Some(stage) = &rule.stage_slug
         && !known_stages.contains(stage.as_str())

@@ -1,8 +1,11 @@
 //! Where a session is, in words a person reads at a glance ("stage 3 of 4
 //! (Argument development): Map one section's argument, section 2 of 5"; seed
-//! 003 "Session paused at [Stage N, Section M]").
+//! 003 "Session paused at [Stage N, Section M]"). A step that works through
+//! the items of several documents in turn (a paragraph of each section's
+//! argument map) names the document's place too: "section 2 of 3, paragraph
+//! 1 of 2", not "paragraph 3 of 6".
 
-use crate::recipe::{Granularity, RecipeStep};
+use crate::recipe::{Granularity, InputRule, RecipeStep};
 
 /// A step of the current stage that has jobs: its definition and how many of
 /// its jobs are done, in the order the steps started.
@@ -23,9 +26,28 @@ pub struct Position {
     pub step_name: String,
     /// What one of its jobs works on: "section", "document", "job".
     pub unit: String,
-    /// The one under way, 1-based.
+    /// The one under way, 1-based: within `within` when it is set.
     pub index: u64,
     pub count: u64,
+    /// The document whose items the step is working through, when it works
+    /// through the items of more than one.
+    pub within: Option<Within>,
+}
+
+/// The place of the document a job's item belongs to ("section 2 of 3").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Within {
+    pub unit: String,
+    pub index: u64,
+    pub count: u64,
+}
+
+/// One job of a step that fans out over the items of documents: the
+/// document it reads an item of, and whether it is done; in the jobs' order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemJob {
+    pub source: String,
+    pub done: bool,
 }
 
 impl Position {
@@ -51,6 +73,35 @@ impl Position {
         position
     }
 
+    /// Places the step's current job within the document its item comes
+    /// from, when the step's jobs read the items of more than one document;
+    /// `unit` names those documents' place ("section").
+    pub fn within_documents(mut self, unit: &str, jobs: &[ItemJob]) -> Self {
+        let mut groups: Vec<(&str, Vec<bool>)> = Vec::new();
+        for job in jobs {
+            match groups.last_mut() {
+                Some((source, done)) if *source == job.source => done.push(job.done),
+                _ => groups.push((&job.source, vec![job.done])),
+            }
+        }
+        if groups.len() < 2 {
+            return self;
+        }
+        let current = groups
+            .iter()
+            .position(|(_, done)| done.contains(&false))
+            .unwrap_or(groups.len() - 1);
+        let done = &groups[current].1;
+        self.index = (done.iter().filter(|d| **d).count() as u64 + 1).min(done.len() as u64);
+        self.count = done.len() as u64;
+        self.within = Some(Within {
+            unit: unit.to_string(),
+            index: current as u64 + 1,
+            count: groups.len() as u64,
+        });
+        self
+    }
+
     pub fn summary(&self) -> String {
         let mut text = format!(
             "stage {} of {} ({})",
@@ -59,7 +110,13 @@ impl Position {
         if !self.step_name.is_empty() {
             text.push_str(&format!(": {}", self.step_name));
         }
-        if self.count > 1 {
+        if let Some(within) = &self.within {
+            text.push_str(&format!(
+                ", {} {} of {}",
+                within.unit, within.index, within.count
+            ));
+        }
+        if self.count > 1 || self.within.is_some() {
             text.push_str(&format!(", {} {} of {}", self.unit, self.index, self.count));
         }
         text
@@ -69,22 +126,34 @@ impl Position {
 /// What one job of the step works on: an item of the array its anchor rule
 /// names (`items = "sections"` → "section"), a document, or just a job.
 pub fn unit_of(step: &RecipeStep) -> String {
-    let anchor = step
-        .inputs_required
-        .iter()
-        .find(|r| r.kind == "document" || r.kind == "project_document");
-    match (anchor.and_then(|r| r.items.as_deref()), step.granularity) {
+    match (
+        anchor(step).and_then(|r| r.items.as_deref()),
+        step.granularity,
+    ) {
         (Some(items), _) => items.strip_suffix('s').unwrap_or(items).replace('_', " "),
         (None, Granularity::PerSourceDocument | Granularity::Sequential) => "document".into(),
         _ => "job".into(),
     }
 }
 
+/// The input rule a step fans out over: its first document rule.
+fn anchor(step: &RecipeStep) -> Option<&InputRule> {
+    step.inputs_required
+        .iter()
+        .find(|r| r.kind == "document" || r.kind == "project_document")
+}
+
+/// The stage and document key of the documents whose items the step works
+/// through, when it works through items of an earlier step's documents.
+pub fn item_documents(step: &RecipeStep) -> Option<(&str, &str)> {
+    let rule = anchor(step).filter(|r| r.items.is_some())?;
+    Some((rule.stage_slug.as_deref()?, rule.document_key.as_deref()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::job::JobType;
-    use crate::recipe::InputRule;
 
     fn tally(
         key: &str,
@@ -125,6 +194,41 @@ mod tests {
         assert_eq!(
             Position::new((1, 1, "Contract analysis"), &[chain]).summary(),
             "stage 1 of 1 (Contract analysis): Run track, document 3 of 3"
+        );
+    }
+
+    #[test]
+    fn paragraphs_are_counted_within_their_section() {
+        let job = |source: &str, done: bool| ItemJob {
+            source: source.into(),
+            done,
+        };
+        let jobs = [
+            job("map-1", true),
+            job("map-1", true),
+            job("map-2", true),
+            job("map-2", false),
+            job("map-3", false),
+        ];
+        let steps = [tally(
+            "write",
+            Granularity::Sequential,
+            Some("paragraphs"),
+            3,
+            5,
+        )];
+        let position = Position::new((4, 4, "Paragraph writing"), &steps);
+        assert_eq!(
+            position
+                .clone()
+                .within_documents("section", &jobs)
+                .summary(),
+            "stage 4 of 4 (Paragraph writing): Run write, section 2 of 3, paragraph 2 of 2"
+        );
+        let one_source = [job("map-1", true), job("map-1", false)];
+        assert_eq!(
+            position.within_documents("section", &one_source).summary(),
+            "stage 4 of 4 (Paragraph writing): Run write, paragraph 4 of 5"
         );
     }
 }

@@ -99,6 +99,32 @@ pub struct InputRule {
     /// document whose items the step fans out over (each job reads its item).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub items: Option<String>,
+    /// A `project_document` anchor fans out in the order of a value an
+    /// earlier step of the stage extracted from each document (seed 004 §2:
+    /// amendments in effective-date order), not in upload order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_by: Option<OrderBy>,
+}
+
+/// Orders uploads by the string value `key` of the JSON document
+/// `document_key` that a step of the same stage wrote from each of them;
+/// uploads without one come last, and upload order breaks ties.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrderBy {
+    pub document_key: String,
+    pub key: String,
+}
+
+impl OrderBy {
+    /// Sorts `items` (in upload order) by the value each has, if any: values
+    /// ascending (ISO dates sort as text), then those with none.
+    pub fn sort<T>(items: &mut [T], value: impl Fn(&T) -> Option<String>) {
+        items.sort_by_cached_key(|item| match value(item) {
+            Some(v) => (0, v),
+            None => (1, String::new()),
+        });
+    }
 }
 
 /// The iteration an input rule reads from.

@@ -42,10 +42,21 @@ pub struct Recording {
 #[async_trait]
 impl ModelProvider for Recording {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        // When the call ran, so a benchmark can tell the model's time from
+        // the engine's in a session's wall time.
+        let started_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let clock = std::time::Instant::now();
         let response = self.inner.chat(request).await?;
-        let body =
-            serde_json::to_vec(&serde_json::json!({ "request": request, "response": response }))
-                .map_err(|e| LlmError::Permanent(format!("recording: {e}")))?;
+        let elapsed_ms = clock.elapsed().as_secs_f64() * 1000.0;
+        let body = serde_json::to_vec(&serde_json::json!({
+            "request": request,
+            "response": response,
+            "started_ms": started_ms,
+            "elapsed_ms": elapsed_ms,
+        }))
+        .map_err(|e| LlmError::Permanent(format!("recording: {e}")))?;
         self.store
             .put(&exchange_key(request), body)
             .await

@@ -330,6 +330,46 @@ fn typed_value(request: &ChatRequest, key: &str) -> serde_json::Value {
     }
 }
 
+const MONTHS: [&str; 12] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+
+/// The first date the text states, as YYYY-MM-DD: written so ("2024-09-01")
+/// or as a day, a month's name and a year ("1 September 2024").
+fn first_date(text: &str) -> Option<String> {
+    let words: Vec<&str> = text
+        .split(|c: char| c.is_whitespace() || c == ',' || c == '.' || c == '(' || c == ')')
+        .filter(|w| !w.is_empty())
+        .collect();
+    words.iter().enumerate().find_map(|(i, word)| {
+        let iso = word.len() == 10
+            && word.char_indices().all(|(at, c)| match at {
+                4 | 7 => c == '-',
+                _ => c.is_ascii_digit(),
+            });
+        if iso {
+            return Some(word.to_string());
+        }
+        let day: u32 = word.parse().ok().filter(|d| (1..=31).contains(d))?;
+        let month = MONTHS
+            .iter()
+            .position(|m| words.get(i + 1).is_some_and(|w| w.eq_ignore_ascii_case(m)))?;
+        let year: u32 = words.get(i + 2)?.parse().ok().filter(|y| *y >= 1000)?;
+        Some(format!("{year:04}-{:02}-{day:02}", month + 1))
+    })
+}
+
 /// One blackboard entry per type the step may publish, each naming the
 /// model, the type and a digest of the prompt: deterministic, and distinct
 /// per job, so a test can find an entry in the prompt of a step that reads it.
@@ -457,11 +497,15 @@ impl SimulatedProvider {
             // each a value of its type, as a model following a schema would.
             if !more {
                 for key in request.required_keys.iter().filter(|k| *k != "content") {
-                    reply[key.as_str()] = match items_for(first_user, key) {
-                        Some(n) => (1..=n)
+                    reply[key.as_str()] = match (items_for(first_user, key), first_date(first_user))
+                    {
+                        (Some(n), _) => (1..=n)
                             .map(|i| format!("{} {key} item {i} of {n}", request.model))
                             .collect(),
-                        None => typed_value(request, key),
+                        // A date the step asks for is the first one its input
+                        // states, as a model reading the document would say.
+                        (None, Some(date)) if key.ends_with("date") => date.into(),
+                        (None, _) => typed_value(request, key),
                     };
                 }
                 if !request.publishes.is_empty() {
@@ -574,6 +618,19 @@ mod tests {
             temperature: None,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn dates_are_read_as_written_or_by_month_name() {
+        assert_eq!(
+            first_date("Effective 1 September 2024.").as_deref(),
+            Some("2024-09-01")
+        );
+        assert_eq!(
+            first_date("from 2021-03-01 on, (12 May 2025)").as_deref(),
+            Some("2021-03-01")
+        );
+        assert_eq!(first_date("clause 4.1 of 2021"), None);
     }
 
     #[tokio::test]

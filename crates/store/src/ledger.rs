@@ -11,10 +11,10 @@
 //! index leads with the key) and rows by id behind a `MATERIALIZED` fence,
 //! the wallet compared after.
 
+pub use crate::error::LedgerError;
 use crate::listing::Cursor;
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
-use dialectic_core::error::{ErrorCode, ErrorContract, Reason};
 use dialectic_core::ids::{JobId, SessionId, TransactionId, UserId, WalletId};
 use dialectic_core::job::JobStatus;
 use dialectic_core::ledger::LedgerKind;
@@ -23,96 +23,6 @@ use sqlx::PgPool;
 /// The kinds that close a hold, bound into SQL as `kind = ANY(..)`: the same
 /// list as [`LedgerKind::closes_hold`] and the ledger's one-close index.
 const CLOSES_HOLD: [&str; 2] = [LedgerKind::Capture.as_str(), LedgerKind::Release.as_str()];
-
-#[derive(Debug, thiserror::Error)]
-pub enum LedgerError {
-    #[error("wallet {0} not found")]
-    UnknownWallet(WalletId),
-    #[error("hold {0} not found in this wallet")]
-    UnknownHold(TransactionId),
-    #[error("amount must be positive, got {0}")]
-    NonPositiveAmount(i64),
-    #[error("insufficient balance: {requested} requested, {available} available")]
-    InsufficientFunds { requested: i64, available: i64 },
-    #[error("capture of {requested} exceeds the hold of {held}")]
-    CaptureExceedsHold { requested: i64, held: i64 },
-    #[error("hold {0} is already captured, released or expired")]
-    HoldClosed(TransactionId),
-    #[error("idempotency key {0:?} was used before with different arguments")]
-    KeyReuse(String),
-    #[error("idempotency key is empty")]
-    EmptyKey,
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-/// One mapping wherever a ledger error reaches a client (the wallet, the
-/// gateway's credit path): a short balance is a precondition, not a bug.
-impl ErrorContract for LedgerError {
-    fn code(&self) -> ErrorCode {
-        match self {
-            LedgerError::UnknownWallet(_) | LedgerError::UnknownHold(_) => ErrorCode::NotFound,
-            LedgerError::NonPositiveAmount(_)
-            | LedgerError::EmptyKey
-            | LedgerError::CaptureExceedsHold { .. } => ErrorCode::InvalidArgument,
-            LedgerError::InsufficientFunds { .. } | LedgerError::HoldClosed(_) => {
-                ErrorCode::FailedPrecondition
-            }
-            LedgerError::KeyReuse(_) => ErrorCode::AlreadyExists,
-            LedgerError::Store(e) => e.code(),
-        }
-    }
-
-    fn reason(&self) -> Reason {
-        match self {
-            LedgerError::UnknownWallet(_) => Reason::WalletNotFound,
-            LedgerError::UnknownHold(_) => Reason::HoldNotFound,
-            LedgerError::NonPositiveAmount(_) => Reason::NonPositiveAmount,
-            LedgerError::InsufficientFunds { .. } => Reason::InsufficientFunds,
-            LedgerError::CaptureExceedsHold { .. } => Reason::CaptureExceedsHold,
-            LedgerError::HoldClosed(_) => Reason::HoldClosed,
-            LedgerError::KeyReuse(_) => Reason::IdempotencyKeyReused,
-            LedgerError::EmptyKey => Reason::IdempotencyKeyEmpty,
-            LedgerError::Store(e) => e.reason(),
-        }
-    }
-
-    fn metadata(&self) -> Vec<(&'static str, String)> {
-        match self {
-            LedgerError::UnknownWallet(id) => vec![("wallet_id", id.to_string())],
-            LedgerError::UnknownHold(id) | LedgerError::HoldClosed(id) => {
-                vec![("hold_id", id.to_string())]
-            }
-            LedgerError::InsufficientFunds {
-                requested,
-                available,
-            } => vec![
-                ("requested", requested.to_string()),
-                ("available", available.to_string()),
-            ],
-            LedgerError::CaptureExceedsHold { requested, held } => vec![
-                ("requested", requested.to_string()),
-                ("held", held.to_string()),
-            ],
-            LedgerError::Store(e) => e.metadata(),
-            _ => Vec::new(),
-        }
-    }
-
-    fn field(&self) -> Option<&str> {
-        match self {
-            LedgerError::NonPositiveAmount(_) => Some("amount"),
-            LedgerError::EmptyKey => Some("idempotency_key"),
-            _ => None,
-        }
-    }
-}
-
-impl From<sqlx::Error> for LedgerError {
-    fn from(e: sqlx::Error) -> Self {
-        LedgerError::Store(StoreError::from(e))
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Transaction {
@@ -792,7 +702,7 @@ pub async fn transactions(
     pool: &PgPool,
     wallet_id: WalletId,
     limit: i64,
-    before: Option<Cursor>,
+    before: Option<Cursor<TransactionId>>,
 ) -> Result<Vec<Transaction>, LedgerError> {
     let (at, id) = before.unzip();
     Ok(sqlx::query_as::<_, Transaction>(&format!(

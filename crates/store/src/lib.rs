@@ -7,6 +7,7 @@ pub mod auth;
 pub mod blackboard;
 pub mod clarifications;
 pub mod contributions;
+pub mod error;
 pub mod gates;
 pub mod index;
 pub mod inputs;
@@ -33,7 +34,7 @@ pub mod templates;
 pub mod traces;
 pub mod wallets;
 
-use dialectic_core::error::{ErrorCode, ErrorContract, Reason};
+pub use error::StoreError;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
 use std::str::FromStr;
@@ -43,94 +44,6 @@ pub type Tx<'a> = Transaction<'a, Postgres>;
 /// One database connection, pooled or a transaction's, for reads that must
 /// share the caller's connection.
 pub type Conn = sqlx::PgConnection;
-
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("database: {0}")]
-    Database(#[from] sqlx::Error),
-    #[error("migration: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
-    #[error("{resource} {name} not found")]
-    NotFound {
-        resource: &'static str,
-        name: String,
-    },
-    #[error("invalid stored data: {0}")]
-    Corrupt(String),
-    #[error("{0}")]
-    Invalid(String),
-}
-
-impl StoreError {
-    /// `resource` is what kind of thing was looked for ("session"), `name` which one.
-    pub fn not_found(resource: &'static str, name: impl std::fmt::Display) -> Self {
-        StoreError::NotFound {
-            resource,
-            name: name.to_string(),
-        }
-    }
-
-    /// The database did not answer at all (down, failing over, no connection
-    /// to be had), as opposed to answering with an error.
-    pub fn is_unreachable(&self) -> bool {
-        match self {
-            StoreError::Database(e) => match e {
-                sqlx::Error::Io(_)
-                | sqlx::Error::PoolTimedOut
-                | sqlx::Error::PoolClosed
-                | sqlx::Error::WorkerCrashed => true,
-                sqlx::Error::Database(db) => {
-                    matches!(db.code().as_deref(), Some("57P01" | "57P03"))
-                }
-                _ => false,
-            },
-            _ => false,
-        }
-    }
-
-    /// Worth retrying: the database is unreachable or the transaction lost a race.
-    pub fn is_transient(&self) -> bool {
-        let lost_a_race = matches!(
-            self,
-            StoreError::Database(sqlx::Error::Database(db))
-                if matches!(db.code().as_deref(), Some("40001" | "40P01"))
-        );
-        lost_a_race || self.is_unreachable()
-    }
-}
-
-impl ErrorContract for StoreError {
-    fn code(&self) -> ErrorCode {
-        match self {
-            StoreError::NotFound { .. } => ErrorCode::NotFound,
-            StoreError::Invalid(_) => ErrorCode::InvalidArgument,
-            e if e.is_transient() => ErrorCode::Unavailable,
-            _ => ErrorCode::Internal,
-        }
-    }
-
-    fn reason(&self) -> Reason {
-        match self {
-            StoreError::NotFound { .. } => Reason::ResourceNotFound,
-            StoreError::Invalid(_) => Reason::InvalidRequest,
-            StoreError::Corrupt(_) => Reason::CorruptStoredData,
-            e if e.is_transient() => Reason::DatabaseUnavailable,
-            _ => Reason::DatabaseError,
-        }
-    }
-
-    fn metadata(&self) -> Vec<(&'static str, String)> {
-        match self {
-            StoreError::NotFound { resource, name } => {
-                vec![
-                    ("resource_type", resource.to_string()),
-                    ("resource_name", name.clone()),
-                ]
-            }
-            _ => Vec::new(),
-        }
-    }
-}
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
 

@@ -2,23 +2,23 @@
 //! Pages run newest first on (created_at, id), so a row inserted while a
 //! client pages never shifts what it has not read yet.
 
+pub use crate::error::DeleteError;
 use crate::projects::{PROJECT_COLUMNS, ProjectRow};
 use crate::sessions::{SESSION_COLUMNS, SessionRow};
 use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
-use dialectic_core::ids::{ProjectId, UserId};
+use dialectic_core::ids::{ProjectId, SessionId, UserId};
 use dialectic_core::job::JobStatus;
 use sqlx::PgPool;
-use uuid::Uuid;
 
 /// Where the previous page stopped: the last row's (created_at, id).
-pub type Cursor = (DateTime<Utc>, Uuid);
+pub type Cursor<Id> = (DateTime<Utc>, Id);
 
 pub async fn projects(
     pool: &PgPool,
     user_id: UserId,
     limit: i64,
-    after: Option<Cursor>,
+    after: Option<Cursor<ProjectId>>,
 ) -> Result<Vec<ProjectRow>, StoreError> {
     let (at, id) = after.unzip();
     Ok(sqlx::query_as::<_, ProjectRow>(&format!(
@@ -40,7 +40,7 @@ pub async fn sessions(
     user_id: UserId,
     project_id: ProjectId,
     limit: i64,
-    after: Option<Cursor>,
+    after: Option<Cursor<SessionId>>,
 ) -> Result<Vec<SessionRow>, StoreError> {
     let (at, id) = after.unzip();
     Ok(sqlx::query_as::<_, SessionRow>(&format!(
@@ -58,23 +58,6 @@ pub async fn sessions(
     .await?)
 }
 
-/// Why a project cannot be deleted now.
-#[derive(Debug, thiserror::Error)]
-pub enum DeleteError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(
-        "{0} job(s) of this project are running; pause its sessions (running jobs finish) or wait, then delete again"
-    )]
-    Busy(i64),
-}
-
-impl From<sqlx::Error> for DeleteError {
-    fn from(e: sqlx::Error) -> Self {
-        DeleteError::Store(e.into())
-    }
-}
-
 /// Marks the caller's project deleted under the project's row lock and
 /// returns its sessions, locked, for the planner to abandon (claims refuse an
 /// abandoned session's jobs, so nothing queued runs later); refused while a
@@ -84,7 +67,7 @@ pub async fn delete_project(
     user_id: UserId,
     project_id: ProjectId,
 ) -> Result<Vec<SessionRow>, DeleteError> {
-    sqlx::query_scalar::<_, Uuid>(
+    sqlx::query_scalar::<_, ProjectId>(
         "SELECT id FROM dialectic_projects
          WHERE id = $1 AND user_id = $2 AND deleted_at IS NULL FOR UPDATE",
     )

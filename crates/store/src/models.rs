@@ -6,6 +6,7 @@
 //! work ([`active_models`], [`model_by_identifier`]) skips inactive rows.
 
 use crate::StoreError;
+pub use crate::error::ModelError;
 use dialectic_core::ids::ModelId;
 use dialectic_core::structured::StructuredOutput;
 use serde_json::{Map, Value};
@@ -110,26 +111,6 @@ pub struct ModelSpec {
     pub output_cost: Option<f64>,
     /// The tokenizer the token counts use (the tokenizer crate validates the name).
     pub tokenizer: String,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ModelError {
-    /// `field` is the spec field (and `model add` flag, `_` for `-`) at fault.
-    #[error("{field}: {reason}")]
-    Invalid { field: &'static str, reason: String },
-    #[error("no model is named {0:?}; `dialecticd model list` shows the registered ones")]
-    NotFound(String),
-    #[error(
-        "fallback: no active model is named {0:?}; register it first (`dialecticd model add {0} …`)"
-    )]
-    UnknownFallback(String),
-    #[error(
-        "model {name:?} is the fallback of {}; give them another (`dialecticd model add … --fallback OTHER`) or remove them first",
-        .users.join(", ")
-    )]
-    StillAFallback { name: String, users: Vec<String> },
-    #[error("database: {0}")]
-    Database(#[from] sqlx::Error),
 }
 
 fn invalid(field: &'static str, reason: impl Into<String>) -> ModelError {

@@ -5,7 +5,7 @@ use crate::StoreError;
 use crate::sessions::session_process;
 use dialectic_core::ids::SessionId;
 use dialectic_core::job::{JobStatus, JobType};
-use dialectic_core::position::StepTally;
+use dialectic_core::position::{ItemJob, StepTally, unit_of};
 use dialectic_core::recipe::RecipeStep;
 use sqlx::types::Json;
 
@@ -69,4 +69,58 @@ pub async fn step_tallies(
             })
         })
         .collect()
+}
+
+/// The jobs of a step that fans out over the items of documents, in the
+/// order they were made (superseded ones aside): the document each reads an
+/// item of (the anchor selection's key) and whether it is done.
+pub async fn item_jobs(
+    conn: &mut sqlx::PgConnection,
+    session_id: SessionId,
+    stage_slug: &str,
+    iteration: i32,
+    step_key: &str,
+) -> Result<Vec<ItemJob>, StoreError> {
+    let rows: Vec<(String, bool)> = sqlx::query_as(
+        "SELECT src.key, j.status = ANY($5)
+         FROM dialectic_generation_jobs j,
+              LATERAL (SELECT s->'keys'->>0 AS key FROM jsonb_array_elements(j.payload->'sources') s
+                       WHERE s ? 'item' LIMIT 1) src
+         WHERE j.session_id = $1 AND j.stage_slug = $2 AND j.iteration_number = $3
+           AND j.step_key = $4 AND j.status <> $6 AND src.key IS NOT NULL
+         ORDER BY j.created_at, j.id",
+    )
+    .bind(session_id)
+    .bind(stage_slug)
+    .bind(iteration)
+    .bind(step_key)
+    .bind(&JobStatus::TERMINAL[..])
+    .bind(JobStatus::Superseded.as_str())
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(source, done)| ItemJob { source, done })
+        .collect())
+}
+
+/// What one of the documents a step reads items of stands for ("section"):
+/// the unit of the step that wrote them, read from one of its jobs.
+pub async fn written_unit(
+    conn: &mut sqlx::PgConnection,
+    session_id: SessionId,
+    stage_slug: &str,
+    document_key: &str,
+) -> Result<Option<String>, StoreError> {
+    let step: Option<Json<RecipeStep>> = sqlx::query_scalar(
+        "SELECT payload->'step' FROM dialectic_generation_jobs
+         WHERE session_id = $1 AND stage_slug = $2 AND payload->'step'->'outputs_required' @> $3
+         LIMIT 1",
+    )
+    .bind(session_id)
+    .bind(stage_slug)
+    .bind(Json(serde_json::json!([{ "document_key": document_key }])))
+    .fetch_optional(conn)
+    .await?;
+    Ok(step.map(|s| unit_of(&s.0)))
 }

@@ -269,7 +269,7 @@ async fn session_inputs(
     executor: impl sqlx::PgExecutor<'_>,
     session_id: SessionId,
 ) -> Result<Vec<InputDoc>, StoreError> {
-    let rows: Vec<(uuid::Uuid, String, String)> = sqlx::query_as(
+    let rows: Vec<(ResourceId, String, String)> = sqlx::query_as(
         "SELECT r.id, r.storage_path, r.file_name FROM dialectic_project_resources r
            JOIN dialectic_sessions s ON s.project_id = r.project_id
           WHERE s.id = $1 AND r.resource_type = $2 ORDER BY r.created_at, r.id",
@@ -281,13 +281,42 @@ async fn session_inputs(
     Ok(rows
         .into_iter()
         .map(|(id, storage_key, file_name)| InputDoc {
-            id,
+            id: id.into(),
             storage_key,
             document_key: file_name,
             model_id: None,
             from_resource: true,
         })
         .collect())
+}
+
+/// What a step of the stage wrote under `document_key` from each upload it
+/// read: (the upload's key, the object of the step's reply), the latest
+/// reply per upload. Fan-outs use it to order uploads by what was extracted
+/// from them (`order_by`).
+pub async fn written_from_uploads(
+    executor: impl sqlx::PgExecutor<'_>,
+    session_id: SessionId,
+    stage_slug: &str,
+    iteration: i32,
+    document_key: &str,
+) -> Result<Vec<(String, String)>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT DISTINCT ON (read.key) read.key, c.raw_response_storage_path
+         FROM dialectic_generation_jobs j
+         JOIN dialectic_contributions c ON c.job_id = j.id AND NOT c.is_archived
+         CROSS JOIN LATERAL jsonb_array_elements(j.payload->'sources') src
+         CROSS JOIN LATERAL jsonb_array_elements_text(src->'keys') AS read(key)
+         WHERE j.session_id = $1 AND j.stage_slug = $2 AND j.iteration_number = $3
+           AND c.document_key = $4 AND c.raw_response_storage_path IS NOT NULL
+         ORDER BY read.key, c.created_at DESC",
+    )
+    .bind(session_id)
+    .bind(stage_slug)
+    .bind(iteration)
+    .bind(document_key)
+    .fetch_all(executor)
+    .await?)
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! is one transaction that either applies the whole edit or writes nothing;
 //! DAG checks happen in core before any row is inserted.
 
+pub use crate::error::RecipeEditError;
 use crate::{StoreError, Tx, recipes};
 use dialectic_core::ids::{RecipeInstanceId, StepId, TemplateId};
 use dialectic_core::job::JobType;
@@ -16,34 +17,6 @@ use sqlx::types::Json;
 /// Prompt types the step tables accept (their CHECK constraint), checked here
 /// so a bad value is named instead of surfacing as a constraint violation.
 const PROMPT_TYPES: [&str; 4] = ["Seed", "Planner", "Turn", "Continuation"];
-
-#[derive(Debug, thiserror::Error)]
-pub enum RecipeEditError {
-    #[error("stage {0:?} does not exist or has no recipe")]
-    UnknownStage(String),
-    #[error("stage {stage:?} has no recipe step {step_key:?}")]
-    UnknownStepKey { stage: String, step_key: String },
-    #[error("stage {stage:?} already has a recipe step {step_key:?}")]
-    DuplicateStepKey { stage: String, step_key: String },
-    #[error("step {step_key:?} has no job type")]
-    MissingJobType { step_key: String },
-    #[error("step {step_key:?} has job type {value:?}; expected PLAN, EXECUTE or RENDER")]
-    InvalidJobType { step_key: String, value: String },
-    #[error("step {step_key:?} has granularity strategy {value:?}, which is not known")]
-    InvalidGranularity { step_key: String, value: String },
-    #[error("step {step_key:?}: {reason}")]
-    InvalidStep { step_key: String, reason: String },
-    #[error("the edit would make stage {stage:?}'s recipe cyclic: {}", path.join(" → "))]
-    Cycle { stage: String, path: Vec<String> },
-    #[error("edge {from:?} → {to:?}: both steps must be in stage {stage:?}'s recipe")]
-    EdgeOutsideRecipe {
-        stage: String,
-        from: String,
-        to: String,
-    },
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
 
 impl From<sqlx::Error> for RecipeEditError {
     fn from(e: sqlx::Error) -> Self {

@@ -375,9 +375,9 @@ mod tests {
 
     #[test]
     fn a_single_document_rule_reads_the_jobs_own_models_document() {
-        let mine = ModelId(Uuid::from_u128(2));
+        let mine = ModelId::from_u128(2);
         let by = |key: &str, model: u128| InputDoc {
-            model_id: Some(ModelId(Uuid::from_u128(model))),
+            model_id: Some(ModelId::from_u128(model)),
             ..doc(key)
         };
         let found = vec![by("a", 1), by("b", 2), by("c", 2)];

@@ -44,7 +44,6 @@ use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 use tracing::{Instrument, info_span};
-use uuid::Uuid;
 
 pub const SERVICE_NAME: &str = "dialectic.v1.executor.ExecutorService";
 
@@ -292,7 +291,7 @@ async fn start_executor(
     let (courier, courier_task) = Courier::from_settings(&store, &settings, &work_shutdown);
     let handler: Arc<dyn Handler> = Arc::new(JobWorker {
         store: store.clone(),
-        worker: format!("executor-{}", Uuid::now_v7().simple()),
+        worker: dialectic_core::ids::instance_name("executor"),
         lease_secs: settings.executor.worker.lease_secs.max(1),
         job_types: &[JobType::Plan, JobType::Execute],
         work: Jobs(executor),

@@ -106,7 +106,7 @@ impl RedisLimiter {
 #[async_trait]
 impl CallLimiter for RedisLimiter {
     async fn acquire(&self, key: &str, tokens: u64) -> Result<String, LlmError> {
-        let holder = uuid::Uuid::now_v7().to_string();
+        let holder = dialectic_core::ids::instance_name("limiter");
         let started = Instant::now();
         loop {
             let cache = self.cache.get().ok_or_else(|| {

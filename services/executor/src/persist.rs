@@ -530,7 +530,7 @@ mod tests {
 
     fn chain(contents: &[&str]) -> Chain {
         Chain {
-            identity: ContributionId(Uuid::from_u128(7)),
+            identity: ContributionId::from_u128(7),
             root_name: DocumentName {
                 model_slug: "m".into(),
                 attempt: 0,
@@ -624,7 +624,7 @@ mod tests {
 
     #[test]
     fn relationships_name_the_document_identity() {
-        let own = ContributionId(Uuid::from_u128(1));
+        let own = ContributionId::from_u128(1);
         assert_eq!(
             relationships("thesis", None, own, 0, None),
             serde_json::json!({"thesis": own.to_string()})

@@ -18,6 +18,7 @@ use dialectic_store::listing;
 use dialectic_store::projects::{self, ProjectRow};
 use dialectic_store::recipe_edit::{self, RecipeEditError};
 use dialectic_store::{StoreError, contributions, ledger, pipelines, recipes, wallets};
+use std::str::FromStr;
 
 /// Where a project's objects live in S3.
 pub fn project_prefix(project_id: ProjectId) -> String {
@@ -70,7 +71,7 @@ fn entry(e: dialectic_proto::v1::wallet::LedgerEntry) -> WalletTransaction {
     }
 }
 
-fn cursor(token: &str) -> Result<Option<listing::Cursor>, GatewayError> {
+fn cursor<Id: FromStr>(token: &str) -> Result<Option<listing::Cursor<Id>>, GatewayError> {
     convert::parse_page_token(token).map_err(|e| GatewayError::bad("page_token", e))
 }
 
@@ -154,7 +155,7 @@ impl Gateway {
         let limit = convert::page_size(req.page_size);
         let rows =
             listing::projects(self.store.pool(), user, limit, cursor(&req.page_token)?).await?;
-        let next_page_token = convert::next_token(&rows, limit, |r| (r.created_at, r.id.as_uuid()));
+        let next_page_token = convert::next_token(&rows, limit, |r| (r.created_at, r.id));
         Ok(ListProjectsResponse {
             projects: rows.into_iter().map(convert::project).collect(),
             next_page_token,
@@ -177,7 +178,7 @@ impl Gateway {
             cursor(&req.page_token)?,
         )
         .await?;
-        let next_page_token = convert::next_token(&rows, limit, |r| (r.created_at, r.id.as_uuid()));
+        let next_page_token = convert::next_token(&rows, limit, |r| (r.created_at, r.id));
         let mut sessions = Vec::with_capacity(rows.len());
         for row in rows {
             sessions.push(self.session_view(row, false).await?);
@@ -230,7 +231,7 @@ impl Gateway {
             cursor(&req.page_token)?,
         )
         .await?;
-        let next_page_token = convert::next_token(&rows, limit, |t| (t.created_at, t.id.into()));
+        let next_page_token = convert::next_token(&rows, limit, |t| (t.created_at, t.id));
         Ok(ListWalletTransactionsResponse {
             transactions: rows.into_iter().map(transaction).collect(),
             next_page_token,

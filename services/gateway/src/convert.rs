@@ -17,7 +17,8 @@ use dialectic_store::projects::ProjectRow;
 use dialectic_store::resources::ResourceRow;
 use prost_types::Timestamp;
 use std::collections::HashMap;
-use uuid::Uuid;
+use std::fmt;
+use std::str::FromStr;
 
 /// Models a session uses when the request names none.
 pub const DEFAULT_MODELS: [&str; 1] = ["simulated"];
@@ -306,7 +307,7 @@ mod tests {
             resolve_models(&["simulated".into(), "gpt-9".into()], &active),
             Err("gpt-9".to_string())
         );
-        assert!(resolve_models(&[Uuid::now_v7().to_string()], &active).is_err());
+        assert!(resolve_models(&[ModelId::new().to_string()], &active).is_err());
         assert!(resolve_models(&["simulated".into()], &[]).is_err());
     }
 
@@ -389,14 +390,14 @@ pub fn page_size(requested: u32) -> i64 {
     })
 }
 
-/// An opaque page token for the row a page ended on: `{micros}.{uuid}`.
-pub fn page_token(at: DateTime<Utc>, id: Uuid) -> String {
-    format!("{}.{}", at.timestamp_micros(), id.simple())
+/// An opaque page token for the row a page ended on: `{micros}.{id}`.
+pub fn page_token(at: DateTime<Utc>, id: impl fmt::Display) -> String {
+    format!("{}.{id}", at.timestamp_micros())
 }
 
 /// The cursor in a page token; None for the first page, Err for a token this
 /// server did not hand out.
-pub fn parse_page_token(token: &str) -> Result<Option<(DateTime<Utc>, Uuid)>, String> {
+pub fn parse_page_token<Id: FromStr>(token: &str) -> Result<Option<(DateTime<Utc>, Id)>, String> {
     let token = token.trim();
     if token.is_empty() {
         return Ok(None);
@@ -408,12 +409,16 @@ pub fn parse_page_token(token: &str) -> Result<Option<(DateTime<Utc>, Uuid)>, St
         .ok()
         .and_then(DateTime::<Utc>::from_timestamp_micros)
         .ok_or_else(bad)?;
-    let id = Uuid::parse_str(id).map_err(|_| bad())?;
+    let id = id.parse().map_err(|_| bad())?;
     Ok(Some((at, id)))
 }
 
 /// The next page's token: only when the page came back full.
-pub fn next_token<T>(rows: &[T], limit: i64, key: impl Fn(&T) -> (DateTime<Utc>, Uuid)) -> String {
+pub fn next_token<T, Id: fmt::Display>(
+    rows: &[T],
+    limit: i64,
+    key: impl Fn(&T) -> (DateTime<Utc>, Id),
+) -> String {
     match rows.last() {
         Some(last) if rows.len() as i64 >= limit => {
             let (at, id) = key(last);
@@ -434,15 +439,16 @@ pub fn export_path(slug: &str, prefix: &str, key: &str) -> Option<String> {
 #[cfg(test)]
 mod paging_tests {
     use super::*;
+    use dialectic_core::ids::ProjectId;
 
     #[test]
     fn page_tokens_round_trip_and_refuse_garbage() {
         let at = DateTime::<Utc>::from_timestamp_micros(1_763_900_000_123_456).expect("time");
-        let id = Uuid::now_v7();
+        let id = ProjectId::new();
         assert_eq!(parse_page_token(&page_token(at, id)), Ok(Some((at, id))));
-        assert_eq!(parse_page_token(""), Ok(None));
-        assert!(parse_page_token("nope").is_err());
-        assert!(parse_page_token("12.not-a-uuid").is_err());
+        assert_eq!(parse_page_token::<ProjectId>(""), Ok(None));
+        assert!(parse_page_token::<ProjectId>("nope").is_err());
+        assert!(parse_page_token::<ProjectId>("12.not-a-uuid").is_err());
         assert_eq!(page_size(0), 50);
         assert_eq!(page_size(1000), 200);
         assert_eq!(next_token(&[1, 2], 3, |_| (at, id)), "");
@@ -478,5 +484,18 @@ pub(crate) fn position(p: &dialectic_core::position::Position, percent: u32) -> 
         count: u32::try_from(p.count).unwrap_or(u32::MAX),
         stage_percent: percent.min(100),
         summary: p.summary(),
+        within_unit: p
+            .within
+            .as_ref()
+            .map(|w| w.unit.clone())
+            .unwrap_or_default(),
+        within_index: p
+            .within
+            .as_ref()
+            .map_or(0, |w| w.index.try_into().unwrap_or(u32::MAX)),
+        within_count: p
+            .within
+            .as_ref()
+            .map_or(0, |w| w.count.try_into().unwrap_or(u32::MAX)),
     }
 }

@@ -77,15 +77,15 @@ mod tests {
     #[test]
     fn a_key_postgres_disowned_is_forgotten_and_zero_remembers_nothing() {
         let known = LastKnown::new(60);
-        let user = UserId(uuid::Uuid::now_v7());
+        let user = UserId::new();
         known.key_confirmed("h", Some(user));
         assert_eq!(known.owner_of_key("h"), Some(user));
         known.key_confirmed("h", None);
         assert_eq!(known.owner_of_key("h"), None);
-        let session = SessionId(uuid::Uuid::now_v7());
+        let session = SessionId::new();
         known.session_confirmed(user, session);
         assert!(known.owns_session(user, session));
-        assert!(!known.owns_session(UserId(uuid::Uuid::now_v7()), session));
+        assert!(!known.owns_session(UserId::new(), session));
 
         let off = LastKnown::new(0);
         off.key_confirmed("h", Some(user));

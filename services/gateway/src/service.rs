@@ -11,7 +11,7 @@ use dialectic_core::error::Reason;
 use dialectic_core::ids::{ContributionId, ModelId, ProjectId, ResourceId, SessionId, UserId};
 use dialectic_core::job::JobStatus;
 use dialectic_core::paths::{FileKind, PathContext};
-use dialectic_core::position::Position;
+use dialectic_core::position::{Position, StepTally, item_documents};
 use dialectic_core::progress::EventKind;
 use dialectic_core::session::SessionStatus;
 use dialectic_core::slug::slugify;
@@ -61,7 +61,6 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
-use uuid::Uuid;
 
 mod rpc;
 mod watching;
@@ -509,10 +508,39 @@ impl Gateway {
             u32::try_from(count).unwrap_or(0),
             name.as_str(),
         );
-        Ok(Some(convert::position(
-            &Position::new(stage, &steps),
-            percent,
-        )))
+        let place = Position::new(stage, &steps);
+        let place = self
+            .within_documents(&mut conn, row, stage_slug, &steps, place)
+            .await?;
+        Ok(Some(convert::position(&place, percent)))
+    }
+
+    /// Names the document the current job's item comes from ("section 2 of
+    /// 3") when the step works through the items of several.
+    async fn within_documents(
+        &self,
+        conn: &mut dialectic_store::Conn,
+        row: &SessionRow,
+        stage_slug: &str,
+        steps: &[StepTally],
+        place: Position,
+    ) -> Result<Position, GatewayError> {
+        let current = steps.iter().find(|s| s.step.step_key == place.step_key);
+        let Some((from_stage, key)) = current.and_then(|s| item_documents(&s.step)) else {
+            return Ok(place);
+        };
+        let jobs = position::item_jobs(
+            conn,
+            row.id,
+            stage_slug,
+            row.iteration_count,
+            &place.step_key,
+        )
+        .await?;
+        let unit = position::written_unit(conn, row.id, from_stage, key)
+            .await?
+            .unwrap_or_else(|| "document".into());
+        Ok(place.within_documents(&unit, &jobs))
     }
 
     /// Keeps the trace a session started in, so its later commands join it.
@@ -955,7 +983,7 @@ impl Gateway {
         let edit_id = ContributionId::new();
         let mut tx = self.store.begin().await?;
         // An edit of a document no model wrote (none today) names the nil model.
-        let model = root.model_id.unwrap_or(ModelId(Uuid::nil()));
+        let model = root.model_id.unwrap_or(ModelId::NONE);
         contributions::insert_contribution(
             &mut tx,
             &NewContribution {

@@ -30,7 +30,6 @@ use dialectic_store::resources::{self, NewResource};
 use dialectic_store::{Conn, Store, StoreError, inputs, regenerate, sessions, templates};
 use futures::future::BoxFuture;
 use std::sync::Arc;
-use uuid::Uuid;
 
 pub const SERVICE_NAME: &str = "dialectic.v1.renderer.RendererService";
 
@@ -549,7 +548,7 @@ async fn start_renderer(
     let (courier, courier_task) = Courier::from_settings(&store, &settings, &work_shutdown);
     let handler: Arc<dyn Handler> = Arc::new(JobWorker {
         store: store.clone(),
-        worker: format!("renderer-{}", Uuid::now_v7().simple()),
+        worker: dialectic_core::ids::instance_name("renderer"),
         lease_secs: settings.renderer.worker.lease_secs.max(1),
         job_types: &[JobType::Render],
         work: renderer,

@@ -199,7 +199,7 @@ fn page_token(t: &Transaction) -> String {
     format!("{}_{}", t.created_at.timestamp_micros(), t.id)
 }
 
-fn parse_page_token(token: &str) -> Result<Option<Cursor>, WalletError> {
+fn parse_page_token(token: &str) -> Result<Option<Cursor<TransactionId>>, WalletError> {
     if token.is_empty() {
         return Ok(None);
     }
@@ -208,7 +208,7 @@ fn parse_page_token(token: &str) -> Result<Option<Cursor>, WalletError> {
     let at = chrono::DateTime::from_timestamp_micros(micros.parse().map_err(|_| bad())?)
         .ok_or_else(bad)?;
     let id: TransactionId = id.parse().map_err(|_| bad())?;
-    Ok(Some((at, id.into())))
+    Ok(Some((at, id)))
 }
 
 impl Wallet {

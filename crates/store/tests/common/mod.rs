@@ -12,8 +12,8 @@ use std::time::Duration;
 use uuid::Uuid;
 
 /// The administrator and the simulated model the migrations seed.
-pub const USER: UserId = UserId(Uuid::from_u128(1));
-pub const MODEL: ModelId = ModelId(Uuid::from_u128(0x5000_0000_0000_0000_0000_0000_0000_0001));
+pub const USER: UserId = UserId::from_u128(1);
+pub const MODEL: ModelId = ModelId::from_u128(0x5000_0000_0000_0000_0000_0000_0000_0001);
 
 pub struct TestDb {
     pub store: Store,

@@ -9,11 +9,11 @@ use dialectic_core::fanout::{Anchor, FanOutJob, SourceDoc, fan_out};
 use dialectic_core::ids::{JobId, StepId};
 use dialectic_core::job::{JobEvent, JobStatus, JobType};
 use dialectic_core::payload::JobPayload;
-use dialectic_core::recipe::{Granularity, Recipe, RecipeStep};
+use dialectic_core::recipe::{Granularity, OrderBy, Recipe, RecipeStep};
 use dialectic_store::jobs::{self, JobRow};
 use dialectic_store::{clarifications, inputs, project_documents, skips};
 use serde_json::json;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// Output types of every step downstream of `step`: what a PLAN step's header context plans.
 pub(super) fn descendant_outputs(recipe: &Recipe, step: &RecipeStep) -> Vec<String> {
@@ -238,7 +238,14 @@ impl Engine {
     ) -> Result<Vec<inputs::InputDoc>, PlannerError> {
         if rule.kind == "project_document" {
             let key = rule.document_key.as_deref();
-            return Ok(project_documents::for_rule(&mut *unit.tx, root.session_id, key).await?);
+            let mut uploads =
+                project_documents::for_rule(&mut *unit.tx, root.session_id, key).await?;
+            if let Some(order) = &rule.order_by {
+                // Boxed: one more inline await level overflows the layout
+                // query depth of the service's whole future.
+                Box::pin(self.order_uploads(unit, root, order, &mut uploads)).await?;
+            }
+            return Ok(uploads);
         }
         // A root a retry moved to another model still fans out over its lineage's artifacts.
         let lineage = root.payload()?.lineage_model_id.or(root.model_id);
@@ -253,6 +260,41 @@ impl Engine {
             Some(query) => inputs::rule_documents(&mut unit.tx, &query).await?,
             None => Vec::new(),
         })
+    }
+
+    /// Puts uploads in the order of the value a step of this stage extracted
+    /// from each (`order_by`), reading what it wrote from S3.
+    async fn order_uploads(
+        &self,
+        unit: &mut Unit,
+        root: &JobRow,
+        order: &OrderBy,
+        uploads: &mut [inputs::InputDoc],
+    ) -> Result<(), PlannerError> {
+        let written = project_documents::written_from_uploads(
+            &mut *unit.tx,
+            root.session_id,
+            &root.stage_slug,
+            root.iteration_number,
+            &order.document_key,
+        )
+        .await?;
+        let mut values = HashMap::new();
+        for (upload, object) in written {
+            let text = self.blob.get_string(&object).await?;
+            let value = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| {
+                    v.get(&order.key)
+                        .and_then(|v| v.as_str())
+                        .map(str::to_string)
+                });
+            if let Some(value) = value {
+                values.insert(upload, value);
+            }
+        }
+        OrderBy::sort(uploads, |u| values.get(&u.storage_key).cloned());
+        Ok(())
     }
 
     /// How many items the JSON array `key` of a stored document holds (0 when
