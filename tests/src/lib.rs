@@ -888,3 +888,30 @@ pub fn refusal(status: &tonic::Status) -> (tonic::Code, String, String, String) 
     let meta = |key: &str| info.metadata.get(key).cloned().unwrap_or_default();
     (status.code(), info.reason, meta("limit"), meta("current"))
 }
+
+/// The recorded requests (`start_all_recording`) of one session that write
+/// `output_type`, in the order they were made. The tests of one file share
+/// the transcript, so a session's requests are told apart by the session
+/// folder of the objects they read.
+pub fn session_requests(
+    session_id: &str,
+    output_type: &str,
+) -> Vec<dialectic_core::prompt::ChatRequest> {
+    let folder = format!(
+        "session_{}",
+        dialectic_core::ids::SessionId::parse(session_id)
+            .expect("session id")
+            .short()
+    );
+    dialectic_llm::recorded_requests()
+        .into_iter()
+        .filter(|r| r.output_type == output_type)
+        .filter(|r| {
+            r.inputs.iter().any(|i| {
+                i.storage_key
+                    .as_deref()
+                    .is_some_and(|k| k.contains(&folder))
+            })
+        })
+        .collect()
+}

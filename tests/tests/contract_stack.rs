@@ -7,9 +7,7 @@
 //! amendments are tracked in effective-date order, not upload order.
 
 use dialectic_cache::Cache;
-use dialectic_core::ids::SessionId;
-use dialectic_core::prompt::ChatRequest;
-use dialectic_e2e::{GatewayClient, TestEnv, upload_documents};
+use dialectic_e2e::{GatewayClient, TestEnv, session_requests, upload_documents};
 use dialectic_proto::v1::{
     CreateProjectRequest, GetBlackboardRequest, GetSessionRequest, PauseSessionRequest,
     ResumeSessionRequest, SessionEvent, StartSessionRequest, WatchSessionRequest,
@@ -58,27 +56,6 @@ async fn start(client: &mut GatewayClient, documents: &[(&str, &str)]) -> String
         .expect("session")
         .into_inner()
         .id
-}
-
-/// The recorded requests for `output_type` of one session (tests of this
-/// file record into one transcript side by side): those reading an object
-/// under the session's folder.
-fn session_requests(session: &str, output_type: &str) -> Vec<ChatRequest> {
-    let folder = format!(
-        "session_{}",
-        SessionId::parse(session).expect("session id").short()
-    );
-    dialectic_llm::recorded_requests()
-        .into_iter()
-        .filter(|r| r.output_type == output_type)
-        .filter(|r| {
-            r.inputs.iter().any(|i| {
-                i.storage_key
-                    .as_deref()
-                    .is_some_and(|k| k.contains(&folder))
-            })
-        })
-        .collect()
 }
 
 /// The findings of the session's entries of one type, as GetBlackboard reads them.

@@ -6,7 +6,7 @@
 //! major revisit of the outline runs the later stages again. The outline and the
 //! argument maps are documents, and an edit of the outline steers what follows.
 
-use dialectic_e2e::{GatewayClient, TestEnv, eventually};
+use dialectic_e2e::{GatewayClient, TestEnv, eventually, session_requests};
 use dialectic_proto::v1::{
     GetDocumentContentRequest, GetSessionRequest, ListStageDocumentsRequest, PauseSessionRequest,
     ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest, SessionPosition,
@@ -14,16 +14,6 @@ use dialectic_proto::v1::{
 };
 use futures::StreamExt;
 use std::collections::BTreeMap;
-
-/// One test at a time: the simulated provider's transcript is global to the
-/// test binary; each test reads the requests made after it started.
-static TRANSCRIPT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// The recorded requests from the `from`-th on.
-fn requests_since(from: usize) -> Vec<dialectic_core::prompt::ChatRequest> {
-    let mut all = dialectic_llm::recorded_requests();
-    all.split_off(from.min(all.len()))
-}
 
 const PROMPT: &str = "An essay arguing that small towns should own their broadband. \
     [[simulate:items:sections:3]] [[simulate:items:paragraphs:2]]";
@@ -80,10 +70,9 @@ async fn pause_after_first_paragraph(env: &TestEnv, client: &mut GatewayClient, 
 
 /// Storage keys of the inputs under `document_key` of each recorded request
 /// writing `output_type`, in the order the requests were made.
-fn inputs_of(from: usize, output_type: &str, document_key: &str) -> Vec<Vec<String>> {
-    requests_since(from)
+fn inputs_of(session_id: &str, output_type: &str, document_key: &str) -> Vec<Vec<String>> {
+    session_requests(session_id, output_type)
         .into_iter()
-        .filter(|r| r.output_type == output_type)
         .map(|r| {
             r.inputs
                 .iter()
@@ -96,8 +85,6 @@ fn inputs_of(from: usize, output_type: &str, document_key: &str) -> Vec<Vec<Stri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_essay_runs_section_by_section_paragraph_by_paragraph_and_revisits() {
-    let _turn = TRANSCRIPT.lock().await;
-    let from = dialectic_llm::recorded_requests().len();
     let mut env = TestEnv::new().await;
     env.start_all_recording().await;
     let mut client = env.gateway().await;
@@ -150,9 +137,8 @@ async fn the_essay_runs_section_by_section_paragraph_by_paragraph_and_revisits()
         .await;
 
     // One argument map per outline section, each reading only its own.
-    let sections: Vec<String> = requests_since(from)
+    let sections: Vec<String> = session_requests(&session_id, "argument_map")
         .into_iter()
-        .filter(|r| r.output_type == "argument_map")
         .map(|r| {
             let prompt = &r.messages[0].content;
             let start = prompt.find("--- Outline section ---").expect("section");
@@ -175,7 +161,7 @@ async fn the_essay_runs_section_by_section_paragraph_by_paragraph_and_revisits()
         );
     }
     // Six paragraphs in order: the k-th reads the k - 1 before it, in chain order.
-    let drafts = inputs_of(from, "paragraph", "paragraph");
+    let drafts = inputs_of(&session_id, "paragraph", "paragraph");
     let seen: Vec<usize> = drafts.iter().map(Vec::len).collect();
     assert_eq!(seen, [0, 1, 2, 3, 4, 5]);
     let places = |keys: &[String]| -> Vec<String> {
@@ -187,7 +173,7 @@ async fn the_essay_runs_section_by_section_paragraph_by_paragraph_and_revisits()
             .collect()
     };
     assert_eq!(places(&drafts[5]), ["001", "002", "003", "004", "005"]);
-    let assembled = inputs_of(from, "final_essay", "paragraph");
+    let assembled = inputs_of(&session_id, "final_essay", "paragraph");
     assert_eq!(assembled.len(), 1);
     assert_eq!(
         places(&assembled[0]),
@@ -257,7 +243,7 @@ async fn the_essay_runs_section_by_section_paragraph_by_paragraph_and_revisits()
             ("paragraph_writing".to_string(), 2),
         ])
     );
-    assert_eq!(inputs_of(from, "final_essay", "paragraph").len(), 2);
+    assert_eq!(inputs_of(&session_id, "final_essay", "paragraph").len(), 2);
     env.teardown().await;
 }
 
@@ -338,8 +324,6 @@ fn listed_sections(markdown: &str) -> Vec<String> {
 /// paragraphs make one draft document, in order, not edited as a whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn essay_documents_are_readable_and_an_outline_edit_steers_the_fan_out() {
-    let _turn = TRANSCRIPT.lock().await;
-    let from = dialectic_llm::recorded_requests().len();
     let mut env = TestEnv::new().await;
     env.start_all_recording().await;
     let mut client = env.gateway().await;
@@ -414,9 +398,8 @@ async fn essay_documents_are_readable_and_an_outline_edit_steers_the_fan_out() {
         )
         .await;
     assert_eq!(jobs, 2, "one argument map job per section the edit left");
-    let mut read: Vec<String> = requests_since(from)
+    let mut read: Vec<String> = session_requests(&session_id, "argument_map")
         .into_iter()
-        .filter(|r| r.output_type == "argument_map")
         .filter_map(|r| {
             let prompt = &r.messages[0].content;
             let start = prompt.find("--- Outline section ---")?;
