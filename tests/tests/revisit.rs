@@ -5,8 +5,9 @@
 
 use dialectic_e2e::{TestEnv, eventually};
 use dialectic_proto::v1::{
-    GetDocumentContentRequest, ListStageDocumentsRequest, RevisitImpact, RevisitStageRequest,
-    SaveDocumentEditRequest, SessionState, StageDocument, SubmitStageResponsesRequest,
+    GetDocumentContentRequest, ListSessionRevisionsRequest, ListStageDocumentsRequest,
+    RevisitImpact, RevisitStageRequest, SaveDocumentEditRequest, SessionState, StageDocument,
+    SubmitStageResponsesRequest,
 };
 use std::collections::BTreeMap;
 use tonic::Code;
@@ -371,6 +372,37 @@ async fn a_minor_revisit_flags_later_documents_until_edited_or_submitted() {
         env.session(&session_id).await.needs_review_stages,
         ["parenthesis", "paralysis"]
     );
+    // The revisit is in the session's history.
+    let history = client
+        .list_session_revisions(ListSessionRevisionsRequest {
+            session_id: session_id.clone(),
+        })
+        .await
+        .expect("history")
+        .into_inner()
+        .revisions;
+    assert_eq!(history.len(), 1, "{history:?}");
+    let minor = &history[0];
+    assert_eq!(
+        (
+            minor.stage_slug.as_str(),
+            minor.impact.as_str(),
+            minor.reason.as_str()
+        ),
+        ("synthesis", "minor", "reworded")
+    );
+    assert_eq!(minor.needs_review, ["parenthesis", "paralysis"]);
+    assert!(minor.downstream_archived.is_empty() && minor.created_at.is_some());
+    let (_, key) = env.new_user("stranger").await;
+    let hidden = env
+        .gateway_with_key(&key)
+        .await
+        .list_session_revisions(ListSessionRevisionsRequest {
+            session_id: session_id.clone(),
+        })
+        .await
+        .expect_err("another user's session");
+    assert_eq!(hidden.code(), Code::NotFound);
 
     // An edit clears its document's flag once it is rendered; the rest stay flagged.
     let edited = docs

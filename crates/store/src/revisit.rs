@@ -124,3 +124,31 @@ pub async fn record(tx: &mut Tx<'_>, r: &NewRevision<'_>) -> Result<(), StoreErr
     .await?;
     Ok(())
 }
+
+/// One row of `dialectic_session_revisions`.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct RevisionRow {
+    pub revision: i32,
+    pub stage_slug: String,
+    pub iteration_number: i32,
+    pub impact: String,
+    pub reason: Option<String>,
+    pub needs_review: Vec<String>,
+    pub downstream_archived: Vec<String>,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// A session's revisits, oldest first.
+pub async fn revisions(
+    pool: &sqlx::PgPool,
+    session_id: SessionId,
+) -> Result<Vec<RevisionRow>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT revision, stage_slug, iteration_number, impact, reason, needs_review,
+                downstream_archived, created_at
+         FROM dialectic_session_revisions WHERE session_id = $1 ORDER BY created_at, id",
+    )
+    .bind(session_id)
+    .fetch_all(pool)
+    .await?)
+}

@@ -5,10 +5,39 @@ use crate::service::Gateway;
 use dialectic_core::ids::{SessionId, UserId};
 use dialectic_core::revisit::Impact;
 use dialectic_proto::v1::planner::RevisitStageCommand;
-use dialectic_proto::v1::{RevisitImpact, RevisitStageRequest, RevisitStageResponse};
-use dialectic_store::sessions;
+use dialectic_proto::v1::{
+    ListSessionRevisionsRequest, ListSessionRevisionsResponse, RevisitImpact, RevisitStageRequest,
+    RevisitStageResponse, SessionRevision,
+};
+use dialectic_store::{revisit, sessions};
 
 impl Gateway {
+    /// The session's revisit history (another user's session is NOT_FOUND).
+    pub(crate) async fn session_revisions(
+        &self,
+        user: UserId,
+        req: ListSessionRevisionsRequest,
+    ) -> Result<ListSessionRevisionsResponse, GatewayError> {
+        let session_id = SessionId::parse(&req.session_id)?;
+        sessions::session_for_user(self.store.pool(), user, session_id).await?;
+        let rows = revisit::revisions(self.store.pool(), session_id).await?;
+        Ok(ListSessionRevisionsResponse {
+            revisions: rows
+                .into_iter()
+                .map(|r| SessionRevision {
+                    revision: u32::try_from(r.revision).unwrap_or(0),
+                    stage_slug: r.stage_slug,
+                    iteration: u32::try_from(r.iteration_number).unwrap_or(0),
+                    impact: r.impact,
+                    reason: r.reason.unwrap_or_default(),
+                    needs_review: r.needs_review,
+                    downstream_archived: r.downstream_archived,
+                    created_at: Some(crate::convert::timestamp(r.created_at)),
+                })
+                .collect(),
+        })
+    }
+
     pub(crate) async fn revisit_stage(
         &self,
         user: UserId,

@@ -3,6 +3,7 @@
 //! the work itself lives in the inherent methods.
 
 use super::*;
+use dialectic_proto::v1::{ListSessionRevisionsRequest, ListSessionRevisionsResponse};
 use dialectic_store::wallets;
 
 /// The ids a request names, recorded on its span so a trace or log line of
@@ -28,7 +29,7 @@ macro_rules! names {
 
 names!(session_id: GetSessionRequest, GetBlackboardRequest, ListStageDocumentsRequest,
     PauseSessionRequest, CancelSessionRequest, RevisitStageRequest, RegenerateDocumentRequest,
-    WatchSessionRequest);
+    WatchSessionRequest, ListSessionRevisionsRequest);
 names!(project_id: GetProjectRequest, StartSessionRequest, DeleteProjectRequest,
     ListSessionsRequest, AddProjectDocumentRequest, QueryRequest, ListProjectDocumentsRequest,
     ExportProjectRequest);
@@ -228,6 +229,7 @@ dialectic_service! {
     // The question stays out of the span (only project_id is recorded): it may be confidential.
     query(QueryRequest) -> QueryResponse: |gw, user, req| Gateway::query(gw, user, req);
     revisit_stage(RevisitStageRequest) -> RevisitStageResponse: |gw, user, req| Gateway::revisit_stage(gw, user, req);
+    list_session_revisions(ListSessionRevisionsRequest) -> ListSessionRevisionsResponse: |gw, user, req| Gateway::session_revisions(gw, user, req);
     regenerate_document(RegenerateDocumentRequest) -> RegenerateDocumentResponse: |gw, user, req| Gateway::regenerate_document(gw, user, req);
     retry_stage(RetryStageRequest) -> RetryStageResponse: |gw, user, req| Gateway::retry_stage(gw, user, req);
     export_project(ExportProjectRequest) -> Self::ExportProjectStream: |gw, user, req| async move { gw.export_stream(user, &req.project_id).await };
