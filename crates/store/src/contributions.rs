@@ -61,6 +61,20 @@ pub struct NewContribution<'a> {
 /// `contribution_type` of a user's edited version of a document.
 pub const USER_EDIT: &str = "user_edit";
 
+/// What a document's text is made of (seed 000 function 3): the latest user
+/// edit, which is the whole document and wins over the model's chunks, else
+/// every chunk of its chain in order.
+pub fn current_parts(chain: &[ContributionRow]) -> Vec<&ContributionRow> {
+    let latest_edit = chain
+        .iter()
+        .filter(|c| c.contribution_type == USER_EDIT)
+        .max_by_key(|c| (c.edit_version, c.created_at));
+    match latest_edit {
+        Some(edit) => vec![edit],
+        None => chain.iter().collect(),
+    }
+}
+
 /// Row lock on one contribution: the serialisation point for work on its document.
 /// Locks a contribution (the first chunk of a document chain); tells whether
 /// it was archived (its document regenerated or revisited).

@@ -8,7 +8,7 @@ use crate::error::GatewayError;
 use crate::service::Gateway;
 use dialectic_core::json_document::parse_edit;
 use dialectic_core::shape::merge_chunks;
-use dialectic_store::contributions::{ContributionRow, USER_EDIT};
+use dialectic_store::contributions::{self, ContributionRow};
 use dialectic_store::jobs;
 use dialectic_store::resources::ResourceRow;
 use serde_json::Value;
@@ -67,14 +67,7 @@ impl Gateway {
 
     /// The document's JSON now: its latest edit, else its chunks merged.
     async fn current_data(&self, chain: &[ContributionRow]) -> Result<Value, GatewayError> {
-        let latest_edit = chain
-            .iter()
-            .filter(|c| c.contribution_type == USER_EDIT)
-            .max_by_key(|c| (c.edit_version, c.created_at));
-        let parts: Vec<&ContributionRow> = match latest_edit {
-            Some(edit) => vec![edit],
-            None => chain.iter().collect(),
-        };
+        let parts = contributions::current_parts(chain);
         let mut replies = Vec::with_capacity(parts.len());
         for part in parts {
             let raw = self

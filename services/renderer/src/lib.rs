@@ -225,16 +225,8 @@ impl Renderer {
                 format!("no chunks found for document {identity}"),
             ));
         }
-        // Seed 000 function 3: a user's edit is the whole document and wins over
-        // the model's chunks; otherwise the chunks merge in order.
-        let latest_edit = chain
-            .iter()
-            .filter(|c| c.contribution_type == USER_EDIT)
-            .max_by_key(|c| (c.edit_version, c.created_at));
-        let parts: Vec<&ContributionRow> = match latest_edit {
-            Some(edit) => vec![edit],
-            None => chain.iter().collect(),
-        };
+        let parts = contributions::current_parts(&chain);
+        let edited = parts.iter().any(|c| c.contribution_type == USER_EDIT);
         let mut content = String::new();
         let mut replies = Vec::with_capacity(parts.len());
         for chunk in &parts {
@@ -246,7 +238,7 @@ impl Renderer {
             content.push_str(&chunk_text(&raw)?);
             replies.extend(serde_json::from_str::<serde_json::Value>(&raw).ok());
         }
-        let incomplete = latest_edit.is_none() && chain.iter().any(|c| c.is_incomplete);
+        let incomplete = !edited && chain.iter().any(|c| c.is_incomplete);
         let template = stage_template(&mut *conn, &root, &root.document_key).await?;
         // The reply's fields, for a template that shows a JSON output's data.
         let data = merge_chunks(replies.iter());
