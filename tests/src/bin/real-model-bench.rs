@@ -208,6 +208,50 @@ async fn recordings(env: &TestEnv) -> BTreeSet<String> {
         .collect()
 }
 
+fn unix_ms() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+}
+
+/// Milliseconds within [from, to] in which at least one of the engine's model
+/// calls was in flight, from the times its recorder kept: the model's share of
+/// a session's wall time (the server answers one call at a time, so calls
+/// that overlap were queued at the server, not served twice).
+async fn model_busy_ms(env: &TestEnv, from: f64, to: f64) -> f64 {
+    let mut spans = Vec::new();
+    for key in recordings(env).await {
+        let Ok(body) = env.blob.get(&key).await else {
+            continue;
+        };
+        let Ok(body) = serde_json::from_slice::<Value>(&body) else {
+            continue;
+        };
+        let (Some(start), Some(elapsed)) =
+            (body["started_ms"].as_f64(), body["elapsed_ms"].as_f64())
+        else {
+            continue;
+        };
+        if start >= from && start <= to {
+            spans.push((start, start + elapsed));
+        }
+    }
+    union_length(spans)
+}
+
+fn union_length(mut spans: Vec<(f64, f64)>) -> f64 {
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (mut total, mut reach) = (0.0, f64::MIN);
+    for (start, end) in spans {
+        let start = start.max(reach);
+        if end > start {
+            total += end - start;
+            reach = end;
+        }
+    }
+    total
+}
+
 /// The recorded requests sent again straight to the server, one at a time:
 /// (output tokens the engine's calls got, output tokens now, seconds now).
 async fn direct(
@@ -243,6 +287,11 @@ struct Block {
     sessions: Vec<Value>,
     engine_tokens_per_s: f64,
     direct_tokens_per_s: f64,
+    /// The first session's wall time over the time the plain client took for
+    /// the same requests, scaled to the tokens the engine's calls produced
+    /// (sampling differs between runs, so raw times would compare different
+    /// replies).
+    over_plain_client: f64,
 }
 
 async fn run_block(env: &TestEnv, o: &Options, pipeline: &str, mode: Mode, model: &str) -> Block {
@@ -252,12 +301,14 @@ async fn run_block(env: &TestEnv, o: &Options, pipeline: &str, mode: Mode, model
     for n in 0..o.sessions {
         let before = recordings(env).await;
         let started = Instant::now();
+        let from = unix_ms();
         let id = start(&mut client, pipeline, model).await;
         let completed = finish(&mut client, &id, o.session_timeout).await;
         let wall = started.elapsed().as_secs_f64();
+        let model_s = model_busy_ms(env, from, unix_ms()).await / 1000.0;
         let (jobs, attempts, accepted, tokens) = figures(env, &id).await;
         eprintln!(
-            "{pipeline} {} session {}: {} in {wall:.0} s, {jobs} model jobs, {attempts} attempts, {tokens} output tokens",
+            "{pipeline} {} session {}: {} in {wall:.0} s ({model_s:.1} s with a model call in flight), {jobs} model jobs, {attempts} attempts, {tokens} output tokens",
             mode.name(),
             n + 1,
             if completed { "completed" } else { "stopped" }
@@ -267,7 +318,7 @@ async fn run_block(env: &TestEnv, o: &Options, pipeline: &str, mode: Mode, model
             first_wall = wall;
         }
         sessions.push(json!({
-            "session_id": id, "completed": completed, "wall_s": wall, "model_jobs": jobs,
+            "session_id": id, "completed": completed, "wall_s": wall, "model_s": model_s, "model_jobs": jobs,
             "attempts": attempts, "accepted": accepted, "output_tokens": tokens,
         }));
     }
@@ -280,6 +331,8 @@ async fn run_block(env: &TestEnv, o: &Options, pipeline: &str, mode: Mode, model
         sessions,
         engine_tokens_per_s: engine_tokens as f64 / first_wall.max(0.001),
         direct_tokens_per_s: direct_tokens as f64 / direct_seconds.max(0.001),
+        over_plain_client: first_wall
+            / (direct_seconds * engine_tokens as f64 / (direct_tokens as f64).max(1.0)).max(0.001),
     }
 }
 
@@ -292,8 +345,10 @@ fn row(b: &Block) -> String {
     let completed = s.iter().filter(|s| s["completed"] == true).count();
     let (jobs, attempts, accepted) = (sum(s, "model_jobs"), sum(s, "attempts"), sum(s, "accepted"));
     let walls: Vec<f64> = s.iter().filter_map(|s| s["wall_s"].as_f64()).collect();
+    // Wall time with no model call in flight: what the engine added.
+    let engine_share = 1.0 - sum(s, "model_s") / walls.iter().sum::<f64>().max(0.001);
     format!(
-        "| {} | {} | {}/{} | {:.2} | {:.1}% | {:.1} | {:.1} | {:.0} s (max {:.0} s) |",
+        "| {} | {} | {}/{} | {:.2} | {:.1}% | {:.1} | {:.1} | {:.0} s (max {:.0} s) | {:.1}% | {:.3} |",
         b.pipeline,
         b.mode.name(),
         completed,
@@ -304,6 +359,8 @@ fn row(b: &Block) -> String {
         b.direct_tokens_per_s,
         walls.iter().sum::<f64>() / walls.len().max(1) as f64,
         walls.iter().cloned().fold(0.0, f64::max),
+        100.0 * engine_share,
+        b.over_plain_client,
     )
 }
 
@@ -327,9 +384,9 @@ async fn main() -> ExitCode {
         }
     }
     println!(
-        "| pipeline | structured output | completed | attempts/job | rejected replies | engine tok/s (session wall) | server alone tok/s (same calls) | wall per session |"
+        "| pipeline | structured output | completed | attempts/job | rejected replies | engine tok/s (session wall) | server alone tok/s (same calls) | wall per session | engine share of wall | wall / plain client |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for b in &blocks {
         println!("{}", row(b));
     }
@@ -337,7 +394,8 @@ async fn main() -> ExitCode {
         .iter()
         .map(|b| {
             json!({"pipeline": b.pipeline, "mode": b.mode.name(), "sessions": b.sessions,
-                "engine_tokens_per_s": b.engine_tokens_per_s, "direct_tokens_per_s": b.direct_tokens_per_s})
+                "engine_tokens_per_s": b.engine_tokens_per_s, "direct_tokens_per_s": b.direct_tokens_per_s,
+                "over_plain_client": b.over_plain_client})
         })
         .collect();
     if let Err(e) = std::fs::write(
