@@ -10,11 +10,12 @@ use dialectic_proto::v1::{
     DeleteProjectRequest, EditStageRecipeRequest, ExportProjectRequest, GetBlackboardRequest,
     GetDocumentContentRequest, GetProjectRequest, GetSessionRequest, GetStageRecipeRequest,
     GetWalletRequest, InstallPipelineRequest, ListModelsRequest, ListPipelinesRequest,
-    ListProjectDocumentsRequest, ListProjectsRequest, ListRecipesRequest, ListSessionsRequest,
-    ListStageDocumentsRequest, ListWalletTransactionsRequest, PauseSessionRequest, QueryRequest,
-    RecipeEdge, RegenerateDocumentRequest, ResumeSessionRequest, RetryStageRequest,
-    RevisitStageRequest, SaveDocumentEditRequest, StageResponse, StartSessionRequest,
-    SubmitStageResponsesRequest, WatchSessionRequest,
+    ListProjectDocumentsRequest, ListProjectsRequest, ListRecipesRequest,
+    ListSessionRevisionsRequest, ListSessionsRequest, ListStageDocumentsRequest,
+    ListWalletTransactionsRequest, PauseSessionRequest, QueryRequest, RecipeEdge,
+    RegenerateDocumentRequest, ResumeSessionRequest, RetryStageRequest, RevisitStageRequest,
+    SaveDocumentEditRequest, StageResponse, StartSessionRequest, SubmitStageResponsesRequest,
+    WatchSessionRequest,
 };
 use dialectic_runtime::error_status::{self, StatusExt};
 use prost::Message;
@@ -205,6 +206,18 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
             what,
             code,
             done(client.get_session(session_id(&id)).await),
+        ));
+        cases.push((
+            "ListSessionRevisions",
+            what,
+            code,
+            done(
+                client
+                    .list_session_revisions(ListSessionRevisionsRequest {
+                        session_id: id.clone(),
+                    })
+                    .await,
+            ),
         ));
         cases.push((
             "PauseSession",
