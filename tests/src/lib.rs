@@ -915,3 +915,59 @@ pub fn session_requests(
         })
         .collect()
 }
+
+/// The iteration-1 documents of `stage` listed under `document_key`.
+pub async fn stage_documents(
+    client: &mut GatewayClient,
+    session_id: &str,
+    stage: &str,
+    document_key: &str,
+) -> Vec<dialectic_proto::v1::StageDocument> {
+    client
+        .list_stage_documents(dialectic_proto::v1::ListStageDocumentsRequest {
+            session_id: session_id.to_string(),
+            stage_slug: stage.into(),
+            iteration: 1,
+        })
+        .await
+        .expect("documents")
+        .into_inner()
+        .documents
+        .into_iter()
+        .filter(|d| d.document_key == document_key)
+        .collect()
+}
+
+/// A document's text as `GetDocumentContent` returns it.
+pub async fn document_text(client: &mut GatewayClient, resource_id: &str) -> String {
+    client
+        .get_document_content(dialectic_proto::v1::GetDocumentContentRequest {
+            resource_id: resource_id.to_string(),
+        })
+        .await
+        .expect("content")
+        .into_inner()
+        .content
+}
+
+/// Points a `dialectic` CLI command at `env`'s gateway with its bootstrap
+/// key, and away from any config file or output setting of the machine.
+pub fn against_gateway<'c>(
+    command: &'c mut tokio::process::Command,
+    env: &TestEnv,
+) -> &'c mut tokio::process::Command {
+    command
+        .env(
+            "DIALECTIC_GATEWAY_URL",
+            format!("http://{}", env.addr("gateway")),
+        )
+        .env("DIALECTIC_API_KEY", &env.settings.gateway.bootstrap_key)
+        .env(
+            "XDG_CONFIG_HOME",
+            std::env::temp_dir().join("dialectic-cli-test-none"),
+        )
+        .env_remove("DIALECTIC_OUTPUT")
+        .env_remove("DIALECTIC_CLI_CONFIG")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+}

@@ -41,22 +41,9 @@ async fn dialectic(env: &TestEnv, binary: &Path, args: &[&str], tty: bool) -> Ou
         direct.args(args);
         direct
     };
-    command
-        .env(
-            "DIALECTIC_GATEWAY_URL",
-            format!("http://{}", env.addr("gateway")),
-        )
-        .env("DIALECTIC_API_KEY", &env.settings.gateway.bootstrap_key)
-        .env(
-            "XDG_CONFIG_HOME",
-            std::env::temp_dir().join("dialectic-cli-test-none"),
-        )
-        .env_remove("DIALECTIC_OUTPUT")
-        .env_remove("DIALECTIC_CLI_CONFIG")
-        .stdin(Stdio::null())
+    dialectic_e2e::against_gateway(&mut command, env)
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        .stderr(Stdio::piped());
     let output = tokio::time::timeout(
         Duration::from_secs(400),
         command

@@ -106,22 +106,7 @@ async fn dialectic(
     stderr: Sink,
 ) -> Streams {
     let mut command = tokio::process::Command::new(binary);
-    command
-        .args(args)
-        .env(
-            "DIALECTIC_GATEWAY_URL",
-            format!("http://{}", env.addr("gateway")),
-        )
-        .env("DIALECTIC_API_KEY", &env.settings.gateway.bootstrap_key)
-        .env(
-            "XDG_CONFIG_HOME",
-            std::env::temp_dir().join("dialectic-cli-test-none"),
-        )
-        .env("TERM", "xterm-256color")
-        .env_remove("DIALECTIC_OUTPUT")
-        .env_remove("DIALECTIC_CLI_CONFIG")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
+    dialectic_e2e::against_gateway(command.args(args), env).env("TERM", "xterm-256color");
     // A terminal is read on a thread of its own from the start: one not read
     // fills its few kilobytes of buffer and stops the CLI mid-write.
     let attach = |sink: Sink| -> (Stdio, Option<JoinHandle<String>>) {

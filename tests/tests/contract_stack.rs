@@ -4,13 +4,18 @@
 //! the blackboard reaches conflict detection's prompt, also after Redis lost
 //! its copy mid-session; the stage's percent follows the seed's bands; a
 //! stack of one document skips amendment tracking through its plan; and
-//! amendments are tracked in effective-date order, not upload order.
+//! amendments are tracked in effective-date order, not upload order; and the
+//! analysis's JSON outputs read as documents, whose edits are parsed back.
 
 use dialectic_cache::Cache;
-use dialectic_e2e::{GatewayClient, TestEnv, session_requests, upload_documents};
+use dialectic_e2e::{
+    GatewayClient, TestEnv, document_text, eventually, session_requests, stage_documents,
+    upload_documents,
+};
 use dialectic_proto::v1::{
     CreateProjectRequest, GetBlackboardRequest, GetSessionRequest, PauseSessionRequest,
-    ResumeSessionRequest, SessionEvent, StartSessionRequest, WatchSessionRequest,
+    ResumeSessionRequest, SaveDocumentEditRequest, SessionEvent, StartSessionRequest,
+    WatchSessionRequest,
 };
 use futures::StreamExt;
 
@@ -308,5 +313,106 @@ async fn amendments_are_tracked_in_effective_date_order_whatever_the_upload_orde
         })
         .collect();
     assert_eq!(tracked, ["base.md", "amendment-1.md", "amendment-2.md"]);
+    env.teardown().await;
+}
+
+/// The one document listed under `document_key` in the analysis, as shown.
+async fn only_document(client: &mut GatewayClient, session: &str, document_key: &str) -> String {
+    let listed = stage_documents(client, session, "contract_analysis", document_key).await;
+    assert_eq!(listed.len(), 1, "one {document_key}: {listed:?}");
+    document_text(client, &listed[0].resource_id).await
+}
+
+/// Issue 40: the timeline, each resolved clause, the dependency map and the
+/// amendments' tracking are documents a person reads (listed, shown), while
+/// their JSON stays what later steps read; an edit of a resolved clause is
+/// parsed back into that JSON, and one that no longer fits is refused
+/// naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_analysis_reads_as_documents_and_a_clause_edit_is_parsed_back() {
+    let mut env = TestEnv::new().await;
+    env.start_all().await;
+    let mut client = env.gateway().await;
+    let session = start(&mut client, &STACK).await;
+    env.wait_for_session(&session, "iteration_complete_pending_review", true)
+        .await;
+
+    let timeline = only_document(&mut client, &session, "timeline").await;
+    let sections: Vec<&str> = timeline
+        .split_once("## Sections\n\n")
+        .map(|(_, list)| list.lines().filter(|l| l.starts_with("- ")).collect())
+        .unwrap_or_default();
+    assert!(timeline.starts_with("# Timeline\n"), "{timeline}");
+    assert_eq!(sections.len(), 3, "{timeline}");
+    let map = only_document(&mut client, &session, "dependency_map").await;
+    assert!(map.starts_with("# Dependency Map\n"), "{map}");
+    let amendments = only_document(&mut client, &session, "amendments").await;
+    assert!(amendments.starts_with("# Amendments\n"), "{amendments}");
+    let clauses = stage_documents(
+        &mut client,
+        &session,
+        "contract_analysis",
+        "resolved_clause",
+    )
+    .await;
+    assert_eq!(clauses.len(), 3, "one per section: {clauses:?}");
+    for clause in &clauses {
+        let shown = document_text(&mut client, &clause.resource_id).await;
+        assert!(
+            shown.starts_with("# Resolved Clause\n") && shown.contains("\n## Confidence\n\n"),
+            "{shown}"
+        );
+    }
+
+    // A confidence that is not a number is refused, naming the field.
+    let clause = clauses[0].resource_id.clone();
+    let refused = client
+        .save_document_edit(SaveDocumentEditRequest {
+            resource_id: clause.clone(),
+            content:
+                "# Resolved Clause\n\nRent is due on the fifth.\n\n## Confidence\n\nvery high\n"
+                    .into(),
+        })
+        .await
+        .expect_err("a confidence in words");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+    assert!(refused.message().contains("`confidence`"), "{refused:?}");
+
+    let amended = "4.2 as amended by Amendment 1: rent is due on the fifth day of each month.";
+    client
+        .save_document_edit(SaveDocumentEditRequest {
+            resource_id: clause.clone(),
+            content: format!("# Resolved Clause\n\n{amended}\n"),
+        })
+        .await
+        .expect("edit");
+    eventually(60, "the edited clause rendered", || {
+        let mut client = client.clone();
+        let clause = clause.clone();
+        async move {
+            document_text(&mut client, &clause)
+                .await
+                .contains(amended)
+                .then_some(())
+        }
+    })
+    .await;
+    // What later steps read: the edit's JSON, its content replaced and its
+    // confidence (left out of the edit) kept.
+    let edits: Vec<String> = sqlx::query_scalar(
+        "SELECT raw_response_storage_path FROM dialectic_contributions
+          WHERE session_id = $1::uuid AND document_key = 'resolved_clause'
+            AND contribution_type = 'user_edit' AND is_latest_edit",
+    )
+    .bind(&session)
+    .fetch_all(env.store.pool())
+    .await
+    .expect("edits");
+    assert_eq!(edits.len(), 1, "{edits:?}");
+    let data: serde_json::Value =
+        serde_json::from_str(&env.blob.get_string(&edits[0]).await.expect("edit body"))
+            .expect("the edit is JSON");
+    assert_eq!(data["content"], amended, "{data}");
+    assert!(data["confidence"].is_number(), "{data}");
     env.teardown().await;
 }

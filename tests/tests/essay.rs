@@ -6,11 +6,12 @@
 //! major revisit of the outline runs the later stages again. The outline and the
 //! argument maps are documents, and an edit of the outline steers what follows.
 
-use dialectic_e2e::{GatewayClient, TestEnv, eventually, session_requests};
+use dialectic_e2e::{
+    GatewayClient, TestEnv, document_text, eventually, session_requests, stage_documents,
+};
 use dialectic_proto::v1::{
-    GetDocumentContentRequest, GetSessionRequest, ListStageDocumentsRequest, PauseSessionRequest,
-    ResumeSessionRequest, RevisitStageRequest, SaveDocumentEditRequest, SessionPosition,
-    StageDocument, SubmitStageResponsesRequest,
+    GetSessionRequest, PauseSessionRequest, ResumeSessionRequest, RevisitStageRequest,
+    SaveDocumentEditRequest, SessionPosition, SubmitStageResponsesRequest,
 };
 use futures::StreamExt;
 use std::collections::BTreeMap;
@@ -186,28 +187,10 @@ async fn the_essay_runs_section_by_section_paragraph_by_paragraph_and_revisits()
         "stage 4 of 4 (Paragraph writing): Assemble the final essay"
     );
     assert_eq!(done.stage_percent, 100);
-    let essays = client
-        .list_stage_documents(ListStageDocumentsRequest {
-            session_id: session_id.clone(),
-            stage_slug: "paragraph_writing".into(),
-            iteration: 1,
-        })
-        .await
-        .expect("documents")
-        .into_inner()
-        .documents;
-    let essay = essays
-        .iter()
-        .find(|d| d.document_key == "final_essay")
-        .expect("the final essay");
-    let content = client
-        .get_document_content(GetDocumentContentRequest {
-            resource_id: essay.resource_id.clone(),
-        })
-        .await
-        .expect("content")
-        .into_inner()
-        .content;
+    let essays =
+        stage_documents(&mut client, &session_id, "paragraph_writing", "final_essay").await;
+    let essay = essays.first().expect("the final essay");
+    let content = document_text(&mut client, &essay.resource_id).await;
     assert!(content.starts_with("# Final Essay"), "{content}");
 
     // A major change to the outline runs argument development and paragraph
@@ -261,39 +244,6 @@ async fn submit(client: &mut GatewayClient, session_id: &str, stage: &str) {
         .unwrap_or_else(|e| panic!("submit {stage}: {e}"));
 }
 
-/// The iteration-1 documents of `stage` under `document_key`, as listed.
-async fn documents_of(
-    client: &mut GatewayClient,
-    session_id: &str,
-    stage: &str,
-    document_key: &str,
-) -> Vec<StageDocument> {
-    client
-        .list_stage_documents(ListStageDocumentsRequest {
-            session_id: session_id.to_string(),
-            stage_slug: stage.into(),
-            iteration: 1,
-        })
-        .await
-        .expect("documents")
-        .into_inner()
-        .documents
-        .into_iter()
-        .filter(|d| d.document_key == document_key)
-        .collect()
-}
-
-async fn shown(client: &mut GatewayClient, resource_id: &str) -> String {
-    client
-        .get_document_content(GetDocumentContentRequest {
-            resource_id: resource_id.to_string(),
-        })
-        .await
-        .expect("content")
-        .into_inner()
-        .content
-}
-
 /// `markdown` without its lines that contain any of `needles`.
 fn without_lines(markdown: &str, needles: &[&str]) -> String {
     markdown
@@ -336,10 +286,10 @@ async fn essay_documents_are_readable_and_an_outline_edit_steers_the_fan_out() {
     env.wait_for_session(&session_id, "pending_argument_development", true)
         .await;
 
-    let outlines = documents_of(&mut client, &session_id, "essay_structuring", "outline").await;
+    let outlines = stage_documents(&mut client, &session_id, "essay_structuring", "outline").await;
     assert_eq!(outlines.len(), 1, "{outlines:?}");
     let outline = outlines[0].resource_id.clone();
-    let markdown = shown(&mut client, &outline).await;
+    let markdown = document_text(&mut client, &outline).await;
     assert!(markdown.starts_with("# Outline\n"), "{markdown}");
     let sections = listed_sections(&markdown);
     assert_eq!(sections.len(), 3, "{markdown}");
@@ -375,7 +325,7 @@ async fn essay_documents_are_readable_and_an_outline_edit_steers_the_fan_out() {
         let mut client = client.clone();
         let outline = outline.clone();
         async move {
-            let now = listed_sections(&shown(&mut client, &outline).await);
+            let now = listed_sections(&document_text(&mut client, &outline).await);
             let renumbered = now.len() == 2
                 && now[0].starts_with("1. ")
                 && now[0].ends_with("item 1 of 3")
@@ -413,7 +363,7 @@ async fn essay_documents_are_readable_and_an_outline_edit_steers_the_fan_out() {
             && read[1].ends_with("sections item 3 of 3"),
         "each section job reads its section of the edited outline: {read:?}"
     );
-    let maps = documents_of(
+    let maps = stage_documents(
         &mut client,
         &session_id,
         "argument_development",
@@ -426,7 +376,7 @@ async fn essay_documents_are_readable_and_an_outline_edit_steers_the_fan_out() {
         "one argument map document per section: {maps:?}"
     );
     for map in &maps {
-        let markdown = shown(&mut client, &map.resource_id).await;
+        let markdown = document_text(&mut client, &map.resource_id).await;
         assert!(
             markdown.contains("## Paragraphs\n\n1. ")
                 && markdown.contains("paragraphs item 1 of 1\n"),
@@ -437,9 +387,9 @@ async fn essay_documents_are_readable_and_an_outline_edit_steers_the_fan_out() {
     submit(&mut client, &session_id, "argument_development").await;
     env.wait_for_session(&session_id, "iteration_complete_pending_review", true)
         .await;
-    let drafts = documents_of(&mut client, &session_id, "paragraph_writing", "draft").await;
+    let drafts = stage_documents(&mut client, &session_id, "paragraph_writing", "draft").await;
     assert_eq!(drafts.len(), 1, "{drafts:?}");
-    let draft = shown(&mut client, &drafts[0].resource_id).await;
+    let draft = document_text(&mut client, &drafts[0].resource_id).await;
     assert!(draft.starts_with("# Draft\n"), "{draft}");
     let keys: Vec<String> = sqlx::query_scalar(
         "SELECT raw_response_storage_path FROM dialectic_contributions

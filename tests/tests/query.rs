@@ -223,6 +223,11 @@ async fn answers_quote_stored_text_and_are_cached_until_an_edit() {
     // The analysis's resolved clauses replaced the uploads in the index too.
     assert_eq!(indexed(&env, &project, "uploaded_document").await, 0);
     assert!(indexed(&env, &project, "contribution").await > 0);
+    assert_eq!(
+        indexed(&env, &project, "rendered_document").await,
+        1,
+        "the conflict report: the timeline's, clauses' and map's rendered copies are not read twice"
+    );
     assert!(
         ask(&mut client, &project, "When is the rent due?")
             .await

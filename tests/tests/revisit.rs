@@ -393,6 +393,20 @@ async fn a_minor_revisit_flags_later_documents_until_edited_or_submitted() {
     );
     assert_eq!(minor.needs_review, ["parenthesis", "paralysis"]);
     assert!(minor.downstream_archived.is_empty() && minor.created_at.is_some());
+    let binary = dialectic_e2e::workspace_binary("dialectic-cli", "dialectic");
+    let printed = dialectic_e2e::against_gateway(&mut tokio::process::Command::new(binary), &env)
+        .args(["history", "--session", &session_id])
+        .output()
+        .await
+        .expect("dialectic history");
+    assert!(printed.status.success(), "{printed:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&printed.stdout),
+        format!(
+            "r{} synthesis (iteration 1) minor: reworded; review parenthesis, paralysis\n",
+            minor.revision
+        )
+    );
     let (_, key) = env.new_user("stranger").await;
     let hidden = env
         .gateway_with_key(&key)

@@ -79,7 +79,8 @@ pub async fn sync(
                   NULL::jsonb AS data, r.updated_at AS version, 0 AS rank, r.created_at AS made_at
            FROM dialectic_project_resources r
            WHERE r.project_id = $1
-             AND ((r.resource_type = $4 AND r.session_id = $2)
+             -- A JSON output's rendered copy (a resolved clause's) is read as the contribution.
+             AND ((r.resource_type = $4 AND r.session_id = $2 AND NOT r.is_json_backed)
                OR (r.resource_type = $3 AND NOT EXISTS (SELECT 1 FROM clauses)))
            UNION ALL SELECT * FROM clauses
            UNION ALL

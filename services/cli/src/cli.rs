@@ -81,6 +81,8 @@ pub enum Command {
     Model(ModelCommand),
     /// Your wallet: balance, held, available, and recent transactions.
     Wallet(WalletArgs),
+    /// A session's revision history (`session history`).
+    History(SessionRef),
     /// Create a project, start a session, watch it to --until, then list its documents.
     Run(RunArgs),
     /// Operator commands against the broker (e.g. `admin dlq list|show|replay`).
@@ -206,6 +208,9 @@ pub enum SessionCommand {
     Revisit(Revisit),
     /// A session's blackboard: the findings its steps published, by type.
     Blackboard(Blackboard),
+    /// A session's revisits, oldest first: stage, impact, reason, what each
+    /// flagged for review or archived (also `dialectic history`).
+    History(SessionRef),
 }
 
 #[derive(Args)]

@@ -2,7 +2,9 @@
 
 use dialectic_core::error::grpc_code_name;
 use dialectic_core::session::SessionStatus;
-use dialectic_proto::v1::{Model, QueryResponse, Session, SessionEvent, StageDocument, Wallet};
+use dialectic_proto::v1::{
+    Model, QueryResponse, Session, SessionEvent, SessionRevision, StageDocument, Wallet,
+};
 use tonic::Status;
 use tonic_types::StatusExt;
 
@@ -106,6 +108,26 @@ pub fn summary(s: &Session, documents: &[StageDocument]) -> String {
         out.push_str(&format!("notice: {}\n", s.notice));
     }
     out
+}
+
+/// One revisit, as `history` prints it: `r2 synthesis (iteration 1) minor:
+/// reworded; review parenthesis, paralysis` (or the versions it archived).
+pub fn revision(r: &SessionRevision) -> String {
+    let mut line = format!(
+        "r{} {} (iteration {}) {}: {}",
+        r.revision,
+        r.stage_slug,
+        r.iteration,
+        r.impact,
+        or_dash(&r.reason)
+    );
+    if !r.needs_review.is_empty() {
+        line.push_str(&format!("; review {}", r.needs_review.join(", ")));
+    }
+    if !r.downstream_archived.is_empty() {
+        line.push_str(&format!("; archived {}", r.downstream_archived.join(", ")));
+    }
+    line
 }
 
 pub fn wallet(w: &Wallet) -> String {

@@ -10,7 +10,7 @@ use dialectic_proto::v1::{
     BlackboardEntry, DeleteProjectResponse, DocumentChunk, ExportUrl, InstallPipelineResponse,
     Model, Pipeline, Project, ProjectDocument, QueryResponse, RecipeSummary,
     RegenerateDocumentResponse, RetryStageResponse, RevisitStageResponse, Session, SessionEvent,
-    StageDocument, StageRecipe, Wallet,
+    SessionRevision, StageDocument, StageRecipe, Wallet,
 };
 use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 use serde_json::{Value, json};
@@ -62,6 +62,7 @@ json_of! {
     wallet(Wallet) => "dialectic.v1.Wallet";
     project_document(ProjectDocument) => "dialectic.v1.ProjectDocument";
     board_entry(BlackboardEntry) => "dialectic.v1.BlackboardEntry";
+    revision(SessionRevision) => "dialectic.v1.SessionRevision";
     pipeline(Pipeline) => "dialectic.v1.Pipeline";
     recipe_summary(RecipeSummary) => "dialectic.v1.RecipeSummary";
     recipe(StageRecipe) => "dialectic.v1.StageRecipe";

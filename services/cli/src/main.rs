@@ -121,6 +121,7 @@ async fn dispatch(
         Command::Model(c) => model::dispatch(gateway, out, c).await,
         Command::Wallet(args) => wallet::dispatch(gateway, out, args).await,
         Command::Run(args) => session::run_args(gateway, out, args).await,
+        Command::History(a) => session::history(gateway, out, &a.session).await,
         Command::Admin(args) => admin::run(args, out).await,
         Command::Completion { shell } => completion::print(shell),
         Command::Auth(AuthCommand::Status) => auth::status(gateway, out, who).await,

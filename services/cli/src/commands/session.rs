@@ -10,10 +10,10 @@ use crate::output::{Out, Render, lines};
 use crate::{format, json, progress};
 use anyhow::Result;
 use dialectic_proto::v1::{
-    BlackboardEntry, CancelSessionRequest, GetBlackboardRequest, ListSessionsRequest,
-    PauseSessionRequest, Project, ProjectDocument, ResumeSessionRequest, RetryStageRequest,
-    RetryStageResponse, RevisitStageRequest, RevisitStageResponse, Session, StageResponse,
-    SubmitStageResponsesRequest,
+    BlackboardEntry, CancelSessionRequest, GetBlackboardRequest, ListSessionRevisionsRequest,
+    ListSessionsRequest, PauseSessionRequest, Project, ProjectDocument, ResumeSessionRequest,
+    RetryStageRequest, RetryStageResponse, RevisitStageRequest, RevisitStageResponse, Session,
+    SessionRevision, StageResponse, SubmitStageResponsesRequest,
 };
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -37,6 +37,7 @@ pub async fn dispatch(gateway: &Gateway, out: Out, command: SessionCommand) -> R
             revisit(gateway, out, &a.session, &a.stage, &a.impact, &a.reason).await
         }
         SessionCommand::Blackboard(a) => blackboard(gateway, out, &a.session, a.entry_type).await,
+        SessionCommand::History(a) => history(gateway, out, &a.session).await,
     }
 }
 
@@ -150,6 +151,15 @@ impl Render for Vec<BlackboardEntry> {
     }
     fn json(&self) -> Value {
         self.iter().map(json::board_entry).collect()
+    }
+}
+
+impl Render for Vec<SessionRevision> {
+    fn text(&self) -> String {
+        lines(self, "no revisits", format::revision)
+    }
+    fn json(&self) -> Value {
+        self.iter().map(json::revision).collect()
     }
 }
 
@@ -336,6 +346,20 @@ pub async fn blackboard(
         })
         .await?;
     out.show(&board.entries);
+    Ok(())
+}
+
+/// `session history` / `history`: the session's revisits, oldest first.
+pub async fn history(gateway: &Gateway, out: Out, session: &str) -> Result<()> {
+    let history = gateway
+        .call(|mut c| {
+            let request = gateway.request(ListSessionRevisionsRequest {
+                session_id: session.to_string(),
+            });
+            async move { c.list_session_revisions(request).await }
+        })
+        .await?;
+    out.show(&history.revisions);
     Ok(())
 }
 
