@@ -10,8 +10,8 @@
 use dialectic_e2e::{GatewayClient, TestEnv, upload_documents};
 use dialectic_proto::v1::{
     AddProjectDocumentRequest, CitationSourceKind, CreateProjectRequest, GetDocumentContentRequest,
-    GetWalletRequest, ListProjectDocumentsRequest, ListStageDocumentsRequest, QueryRequest,
-    QueryResponse, SaveDocumentEditRequest, StartSessionRequest,
+    GetWalletRequest, ListProjectDocumentsRequest, QueryRequest, QueryResponse,
+    SaveDocumentEditRequest, StartSessionRequest,
 };
 
 const STACK: [(&str, &str); 3] = [
@@ -233,19 +233,14 @@ async fn answers_quote_stored_text_and_are_cached_until_an_edit() {
             .await
             .cached
     );
-    let report = client
-        .list_stage_documents(ListStageDocumentsRequest {
-            session_id: session.clone(),
-            stage_slug: String::new(),
-            iteration: 1,
-        })
-        .await
-        .expect("documents")
-        .into_inner()
-        .documents
-        .into_iter()
-        .find(|d| d.document_key == "conflict_report")
-        .expect("the conflict report");
+    let reports = dialectic_e2e::stage_documents(
+        &mut client,
+        &session,
+        "contract_analysis",
+        "conflict_report",
+    )
+    .await;
+    let report = reports.first().expect("the conflict report");
     client
         .save_document_edit(SaveDocumentEditRequest {
             resource_id: report.resource_id.clone(),
