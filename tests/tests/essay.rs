@@ -421,3 +421,200 @@ async fn essay_documents_are_readable_and_an_outline_edit_steers_the_fan_out() {
     assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
     env.teardown().await;
 }
+
+/// Issue 40: a moderate revisit archives only what depends on the change,
+/// by lineage. The outline loses its second of three sections; the map of
+/// section 1 read an item the edit left as it was, and the paragraph of
+/// section 1 read only that map, so both are kept (not archived, not run
+/// again: the re-run adopts them). The maps whose item changed or went, the
+/// paragraphs after the first changed link and the final essay are archived
+/// and the re-run writes them again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_moderate_revisit_of_the_outline_reruns_only_what_the_edit_changed() {
+    let mut env = TestEnv::new().await;
+    env.start_all_recording().await;
+    let mut client = env.gateway().await;
+    let (_, session_id) = env
+        .new_session_on("essay", STEERED_PROMPT, &["simulated"], true)
+        .await;
+    env.wait_for_session(&session_id, "iteration_complete_pending_review", true)
+        .await;
+    let session = uuid::Uuid::parse_str(&session_id).expect("uuid");
+    let maps = stage_documents(
+        &mut client,
+        &session_id,
+        "argument_development",
+        "argument_map",
+    )
+    .await;
+    assert_eq!(maps.len(), 3, "{maps:?}");
+    let firsts: Vec<_> = maps
+        .iter()
+        .filter(|m| file_name(&m.storage_key).contains("-01"))
+        .collect();
+    assert_eq!(firsts.len(), 1, "section 1's map: {maps:?}");
+    let first_map = firsts[0].clone();
+    let first_map_bytes = env.blob.get(&first_map.storage_key).await.expect("map");
+    let paragraphs_before = paragraph_keys(&env, session).await;
+    assert_eq!(paragraphs_before.len(), 3, "{paragraphs_before:?}");
+    let essays =
+        stage_documents(&mut client, &session_id, "paragraph_writing", "final_essay").await;
+    assert_eq!(essays.len(), 1, "{essays:?}");
+
+    let outline = stage_documents(&mut client, &session_id, "essay_structuring", "outline").await;
+    let outline = outline[0].resource_id.clone();
+    let markdown = document_text(&mut client, &outline).await;
+    client
+        .save_document_edit(SaveDocumentEditRequest {
+            resource_id: outline.clone(),
+            content: without_lines(&markdown, &["sections item 2 of 3"]),
+        })
+        .await
+        .expect("edit");
+    eventually(60, "the edited outline rendered and nothing runs", || {
+        let mut client = client.clone();
+        let outline = outline.clone();
+        let env = &env;
+        async move {
+            let sections = listed_sections(&document_text(&mut client, &outline).await);
+            let idle = env
+                .count(
+                    "SELECT count(*) FROM dialectic_generation_jobs
+                      WHERE session_id = $1 AND status NOT IN ('completed', 'failed', 'retry_loop_failed', 'superseded')",
+                    session,
+                )
+                .await
+                == 0;
+            (sections.len() == 2 && idle).then_some(())
+        }
+    })
+    .await;
+
+    let revisit = client
+        .revisit_stage(RevisitStageRequest {
+            session_id: session_id.clone(),
+            stage_slug: "essay_structuring".into(),
+            impact: "moderate".into(),
+            reason: "section 2 goes".into(),
+            impact_level: 0,
+        })
+        .await
+        .expect("moderate")
+        .into_inner();
+    let mut archived: Vec<String> = revisit
+        .archived
+        .iter()
+        .map(|k| file_name(k).to_string())
+        .collect();
+    archived.sort();
+    let mut expected: Vec<String> = maps
+        .iter()
+        .chain(&essays)
+        .filter(|d| d.resource_id != first_map.resource_id)
+        .map(|d| dialectic_core::revisit::archived_name(file_name(&d.storage_key), 1))
+        .collect();
+    expected.sort();
+    assert_eq!(
+        archived, expected,
+        "the changed maps and the essay, not section 1's map"
+    );
+    let current = stage_documents(
+        &mut client,
+        &session_id,
+        "argument_development",
+        "argument_map",
+    )
+    .await;
+    let current: Vec<&str> = current.iter().map(|d| d.resource_id.as_str()).collect();
+    assert_eq!(
+        current,
+        [first_map.resource_id.as_str()],
+        "section 1's map stays current"
+    );
+    assert_eq!(
+        paragraph_keys(&env, session).await,
+        paragraphs_before[..1],
+        "section 1's paragraph stays current, the two after it are archived"
+    );
+
+    submit(&mut client, &session_id, "essay_structuring").await;
+    env.wait_for_session(&session_id, "iteration_complete_pending_review", true)
+        .await;
+    // Section 1's map and paragraph were not asked for again: one new map
+    // (section 3, now second), one new paragraph, one new essay.
+    let sections_asked: Vec<String> = session_requests(&session_id, "argument_map")
+        .into_iter()
+        .filter_map(|r| {
+            let prompt = &r.messages[0].content;
+            let start = prompt.find("--- Outline section ---")?;
+            prompt[start..].lines().nth(1).map(str::to_string)
+        })
+        .collect();
+    assert_eq!(sections_asked.len(), 4, "{sections_asked:?}");
+    assert!(
+        sections_asked[3].ends_with("sections item 3 of 3"),
+        "{sections_asked:?}"
+    );
+    let drafts_read = inputs_of(&session_id, "paragraph", "paragraph");
+    assert_eq!(drafts_read.len(), 4, "{drafts_read:?}");
+    assert_eq!(
+        drafts_read[3],
+        paragraphs_before[..1],
+        "the new paragraph reads the kept one as the draft so far"
+    );
+    assert_eq!(inputs_of(&session_id, "final_essay", "paragraph").len(), 2);
+    let now = stage_documents(
+        &mut client,
+        &session_id,
+        "argument_development",
+        "argument_map",
+    )
+    .await;
+    assert_eq!(now.len(), 2, "{now:?}");
+    let kept = now
+        .iter()
+        .find(|m| m.resource_id == first_map.resource_id)
+        .expect("the kept map is still current");
+    assert_eq!(kept.storage_key, first_map.storage_key);
+    assert_eq!(
+        env.blob.get(&kept.storage_key).await.expect("map"),
+        first_map_bytes,
+        "byte for byte"
+    );
+    let after = paragraph_keys(&env, session).await;
+    assert_eq!(after.len(), 2, "{after:?}");
+    assert_eq!(
+        after[0], paragraphs_before[0],
+        "the kept paragraph leads the draft"
+    );
+    let adopted = env
+        .count(
+            "SELECT count(*) FROM dialectic_generation_jobs j
+               JOIN dialectic_generation_jobs root ON root.id = j.parent_job_id
+              WHERE j.session_id = $1 AND root.job_key LIKE '%:r1'
+                AND j.created_at < root.created_at",
+            session,
+        )
+        .await;
+    assert_eq!(
+        adopted, 2,
+        "the re-run roots adopted the kept map and paragraph"
+    );
+    env.teardown().await;
+}
+
+fn file_name(key: &str) -> &str {
+    key.rsplit('/').next().unwrap_or_default()
+}
+
+/// The current paragraphs' raw replies, in draft order.
+async fn paragraph_keys(env: &TestEnv, session: uuid::Uuid) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT raw_response_storage_path FROM dialectic_contributions
+          WHERE session_id = $1 AND document_key = 'paragraph' AND NOT is_archived ORDER BY file_name",
+    )
+    .bind(session)
+    .fetch_all(env.store.pool())
+    .await
+    .expect("paragraphs")
+}

@@ -3,6 +3,7 @@
 //! after the revised one, and how archived documents are named.
 
 use crate::job::UnknownValue;
+use std::collections::BTreeSet;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Impact {
@@ -62,9 +63,141 @@ pub fn archived_name(file_name: &str, version: u32) -> String {
     }
 }
 
+/// A finished job of a stage after the revised one, as a moderate revisit
+/// weighs it (see `affected`).
+#[derive(Debug, Clone)]
+pub struct LaterJob<Id> {
+    pub id: Id,
+    pub stage: String,
+    /// The document keys it wrote (its output type, and a rendered document's).
+    pub document_keys: Vec<String>,
+    /// The storage keys of what it wrote: raw replies and rendered documents.
+    pub wrote: Vec<String>,
+    /// Its `document` input rules that name a later stage.
+    pub reads: Vec<LaterRead>,
+    /// What it read of the revised stage has changed since it started.
+    pub read_a_change: bool,
+    /// A stage root: the re-run plans its stage again whatever it read.
+    pub reruns: bool,
+}
+
+/// A `document` rule naming a stage after the revised one: its stage and
+/// key (`*` for all), and the storage keys a fan-out job was restricted to.
+#[derive(Debug, Clone)]
+pub struct LaterRead {
+    pub stage: String,
+    pub document_key: String,
+    pub keys: Option<Vec<String>>,
+}
+
+impl LaterRead {
+    /// `reader` (which started after `writer`) read what `writer` wrote.
+    fn reads_from<Id>(&self, writer: &LaterJob<Id>) -> bool {
+        if writer.stage != self.stage {
+            return false;
+        }
+        match &self.keys {
+            Some(keys) => keys.iter().any(|k| writer.wrote.contains(k)),
+            None => self.document_key == "*" || writer.document_keys.contains(&self.document_key),
+        }
+    }
+}
+
+/// The jobs a moderate revisit archives, by lineage. `jobs` come in the
+/// order they started, so everything a job read was written by a job before
+/// it. A job is affected when what it read of the revised stage changed, or
+/// when it read a document written by an affected job. Header contexts,
+/// feedback and seed prompts are guidance, not lineage: they are not rules
+/// here, so a re-planned stage does not by itself affect the jobs under it.
+pub fn affected<Id: Copy + Ord>(jobs: &[LaterJob<Id>]) -> BTreeSet<Id> {
+    let mut affected = BTreeSet::new();
+    for (at, job) in jobs.iter().enumerate() {
+        let inherits = || {
+            jobs[..at].iter().any(|writer| {
+                affected.contains(&writer.id) && job.reads.iter().any(|r| r.reads_from(writer))
+            })
+        };
+        if job.reruns || job.read_a_change || inherits() {
+            affected.insert(job.id);
+        }
+    }
+    affected
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn job(id: u32, stage: &str, key: &str, reads: Vec<LaterRead>) -> LaterJob<u32> {
+        LaterJob {
+            id,
+            stage: stage.into(),
+            document_keys: vec![key.into()],
+            wrote: vec![format!("{stage}/{key}-{id}")],
+            reads,
+            read_a_change: false,
+            reruns: false,
+        }
+    }
+
+    fn read(stage: &str, key: &str, keys: Option<&[&str]>) -> LaterRead {
+        LaterRead {
+            stage: stage.into(),
+            document_key: key.into(),
+            keys: keys.map(|k| k.iter().map(|s| s.to_string()).collect()),
+        }
+    }
+
+    /// The essay after an outline edit that changed section 2 of 3: the
+    /// maps of sections 2 and 3 changed their item; the paragraphs of section
+    /// 1 read only its map and the draft before them, so they are kept; every
+    /// paragraph from the first affected one on reads the draft so far.
+    #[test]
+    fn lineage_keeps_what_read_nothing_that_changed() {
+        let mut maps: Vec<_> = (1..=3)
+            .map(|n| job(n, "arguments", "map", vec![]))
+            .collect();
+        maps[1].read_a_change = true;
+        maps[2].read_a_change = true;
+        let mut jobs = vec![LaterJob {
+            reruns: true,
+            ..job(0, "arguments", "header_context", vec![])
+        }];
+        jobs.extend(maps);
+        for (id, map) in [(10, 1), (11, 1), (12, 2), (13, 2), (14, 3)] {
+            let map_key = format!("arguments/map-{map}");
+            jobs.push(job(
+                id,
+                "writing",
+                "paragraph",
+                vec![
+                    read("arguments", "map", Some(&[map_key.as_str()])),
+                    read("writing", "paragraph", None),
+                ],
+            ));
+        }
+        jobs.push(job(
+            20,
+            "writing",
+            "essay",
+            vec![read("writing", "paragraph", None)],
+        ));
+        assert_eq!(affected(&jobs), BTreeSet::from([0, 2, 3, 12, 13, 14, 20]));
+    }
+
+    #[test]
+    fn a_job_inherits_only_from_writers_of_what_it_reads() {
+        let mut first = job(1, "a", "x", vec![]);
+        first.read_a_change = true;
+        let jobs = vec![
+            first,
+            job(2, "a", "y", vec![]),
+            job(3, "b", "z", vec![read("a", "y", None)]),
+            job(4, "b", "w", vec![read("a", "*", None)]),
+            job(5, "b", "v", vec![read("a", "x", Some(&["a/y-2"]))]),
+        ];
+        assert_eq!(affected(&jobs), BTreeSet::from([1, 4]));
+    }
 
     #[test]
     fn impact_levels_parse_and_act_as_seed_003_says() {

@@ -146,6 +146,23 @@ pub async fn of_type(
     Ok(rows.into_iter().map(StoredEntry::from).collect())
 }
 
+/// A moderate revisit: drops what the jobs it archived published (they run
+/// again and publish afresh); what it kept stays. Returns how many went.
+pub async fn clear_jobs(
+    tx: &mut Tx<'_>,
+    session_id: SessionId,
+    jobs: &[JobId],
+) -> Result<u64, StoreError> {
+    Ok(sqlx::query(
+        "DELETE FROM dialectic_blackboard_entries WHERE session_id = $1 AND job_id = ANY($2)",
+    )
+    .bind(session_id)
+    .bind(jobs)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected())
+}
+
 /// Re-processing: drops what the named stages of an iteration published
 /// (they run again and publish afresh). Returns how many entries went.
 pub async fn clear_stages(

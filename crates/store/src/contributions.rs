@@ -228,6 +228,27 @@ pub async fn contribution_of_job(
 }
 
 /// Seed 000 function 3: every chunk of one document chain, in edit order.
+/// The document each contribution belongs to (its chain's first chunk's
+/// id; a contribution outside any chain is its own).
+pub async fn document_identities(
+    executor: impl sqlx::PgExecutor<'_>,
+    ids: &[uuid::Uuid],
+) -> Result<std::collections::HashMap<uuid::Uuid, uuid::Uuid>, StoreError> {
+    let rows: Vec<(uuid::Uuid, Option<String>)> = sqlx::query_as(
+        "SELECT id, document_relationships ->> stage_slug FROM dialectic_contributions WHERE id = ANY($1)",
+    )
+    .bind(ids)
+    .fetch_all(executor)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, identity)| {
+            let identity = identity.and_then(|i| uuid::Uuid::parse_str(&i).ok());
+            (id, identity.unwrap_or(id))
+        })
+        .collect())
+}
+
 pub async fn document_chain(
     executor: impl sqlx::PgExecutor<'_>,
     session_id: SessionId,

@@ -327,6 +327,54 @@ pub async fn heartbeat(
 /// Children of a parent as (type, status, step id). Not locked: callers hold
 /// the parent's row lock, which serialises sibling completions, and under READ
 /// COMMITTED this statement sees every sibling committed before that lock was won.
+/// A planned child a moderate revisit kept: its id and its key after the id
+/// of the root that planned it (`{step}` or `{step}:{discriminator}`, what
+/// names it within any root).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct KeptChild {
+    pub id: JobId,
+    pub key_in_root: String,
+}
+
+/// The finished children of the stage's earlier roots for `root`'s model
+/// whose output is still current: what a moderate revisit kept, for the
+/// re-run root to adopt instead of running again. Continuations and renders
+/// hang under those and are not planned steps; superseded and archived work
+/// is not kept.
+pub async fn kept_children(tx: &mut Tx<'_>, root: &JobRow) -> Result<Vec<KeptChild>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT j.id, substr(j.job_key, 38) AS key_in_root
+         FROM dialectic_generation_jobs j
+         JOIN dialectic_generation_jobs p ON p.id = j.parent_job_id AND p.parent_job_id IS NULL
+         WHERE j.session_id = $1 AND j.stage_slug = $2 AND j.iteration_number = $3
+           AND j.model_id IS NOT DISTINCT FROM $4 AND p.id <> $5
+           AND j.status = $6 AND j.job_type <> $7 AND j.target_contribution_id IS NULL
+           AND EXISTS (SELECT 1 FROM dialectic_contributions c WHERE c.job_id = j.id AND NOT c.is_archived)
+         ORDER BY j.created_at, j.id",
+    )
+    .bind(root.session_id)
+    .bind(&root.stage_slug)
+    .bind(root.iteration_number)
+    .bind(root.model_id)
+    .bind(root.id)
+    .bind(JobStatus::Completed.as_str())
+    .bind(JobType::Render.as_str())
+    .fetch_all(&mut **tx)
+    .await?)
+}
+
+/// Moves a kept child under the root that re-runs its stage.
+pub async fn adopt(tx: &mut Tx<'_>, child: JobId, root: JobId) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE dialectic_generation_jobs SET parent_job_id = $2, updated_at = now() WHERE id = $1",
+    )
+    .bind(child)
+    .bind(root)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 pub async fn children(
     tx: &mut Tx<'_>,
     parent: JobId,

@@ -1,11 +1,14 @@
 //! Revisits (seed 003): archiving later stages' documents as versions and
 //! rewinding a session to the stage after the revised one.
 
+use crate::contributions::USER_EDIT;
 use crate::resources::{RESOURCE_COLUMNS, ResourceRow};
 use crate::sessions::session_process;
 use crate::{StoreError, Tx};
-use dialectic_core::ids::{ResourceId, RevisionId, SessionId};
-use dialectic_core::job::JobStatus;
+use chrono::{DateTime, Utc};
+use dialectic_core::ids::{JobId, ResourceId, RevisionId, SessionId};
+use dialectic_core::job::{JobStatus, JobType};
+use sqlx::types::Json;
 
 /// The stages after `stage_slug` in the session's process, in order.
 pub async fn stages_after(
@@ -71,6 +74,153 @@ pub async fn archive(
     stages: &[String],
     renamed: &[(ResourceId, String)],
 ) -> Result<(), StoreError> {
+    rename_archived(tx, renamed).await?;
+    sqlx::query(
+        "UPDATE dialectic_contributions SET is_archived = true
+         WHERE session_id = $1 AND iteration_number = $2 AND stage_slug = ANY($3)",
+    )
+    .bind(session_id)
+    .bind(iteration)
+    .bind(stages)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// A finished job of the later stages whose output is current, with what
+/// it wrote: a moderate revisit weighs each by lineage.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct LaterJobRow {
+    pub id: JobId,
+    pub stage_slug: String,
+    pub parent_job_id: Option<JobId>,
+    pub payload: Json<serde_json::Value>,
+    pub started_at: DateTime<Utc>,
+    /// Its output type and its rendered documents' keys.
+    pub document_keys: Vec<String>,
+    /// Raw replies and rendered documents (`storage_path/file_name`).
+    pub wrote: Vec<String>,
+}
+
+/// The later stages' finished jobs (not renders, not superseded) whose
+/// output is current, in the order they started.
+pub async fn later_jobs(
+    tx: &mut Tx<'_>,
+    session_id: SessionId,
+    iteration: i32,
+    stages: &[String],
+) -> Result<Vec<LaterJobRow>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT j.id, j.stage_slug, j.parent_job_id, j.payload,
+                COALESCE(j.started_at, j.created_at) AS started_at,
+                ARRAY(SELECT DISTINCT k FROM unnest(array_append(
+                        ARRAY(SELECT r.document_key FROM dialectic_project_resources r
+                               JOIN dialectic_contributions c ON c.id = r.source_contribution_id
+                              WHERE c.job_id = j.id AND r.document_key IS NOT NULL),
+                        COALESCE(j.document_key, ''))) AS k) AS document_keys,
+                ARRAY(SELECT c.raw_response_storage_path FROM dialectic_contributions c
+                       WHERE c.job_id = j.id AND NOT c.is_archived
+                      UNION ALL
+                      SELECT r.storage_path || '/' || r.file_name FROM dialectic_project_resources r
+                        JOIN dialectic_contributions c ON c.id = r.source_contribution_id
+                       WHERE c.job_id = j.id AND r.resource_type = 'rendered_document') AS wrote
+         FROM dialectic_generation_jobs j
+         WHERE j.session_id = $1 AND j.iteration_number = $2 AND j.stage_slug = ANY($3)
+           AND j.status = $4 AND j.job_type <> $5
+           AND EXISTS (SELECT 1 FROM dialectic_contributions c WHERE c.job_id = j.id AND NOT c.is_archived)
+         ORDER BY 5, j.id",
+    )
+    .bind(session_id)
+    .bind(iteration)
+    .bind(stages)
+    .bind(JobStatus::Completed.as_str())
+    .bind(JobType::Render.as_str())
+    .fetch_all(&mut **tx)
+    .await?)
+}
+
+/// A user's edit of a document of one stage: the document (its first
+/// chunk's id), when, and where the edited whole is.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct EditRow {
+    pub identity: String,
+    pub document_key: String,
+    pub raw_key: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Every edit of the stage's documents in one iteration, oldest first.
+pub async fn edits(
+    tx: &mut Tx<'_>,
+    session_id: SessionId,
+    iteration: i32,
+    stage_slug: &str,
+) -> Result<Vec<EditRow>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT COALESCE(document_relationships ->> stage_slug, target_contribution_id::text, id::text) AS identity,
+                document_key, raw_response_storage_path AS raw_key, created_at
+         FROM dialectic_contributions
+         WHERE session_id = $1 AND iteration_number = $2 AND stage_slug = $3 AND contribution_type = $4
+         ORDER BY created_at, id",
+    )
+    .bind(session_id)
+    .bind(iteration)
+    .bind(stage_slug)
+    .bind(USER_EDIT)
+    .fetch_all(&mut **tx)
+    .await?)
+}
+
+/// The document (its first chunk's id) each storage key holds a version
+/// of: raw replies by their chain, rendered documents by their source.
+pub async fn identities(
+    tx: &mut Tx<'_>,
+    session_id: SessionId,
+    keys: &[String],
+) -> Result<Vec<(String, String)>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT raw_response_storage_path, COALESCE(document_relationships ->> stage_slug, id::text)
+           FROM dialectic_contributions
+          WHERE session_id = $1 AND raw_response_storage_path = ANY($2)
+         UNION ALL
+         SELECT storage_path || '/' || file_name, source_contribution_id::text
+           FROM dialectic_project_resources
+          WHERE session_id = $1 AND source_contribution_id IS NOT NULL
+            AND storage_path || '/' || file_name = ANY($2)",
+    )
+    .bind(session_id)
+    .bind(keys)
+    .fetch_all(&mut **tx)
+    .await?)
+}
+
+/// A moderate revisit's archive: the documents the `jobs` wrote become
+/// archived versions (renamed to where their bytes were copied), and their
+/// contributions, with every chunk and edit of their documents, stop being
+/// inputs.
+pub async fn archive_jobs(
+    tx: &mut Tx<'_>,
+    session_id: SessionId,
+    jobs: &[JobId],
+    renamed: &[(ResourceId, String)],
+) -> Result<(), StoreError> {
+    rename_archived(tx, renamed).await?;
+    sqlx::query(
+        "UPDATE dialectic_contributions SET is_archived = true, updated_at = now()
+         WHERE session_id = $1 AND (job_id = ANY($2) OR (document_relationships ->> stage_slug) IN (
+             SELECT id::text FROM dialectic_contributions WHERE session_id = $1 AND job_id = ANY($2)))",
+    )
+    .bind(session_id)
+    .bind(jobs)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+async fn rename_archived(
+    tx: &mut Tx<'_>,
+    renamed: &[(ResourceId, String)],
+) -> Result<(), StoreError> {
     for (id, file_name) in renamed {
         sqlx::query(
             "UPDATE dialectic_project_resources
@@ -82,15 +232,6 @@ pub async fn archive(
         .execute(&mut **tx)
         .await?;
     }
-    sqlx::query(
-        "UPDATE dialectic_contributions SET is_archived = true
-         WHERE session_id = $1 AND iteration_number = $2 AND stage_slug = ANY($3)",
-    )
-    .bind(session_id)
-    .bind(iteration)
-    .bind(stages)
-    .execute(&mut **tx)
-    .await?;
     Ok(())
 }
 

@@ -5,6 +5,7 @@
 //! transaction that moves the session through core's machine.
 
 mod delete_project;
+mod lineage;
 pub(crate) mod regenerate;
 mod render_edit;
 mod retry;

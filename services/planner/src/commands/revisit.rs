@@ -1,18 +1,21 @@
 //! RevisitStage: seed 003's change impact applied to a session. Minor flags
-//! the later stages' documents for review (until edited or submitted); moderate and major archive their documents
-//! and send the session back to the stage after the revised one (major also
-//! starts it at once).
+//! the later stages' documents for review (until edited or submitted).
+//! Moderate archives the later documents that depend on what changed, by
+//! lineage (see `lineage.rs`), and keeps the rest for the re-run to adopt;
+//! major archives every later document. Both send the session back to the
+//! stage after the revised one (major also starts it at once).
 
+use super::lineage;
 use super::lock_session;
 use crate::engine::{Engine, PlannerError, Unit, parse_id};
-use dialectic_core::ids::SessionId;
+use dialectic_core::ids::{ResourceId, SessionId};
 use dialectic_core::revisit::{Impact, archived_name};
 use dialectic_core::session::{SessionEvent, SessionStatus};
 use dialectic_proto::v1::planner::{RevisitStageCommand, RevisitStageResult};
 use dialectic_store::resources::{self, ResourceRow};
 use dialectic_store::revisit::{self, NewRevision};
 use dialectic_store::sessions::SessionRow;
-use dialectic_store::{blackboard, stages};
+use dialectic_store::{blackboard, regenerate, stages};
 
 pub(crate) async fn revisit(
     engine: &Engine,
@@ -51,12 +54,12 @@ pub(crate) async fn revisit(
     rewind(engine, unit, &session, revision, next).await
 }
 
-struct Revision<'a> {
-    stage: &'a str,
+pub(super) struct Revision<'a> {
+    pub(super) stage: &'a str,
     impact: Impact,
     reason: Option<&'a str>,
     /// The later stages this iteration has already run.
-    reached: Vec<String>,
+    pub(super) reached: Vec<String>,
 }
 
 /// The later stages this iteration has already run: up to where the session
@@ -132,28 +135,42 @@ async fn rewind(
         .await?;
     let version = applied.revision;
     let iteration = session.iteration_count.max(1);
-    let documents =
-        revisit::documents(&mut unit.tx, session.id, iteration, &revision.reached).await?;
-    let archived = copy_to_archive(engine, &documents, version).await?;
-    if revision.impact.archives() {
-        let renamed: Vec<_> = documents
-            .iter()
-            .zip(&archived)
-            .map(|(doc, (name, _))| (doc.id, name.clone()))
-            .collect();
-        revisit::archive(
-            &mut unit.tx,
-            session.id,
-            iteration,
-            &revision.reached,
-            &renamed,
-        )
-        .await?;
-    }
+    let (documents, archived) = match revision.impact {
+        Impact::Moderate => {
+            let affected = lineage::affected_jobs(engine, &mut unit, session, &revision).await?;
+            let documents =
+                regenerate::documents_of_jobs(&mut unit.tx, session.id, &affected).await?;
+            let archived = copy_to_archive(engine, &documents, version).await?;
+            revisit::archive_jobs(
+                &mut unit.tx,
+                session.id,
+                &affected,
+                &renamed(&documents, &archived),
+            )
+            .await?;
+            blackboard::clear_jobs(&mut unit.tx, session.id, &affected).await?;
+            (documents, archived)
+        }
+        _ => {
+            let documents =
+                revisit::documents(&mut unit.tx, session.id, iteration, &revision.reached).await?;
+            let archived = copy_to_archive(engine, &documents, version).await?;
+            revisit::archive(
+                &mut unit.tx,
+                session.id,
+                iteration,
+                &revision.reached,
+                &renamed(&documents, &archived),
+            )
+            .await?;
+            // The stages that run again publish afresh (seed 004 §7: re-processing clears the board).
+            blackboard::clear_stages(&mut unit.tx, session.id, iteration, &revision.reached)
+                .await?;
+            (documents, archived)
+        }
+    };
     let keys: Vec<String> = archived.into_iter().map(|(_, key)| key).collect();
     record(&mut unit, session, &revision, version, &[], &keys).await?;
-    // The stages that run again publish afresh (seed 004 §7: re-processing clears the board).
-    blackboard::clear_stages(&mut unit.tx, session.id, iteration, &revision.reached).await?;
     unit.cleared_boards.push(session.id);
     unit.stale_projects.push(session.project_id);
     engine.finish(unit).await?;
@@ -168,6 +185,14 @@ async fn rewind(
         archived: keys,
         revision: u32::try_from(version).unwrap_or(0),
     })
+}
+
+fn renamed(documents: &[ResourceRow], archived: &[(String, String)]) -> Vec<(ResourceId, String)> {
+    documents
+        .iter()
+        .zip(archived)
+        .map(|(doc, (name, _))| (doc.id, name.clone()))
+        .collect()
 }
 
 /// Copies each document to its archived name (name, key). Copies come before

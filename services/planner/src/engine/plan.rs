@@ -2,7 +2,7 @@
 //! predecessors are done, each fanned out by its granularity into child
 //! jobs, and completes when none are left.
 
-use super::spawn::Child;
+use super::spawn::{Child, child_key_in_root};
 use super::{Apply, Engine, PlannerError, Unit};
 use dialectic_core::clarify::Clarification;
 use dialectic_core::fanout::{Anchor, FanOutJob, SourceDoc, fan_out};
@@ -10,8 +10,8 @@ use dialectic_core::ids::{JobId, StepId};
 use dialectic_core::job::{JobEvent, JobStatus, JobType};
 use dialectic_core::payload::JobPayload;
 use dialectic_core::recipe::{Granularity, OrderBy, Recipe, RecipeStep};
-use dialectic_store::jobs::{self, JobRow};
-use dialectic_store::{clarifications, inputs, project_documents, skips};
+use dialectic_store::jobs::{self, JobRow, KeptChild};
+use dialectic_store::{clarifications, contributions, inputs, project_documents, skips};
 use serde_json::json;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -68,6 +68,19 @@ fn ready(recipe: &Recipe, skipped: &BTreeSet<String>, progress: &Progress) -> Ve
         .collect()
 }
 
+/// What spawning the ready steps did: jobs planned (new, or already there
+/// from a redelivery) and kept children adopted.
+#[derive(Debug, Default)]
+struct Spawned {
+    new: usize,
+    adopted: usize,
+}
+
+fn take_kept(kept: &mut Vec<KeptChild>, key_in_root: &str) -> Option<KeptChild> {
+    let at = kept.iter().position(|k| k.key_in_root == key_in_root)?;
+    Some(kept.swap_remove(at))
+}
+
 /// The steps a clarification round re-runs with its question: the one it
 /// asked and everything downstream of it.
 fn asked_steps(recipe: &Recipe, round: Option<&Clarification>) -> Option<Vec<StepId>> {
@@ -75,6 +88,24 @@ fn asked_steps(recipe: &Recipe, round: Option<&Clarification>) -> Option<Vec<Ste
     let mut ids = recipe.descendants(step.id);
     ids.push(step.id);
     Some(ids)
+}
+
+/// A document's first chunk's id for each matched reply: edits and later
+/// turns of one document fan out (and are named) as that document, so a
+/// re-run after an edit plans the same jobs for what the edit left alone.
+async fn document_identities(
+    unit: &mut Unit,
+    docs: &[inputs::InputDoc],
+) -> Result<HashMap<uuid::Uuid, uuid::Uuid>, PlannerError> {
+    let replies: Vec<uuid::Uuid> = docs
+        .iter()
+        .filter(|d| !d.from_resource)
+        .map(|d| d.id)
+        .collect();
+    if replies.is_empty() {
+        return Ok(HashMap::new());
+    }
+    Ok(contributions::document_identities(&mut *unit.tx, &replies).await?)
 }
 
 impl Engine {
@@ -97,18 +128,25 @@ impl Engine {
             unit.apply_later(Apply::new(job.id, JobEvent::Succeeded));
             return Ok(());
         };
-        let ready = self.ready_steps(unit, &job, &payload, recipe).await?;
-        if ready.is_empty() {
-            unit.apply_later(Apply::new(job.id, JobEvent::Succeeded));
-            return Ok(());
+        loop {
+            let ready = self.ready_steps(unit, &job, &payload, recipe).await?;
+            if ready.is_empty() {
+                unit.apply_later(Apply::new(job.id, JobEvent::Succeeded));
+                return Ok(());
+            }
+            let Some(planned) = self.fan_out_steps(unit, &job, &ready).await? else {
+                return Ok(());
+            };
+            let spawned = self
+                .spawn_steps(unit, &job, &payload, recipe, planned)
+                .await?;
+            // Steps a revisit kept whole have nothing to wait for: the steps
+            // after them are ready now.
+            if spawned.new > 0 || spawned.adopted == 0 {
+                unit.apply_later(Apply::new(job.id, JobEvent::ChildrenSpawned));
+                return Ok(());
+            }
         }
-        let Some(planned) = self.fan_out_steps(unit, &job, &ready).await? else {
-            return Ok(());
-        };
-        self.spawn_steps(unit, &job, &payload, recipe, planned)
-            .await?;
-        unit.apply_later(Apply::new(job.id, JobEvent::ChildrenSpawned));
-        Ok(())
     }
 
     async fn ready_steps(
@@ -156,7 +194,8 @@ impl Engine {
     }
 
     /// Inserts the planned steps' jobs; after a clarification round, the
-    /// steps it re-runs carry its question.
+    /// steps it re-runs carry its question. A root re-running its stage after
+    /// a moderate revisit adopts the children the revisit kept instead.
     async fn spawn_steps(
         &self,
         unit: &mut Unit,
@@ -164,7 +203,7 @@ impl Engine {
         payload: &JobPayload,
         recipe: &Recipe,
         planned: Vec<(&RecipeStep, Vec<FanOutJob>)>,
-    ) -> Result<(), PlannerError> {
+    ) -> Result<Spawned, PlannerError> {
         let round = clarifications::latest(
             &mut unit.tx,
             job.session_id,
@@ -173,20 +212,54 @@ impl Engine {
         )
         .await?;
         let asked = asked_steps(recipe, round.as_ref());
+        let mut kept = jobs::kept_children(&mut unit.tx, job).await?;
+        let mut spawned = Spawned::default();
         for (step, jobs) in planned {
             let mut child = Child {
                 planned_documents: descendant_outputs(recipe, step),
                 round: round.as_ref(),
                 asked: asked.as_ref().is_some_and(|ids| ids.contains(&step.id)),
                 previous: None,
+                previous_done: false,
             };
+            // A chain re-runs from its first link that was not kept: every
+            // link after it read the draft that link changes.
+            let mut chain_kept = true;
             for fan in jobs {
+                let key = child_key_in_root(step, &fan.discriminator, child.round);
+                if let Some(adopted) = (chain_kept || !fan.after_previous)
+                    .then(|| take_kept(&mut kept, &key))
+                    .flatten()
+                {
+                    self.adopt(unit, job, step, adopted.id).await?;
+                    child.previous = Some(adopted.id);
+                    child.previous_done = true;
+                    spawned.adopted += 1;
+                    continue;
+                }
+                chain_kept = false;
                 child.previous = self
                     .spawn_child(unit, job, payload, step, fan, &child)
                     .await?;
+                child.previous_done = false;
+                spawned.new += 1;
             }
         }
-        Ok(())
+        Ok(spawned)
+    }
+
+    /// A kept child joins the re-run root, finished; watchers see it so.
+    async fn adopt(
+        &self,
+        unit: &mut Unit,
+        root: &JobRow,
+        step: &RecipeStep,
+        child: JobId,
+    ) -> Result<(), PlannerError> {
+        jobs::adopt(&mut unit.tx, child, root.id).await?;
+        tracing::info!(job_id = %root.id, kept = %child, step = %step.step_key, "kept by the revisit; not run again");
+        self.announce_planned(unit, root, step, child, JobStatus::Completed)
+            .await
     }
 
     /// The documents a fanning-out step's anchor rules match (its first two
@@ -213,11 +286,15 @@ impl Engine {
             .take(2)
         {
             let docs = self.anchor_documents(unit, root, rule).await?;
+            let identities = document_identities(unit, &docs).await?;
             // The step's object_filter narrows what it fans out over, as it
             // narrows what each job reads.
             let mut sources: Vec<SourceDoc> = docs
                 .iter()
-                .map(|d| SourceDoc::from_key(d.id.to_string(), &d.storage_key, &d.document_key))
+                .map(|d| {
+                    let id = identities.get(&d.id).copied().unwrap_or(d.id);
+                    SourceDoc::from_key(id.to_string(), &d.storage_key, &d.document_key)
+                })
                 .filter(|d| step.filter.admits(&d.document_key, &d.author))
                 .collect();
             if let Some(key) = rule.items.as_deref() {

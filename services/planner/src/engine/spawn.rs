@@ -25,21 +25,33 @@ pub(super) struct Child<'a> {
     /// The job planned just before this one for the same step (a `sequential`
     /// job waits for it).
     pub(super) previous: Option<JobId>,
+    /// That job was kept from an earlier root, finished: nothing to wait for.
+    pub(super) previous_done: bool,
 }
 
-/// A child's key: its parent, step and fan-out discriminator. After a
-/// clarification round the superseded jobs keep their keys, so the new ones
-/// name the round.
+/// A child's key: its parent, then its key within the root.
 fn child_job_key(
     parent: JobId,
     step: &RecipeStep,
     discriminator: &str,
     round: Option<&Clarification>,
 ) -> String {
+    format!("{parent}:{}", child_key_in_root(step, discriminator, round))
+}
+
+/// What names a child within any root: its step and fan-out discriminator.
+/// After a clarification round the superseded jobs keep their keys, so the
+/// new ones name the round. A re-run root adopts the kept child of an
+/// earlier root by this key.
+pub(super) fn child_key_in_root(
+    step: &RecipeStep,
+    discriminator: &str,
+    round: Option<&Clarification>,
+) -> String {
     let mut key = if discriminator.is_empty() {
-        format!("{parent}:{}", step.step_key)
+        step.step_key.clone()
     } else {
-        format!("{parent}:{}:{discriminator}", step.step_key)
+        format!("{}:{discriminator}", step.step_key)
     };
     if let Some(round) = round {
         key.push_str(&format!(":clarified{}", round.round));
@@ -87,7 +99,9 @@ impl Engine {
         child: &Child<'_>,
     ) -> Result<Option<JobId>, PlannerError> {
         // A sequential job after the first waits for the one before it.
-        let wait_for = child.previous.filter(|_| fan.after_previous);
+        let wait_for = child
+            .previous
+            .filter(|_| fan.after_previous && !child.previous_done);
         let job_key = child_job_key(parent.id, step, &fan.discriminator, child.round);
         let status = match wait_for {
             Some(_) => JobStatus::WaitingForPrerequisite,
@@ -129,7 +143,7 @@ impl Engine {
 
     /// Watchers see a step's jobs when they are planned (workers do not
     /// report their claims): the stage's percent as the step begins.
-    async fn announce_planned(
+    pub(super) async fn announce_planned(
         &self,
         unit: &mut Unit,
         parent: &JobRow,

@@ -53,6 +53,7 @@ fn a_child_inherits_its_parents_model_and_lineage_and_plans_only_as_a_plan_step(
         round: Some(&asked_round),
         asked: true,
         previous: None,
+        previous_done: false,
     };
     let plan = child_payload(
         &parent,
