@@ -138,18 +138,7 @@ async fn the_essay_runs_section_by_section_paragraph_by_paragraph_and_revisits()
         .await;
 
     // One argument map per outline section, each reading only its own.
-    let sections: Vec<String> = session_requests(&session_id, "argument_map")
-        .into_iter()
-        .map(|r| {
-            let prompt = &r.messages[0].content;
-            let start = prompt.find("--- Outline section ---").expect("section");
-            prompt[start..]
-                .lines()
-                .nth(1)
-                .unwrap_or_default()
-                .to_string()
-        })
-        .collect();
+    let sections = sections_asked(&session_id);
     assert_eq!(sections.len(), 3, "{sections:?}");
     for n in 1..=3 {
         assert_eq!(
@@ -348,14 +337,7 @@ async fn essay_documents_are_readable_and_an_outline_edit_steers_the_fan_out() {
         )
         .await;
     assert_eq!(jobs, 2, "one argument map job per section the edit left");
-    let mut read: Vec<String> = session_requests(&session_id, "argument_map")
-        .into_iter()
-        .filter_map(|r| {
-            let prompt = &r.messages[0].content;
-            let start = prompt.find("--- Outline section ---")?;
-            prompt[start..].lines().nth(1).map(str::to_string)
-        })
-        .collect();
+    let mut read = sections_asked(&session_id);
     read.sort_unstable();
     assert!(
         read.len() == 2
@@ -542,19 +524,9 @@ async fn a_moderate_revisit_of_the_outline_reruns_only_what_the_edit_changed() {
         .await;
     // Section 1's map and paragraph were not asked for again: one new map
     // (section 3, now second), one new paragraph, one new essay.
-    let sections_asked: Vec<String> = session_requests(&session_id, "argument_map")
-        .into_iter()
-        .filter_map(|r| {
-            let prompt = &r.messages[0].content;
-            let start = prompt.find("--- Outline section ---")?;
-            prompt[start..].lines().nth(1).map(str::to_string)
-        })
-        .collect();
-    assert_eq!(sections_asked.len(), 4, "{sections_asked:?}");
-    assert!(
-        sections_asked[3].ends_with("sections item 3 of 3"),
-        "{sections_asked:?}"
-    );
+    let asked = sections_asked(&session_id);
+    assert_eq!(asked.len(), 4, "{asked:?}");
+    assert!(asked[3].ends_with("sections item 3 of 3"), "{asked:?}");
     let drafts_read = inputs_of(&session_id, "paragraph", "paragraph");
     assert_eq!(drafts_read.len(), 4, "{drafts_read:?}");
     assert_eq!(
@@ -601,6 +573,18 @@ async fn a_moderate_revisit_of_the_outline_reruns_only_what_the_edit_changed() {
         "the re-run roots adopted the kept map and paragraph"
     );
     env.teardown().await;
+}
+
+/// The outline section each argument-map request read, in request order.
+fn sections_asked(session_id: &str) -> Vec<String> {
+    session_requests(session_id, "argument_map")
+        .into_iter()
+        .filter_map(|r| {
+            let prompt = &r.messages[0].content;
+            let start = prompt.find("--- Outline section ---")?;
+            prompt[start..].lines().nth(1).map(str::to_string)
+        })
+        .collect()
 }
 
 fn file_name(key: &str) -> &str {
