@@ -3,6 +3,7 @@
 //! jobs, and completes when none are left.
 
 use super::spawn::{Child, child_key_in_root};
+use super::stage::reruns_after_revisit;
 use super::{Apply, Engine, PlannerError, Unit};
 use dialectic_core::clarify::Clarification;
 use dialectic_core::fanout::{Anchor, FanOutJob, SourceDoc, fan_out};
@@ -212,7 +213,11 @@ impl Engine {
         )
         .await?;
         let asked = asked_steps(recipe, round.as_ref());
-        let mut kept = jobs::kept_children(&mut unit.tx, job).await?;
+        let mut kept = if job.parent_job_id.is_none() && reruns_after_revisit(&job.job_key) {
+            jobs::kept_children(&mut unit.tx, job).await?
+        } else {
+            Vec::new()
+        };
         let mut spawned = Spawned::default();
         for (step, jobs) in planned {
             let mut child = Child {

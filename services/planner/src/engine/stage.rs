@@ -42,6 +42,16 @@ fn root_job_key(
     format!("{session}:{stage}:{iteration}:{model}{revision}")
 }
 
+/// A root planned after a revisit (its key names the revision): the only
+/// kind that may adopt what the revisit kept.
+pub(super) fn reruns_after_revisit(root_key: &str) -> bool {
+    root_key
+        .rsplit(':')
+        .next()
+        .and_then(|last| last.strip_prefix('r'))
+        .is_some_and(|n| n.parse::<u32>().is_ok())
+}
+
 /// What every root job of a stage shares.
 struct Roots {
     stage: StageRow,
@@ -279,5 +289,8 @@ mod tests {
         assert_eq!(first, format!("{session}:thesis:1:{model}"));
         let rerun = root_job_key(session, "thesis", 1, model, 2);
         assert_eq!(rerun, format!("{session}:thesis:1:{model}:r2"));
+        assert!(reruns_after_revisit(&rerun));
+        assert!(!reruns_after_revisit(&first));
+        assert!(!reruns_after_revisit(&format!("{}:plan", JobId::new())));
     }
 }
