@@ -442,6 +442,8 @@ async fn a_moderate_revisit_of_the_outline_reruns_only_what_the_edit_changed() {
     let essays =
         stage_documents(&mut client, &session_id, "paragraph_writing", "final_essay").await;
     assert_eq!(essays.len(), 1, "{essays:?}");
+    let drafts = stage_documents(&mut client, &session_id, "paragraph_writing", "draft").await;
+    assert_eq!(drafts.len(), 1, "{drafts:?}");
 
     let outline = stage_documents(&mut client, &session_id, "essay_structuring", "outline").await;
     let outline = outline[0].resource_id.clone();
@@ -492,13 +494,14 @@ async fn a_moderate_revisit_of_the_outline_reruns_only_what_the_edit_changed() {
     let mut expected: Vec<String> = maps
         .iter()
         .chain(&essays)
+        .chain(&drafts)
         .filter(|d| d.resource_id != first_map.resource_id)
         .map(|d| dialectic_core::revisit::archived_name(file_name(&d.storage_key), 1))
         .collect();
     expected.sort();
     assert_eq!(
         archived, expected,
-        "the changed maps and the essay, not section 1's map"
+        "the changed maps, the draft holding changed paragraphs and the essay, not section 1's map"
     );
     let current = stage_documents(
         &mut client,
@@ -559,6 +562,24 @@ async fn a_moderate_revisit_of_the_outline_reruns_only_what_the_edit_changed() {
         after[0], paragraphs_before[0],
         "the kept paragraph leads the draft"
     );
+    let draft = stage_documents(&mut client, &session_id, "paragraph_writing", "draft").await;
+    assert_eq!(
+        draft.len(),
+        1,
+        "the re-run assembled the draft again: {draft:?}"
+    );
+    let draft = document_text(&mut client, &draft[0].resource_id).await;
+    let mut at = 0;
+    for key in &after {
+        let reply: serde_json::Value =
+            serde_json::from_str(&env.blob.get_string(key).await.expect("paragraph"))
+                .expect("JSON");
+        let text = reply["content"].as_str().expect("content").trim();
+        at += draft[at..]
+            .find(text)
+            .unwrap_or_else(|| panic!("{key} not in the draft after byte {at}: {draft}"))
+            + text.len();
+    }
     let adopted = env
         .count(
             "SELECT count(*) FROM dialectic_generation_jobs j

@@ -194,6 +194,37 @@ pub async fn identities(
     .await?)
 }
 
+/// The rendered documents a moderate revisit archives: those the `jobs`
+/// wrote (by their first chunk), and the documents assembled from the
+/// replies of one step (the essay's draft) that hold a reply of one of them,
+/// whichever reply names the assembly. Locked.
+pub async fn documents_of_jobs(
+    tx: &mut Tx<'_>,
+    session_id: SessionId,
+    jobs: &[JobId],
+) -> Result<Vec<ResourceRow>, StoreError> {
+    Ok(sqlx::query_as::<_, ResourceRow>(&format!(
+        "WITH written AS (
+             SELECT id, stage_slug, iteration_number, document_key, model_id
+               FROM dialectic_contributions WHERE session_id = $1 AND job_id = ANY($2))
+         SELECT {RESOURCE_COLUMNS} FROM dialectic_project_resources r
+         WHERE r.session_id = $1 AND r.resource_type = 'rendered_document'
+           AND (r.source_contribution_id IN (SELECT id FROM written) OR EXISTS (
+               SELECT 1 FROM dialectic_contributions named
+                 JOIN written w ON w.stage_slug = named.stage_slug
+                  AND w.iteration_number = named.iteration_number
+                  AND w.document_key = named.document_key
+                  AND w.model_id IS NOT DISTINCT FROM named.model_id
+                WHERE named.id = r.source_contribution_id
+                  AND r.document_key IS DISTINCT FROM named.document_key))
+         ORDER BY file_name FOR UPDATE"
+    ))
+    .bind(session_id)
+    .bind(jobs)
+    .fetch_all(&mut **tx)
+    .await?)
+}
+
 /// A moderate revisit's archive: the documents the `jobs` wrote become
 /// archived versions (renamed to where their bytes were copied), and their
 /// contributions, with every chunk and edit of their documents, stop being

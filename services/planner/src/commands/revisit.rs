@@ -15,7 +15,7 @@ use dialectic_proto::v1::planner::{RevisitStageCommand, RevisitStageResult};
 use dialectic_store::resources::{self, ResourceRow};
 use dialectic_store::revisit::{self, NewRevision};
 use dialectic_store::sessions::SessionRow;
-use dialectic_store::{blackboard, regenerate, stages};
+use dialectic_store::{blackboard, stages};
 
 pub(crate) async fn revisit(
     engine: &Engine,
@@ -138,8 +138,7 @@ async fn rewind(
     let (documents, archived) = match revision.impact {
         Impact::Moderate => {
             let affected = lineage::affected_jobs(engine, &mut unit, session, &revision).await?;
-            let documents =
-                regenerate::documents_of_jobs(&mut unit.tx, session.id, &affected).await?;
+            let documents = revisit::documents_of_jobs(&mut unit.tx, session.id, &affected).await?;
             let archived = copy_to_archive(engine, &documents, version).await?;
             revisit::archive_jobs(
                 &mut unit.tx,
