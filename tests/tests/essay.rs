@@ -593,6 +593,37 @@ async fn a_moderate_revisit_of_the_outline_reruns_only_what_the_edit_changed() {
         adopted, 2,
         "the re-run roots adopted the kept map and paragraph"
     );
+
+    // A second moderate revisit with no edit since the first: the outline as
+    // a whole changed, so every later document goes, the kept map too.
+    let again = client
+        .revisit_stage(RevisitStageRequest {
+            session_id: session_id.clone(),
+            stage_slug: "essay_structuring".into(),
+            impact: "moderate".into(),
+            reason: "rethink the whole outline".into(),
+            impact_level: 0,
+        })
+        .await
+        .expect("second moderate")
+        .into_inner();
+    assert_eq!(again.revision, 2);
+    assert_eq!(
+        again.archived.len(),
+        4,
+        "both maps, the draft and the essay: {:?}",
+        again.archived
+    );
+    assert!(
+        stage_documents(
+            &mut client,
+            &session_id,
+            "argument_development",
+            "argument_map"
+        )
+        .await
+        .is_empty()
+    );
     env.teardown().await;
 }
 

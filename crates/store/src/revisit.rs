@@ -266,6 +266,21 @@ async fn rename_archived(
     Ok(())
 }
 
+/// When the session was last sent back by a revisit (a minor one flags
+/// and sends nothing back), if ever.
+pub async fn last_rewind_at(
+    tx: &mut Tx<'_>,
+    session_id: SessionId,
+) -> Result<Option<DateTime<Utc>>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT max(created_at) FROM dialectic_session_revisions
+          WHERE session_id = $1 AND impact <> 'minor'",
+    )
+    .bind(session_id)
+    .fetch_one(&mut **tx)
+    .await?)
+}
+
 pub struct NewRevision<'a> {
     pub session_id: SessionId,
     pub revision: i32,

@@ -203,8 +203,9 @@ pub enum SessionCommand {
     /// kept), optionally on another model; the session then goes on by itself.
     Retry(Retry),
     /// Revisit an earlier stage after changing it (seed 003 change impact):
-    /// minor flags later stages; moderate archives their documents as .v{N};
-    /// major archives them and re-runs from the stage after it at once.
+    /// minor flags later stages; moderate archives, as .v{N}, the later
+    /// documents downstream of what changed; major archives them all and
+    /// re-runs from the stage after it at once.
     Revisit(Revisit),
     /// A session's blackboard: the findings its steps published, by type.
     Blackboard(Blackboard),

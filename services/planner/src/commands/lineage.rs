@@ -6,8 +6,8 @@
 //! matched was edited after the job started; a `per_item` job read only its
 //! item, so an edit that left its item as it was (the same JSON value at the
 //! same place) is no change to it. A revisit with no edit since the later
-//! stages started is about the stage as a whole: everything that read it
-//! read a change. A `blackboard` rule reads the findings of the stage it
+//! stages started and since the session's last moderate or major revisit is about the stage
+//! as a whole: everything that read it read a change. A `blackboard` rule reads the findings of the stage it
 //! names (of every stage when it names none): a change when the revised stage
 //! changed at all, or when a job of a later stage before it was affected.
 //! From there, a job is affected when it read a document an affected job
@@ -50,26 +50,7 @@ pub(super) async fn affected_jobs(
         .iter()
         .map(|row| Ok((row, payload_of(row)?)))
         .collect::<Result<Vec<_>, PlannerError>>()?;
-    let edits = revisit::edits(&mut unit.tx, session.id, iteration, revision.stage).await?;
-    let first_start = rows.iter().map(|r| r.started_at).min();
-    let wholesale = !edits
-        .iter()
-        .any(|e| first_start.is_some_and(|t| e.created_at > t));
-    let read_keys: Vec<String> = jobs
-        .iter()
-        .flat_map(|(_, p)| p.sources.iter().flat_map(|s| s.keys.clone()))
-        .collect();
-    let identities = revisit::identities(&mut unit.tx, session.id, &read_keys)
-        .await?
-        .into_iter()
-        .collect();
-    let changes = Changes {
-        stage: revision.stage,
-        iteration,
-        edits,
-        wholesale,
-        identities,
-    };
+    let changes = Changes::gather(unit, session, revision.stage, &jobs).await?;
     let mut later = Vec::with_capacity(jobs.len());
     for (row, payload) in &jobs {
         let read_a_change = changes.read_by(engine, row, payload).await?;
@@ -86,7 +67,7 @@ pub(super) async fn affected_jobs(
         session_id = %session.id,
         later = later.len(),
         affected = affected.len(),
-        wholesale,
+        wholesale = changes.wholesale,
         "moderate revisit: the later jobs downstream of the change"
     );
     Ok(affected)
@@ -166,7 +147,40 @@ fn later_job(
     }
 }
 
-impl Changes<'_> {
+impl<'a> Changes<'a> {
+    async fn gather(
+        unit: &mut Unit,
+        session: &SessionRow,
+        stage: &'a str,
+        jobs: &[(&LaterJobRow, JobPayload)],
+    ) -> Result<Self, PlannerError> {
+        let iteration = session.iteration_count.max(1);
+        let edits = revisit::edits(&mut unit.tx, session.id, iteration, stage).await?;
+        // Since the later stages started, and since the last revisit that sent
+        // the session back: an edit such a revisit weighed is not this one's change.
+        let first_start = jobs.iter().map(|(r, _)| r.started_at).min();
+        let last_rewind = revisit::last_rewind_at(&mut unit.tx, session.id).await?;
+        let since = first_start.max(last_rewind);
+        let wholesale = !edits
+            .iter()
+            .any(|e| since.is_some_and(|t| e.created_at > t));
+        let read_keys: Vec<String> = jobs
+            .iter()
+            .flat_map(|(_, p)| p.sources.iter().flat_map(|s| s.keys.clone()))
+            .collect();
+        let identities = revisit::identities(&mut unit.tx, session.id, &read_keys)
+            .await?
+            .into_iter()
+            .collect();
+        Ok(Changes {
+            stage,
+            iteration,
+            edits,
+            wholesale,
+            identities,
+        })
+    }
+
     /// Whether what `row` read of the revised stage changed after it started.
     async fn read_by(
         &self,
