@@ -409,8 +409,9 @@ async fn essay_documents_are_readable_and_an_outline_edit_steers_the_fan_out() {
 /// section 1 read an item the edit left as it was, and the paragraph of
 /// section 1 read only that map, so both are kept (not archived, not run
 /// again: the re-run adopts them). The maps whose item changed or went, the
-/// paragraphs after the first changed link and the final essay are archived
-/// and the re-run writes them again.
+/// paragraphs after the first changed link, the draft holding them and the
+/// final essay are archived, and the re-run writes them again. A second
+/// moderate revisit with no new edit is about the outline as a whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_moderate_revisit_of_the_outline_reruns_only_what_the_edit_changed() {
     let mut env = TestEnv::new().await;
