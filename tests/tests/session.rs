@@ -630,3 +630,39 @@ async fn an_idle_session_is_warned_then_abandoned_and_keeps_its_objects() {
     );
     env.teardown().await;
 }
+
+/// A job event names no session status. The status a watcher joining while
+/// Postgres is down starts from is the last one an event named (faults.rs's
+/// outage once caught up to an empty status from a job event).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cached_status_is_the_last_one_an_event_named() {
+    use dialectic_cache::{Cache, ProgressEvent};
+    use dialectic_core::progress::EventKind;
+    let env = TestEnv::new().await;
+    let cache = Cache::connect(&env.settings.redis.url, 60)
+        .await
+        .expect("redis");
+    let session = uuid::Uuid::now_v7().to_string();
+    let stage = ProgressEvent {
+        session_status: "running_thesis".into(),
+        stage_slug: "thesis".into(),
+        ..ProgressEvent::new(EventKind::StageStarted, session.clone())
+    };
+    let job = ProgressEvent {
+        stage_slug: "thesis".into(),
+        job_id: uuid::Uuid::now_v7().to_string(),
+        message: "attempt 1 on executor-1".into(),
+        ..ProgressEvent::new(EventKind::JobStarted, session.clone())
+    };
+    cache.publish(&[stage, job]).await.expect("publish");
+    let latest = cache.latest(&session).await.expect("latest").expect("one");
+    assert_eq!(latest.message, "attempt 1 on executor-1");
+    assert_eq!(
+        cache
+            .latest_status(&session)
+            .await
+            .expect("status")
+            .as_deref(),
+        Some("running_thesis")
+    );
+}

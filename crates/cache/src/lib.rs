@@ -1,5 +1,6 @@
 //! Redis adapter (seed 004 §§1, 2): `session:{id}:events` pub/sub for live
-//! progress and `session:{id}:progress` for the latest state, with a TTL.
+//! progress, `session:{id}:progress` for the latest event and
+//! `session:{id}:status` for the last status an event named, with a TTL.
 
 pub mod board;
 pub mod reads;
@@ -110,6 +111,11 @@ pub fn progress_key(session_id: &str) -> String {
     format!("session:{session_id}:progress")
 }
 
+/// The session's status as its last event naming one said it.
+pub fn status_key(session_id: &str) -> String {
+    format!("session:{session_id}:status")
+}
+
 #[derive(Clone)]
 pub struct Cache {
     client: redis::Client,
@@ -142,6 +148,8 @@ impl Cache {
 
     /// Publishes events in order, each recorded as its session's latest
     /// progress, in one round trip however many a planner unit produced.
+    /// The last one that names the session's status also records that status
+    /// (`latest_status`): job events name none.
     pub async fn publish(&self, events: &[ProgressEvent]) -> Result<(), CacheError> {
         if events.is_empty() {
             return Ok(());
@@ -155,9 +163,17 @@ impl Cache {
                 &body,
                 self.progress_ttl_secs,
             )
-            .ignore()
-            .publish(events_channel(&event.session_id), &body)
             .ignore();
+            if !event.session_status.is_empty() {
+                pipe.set_ex(
+                    status_key(&event.session_id),
+                    &event.session_status,
+                    self.progress_ttl_secs,
+                )
+                .ignore();
+            }
+            pipe.publish(events_channel(&event.session_id), &body)
+                .ignore();
         }
         let mut conn = self.conn.clone();
         let _: () = pipe.query_async(&mut conn).await?;
@@ -173,6 +189,13 @@ impl Cache {
             .publish(events_channel(&event.session_id), &body)
             .await?;
         Ok(())
+    }
+
+    /// The status the session's last event naming one carried: where a
+    /// watcher joining while Postgres is unreachable starts.
+    pub async fn latest_status(&self, session_id: &str) -> Result<Option<String>, CacheError> {
+        let mut conn = self.conn.clone();
+        Ok(conn.get(status_key(session_id)).await?)
     }
 
     pub async fn latest(&self, session_id: &str) -> Result<Option<ProgressEvent>, CacheError> {

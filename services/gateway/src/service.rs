@@ -1052,7 +1052,11 @@ impl Gateway {
         let feed = self.watches.feed(session_id, cache.subscribe(&sid)).await?;
         let row = self.owned_session(user, session_id).await?;
         let latest = cache.latest(&sid).await.ok().flatten();
-        let status = snapshot_status(row.as_ref(), latest.as_ref())?;
+        let cached_status = match row {
+            Some(_) => None,
+            None => cache.latest_status(&sid).await.ok().flatten(),
+        };
+        let status = snapshot_status(row.as_ref(), cached_status)?;
         let stage_slug = convert::stage_of_status(&status).unwrap_or_default();
         // The latest event only adds progress detail to a snapshot of the same status.
         let latest = latest.filter(|e| {
@@ -1075,14 +1079,15 @@ impl Gateway {
 }
 
 /// The status a watch starts from: the session row's, or while Postgres is
-/// unreachable the one its latest progress event carries (Redis keeps it).
+/// unreachable the one its last event naming a status carried (Redis keeps
+/// it: the latest event may be a job's, which names none).
 fn snapshot_status(
     row: Option<&SessionRow>,
-    latest: Option<&ProgressEvent>,
+    cached: Option<String>,
 ) -> Result<String, GatewayError> {
-    match (row, latest) {
+    match (row, cached) {
         (Some(row), _) => Ok(row.status.clone()),
-        (None, Some(event)) => Ok(event.session_status.clone()),
+        (None, Some(status)) => Ok(status),
         (None, None) => Err(GatewayError::unavailable(
             Reason::DatabaseUnavailable,
             "the database is unreachable and no progress of this session is cached; try again shortly",
