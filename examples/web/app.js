@@ -5,6 +5,7 @@
 
 const SERVICE = "dialectic.v1.DialecticService";
 const SESSION_STATE_REVIEW = 3;
+const SESSION_STATE_FAILED = 6;
 const TRAILERS = 0x80;
 const $ = (id) => document.getElementById(id);
 
@@ -179,14 +180,25 @@ async function startSession() {
   await watchSession(text(session, 1));
 }
 
-// Follows a session's events until it waits for review, then shows a document.
+// Follows a session's events until it waits for review, then shows a
+// document; or until a stage fails, then says why and offers the retry.
 async function watchSession(sessionId) {
   $("session").textContent = sessionId;
   $("status").textContent = "running";
+  $("status").className = "";
+  $("retry").hidden = true;
   let stage = "";
   await stream("WatchSession", [[1, sessionId]], async (event) => {
     stage = text(event, 4) || stage;
     show("events", `${text(event, 2)} ${text(event, 3)} ${stage}`);
+    if (number(event, 13) === SESSION_STATE_FAILED) {
+      // Nothing moves until someone retries: the event's message (the
+      // session's notice) names the failed step, its error and the command.
+      $("status").textContent = `failed: ${text(event, 9)}`;
+      $("status").className = "error";
+      $("retry").hidden = false;
+      return true;
+    }
     if (number(event, 13) !== SESSION_STATE_REVIEW) return false;
     stage ||= text(await call("GetSession", [[1, sessionId]]), 5);
     await showFirstDocument(sessionId, stage);
@@ -204,6 +216,11 @@ function report() {
 
 $("signin").addEventListener("submit", (e) => { e.preventDefault(); signIn().catch(fail); });
 $("start").addEventListener("submit", (e) => { e.preventDefault(); startSession().catch(fail); });
+// RetryStage on the session's current stage, then follow it again.
+$("retry").addEventListener("click", () => {
+  const sessionId = $("session").textContent;
+  call("RetryStage", [[1, sessionId]]).then(() => watchSession(sessionId)).catch(fail);
+});
 
 const params = new URLSearchParams(location.search);
 $("gateway").value = params.get("gateway") || "";

@@ -246,7 +246,7 @@ async fn replies_that_never_parse_end_in_retry_loop_failed_with_nothing_rendered
     let mut env = TestEnv::new().await;
     env.start_all_recording().await;
     let prompt = format!("A tool library. {}", dialectic_llm::MALFORMED_DIRECTIVE);
-    let session_id = thesis(&env, &prompt, "running_thesis").await;
+    let session_id = thesis(&env, &prompt, "failed_thesis").await;
     every_document_failed(&env, &session_id, "malformed_json", "").await;
     env.teardown().await;
 }
@@ -297,7 +297,7 @@ async fn replies_that_keep_missing_a_required_key_end_in_retry_loop_failed_namin
         "A tool library. {}",
         dialectic_llm::DROP_KEY_ALWAYS_DIRECTIVE
     );
-    let session_id = thesis(&env, &prompt, "running_thesis").await;
+    let session_id = thesis(&env, &prompt, "failed_thesis").await;
     every_document_failed(&env, &session_id, "invalid_reply", "no `content` key").await;
     env.teardown().await;
 }

@@ -60,7 +60,7 @@ async fn a_recorded_session_replays_to_identical_documents() {
     assert_eq!(replayed, recorded, "byte-identical documents");
 
     // Something never recorded is a clear failure, not a call.
-    let (session_id, nothing) = thesis(&env, "Never recorded.", "running_thesis").await;
+    let (session_id, nothing) = thesis(&env, "Never recorded.", "failed_thesis").await;
     assert!(nothing.is_empty());
     let error: serde_json::Value = sqlx::query_scalar(
         "SELECT error_details FROM dialectic_generation_jobs WHERE session_id = $1 AND parent_job_id IS NULL",

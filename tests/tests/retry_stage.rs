@@ -163,12 +163,11 @@ async fn jobs(env: &TestEnv, session: Uuid) -> BTreeMap<Uuid, Job> {
     rows.into_iter().map(|j| (j.id, j)).collect()
 }
 
-/// Waits until no job of the session is in flight and one has run out of
-/// attempts; returns the jobs then.
+/// Waits until the session's draft failed (no job in flight, one out of
+/// attempts); returns the jobs then.
 async fn stuck(env: &TestEnv, session_id: &str) -> BTreeMap<Uuid, Job> {
     let session = Uuid::parse_str(session_id).expect("uuid");
-    env.wait_for_session(session_id, "running_draft", true)
-        .await;
+    env.wait_for_session(session_id, "failed_draft", true).await;
     eventually(
         120,
         "a job out of attempts and its stage failed",
@@ -217,7 +216,7 @@ async fn retry(
 
 /// A two-model draft: the simulated model's note is written, the flaky
 /// model's note runs out of attempts, so its root PLAN job fails too and the
-/// session is stuck at `running_draft`. Retried as it is, the note spends a
+/// session is stuck at `failed_draft`. Retried as it is, the note spends a
 /// whole fresh budget and fails again; retried on another model, it is
 /// written there, in the flaky model's lineage, and nothing else runs again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -255,6 +254,13 @@ async fn a_failed_job_runs_again_on_another_model_and_the_session_goes_on() {
     assert_eq!(
         calls_before,
         BTreeMap::from([("plan", 1), ("write", max_attempts as usize)])
+    );
+    // The notice names the note's step and model, not its PLAN job failed by it.
+    let notice = env.session(&session_id).await.notice;
+    assert!(
+        notice.contains("step \"Write the note\" (draft_write) failed on flaky")
+            && !notice.contains("draft_plan"),
+        "{notice}"
     );
 
     // Refused, and nothing changes: another user's session, an unknown model.

@@ -4,15 +4,20 @@ use crate::job::{JobStatus, JobType, UnknownValue};
 use std::fmt;
 
 mod machine;
+mod notice;
 pub use machine::{
     InvalidTransition, SessionEffect, SessionEvent, SessionState, Transition, transition,
     waits_right_after,
 };
+pub use notice::{FailedJob, failed_stage_notice, retry_command};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum SessionStatus {
     Pending(String),
     Running(String),
+    /// A job of the stage failed for good and nothing else of it is left to
+    /// run: the session waits for RetryStage (or a cancel).
+    Failed(String),
     IterationCompletePendingReview,
     Paused,
     Abandoned,
@@ -22,13 +27,16 @@ impl SessionStatus {
     /// Stored names, for SQL that must agree with `parse` and `Display`.
     pub const PENDING_PREFIX: &'static str = "pending_";
     pub const RUNNING_PREFIX: &'static str = "running_";
+    pub const FAILED_PREFIX: &'static str = "failed_";
     pub const REVIEW: &'static str = "iteration_complete_pending_review";
     pub const PAUSED: &'static str = "paused";
     pub const ABANDONED: &'static str = "abandoned";
 
     pub fn stage(&self) -> Option<&str> {
         match self {
-            SessionStatus::Pending(s) | SessionStatus::Running(s) => Some(s),
+            SessionStatus::Pending(s) | SessionStatus::Running(s) | SessionStatus::Failed(s) => {
+                Some(s)
+            }
             _ => None,
         }
     }
@@ -41,6 +49,7 @@ impl SessionStatus {
                 | SessionStatus::Abandoned
                 | SessionStatus::Paused
                 | SessionStatus::Pending(_)
+                | SessionStatus::Failed(_)
         )
     }
 
@@ -50,6 +59,9 @@ impl SessionStatus {
         }
         if let Some(stage) = value.strip_prefix(Self::RUNNING_PREFIX) {
             return Ok(SessionStatus::Running(stage.to_string()));
+        }
+        if let Some(stage) = value.strip_prefix(Self::FAILED_PREFIX) {
+            return Ok(SessionStatus::Failed(stage.to_string()));
         }
         match value {
             Self::REVIEW => Ok(SessionStatus::IterationCompletePendingReview),
@@ -65,6 +77,7 @@ impl fmt::Display for SessionStatus {
         match self {
             SessionStatus::Pending(s) => write!(f, "{}{s}", Self::PENDING_PREFIX),
             SessionStatus::Running(s) => write!(f, "{}{s}", Self::RUNNING_PREFIX),
+            SessionStatus::Failed(s) => write!(f, "{}{s}", Self::FAILED_PREFIX),
             SessionStatus::IterationCompletePendingReview => f.write_str(Self::REVIEW),
             SessionStatus::Paused => f.write_str(Self::PAUSED),
             SessionStatus::Abandoned => f.write_str(Self::ABANDONED),
@@ -137,6 +150,7 @@ mod tests {
         for text in [
             "pending_thesis",
             "running_synthesis",
+            "failed_synthesis",
             "iteration_complete_pending_review",
             "paused",
             "abandoned",

@@ -40,6 +40,17 @@ pub struct SimulatedSettings {
 /// exercise the sanitizer's failure path and the retry loop.
 pub const MALFORMED_DIRECTIVE: &str = "[[simulate:malformed]]";
 
+/// Prompt directive `[[simulate:malformed-on:MODEL]]`: as MALFORMED_DIRECTIVE,
+/// for the named model only, so a stage fails on it and a retry of the
+/// failed jobs on another model (RetryStage's `model`) gets them written.
+const MALFORMED_ON_DIRECTIVE: &str = "[[simulate:malformed-on:";
+
+/// Whether this request's document reply comes back malformed.
+fn malformed(request: &ChatRequest, first_user: &str) -> bool {
+    first_user.contains(MALFORMED_DIRECTIVE)
+        || directive_keys(first_user, MALFORMED_ON_DIRECTIVE).contains(&request.model.as_str())
+}
+
 /// Seed prompt directive: every document reply leaves out its step's last
 /// required key until the prompt says a reply was refused (a retry), to
 /// exercise the refusal and its note.
@@ -454,7 +465,7 @@ impl SimulatedProvider {
             return Ok(plain_reply(request, reply.to_string()));
         }
         let (is_document, full) = self.full_document(request, first_user);
-        if is_document && first_user.contains(MALFORMED_DIRECTIVE) {
+        if is_document && malformed(request, first_user) {
             let text = "Here is the document you asked for: {\"content\": \"it was cut".to_string();
             return Ok(ChatResponse {
                 input_tokens: request
@@ -618,6 +629,16 @@ mod tests {
             temperature: None,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_model_named_by_the_malformed_on_directive_alone_replies_malformed() {
+        let mut asked = request(1000, vec![]);
+        asked.messages[0].content += "\n[[simulate:malformed-on:simulated-b]]";
+        let first = asked.messages[0].content.clone();
+        assert!(!malformed(&asked, &first), "simulated is not named");
+        asked.model = "simulated-b".into();
+        assert!(malformed(&asked, &first));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::ledger::LedgerKind;
 use dialectic_core::payload::JobPayload;
 use dialectic_core::recipe::ProgressBand;
-use dialectic_core::session::{RootJob, SessionStatus};
+use dialectic_core::session::{FailedJob, RootJob, SessionStatus};
 use sqlx::FromRow;
 use sqlx::PgPool;
 use sqlx::postgres::PgRow;
@@ -453,6 +453,56 @@ pub async fn lock_failed_in_stage(
     .bind(&failed[..])
     .fetch_all(&mut **tx)
     .await?)
+}
+
+/// The failed PLAN and EXECUTE jobs of a stage iteration as a failed
+/// stage's notice describes them, latest failure first (RENDER jobs never
+/// fail a stage).
+pub async fn failures_in_stage(
+    executor: impl sqlx::PgExecutor<'_>,
+    session_id: SessionId,
+    stage_slug: &str,
+    iteration: i32,
+) -> Result<Vec<FailedJob>, StoreError> {
+    let failed = [
+        JobStatus::Failed.as_str(),
+        JobStatus::RetryLoopFailed.as_str(),
+    ];
+    type Row = (String, String, String, String, String, i32, String, String);
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT job_type, status, COALESCE(step_key, ''),
+                COALESCE(payload->'step'->>'step_name', ''),
+                COALESCE(payload->>'model_api_identifier', ''), attempt_count,
+                COALESCE(error_details->>'code', ''), COALESCE(error_details->>'message', '')
+         FROM dialectic_generation_jobs
+         WHERE session_id = $1 AND stage_slug = $2 AND iteration_number = $3
+           AND status = ANY($4) AND job_type <> $5
+         ORDER BY updated_at DESC, id DESC",
+    )
+    .bind(session_id)
+    .bind(stage_slug)
+    .bind(iteration)
+    .bind(&failed[..])
+    .bind(JobType::Render.as_str())
+    .fetch_all(executor)
+    .await?;
+    let corrupt = |e: dialectic_core::job::UnknownValue| StoreError::Corrupt(e.to_string());
+    rows.into_iter()
+        .map(
+            |(job_type, status, step_key, step_name, model, attempts, code, message)| {
+                Ok(FailedJob {
+                    job_type: job_type.parse().map_err(corrupt)?,
+                    status: status.parse().map_err(corrupt)?,
+                    step_key,
+                    step_name,
+                    model,
+                    attempts,
+                    code,
+                    message,
+                })
+            },
+        )
+        .collect()
 }
 
 /// A retried job's fresh budget: `attempts` more claims from the ones it

@@ -3,7 +3,8 @@
 use dialectic_core::error::grpc_code_name;
 use dialectic_core::session::SessionStatus;
 use dialectic_proto::v1::{
-    Model, QueryResponse, Session, SessionEvent, SessionRevision, StageDocument, Wallet,
+    Model, QueryResponse, Session, SessionEvent, SessionRevision, SessionState, StageDocument,
+    Wallet,
 };
 use tonic::Status;
 use tonic_types::StatusExt;
@@ -44,8 +45,12 @@ pub fn session(s: &Session) -> String {
         s.models.join(", "),
         s.cost
     );
-    if let Some(p) = &s.position {
-        out.push_str(&format!("at: {} ({}%)\n", p.summary, p.stage_percent));
+    // A failed stage's jobs are all over: its percent would read as done.
+    let failed = s.state() == SessionState::Failed;
+    match &s.position {
+        Some(p) if failed => out.push_str(&format!("at: {} (failed)\n", p.summary)),
+        Some(p) => out.push_str(&format!("at: {} ({}%)\n", p.summary, p.stage_percent)),
+        None => {}
     }
     if !s.notice.is_empty() {
         out.push_str(&format!("notice: {}\n", s.notice));
@@ -269,11 +274,12 @@ pub fn until_status(value: &str) -> Result<String, String> {
     match SessionStatus::parse(value) {
         Ok(status) if status.stage() != Some("") => Ok(value.to_string()),
         _ => Err(format!(
-            "not a session status; use {REVIEW}, {}, {}, or {}STAGE / {}STAGE",
+            "not a session status; use {REVIEW}, {}, {}, or {}STAGE / {}STAGE / {}STAGE",
             SessionStatus::PAUSED,
             SessionStatus::ABANDONED,
             SessionStatus::PENDING_PREFIX,
-            SessionStatus::RUNNING_PREFIX
+            SessionStatus::RUNNING_PREFIX,
+            SessionStatus::FAILED_PREFIX
         )),
     }
 }
@@ -332,8 +338,13 @@ impl Stop {
         self.last = Some(status.to_string());
         match &self.until {
             Some(until) if until == status => Verdict::Reached,
-            // Abandoned sessions never move again, so waiting on would only time out.
-            _ if status == SessionStatus::ABANDONED => Verdict::Ended(status.to_string()),
+            // Abandoned sessions never move again, and a failed stage not
+            // until someone retries it, so waiting on would only time out.
+            _ if status == SessionStatus::ABANDONED
+                || status.starts_with(SessionStatus::FAILED_PREFIX) =>
+            {
+                Verdict::Ended(status.to_string())
+            }
             Some(_) => Verdict::Continue,
             None if status == REVIEW => Verdict::Reached,
             None if status.starts_with(SessionStatus::PENDING_PREFIX) && status != initial => {
@@ -511,6 +522,47 @@ mod tests {
         assert_eq!(stop.observe("pending_antithesis"), Verdict::Reached);
         let mut review = Stop::new(None);
         assert_eq!(review.observe(REVIEW), Verdict::Reached);
+    }
+
+    /// A failed stage moves only when someone retries it: a watch, with or
+    /// without --until, ends there instead of waiting for ever.
+    #[test]
+    fn watch_ends_at_a_failed_stage() {
+        for until in [None, Some(REVIEW)] {
+            let mut stop = Stop::new(until);
+            assert_eq!(stop.observe("running_thesis"), Verdict::Continue);
+            assert_eq!(
+                stop.observe("failed_thesis"),
+                Verdict::Ended("failed_thesis".into())
+            );
+        }
+        let mut waiting_for_it = Stop::new(Some("failed_thesis"));
+        assert_eq!(waiting_for_it.observe("failed_thesis"), Verdict::Reached);
+    }
+
+    #[test]
+    fn a_failed_session_shows_where_it_failed_and_its_notice() {
+        let session = Session {
+            id: "s1".into(),
+            status: "failed_draft".into(),
+            state: SessionState::Failed.into(),
+            current_stage: "draft".into(),
+            position: Some(dialectic_proto::v1::SessionPosition {
+                summary: "stage 1 of 2 (Draft), step Write the note".into(),
+                stage_percent: 100,
+                ..Default::default()
+            }),
+            notice: "stage draft failed: step draft_write failed: malformed_json. To run it again: dialectic session retry --session s1".into(),
+            ..Default::default()
+        };
+        let shown = super::session(&session);
+        assert!(
+            shown.contains("status: failed_draft\n")
+                && shown.contains("at: stage 1 of 2 (Draft), step Write the note (failed)\n")
+                && shown.contains("notice: stage draft failed: step draft_write failed: malformed_json. To run it again: dialectic session retry --session s1\n")
+                && !shown.contains("100%"),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -590,8 +590,13 @@ impl Gateway {
                             return Ok(true);
                         }
                         format::Verdict::Ended(status) => {
+                            // A failed stage's event says which step and how to retry.
+                            let why = match event.message.as_str() {
+                                "" => String::new(),
+                                notice => format!(": {notice}"),
+                            };
                             return Err(anyhow!(
-                                "session ended as {status} before reaching {}",
+                                "session ended as {status} before reaching {}{why}",
                                 until.unwrap_or("a review state")
                             ));
                         }

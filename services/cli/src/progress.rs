@@ -191,6 +191,7 @@ impl Board {
         self.status
             .strip_prefix(SessionStatus::RUNNING_PREFIX)
             .or_else(|| self.status.strip_prefix(SessionStatus::PENDING_PREFIX))
+            .or_else(|| self.status.strip_prefix(SessionStatus::FAILED_PREFIX))
     }
 
     fn phase(&self, stage: &Stage) -> Phase {
@@ -201,8 +202,11 @@ impl Board {
         // yet has simply not been seen working.
         let finished = stage.ended == Some(Ended::Completed)
             || (stage.total() > 0 && (self.status == SessionStatus::REVIEW || !active));
+        // A watch that began after the failure saw no stage_failed event.
+        let failed_here = active && self.status.starts_with(SessionStatus::FAILED_PREFIX);
         match stage.ended {
             Some(Ended::Failed) => Phase::Failed,
+            _ if failed_here => Phase::Failed,
             _ if finished && in_flight => Phase::Rendering,
             _ if finished => Phase::Done,
             _ if self.status == SessionStatus::PAUSED => Phase::Paused,

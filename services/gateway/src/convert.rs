@@ -211,6 +211,7 @@ pub fn session_state(status: &str) -> i32 {
     let state = match SessionStatus::parse(status) {
         Ok(SessionStatus::Pending(_)) => SessionState::Pending,
         Ok(SessionStatus::Running(_)) => SessionState::Running,
+        Ok(SessionStatus::Failed(_)) => SessionState::Failed,
         Ok(SessionStatus::IterationCompletePendingReview) => SessionState::Review,
         Ok(SessionStatus::Paused) => SessionState::Paused,
         Ok(SessionStatus::Abandoned) => SessionState::Abandoned,
@@ -375,6 +376,10 @@ mod tests {
         assert_eq!(
             session_state("iteration_complete_pending_review"),
             i32::from(SessionState::Review)
+        );
+        assert_eq!(
+            session_state("failed_thesis"),
+            i32::from(SessionState::Failed)
         );
     }
 }

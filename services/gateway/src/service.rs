@@ -13,7 +13,7 @@ use dialectic_core::job::JobStatus;
 use dialectic_core::paths::{FileKind, PathContext};
 use dialectic_core::position::{Position, StepTally, item_documents};
 use dialectic_core::progress::EventKind;
-use dialectic_core::session::SessionStatus;
+use dialectic_core::session::{SessionStatus, failed_stage_notice};
 use dialectic_core::slug::slugify;
 use dialectic_proto::v1::dialectic_service_server::DialecticService;
 use dialectic_proto::v1::executor::executor_service_client::ExecutorServiceClient;
@@ -437,13 +437,14 @@ impl Gateway {
                 .filter(|(_, _, status, _)| status == JobStatus::PausedNsf.as_str())
                 .map(|r| r.3)
                 .sum();
-            let low = gates::kept_low(self.store.pool(), row.id).await?;
-            let notice = if paused > 0 {
-                format!(
+            let notice = match self.failed_stage_notice(&row).await? {
+                Some(failed) => failed,
+                None if paused > 0 => format!(
                     "waiting for funds: {paused} job(s) paused, insufficient balance; they resume once the wallet is credited"
-                )
-            } else {
-                convert::low_confidence_notice(&low)
+                ),
+                None => convert::low_confidence_notice(
+                    &gates::kept_low(self.store.pool(), row.id).await?,
+                ),
             };
             let mut counts = convert::job_counts(&rows);
             let costs = ledger::stage_costs(self.store.pool(), row.id).await?;
@@ -479,6 +480,21 @@ impl Gateway {
             position,
             needs_review_stages,
         })
+    }
+
+    /// What a session whose stage failed (also while paused there) says:
+    /// the failed step, its last error and the command that retries.
+    async fn failed_stage_notice(&self, row: &SessionRow) -> Result<Option<String>, GatewayError> {
+        let SessionStatus::Failed(stage) = row.state()?.effective().clone() else {
+            return Ok(None);
+        };
+        let failures =
+            jobs::failures_in_stage(self.store.pool(), row.id, &stage, row.iteration_count).await?;
+        Ok(Some(failed_stage_notice(
+            &row.id.to_string(),
+            &stage,
+            &failures,
+        )))
     }
 
     /// Where the session is: its stage's place in its pipeline and the step
@@ -1062,11 +1078,22 @@ impl Gateway {
         let latest = latest.filter(|e| {
             e.session_status == status && (stage_slug.is_empty() || e.stage_slug == stage_slug)
         });
+        // A failed session's snapshot says why, as GetSession does.
+        // Best effort: the latest event, the stage's failure, says it too.
+        let notice = match &row {
+            Some(row) => self.failed_stage_notice(row).await.unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "a failed session's notice could not be read");
+                None
+            }),
+            None => None,
+        };
         let snapshot = convert::event(ProgressEvent {
             session_status: status,
             stage_slug,
             stage_percent: latest.as_ref().map(|e| e.stage_percent).unwrap_or(0),
-            message: latest.map(|e| e.message).unwrap_or_default(),
+            message: notice
+                .or_else(|| latest.map(|e| e.message))
+                .unwrap_or_default(),
             at_ms: chrono::Utc::now().timestamp_millis(),
             ..ProgressEvent::new(EventKind::Snapshot, sid.clone())
         });

@@ -42,6 +42,11 @@ pub enum SessionEvent {
     RootPlanStarted {
         stage: String,
     },
+    /// Every root job of `stage` is over and one of them failed: the stage
+    /// cannot complete until its failed jobs run again.
+    StageFailed {
+        stage: String,
+    },
     /// Every root job of `stage` is done; `next` is the stage after it (None:
     /// the last). With `auto_advance` the next stage starts without the user.
     StageCompleted {
@@ -76,7 +81,7 @@ pub enum SessionEvent {
         next: Option<String>,
     },
     /// The user runs the failed jobs of `stage` again (RetryStage). Only the
-    /// stage the session is at takes one; its status does not change.
+    /// stage the session is at takes one; a failed stage runs again.
     RetryStage {
         stage: String,
     },
@@ -124,6 +129,7 @@ impl SessionEvent {
         match self {
             SessionEvent::StartStage { stage } => format!("a start of stage {stage}"),
             SessionEvent::RootPlanStarted { stage } => format!("a root job of {stage} starting"),
+            SessionEvent::StageFailed { stage } => format!("the failure of {stage}"),
             SessionEvent::StageCompleted { stage, .. } => format!("the completion of {stage}"),
             SessionEvent::ResponsesSubmitted { stage, .. } => format!("responses for {stage}"),
             SessionEvent::Pause => "a pause".into(),
@@ -144,8 +150,10 @@ impl SessionEvent {
 ///
 /// - `pending_<s>` → `running_<s>` when a root PLAN job of `s` starts;
 /// - `pending_<s>`/`running_<s>` → `pending_<next>` or review when `s` completes;
+/// - `pending_<s>`/`running_<s>` → `failed_<s>` when a job of `s` failed for
+///   good and nothing else of it runs; a retry of `s` → `running_<s>`;
 /// - review → `pending_<first>` of a new iteration when the user submits responses;
-/// - pending, running (and review, when idle) → `paused` → back where it was;
+/// - pending, running, failed (and review, when idle) → `paused` → back where it was;
 /// - anything → `abandoned`, which is final.
 ///
 /// A paused session still records what happens to it: a stage that completes
@@ -198,8 +206,12 @@ fn active(status: &SessionStatus, event: &SessionEvent) -> Option<Transition> {
             Some(to(S::Running(stage.clone()), vec![]))
         }
         (S::Running(s), Ev::RootPlanStarted { stage }) if s == stage => Some(stay(&here, vec![])),
+        (S::Pending(s) | S::Running(s), Ev::StageFailed { stage }) if s == stage => {
+            Some(to(S::Failed(stage.clone()), vec![]))
+        }
+        // A failed stage whose roots all completed after all goes on as any.
         (
-            S::Pending(s) | S::Running(s),
+            S::Pending(s) | S::Running(s) | S::Failed(s),
             Ev::StageCompleted {
                 stage,
                 next,
@@ -210,16 +222,17 @@ fn active(status: &SessionStatus, event: &SessionEvent) -> Option<Transition> {
             Some(to(status, effects))
         }
         (_, Ev::ResponsesSubmitted { next, first, .. }) => submitted(status, next, first),
-        (S::Pending(_) | S::Running(_), Ev::Pause)
-        | (S::Pending(_) | S::Running(_) | S::IterationCompletePendingReview, Ev::IdlePause) => {
-            Some(Transition {
-                to: SessionState {
-                    status: S::Paused,
-                    paused_from: Some(status.clone()),
-                },
-                effects: vec![],
-            })
-        }
+        (S::Pending(_) | S::Running(_) | S::Failed(_), Ev::Pause)
+        | (
+            S::Pending(_) | S::Running(_) | S::Failed(_) | S::IterationCompletePendingReview,
+            Ev::IdlePause,
+        ) => Some(Transition {
+            to: SessionState {
+                status: S::Paused,
+                paused_from: Some(status.clone()),
+            },
+            effects: vec![],
+        }),
         (
             S::Pending(_) | S::IterationCompletePendingReview,
             Ev::Rewind {
@@ -244,6 +257,9 @@ fn active(status: &SessionStatus, event: &SessionEvent) -> Option<Transition> {
         (S::Pending(s) | S::Running(s), Ev::RetryStage { stage }) if s == stage => {
             Some(stay(&here, vec![]))
         }
+        (S::Failed(s), Ev::RetryStage { stage }) if s == stage => {
+            Some(to(S::Running(stage.clone()), vec![]))
+        }
         _ => None,
     }
 }
@@ -259,8 +275,11 @@ fn paused(from: &SessionState, event: &SessionEvent) -> Option<Transition> {
             effects: vec![SessionEffect::DispatchWaiting],
         }),
         // The retried jobs are dispatched when the session resumes.
-        Ev::RetryStage { .. } => active(was, event).map(|_| stay(from, vec![])),
-        Ev::StartStage { .. } | Ev::RootPlanStarted { .. } | Ev::StageCompleted { .. } => {
+        Ev::RetryStage { .. }
+        | Ev::StartStage { .. }
+        | Ev::RootPlanStarted { .. }
+        | Ev::StageFailed { .. }
+        | Ev::StageCompleted { .. } => {
             let inner = active(was, event)?;
             Some(Transition {
                 to: SessionState {
@@ -334,6 +353,9 @@ mod tests {
     fn running(s: &str) -> S {
         S::Running(s.into())
     }
+    fn failed(s: &str) -> S {
+        S::Failed(s.into())
+    }
     fn state(status: S) -> SessionState {
         SessionState::new(status)
     }
@@ -352,10 +374,12 @@ mod tests {
         vec![
             ("pending_b", state(pending("b"))),
             ("running_b", state(running("b"))),
+            ("failed_b", state(failed("b"))),
             ("pending_c", state(pending("c"))),
             ("review", state(S::IterationCompletePendingReview)),
             ("paused from pending_b", paused_from(pending("b"))),
             ("paused from running_b", paused_from(running("b"))),
+            ("paused from failed_b", paused_from(failed("b"))),
             (
                 "paused from review",
                 paused_from(S::IterationCompletePendingReview),
@@ -373,6 +397,7 @@ mod tests {
                 "root of b started",
                 Ev::RootPlanStarted { stage: "b".into() },
             ),
+            ("b failed", Ev::StageFailed { stage: "b".into() }),
             (
                 "b completed",
                 Ev::StageCompleted {
@@ -436,19 +461,26 @@ mod tests {
             ("paused from pending_b" | "paused from running_b", "root of b started") => {
                 ok(paused_from(running("b")), vec![])
             }
-            ("pending_b" | "running_b", "b completed") => ok(state(pending("c")), vec![start("c")]),
-            ("paused from pending_b" | "paused from running_b", "b completed") => {
-                ok(paused_from(pending("c")), vec![start("c")])
+            ("pending_b" | "running_b" | "failed_b", "b completed") => {
+                ok(state(pending("c")), vec![start("c")])
+            }
+            (
+                "paused from pending_b" | "paused from running_b" | "paused from failed_b",
+                "b completed",
+            ) => ok(paused_from(pending("c")), vec![start("c")]),
+            ("pending_b" | "running_b", "b failed") => ok(state(failed("b")), vec![]),
+            ("paused from pending_b" | "paused from running_b", "b failed") => {
+                ok(paused_from(failed("b")), vec![])
             }
             ("pending_c", "responses for b") => ok(state(pending("c")), vec![start("c")]),
             ("review", "responses for last") => {
                 ok(state(pending("a")), vec![E::BeginIteration, start("a")])
             }
-            ("pending_b" | "running_b" | "pending_c", "pause") => {
+            ("pending_b" | "running_b" | "failed_b" | "pending_c", "pause") => {
                 let name_state = states().into_iter().find(|(n, _)| *n == state_name)?.1;
                 ok(paused_from(name_state.status), vec![])
             }
-            ("pending_b" | "running_b" | "pending_c" | "review", "idle pause") => {
+            ("pending_b" | "running_b" | "failed_b" | "pending_c" | "review", "idle pause") => {
                 let name_state = states().into_iter().find(|(n, _)| *n == state_name)?.1;
                 ok(paused_from(name_state.status), vec![])
             }
@@ -458,6 +490,7 @@ mod tests {
             ("paused from running_b", "resume") => {
                 ok(state(running("b")), vec![E::DispatchWaiting])
             }
+            ("paused from failed_b", "resume") => ok(state(failed("b")), vec![E::DispatchWaiting]),
             ("paused from review", "resume") => ok(
                 state(S::IterationCompletePendingReview),
                 vec![E::DispatchWaiting],
@@ -475,6 +508,8 @@ mod tests {
             ("running_b", "retry b") => ok(state(running("b")), vec![]),
             ("paused from pending_b", "retry b") => ok(paused_from(pending("b")), vec![]),
             ("paused from running_b", "retry b") => ok(paused_from(running("b")), vec![]),
+            ("failed_b", "retry b") => ok(state(running("b")), vec![]),
+            ("paused from failed_b", "retry b") => ok(paused_from(running("b")), vec![]),
             _ => None,
         }
     }
@@ -542,6 +577,33 @@ mod tests {
         assert_eq!(pause_first, paused_from(pending("c")));
         let resumed = transition(&pause_first, &SessionEvent::Resume).expect("resumes");
         assert_eq!(resumed.to, state(pending("c")));
+    }
+
+    /// A failed stage is a state of its own until the user retries it; the
+    /// retry runs it again and its completion moves the session on.
+    #[test]
+    fn a_failed_stage_waits_for_a_retry_then_goes_on() {
+        let failure = SessionEvent::StageFailed { stage: "b".into() };
+        let retry = SessionEvent::RetryStage { stage: "b".into() };
+        let completed = SessionEvent::StageCompleted {
+            stage: "b".into(),
+            next: Some("c".into()),
+            auto_advance: false,
+        };
+        let stuck = transition(&state(running("b")), &failure).expect("fails");
+        assert_eq!(stuck.to, state(failed("b")));
+        assert!(
+            transition(&stuck.to, &failure).is_err(),
+            "a second failure report is a duplicate"
+        );
+        let retried = transition(&stuck.to, &retry).expect("retries");
+        assert_eq!(retried.to, state(running("b")));
+        let next = transition(&retried.to, &completed).expect("completes");
+        assert_eq!(next.to, state(pending("c")));
+        assert!(
+            transition(&state(failed("a")), &retry).is_err(),
+            "only the failed stage is retried"
+        );
     }
 
     #[test]

@@ -9,7 +9,9 @@ use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::payload::JobPayload;
 use dialectic_core::progress::EventKind;
 use dialectic_core::recipe::{Recipe, RecipeStep};
-use dialectic_core::session::{SessionEvent, StageCompletion, stage_completion};
+use dialectic_core::session::{
+    SessionEvent, StageCompletion, failed_stage_notice, stage_completion,
+};
 use dialectic_core::slug::slugify;
 use dialectic_proto::v1::queue::{ResumeSession, StartStage};
 use dialectic_store::jobs::{self, NewJob};
@@ -229,7 +231,9 @@ impl Engine {
     }
 
     /// Seed 000 §§2–3: when every root PLAN job of the stage is done, the
-    /// session moves to the next stage's `pending_` status (or review).
+    /// session moves to the next stage's `pending_` status (or review); when
+    /// they are all over and one failed, to `failed_<stage>`, its event
+    /// carrying the notice that says which step failed and how to retry.
     pub(super) async fn check_stage(
         &self,
         unit: &mut Unit,
@@ -247,10 +251,20 @@ impl Engine {
         match stage_completion(&roots) {
             StageCompletion::Incomplete => {}
             StageCompletion::Failed => {
-                tracing::warn!(%session_id, stage, "stage failed: a root job failed");
+                let event = SessionEvent::StageFailed {
+                    stage: stage.to_string(),
+                };
+                // Refused when the session already failed here or moved on.
+                let Some(applied) = self.try_session_event(unit, &session, &event).await? else {
+                    return Ok(());
+                };
+                let failures =
+                    jobs::failures_in_stage(&mut *unit.tx, session_id, stage, iteration).await?;
+                let notice = failed_stage_notice(&session_id.to_string(), stage, &failures);
+                tracing::warn!(%session_id, stage, %notice, "stage failed");
                 unit.events.push(ProgressEvent {
-                    session_status: session.status.clone(),
-                    message: "a root job failed; the stage does not advance".into(),
+                    session_status: applied.status,
+                    message: notice,
                     ..stage_event(EventKind::StageFailed)
                 });
             }

@@ -1,0 +1,215 @@
+//! What a session that cannot move says about itself: a failed stage's
+//! notice names the step that failed, its last error and the command that
+//! runs it again, so a user polling the session never waits on nothing.
+
+use crate::job::{JobEvent, JobStatus, JobType, retry_event};
+
+/// Longest error text a notice quotes; a model's reply can be long.
+const MAX_REASON_CHARS: usize = 300;
+
+/// A failed job of a stage, as its row has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedJob {
+    pub job_type: JobType,
+    pub status: JobStatus,
+    /// The step it runs and that step's name in the pipeline (empty when the
+    /// row has none).
+    pub step_key: String,
+    pub step_name: String,
+    /// The model it called.
+    pub model: String,
+    pub attempts: i32,
+    /// Its last error, as the planner recorded it (`error_details`).
+    pub code: String,
+    pub message: String,
+}
+
+impl FailedJob {
+    /// Failed for its own reason, so a retry runs it again. A job failed by
+    /// its child or prerequisite only repeats another's failure, and a RENDER
+    /// job never fails a stage.
+    fn is_cause(&self) -> bool {
+        let code = Some(self.code.as_str()).filter(|c| !c.is_empty());
+        self.job_type != JobType::Render
+            && retry_event(self.status, code) == Some(JobEvent::ManualRetry)
+    }
+
+    fn step(&self) -> String {
+        match (self.step_key.as_str(), self.step_name.as_str()) {
+            ("", "") => format!("a {} job", self.job_type.as_str()),
+            (key, "") => key.to_string(),
+            ("", name) => format!("\"{name}\""),
+            (key, name) if key == name => key.to_string(),
+            (key, name) => format!("\"{name}\" ({key})"),
+        }
+    }
+
+    fn reason(&self) -> String {
+        let (code, message) = (self.code.trim(), self.message.trim());
+        let reason = match (code, message) {
+            ("", "") => "no error was recorded".to_string(),
+            (code, "") => code.to_string(),
+            ("", message) => message.to_string(),
+            (code, message) if message.starts_with(code) => message.to_string(),
+            (code, message) => format!("{code}: {message}"),
+        };
+        match reason.char_indices().nth(MAX_REASON_CHARS) {
+            Some((cut, _)) => format!("{}…", &reason[..cut]),
+            None => reason,
+        }
+    }
+
+    fn how(&self) -> String {
+        let on = match self.model.as_str() {
+            "" => String::new(),
+            model => format!(" on {model}"),
+        };
+        match (self.status, self.attempts) {
+            (JobStatus::RetryLoopFailed, n) if n > 0 => format!("failed{on} after {n} attempt(s)"),
+            _ => format!("failed{on}"),
+        }
+    }
+}
+
+/// The CLI command that runs a session's failed jobs again.
+pub fn retry_command(session_id: &str) -> String {
+    format!("dialectic session retry --session {session_id}")
+}
+
+/// The notice of a session whose `stage` failed: the first failed step
+/// (`jobs` latest failure first), why, the others if any, and the command
+/// that retries them.
+pub fn failed_stage_notice(session_id: &str, stage: &str, jobs: &[FailedJob]) -> String {
+    let command = retry_command(session_id);
+    let causes: Vec<&FailedJob> = jobs.iter().filter(|j| j.is_cause()).collect();
+    let Some(first) = causes.first() else {
+        return format!("stage {stage} failed; to run its failed jobs again: {command}");
+    };
+    let alike = causes
+        .iter()
+        .filter(|j| j.step_key == first.step_key)
+        .count();
+    let jobs_of_step = match alike {
+        1 => String::new(),
+        n => format!(" ({n} jobs)"),
+    };
+    let mut others: Vec<String> = Vec::new();
+    for job in causes.iter().filter(|j| j.step_key != first.step_key) {
+        let step = job.step();
+        if !others.contains(&step) {
+            others.push(step);
+        }
+    }
+    let others = match others.as_slice() {
+        [] => String::new(),
+        steps => format!("; step(s) {} failed too", steps.join(", ")),
+    };
+    format!(
+        "stage {stage} failed: step {}{jobs_of_step} {}: {}{others}. To run it again: {command} (add --model NAME to run it on another model)",
+        first.step(),
+        first.how(),
+        first.reason(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::{CHILD_FAILED, PREREQUISITE_FAILED};
+
+    fn job(step: &str, status: JobStatus, code: &str, message: &str) -> FailedJob {
+        FailedJob {
+            job_type: JobType::Execute,
+            status,
+            step_key: step.to_string(),
+            step_name: format!("Run {step}"),
+            model: "simulated-b".into(),
+            attempts: 3,
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn names_the_failed_step_its_last_error_and_the_retry_command() {
+        let plan = FailedJob {
+            job_type: JobType::Plan,
+            ..job(
+                "draft_plan",
+                JobStatus::Failed,
+                CHILD_FAILED,
+                "a child job failed",
+            )
+        };
+        let write = job(
+            "draft_write",
+            JobStatus::RetryLoopFailed,
+            "malformed_json",
+            "no JSON object in the reply",
+        );
+        let notice = failed_stage_notice("s1", "draft", &[plan, write]);
+        assert_eq!(
+            notice,
+            "stage draft failed: step \"Run draft_write\" (draft_write) failed on simulated-b \
+             after 3 attempt(s): malformed_json: no JSON object in the reply. To run it again: \
+             dialectic session retry --session s1 (add --model NAME to run it on another model)"
+        );
+    }
+
+    /// What only repeats another job's failure is never named as the cause;
+    /// a step failing in several jobs is named once, with the count.
+    #[test]
+    fn causes_are_own_failures_grouped_by_step() {
+        let jobs = [
+            job("write", JobStatus::Failed, PREREQUISITE_FAILED, "waited"),
+            job(
+                "write",
+                JobStatus::RetryLoopFailed,
+                "timeout",
+                "timeout: no reply",
+            ),
+            job("write", JobStatus::RetryLoopFailed, "timeout", "older"),
+            job(
+                "check",
+                JobStatus::Failed,
+                "invalid_reply",
+                "no `content` key",
+            ),
+            FailedJob {
+                job_type: JobType::Render,
+                ..job("render", JobStatus::RetryLoopFailed, "s3", "down")
+            },
+        ];
+        let notice = failed_stage_notice("s1", "draft", &jobs);
+        assert!(
+            notice.starts_with(
+                "stage draft failed: step \"Run write\" (write) (2 jobs) failed on simulated-b \
+                 after 3 attempt(s): timeout: no reply; step(s) \"Run check\" (check) failed too."
+            ),
+            "{notice}"
+        );
+        assert!(!notice.contains("render") && !notice.contains("waited"));
+    }
+
+    #[test]
+    fn a_long_reason_is_cut_and_a_missing_one_said() {
+        let long = job("w", JobStatus::Failed, "", &"x".repeat(1000));
+        let notice = failed_stage_notice("s1", "draft", &[long]);
+        assert!(notice.contains(&format!("{}…", "x".repeat(MAX_REASON_CHARS))));
+        assert!(!notice.contains(&"x".repeat(MAX_REASON_CHARS + 1)));
+        let bare = FailedJob {
+            step_name: String::new(),
+            model: String::new(),
+            ..job("w", JobStatus::Failed, "", "")
+        };
+        let notice = failed_stage_notice("s1", "draft", &[bare]);
+        assert!(
+            notice.starts_with("stage draft failed: step w failed: no error was recorded."),
+            "{notice}"
+        );
+        assert_eq!(
+            failed_stage_notice("s1", "draft", &[]),
+            "stage draft failed; to run its failed jobs again: dialectic session retry --session s1"
+        );
+    }
+}
