@@ -86,17 +86,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kinds_round_trip_through_their_stored_names() {
+    fn each_kind_is_read_back_from_its_own_stored_name() {
+        // Parsing searches ALL for the name: a name two kinds shared would
+        // read back as the first of them. Which names the table admits is
+        // store's contract test, read from the migrated schema.
         for kind in LedgerKind::ALL {
             assert_eq!(LedgerKind::parse(kind.as_str()), Ok(kind));
-            assert_eq!(kind.to_string(), kind.as_str());
         }
-        // The names the ledger table's CHECK constraint admits.
-        let names: Vec<&str> = LedgerKind::ALL.iter().map(|k| k.as_str()).collect();
-        assert_eq!(
-            names,
-            ["credit", "hold", "capture", "release", "debit", "refund"]
-        );
         let err = LedgerKind::parse("Capture").unwrap_err();
         assert_eq!((err.kind, err.value.as_str()), ("ledger kind", "Capture"));
         assert!(LedgerKind::try_from(String::from("withdrawal")).is_err());

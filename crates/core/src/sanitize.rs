@@ -16,7 +16,28 @@ pub struct JsonSanitization {
     pub original_length: usize,
 }
 
+// Bytes the passes over a reply may still read, set by a test so that it
+// can hold the sanitizer to work linear in the reply's length, which a
+// timing could not show on a loaded machine. Running out panics at once:
+// quadratic work fails the test instead of hanging it.
+#[cfg(test)]
+thread_local! {
+    static READ_BUDGET: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+}
+
+#[cfg(test)]
+fn reads(bytes: usize) {
+    READ_BUDGET.with(|budget| {
+        let left = budget.get().checked_sub(bytes);
+        budget.set(left.expect("the sanitizer read more than its budget of bytes"));
+    });
+}
+
+#[cfg(not(test))]
+fn reads(_bytes: usize) {}
+
 fn parses(text: &str) -> bool {
+    reads(text.len());
     serde_json::from_str::<serde_json::Value>(text).is_ok()
 }
 
@@ -58,6 +79,7 @@ fn strip_once(text: &str) -> Option<&str> {
 /// Appends the closers that a truncated object or array is missing, ignoring
 /// brackets inside strings. Returns None when the text is not fixable this way.
 fn close_open_structures(text: &str) -> Option<String> {
+    reads(text.len());
     let mut stack = Vec::new();
     let (mut in_string, mut escaped) = (false, false);
     for c in text.chars() {
@@ -159,6 +181,7 @@ pub fn sanitize_json(raw: &str) -> JsonSanitization {
 /// llama.cpp server's schema grammar among them) still let a model write a
 /// line break inside a string.
 fn escape_raw_controls(text: &str) -> Option<String> {
+    reads(text.len());
     let (mut in_string, mut escaped) = (false, false);
     let mut out: Option<String> = None;
     for (at, c) in text.char_indices() {
@@ -247,6 +270,7 @@ fn first_object(text: &str) -> Option<Extracted> {
 
 /// A cut-off object is worth closing only if it got as far as one key.
 fn holds_a_key(text: &str) -> bool {
+    reads(text.len());
     serde_json::from_str::<serde_json::Value>(text)
         .is_ok_and(|v| v.as_object().is_some_and(|o| !o.is_empty()))
 }
@@ -254,6 +278,7 @@ fn holds_a_key(text: &str) -> bool {
 /// The object starting at `start`, read by serde_json's stream reader, which
 /// stops at the value's end whatever prose follows.
 fn whole_object_at(text: &str, start: usize) -> Option<Extracted> {
+    reads(text.len() - start);
     let mut values =
         serde_json::Deserializer::from_str(&text[start..]).into_iter::<serde_json::Value>();
     match values.next() {
@@ -307,6 +332,7 @@ pub fn parse_cut_off_json(
 /// that, it ends at the last complete member (a key or value cut in half is
 /// dropped), tried from the end.
 fn close_cut_off(text: &str) -> Option<String> {
+    reads(text.len());
     let mut members_end = Vec::new();
     // The open structures: opener and where it stands.
     let mut open: Vec<(char, usize)> = Vec::new();
@@ -539,10 +565,26 @@ mod tests {
 
     #[test]
     fn extraction_is_bounded_on_hostile_text() {
-        let braces = "{".repeat(100_000);
-        assert!(parse_model_json(&braces).is_err());
-        let fences = "```\n{".repeat(10_000);
-        assert!(parse_model_json(&fences).is_err());
+        // Bytes read per byte of reply, whatever its length: every pass is
+        // capped (wrapper layers, candidate starts, cut-off endings), so the
+        // work grows with the reply, not with its square.
+        const READS_PER_BYTE: usize = 256;
+        let hostile = [
+            "{".repeat(100_000),
+            "```\n{".repeat(10_000),
+            "{\"a\": [".repeat(10_000),
+            "\"".repeat(100_000),
+            "x {\"k\": 1, ".repeat(10_000),
+        ];
+        for text in &hostile {
+            READ_BUDGET.with(|budget| budget.set(READS_PER_BYTE * text.len()));
+            assert!(parse_model_json(text).is_err(), "{:?}…", &text[..12]);
+            READ_BUDGET.with(|budget| budget.set(READS_PER_BYTE * text.len()));
+            // Read as a cut-off reply, some of these close into an object.
+            let cut_off = parse_cut_off_json(text);
+            READ_BUDGET.with(|budget| budget.set(usize::MAX));
+            eprintln!("{:?}…: cut off reads as {}", &text[..12], cut_off.is_ok());
+        }
     }
 
     #[test]

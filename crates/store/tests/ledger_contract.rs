@@ -9,7 +9,8 @@ use common::TestDb;
 use dialectic_core::ids::{TransactionId, WalletId};
 use dialectic_store::ledger::{self, LedgerError, References};
 use dialectic_store::{Planning, Store};
-use std::collections::HashMap;
+use dialectic_core::ledger::LedgerKind;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -402,4 +403,46 @@ async fn lookups_use_the_ledger_indexes_as_it_grows_from_fresh_statistics() {
     assert_eq!(ran("seq"), 0, "the ledger was never scanned: {scans}");
     pool.close().await;
     db.drop_database().await;
+}
+
+/// The quoted names in a constraint or index definition as Postgres prints
+/// it (`kind = ANY (ARRAY['capture'::text, 'release'::text])`).
+fn quoted_names(definition: &str) -> BTreeSet<String> {
+    definition
+        .split('\'')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// Core's kinds are the ones the ledger table admits, and core's closing
+/// kinds the ones its one-close-per-hold index covers: read from the
+/// migrated schema, so a migration and core cannot drift apart unseen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_schema_admits_core_s_kinds_and_indexes_its_closing_ones() {
+    let db = TestDb::new(1).await;
+    let check: String = sqlx::query_scalar(
+        "SELECT pg_get_constraintdef(oid) FROM pg_constraint
+          WHERE conrelid = 'token_wallet_transactions'::regclass AND contype = 'c'
+            AND pg_get_constraintdef(oid) LIKE '%kind%'",
+    )
+    .fetch_one(db.store.pool())
+    .await
+    .expect("the kind CHECK");
+    let kinds = LedgerKind::ALL.map(|k| k.as_str().to_string());
+    assert_eq!(quoted_names(&check), BTreeSet::from(kinds), "{check}");
+
+    let index: String = sqlx::query_scalar(
+        "SELECT indexdef FROM pg_indexes WHERE indexname = 'token_wallet_transactions_one_close'",
+    )
+    .fetch_one(db.store.pool())
+    .await
+    .expect("the one-close index");
+    let closing: BTreeSet<String> = LedgerKind::ALL
+        .into_iter()
+        .filter(|k| k.closes_hold())
+        .map(|k| k.as_str().to_string())
+        .collect();
+    assert_eq!(quoted_names(&index), closing, "{index}");
 }
