@@ -235,6 +235,84 @@ pub struct GatewayConfig {
     pub indexer_url: String,
     /// An executor, which makes the model calls of `Query`.
     pub executor_url: String,
+    /// Deadlines and caps of each connection to `listen` (the internal
+    /// services' ports keep these defaults).
+    pub connections: ConnectionConfig,
+}
+
+/// What one connection to a gRPC port may hold, and for how long: a client
+/// that connects and then sends nothing, half a request or only an HTTP/2
+/// preface is closed, so quiet connections cannot pile up. The defaults
+/// follow nginx's and Envoy's.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ConnectionConfig {
+    /// From accept (with TLS: from the handshake's end) to the first
+    /// request's headers; a connection with no request by then is closed.
+    pub first_request_timeout_ms: u64,
+    /// A connection with no request in flight for this long is closed
+    /// (HTTP/2: GOAWAY first; a client's next call opens a new one).
+    pub idle_timeout_ms: u64,
+    /// HTTP/1.1 (gRPC-Web): a request's headers arrive whole within this, or
+    /// the connection is closed.
+    pub header_read_timeout_ms: u64,
+    /// HTTP/2: the server PINGs every connection this often, and closes one
+    /// whose answer takes longer than `keepalive_timeout_ms`.
+    pub keepalive_interval_ms: u64,
+    pub keepalive_timeout_ms: u64,
+    /// After this long a connection is told to go (HTTP/2 GOAWAY) and takes
+    /// no new calls; those in flight finish. Clients reconnect, so load
+    /// spreads over new replicas. 0: no limit.
+    pub max_connection_age_secs: u64,
+    /// Calls one HTTP/2 connection may have open at once (advertised in its
+    /// SETTINGS; one more is refused with REFUSED_STREAM).
+    pub max_concurrent_streams: u32,
+    /// TLS: a handshake, waiting for a free slot included, ends within this.
+    pub tls_handshake_timeout_ms: u64,
+    /// TLS: handshakes in progress at once past the client's hello; more
+    /// wait for a slot (inside their timeout).
+    pub max_tls_handshakes: u32,
+}
+
+impl Default for ConnectionConfig {
+    fn default() -> Self {
+        Self {
+            first_request_timeout_ms: 10_000,
+            idle_timeout_ms: 120_000,
+            header_read_timeout_ms: 10_000,
+            keepalive_interval_ms: 60_000,
+            keepalive_timeout_ms: 20_000,
+            max_connection_age_secs: 1800,
+            max_concurrent_streams: 128,
+            tls_handshake_timeout_ms: 10_000,
+            max_tls_handshakes: 256,
+        }
+    }
+}
+
+impl ConnectionConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let positive = [
+            ("first_request_timeout_ms", self.first_request_timeout_ms),
+            ("idle_timeout_ms", self.idle_timeout_ms),
+            ("header_read_timeout_ms", self.header_read_timeout_ms),
+            ("keepalive_interval_ms", self.keepalive_interval_ms),
+            ("keepalive_timeout_ms", self.keepalive_timeout_ms),
+            ("tls_handshake_timeout_ms", self.tls_handshake_timeout_ms),
+            ("max_tls_handshakes", self.max_tls_handshakes.into()),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
+            return Err(ConfigError::Invalid(format!(
+                "gateway.connections.{name} must be above 0"
+            )));
+        }
+        if !(1..=1000).contains(&self.max_concurrent_streams) {
+            return Err(ConfigError::Invalid(
+                "gateway.connections.max_concurrent_streams must be between 1 and 1000".into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for GatewayConfig {
@@ -259,6 +337,7 @@ impl Default for GatewayConfig {
             wallet_url: "http://127.0.0.1:7056".into(),
             indexer_url: "http://127.0.0.1:7055".into(),
             executor_url: "http://127.0.0.1:7053".into(),
+            connections: ConnectionConfig::default(),
         }
     }
 }
@@ -594,6 +673,7 @@ impl Settings {
                 "gateway.tls_cert and gateway.tls_key are set together (both PEM files) or not at all",
             );
         }
+        self.gateway.connections.validate()?;
         for prefix in &self.executor.model_key_prefixes {
             check_model_key_prefix(prefix)?;
         }

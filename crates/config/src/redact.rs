@@ -93,6 +93,7 @@ impl fmt::Debug for GatewayConfig {
             .field("wallet_url", &self.wallet_url)
             .field("indexer_url", &self.indexer_url)
             .field("executor_url", &self.executor_url)
+            .field("connections", &self.connections)
             .finish()
     }
 }

@@ -9,6 +9,7 @@ pub mod courier;
 pub mod error_status;
 pub mod observe;
 mod readiness;
+mod serve;
 pub mod service_auth;
 pub mod tls;
 pub mod web;
@@ -17,6 +18,7 @@ pub mod worker;
 pub use consumer::{ConsumerOptions, Disposition, Handler, channel_losses, run_consumer};
 pub use courier::Courier;
 pub use readiness::{DEPENDENCIES_SERVICE, Dependencies, Health, check_store, spawn_readiness};
+pub use serve::Limits;
 pub use tokio_util::sync::CancellationToken;
 
 use dialectic_blob::{BlobSettings, BlobStore};
@@ -29,7 +31,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic_health::ServingStatus;
 
 /// Health service name that reports SERVING whenever the process runs,
@@ -217,8 +218,9 @@ pub struct GrpcServer {
 }
 
 /// Binds `listen` and serves `routes` plus health and reflection until
-/// `shutdown`; internal methods admit only callers with a service token
-/// signed by `key`. Readiness starts NOT_SERVING; liveness is SERVING at once.
+/// `shutdown`, over HTTP/2 only with the default connection [`Limits`];
+/// internal methods admit only callers with a service token signed by
+/// `key`. Readiness starts NOT_SERVING; liveness is SERVING at once.
 pub async fn start_grpc(
     service: &str,
     listen: &str,
@@ -239,11 +241,13 @@ pub struct Public {
     /// Also serve the health service alone, in plaintext, on this address,
     /// for probes that cannot speak TLS (the kubelet's).
     pub health_listen: Option<String>,
+    /// Deadlines and caps of each connection (`gateway.connections`).
+    pub limits: Limits,
 }
 
-/// [`start_grpc`], also serving gRPC-Web (HTTP/1.1 included) to browsers,
-/// with CORS for pages of `public.web_origins` ([`web`]), and TLS when
-/// `public.tls` is set (for gRPC and gRPC-Web alike: one port).
+/// [`start_grpc`] with `public.limits`, TLS when `public.tls` is set, and,
+/// when `public.web_origins` names any, gRPC-Web (HTTP/1.1 included) with
+/// CORS for those pages ([`web`]); with none, HTTP/2 gRPC only.
 pub async fn start_grpc_web(
     service: &str,
     listen: &str,
@@ -263,14 +267,20 @@ async fn serve_grpc(
     shutdown: CancellationToken,
     public: Option<Public>,
 ) -> Result<GrpcServer, RuntimeError> {
-    let (web_origins, tls, health_listen) = match public {
-        Some(p) => (Some(p.web_origins), p.tls, p.health_listen),
-        None => (None, None, None),
+    let public = public.unwrap_or_default();
+    let limits = public.limits;
+    // No origin, no browser: HTTP/1.1 and gRPC-Web stay off.
+    let web_origins = Some(public.web_origins).filter(|o| !o.is_empty());
+    let tls = match &public.tls {
+        Some(identity) => Some(tls::Handshakes::new(
+            identity,
+            limits.max_tls_handshakes,
+            limits.tls_handshake_timeout,
+        )?),
+        None => None,
     };
-    let server = tonic::transport::Server::builder();
     let secure = tls.is_some();
     let (listener, addr) = bind(listen).await?;
-    let incoming = tls::incoming(listener, tls.as_ref(), shutdown.clone())?;
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let health = Health::new(reporter.clone(), service);
     health.set_ready(false).await;
@@ -286,44 +296,37 @@ async fn serve_grpc(
         .register_encoded_file_descriptor_set(dialectic_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    let health_only = match health_listen {
-        Some(listen) => Some(serve_health(&listen, health_service.clone(), &shutdown).await?),
-        None => None,
-    };
+    if let Some(listen) = &public.health_listen {
+        serve_health(listen, health_service.clone(), &shutdown).await?;
+    }
     let routes = routes
         .add_service(health_service)
         .add_service(reflection)
         .add_service(reflection_v1alpha);
+    let http1 = web_origins.is_some();
+    let cors = web_origins.as_deref().and_then(web::cors);
+    // Outermost first: a preflight never reaches the gRPC layers, and
+    // everything inside the translation sees a plain gRPC call.
+    let stack = tower::ServiceBuilder::new()
+        .layer(tower::util::option_layer(cors))
+        .layer(tower::util::option_layer(
+            web_origins.map(|_| tonic_web::GrpcWebLayer::new()),
+        ))
+        .layer(observe::GrpcObserveLayer::new(service))
+        .layer(service_auth::ServiceAuthLayer::new(key))
+        .layer(tower::util::MapResponseLayer::new(describe_tonic_refusal))
+        .service(routes.prepare());
+    let stack = serve::port_service(stack);
     let name = service.to_string();
     let task = tokio::spawn(async move {
-        tracing::info!(service = %name, %addr, tls = secure, "gRPC listening");
-        let cors = web_origins.as_deref().and_then(web::cors);
-        // Outermost first: a preflight never reaches the gRPC layers, and
-        // everything inside the translation sees a plain gRPC call.
-        server
-            .accept_http1(web_origins.is_some())
-            .layer(tower::util::option_layer(cors))
-            .layer(tower::util::option_layer(
-                web_origins.map(|_| tonic_web::GrpcWebLayer::new()),
-            ))
-            .layer(observe::GrpcObserveLayer::new(&name))
-            .layer(service_auth::ServiceAuthLayer::new(key))
-            .layer(tower::util::MapResponseLayer::new(describe_tonic_refusal))
-            .add_routes(routes)
-            .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
-            .await
-            .inspect_err(|_| {
-                // Probes must not find a stopped server's last status.
-                if let Some(h) = &health_only {
-                    h.abort();
-                }
-            })?;
+        tracing::info!(service = %name, %addr, tls = secure, http1, "gRPC listening");
+        serve::serve(listener, tls, stack, limits, http1, shutdown).await;
         Ok(())
     });
     Ok(GrpcServer { addr, health, task })
 }
 
-/// `grpc.health.v1` alone, in plaintext, on `listen` until `shutdown`.
+/// `grpc.health.v1` alone, in plaintext over HTTP/2, on `listen` until `shutdown`.
 async fn serve_health<H: tonic_health::pb::health_server::Health>(
     listen: &str,
     health_service: tonic_health::pb::health_server::HealthServer<H>,
@@ -331,43 +334,12 @@ async fn serve_health<H: tonic_health::pb::health_server::Health>(
 ) -> Result<JoinHandle<()>, RuntimeError> {
     let (listener, addr) = bind(listen).await?;
     let shutdown = shutdown.clone();
+    let routes = tonic::service::Routes::new(health_service).prepare();
     Ok(tokio::spawn(async move {
         tracing::info!(%addr, "gRPC health (plaintext) listening");
-        if let Err(e) = tonic::transport::Server::builder()
-            .add_service(health_service)
-            .serve_with_incoming_shutdown(incoming_nodelay(listener), shutdown.cancelled_owned())
-            .await
-        {
-            tracing::error!(%addr, error = %error_chain(&e), "gRPC health listener failed");
-        }
+        let service = serve::port_service(routes);
+        serve::serve(listener, None, service, Limits::default(), false, shutdown).await;
     }))
-}
-
-/// An error and its causes on one line: tonic's transport errors say only
-/// "transport error" themselves.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
-/// Accepted connections with TCP_NODELAY. tonic sets it only on listeners it
-/// binds itself; with Nagle on, a reply's separate header, data and trailer
-/// writes wait for the client's delayed ACK, about 40 ms on every call.
-fn incoming_nodelay(
-    listener: TcpListener,
-) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
-    use futures::StreamExt;
-    TcpListenerStream::new(listener).map(|accepted| {
-        let stream = accepted?;
-        stream.set_nodelay(true)?;
-        Ok(stream)
-    })
 }
 
 /// Binds `listen` and reports the address actually bound (port 0 picks one).

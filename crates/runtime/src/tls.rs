@@ -14,10 +14,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-/// A client that opens a connection and never finishes its handshake gives
-/// up its slot after this long, rather than holding a task until it leaves.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     #[error("cannot read {path}: {source}")]
@@ -93,20 +89,16 @@ impl TlsIdentity {
         })
     }
 
-    /// The acceptor for the public port: TLS 1.2 and 1.3, ALPN h2, the
+    /// The server config of the public port: TLS 1.2 and 1.3, ALPN h2, the
     /// certificate the files hold at each handshake.
-    pub(crate) fn acceptor(&self) -> Result<tokio_rustls::TlsAcceptor, TlsError> {
+    fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
         let mut config = rustls::ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| TlsError::Unusable(e.to_string()))?
             .with_no_client_auth()
             .with_cert_resolver(self.resolver.clone());
         config.alpn_protocols = vec![b"h2".to_vec()];
-        Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
-    }
-
-    pub(crate) fn handshake_timeout(&self) -> Duration {
-        HANDSHAKE_TIMEOUT
+        Ok(Arc::new(config))
     }
 }
 
@@ -226,17 +218,6 @@ pub(crate) enum Conn {
     Tls(Box<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>),
 }
 
-impl tonic::transport::server::Connected for Conn {
-    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
-
-    fn connect_info(&self) -> Self::ConnectInfo {
-        match self {
-            Conn::Plain(tcp) => tcp.connect_info(),
-            Conn::Tls(tls) => tls.get_ref().0.connect_info(),
-        }
-    }
-}
-
 macro_rules! delegate {
     ($self:ident, $inner:ident => $call:expr) => {
         match $self.get_mut() {
@@ -301,60 +282,54 @@ impl tokio::io::AsyncWrite for Conn {
     }
 }
 
-/// The connections `listener` accepts, each with TCP_NODELAY (tonic sets it
-/// only on listeners it binds itself; without it a reply's separate writes
-/// wait for the client's delayed ACK, about 40 ms on every call) and, with
-/// `tls`, past its handshake. Handshakes run side by side, each bounded by
-/// the handshake timeout; one that fails is logged and dropped. The
-/// listener closes when `shutdown` fires or the server stops reading.
-pub(crate) fn incoming(
-    listener: tokio::net::TcpListener,
-    tls: Option<&TlsIdentity>,
-    shutdown: tokio_util::sync::CancellationToken,
-) -> Result<std::pin::Pin<Box<dyn futures::Stream<Item = std::io::Result<Conn>> + Send>>, TlsError>
-{
-    use futures::StreamExt;
-    let Some(tls) = tls else {
-        return Ok(tokio_stream::wrappers::TcpListenerStream::new(listener)
-            .map(|accepted| {
-                let stream = accepted?;
-                stream.set_nodelay(true)?;
-                Ok(Conn::Plain(stream))
-            })
-            .boxed());
-    };
-    let (acceptor, timeout) = (tls.acceptor()?, tls.handshake_timeout());
-    let (tx, rx) = tokio::sync::mpsc::channel(64);
-    tokio::spawn(async move {
-        loop {
-            let accepted = tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = tx.closed() => break,
-                accepted = listener.accept() => accepted,
-            };
-            let (tcp, peer) = match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // Out of descriptors, say: give it a moment.
-                    tracing::warn!(error = %e, "accepting a connection failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let _ = tcp.set_nodelay(true);
-            let (acceptor, tx) = (acceptor.clone(), tx.clone());
-            tokio::spawn(async move {
-                match tokio::time::timeout(timeout, acceptor.accept(tcp)).await {
-                    Ok(Ok(stream)) => {
-                        let _ = tx.send(Ok(Conn::Tls(Box::new(stream)))).await;
-                    }
-                    Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
-                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
-                }
-            });
+/// The TLS handshakes of one port: each bounded by a timeout, and at most
+/// so many at once past the client's hello (the part that costs the server
+/// its key exchange and signature), the wait for a slot counted inside the
+/// timeout. Reading a hello takes no slot, so clients that connect and send
+/// nothing cannot keep a legitimate one waiting.
+#[derive(Clone)]
+pub(crate) struct Handshakes {
+    config: Arc<rustls::ServerConfig>,
+    slots: Arc<tokio::sync::Semaphore>,
+    timeout: Duration,
+}
+
+impl Handshakes {
+    pub(crate) fn new(
+        identity: &TlsIdentity,
+        slots: usize,
+        timeout: Duration,
+    ) -> Result<Self, TlsError> {
+        Ok(Self {
+            config: identity.server_config()?,
+            slots: Arc::new(tokio::sync::Semaphore::new(slots)),
+            timeout,
+        })
+    }
+
+    /// `tcp` past its handshake; None (logged) when it failed or timed out.
+    pub(crate) async fn accept(&self, tcp: tokio::net::TcpStream) -> Option<Conn> {
+        let peer = tcp.peer_addr().ok();
+        let handshake = async {
+            let hello =
+                tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), tcp)
+                    .await?;
+            // Never closed: a slot always comes, or the timeout first.
+            let _slot = self.slots.acquire().await.map_err(std::io::Error::other)?;
+            hello.into_stream(self.config.clone()).await
+        };
+        match tokio::time::timeout(self.timeout, handshake).await {
+            Ok(Ok(stream)) => Some(Conn::Tls(Box::new(stream))),
+            Ok(Err(e)) => {
+                tracing::debug!(?peer, error = %e, "TLS handshake failed");
+                None
+            }
+            Err(_) => {
+                tracing::debug!(?peer, "TLS handshake timed out");
+                None
+            }
         }
-    });
-    Ok(tokio_stream::wrappers::ReceiverStream::new(rx).boxed())
+    }
 }
 
 fn provider() -> Arc<CryptoProvider> {

@@ -66,6 +66,7 @@ async fn start_gateway(
         health_listen: Some(settings.gateway.health_listen.trim())
             .filter(|l| !l.is_empty())
             .map(str::to_string),
+        limits: dialectic_runtime::Limits::from_config(&settings.gateway.connections),
     };
     let store = dialectic_runtime::store(&settings)?;
     let blob = dialectic_runtime::blob(&settings);
