@@ -9,7 +9,10 @@ mod simulated_query;
 
 pub use replay::{ExchangeStore, Recording, Replay, exchange_key};
 
-pub use openai::{Dialect, OpenAiProvider, OpenAiSettings, request_body};
+pub use openai::{
+    Dialect, OpenAiProvider, OpenAiSettings, ReplyLimits, TokenLimitParam, UnknownTokenLimitParam,
+    request_body,
+};
 
 pub use simulated::{
     CLARIFY_QUESTION, DROP_KEY_ALWAYS_DIRECTIVE, DROP_KEY_DIRECTIVE, INPUTS_HEADING, INPUTS_KEY,
@@ -93,6 +96,15 @@ pub struct ProviderConfig {
     /// own variables, or outside `executor.model_key_prefixes`), left
     /// unread; [`provider_for`] refuses the model.
     pub refused_secret: Option<KeyNameRefused>,
+    /// The row's `config.token_limit_param` (OpenAI dialect); a value no
+    /// field has is kept as the error, which [`provider_for`] reports.
+    pub token_limit_param: Result<TokenLimitParam, UnknownTokenLimitParam>,
+    /// The row's `config.reasoning` (OpenAI dialect): no sampling parameters.
+    pub reasoning: bool,
+    /// The row's `config.reasoning_effort` (OpenAI dialect, reasoning models).
+    pub reasoning_effort: Option<String>,
+    /// Not the row's: the executor's caps on a reply (`executor.max_reply_*`).
+    pub reply_limits: ReplyLimits,
 }
 
 impl std::fmt::Debug for ProviderConfig {
@@ -103,6 +115,10 @@ impl std::fmt::Debug for ProviderConfig {
             .field("organization", &self.organization)
             .field("structured_output", &self.structured_output)
             .field("refused_secret", &self.refused_secret)
+            .field("token_limit_param", &self.token_limit_param)
+            .field("reasoning", &self.reasoning)
+            .field("reasoning_effort", &self.reasoning_effort)
+            .field("reply_limits", &self.reply_limits)
             .finish()
     }
 }
@@ -115,14 +131,19 @@ impl Default for ProviderConfig {
             organization: None,
             structured_output: Ok(StructuredOutput::default()),
             refused_secret: None,
+            token_limit_param: Ok(TokenLimitParam::default()),
+            reasoning: false,
+            reasoning_effort: None,
+            reply_limits: ReplyLimits::default(),
         }
     }
 }
 
 impl ProviderConfig {
-    /// Reads `config` (`base_url`, `organization`, `structured_output`) and
-    /// the secret named by `secret_name` from the environment; the key itself
-    /// is never stored.
+    /// Reads `config` (`base_url`, `organization`, `structured_output`,
+    /// `token_limit_param`, `reasoning`, `reasoning_effort`) and the secret
+    /// named by `secret_name` from the environment; the key itself is never
+    /// stored. The reply limits are the defaults; the executor sets its own.
     /// A `secret_name` of the platform's own (`DIALECTIC_*` but
     /// `DIALECTIC_MODEL_KEY_*`, `AWS_*`) is not read, whoever wrote the row:
     /// the key would go to the row's base URL. Nor, when `allowed_prefixes`
@@ -157,6 +178,10 @@ impl ProviderConfig {
             organization: text("organization"),
             structured_output: StructuredOutput::of_model_config(config),
             refused_secret,
+            token_limit_param: TokenLimitParam::of_model_config(config),
+            reasoning: config.get("reasoning").and_then(|v| v.as_bool()) == Some(true),
+            reasoning_effort: text("reasoning_effort").filter(|e| !e.trim().is_empty()),
+            reply_limits: ReplyLimits::default(),
         }
     }
 }
@@ -179,10 +204,18 @@ pub fn provider_for(
     match kind {
         "simulated" => Ok(Arc::new(SimulatedProvider::new(simulated.clone()))),
         "openai" | "openai-compatible" => {
+            let token_limit_param = config
+                .token_limit_param
+                .clone()
+                .map_err(|e| LlmError::Permanent(format!("model config: {e}")))?;
             let mut settings = OpenAiSettings {
                 api_key: config.api_key.clone(),
                 organization: config.organization.clone(),
                 structured_output,
+                token_limit_param,
+                reasoning: config.reasoning,
+                reasoning_effort: config.reasoning_effort.clone(),
+                limits: config.reply_limits,
                 ..OpenAiSettings::default()
             };
             if let Some(url) = &config.base_url {
@@ -199,6 +232,9 @@ pub fn provider_for(
                     .unwrap_or_else(|| "https://api.anthropic.com/v1".into()),
                 api_key: config.api_key.clone(),
                 structured_output,
+                // Anthropic's Messages API has one output limit, `max_tokens`,
+                // and no `reasoning_effort`: the OpenAI wire settings do not apply.
+                limits: config.reply_limits,
                 ..OpenAiSettings::default()
             };
             Ok(Arc::new(OpenAiProvider::new(settings)?))

@@ -13,6 +13,19 @@
 //! whose schema requires only the keys the chunks so far lack (core
 //! `structured::continuation_schema`),
 //! whose keys `shape::merge_chunks` appends to the cut-off chunk's.
+//!
+//! The OpenAI dialect is today's Chat Completions API
+//! (<https://platform.openai.com/docs/api-reference/chat/create>): the output
+//! limit goes in `max_completion_tokens` (`max_tokens` is deprecated there,
+//! and OpenAI's reasoning models refuse it) unless the model row asks for
+//! `max_tokens`; a reasoning model gets no `temperature` or `top_p`, and its
+//! row's `reasoning_effort`. A 400 that names a parameter the model does not
+//! take fails for good, naming the parameter, the model and the fix.
+//!
+//! A provider is a stranger: every reply is read incrementally under
+//! [`ReplyLimits`] (a line, the whole reply, the events kept, an error body),
+//! and one over a cap fails for good as "reply too large", naming the model
+//! and the cap, before it can pin a core or fill the pod's memory.
 
 use crate::{ChatResponse, FinishReason, LlmError, ModelProvider};
 use async_trait::async_trait;
@@ -34,6 +47,153 @@ pub enum Dialect {
     Anthropic,
 }
 
+/// The field an OpenAI-dialect request's output limit goes in (a model
+/// row's `config.token_limit_param`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TokenLimitParam {
+    /// Chat Completions' current field: OpenAI's reasoning models take no
+    /// other, and vLLM, Ollama and llama.cpp's `llama-server` read it too.
+    #[default]
+    MaxCompletionTokens,
+    /// The deprecated field, for a server that reads no other (the
+    /// llama-cpp-python server ignores `max_completion_tokens`).
+    MaxTokens,
+}
+
+impl TokenLimitParam {
+    pub const ALL: [TokenLimitParam; 2] = [
+        TokenLimitParam::MaxCompletionTokens,
+        TokenLimitParam::MaxTokens,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TokenLimitParam::MaxCompletionTokens => "max_completion_tokens",
+            TokenLimitParam::MaxTokens => "max_tokens",
+        }
+    }
+
+    /// A model row's `config.token_limit_param`: absent or null is the
+    /// default; any other value is kept as the error, naming it.
+    pub fn of_model_config(config: &Value) -> Result<Self, UnknownTokenLimitParam> {
+        match config.get("token_limit_param") {
+            None | Some(Value::Null) => Ok(Self::default()),
+            Some(Value::String(name)) => Self::ALL
+                .into_iter()
+                .find(|p| p.as_str() == name.trim())
+                .ok_or_else(|| UnknownTokenLimitParam(name.clone())),
+            Some(other) => Err(UnknownTokenLimitParam(other.to_string())),
+        }
+    }
+}
+
+impl std::fmt::Display for TokenLimitParam {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown token_limit_param {0:?}: use max_completion_tokens (the default) or max_tokens")]
+pub struct UnknownTokenLimitParam(pub String);
+
+/// How much of a provider's reply the client holds before giving up on it
+/// (`executor.max_reply_*`). Past any of them the call fails for good:
+/// a reply that large is no document, and reading on would pin the executor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplyLimits {
+    /// The longest line of a streamed reply, whole or still arriving.
+    pub max_line_bytes: usize,
+    /// The most bytes a reply's body may have, streamed or whole.
+    pub max_reply_bytes: usize,
+    /// The most events a streamed reply may have (each is kept for audit).
+    pub max_events: usize,
+    /// The most bytes of a refusal (a non-2xx status) read.
+    pub max_error_body_bytes: usize,
+}
+
+impl ReplyLimits {
+    pub const DEFAULT_MAX_LINE_BYTES: usize = 8 << 20;
+    pub const DEFAULT_MAX_REPLY_BYTES: usize = 32 << 20;
+    pub const DEFAULT_MAX_EVENTS: usize = 200_000;
+    pub const DEFAULT_MAX_ERROR_BODY_BYTES: usize = 64 << 10;
+}
+
+impl Default for ReplyLimits {
+    fn default() -> Self {
+        Self {
+            max_line_bytes: Self::DEFAULT_MAX_LINE_BYTES,
+            max_reply_bytes: Self::DEFAULT_MAX_REPLY_BYTES,
+            max_events: Self::DEFAULT_MAX_EVENTS,
+            max_error_body_bytes: Self::DEFAULT_MAX_ERROR_BODY_BYTES,
+        }
+    }
+}
+
+/// Which of [`ReplyLimits`] a reply went past.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cap {
+    Line,
+    Reply,
+    Events,
+    ErrorBody,
+}
+
+impl Cap {
+    fn of(self, limits: &ReplyLimits) -> usize {
+        match self {
+            Cap::Line => limits.max_line_bytes,
+            Cap::Reply => limits.max_reply_bytes,
+            Cap::Events => limits.max_events,
+            Cap::ErrorBody => limits.max_error_body_bytes,
+        }
+    }
+
+    /// The executor setting that raises it.
+    fn setting(self) -> &'static str {
+        match self {
+            Cap::Line => "executor.max_reply_line_bytes",
+            Cap::Reply => "executor.max_reply_bytes",
+            Cap::Events => "executor.max_reply_events",
+            Cap::ErrorBody => "executor.max_error_body_bytes",
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Cap::Line => "a line of its streamed reply is longer than",
+            Cap::Reply => "its reply is longer than",
+            Cap::Events => "its streamed reply has more events than",
+            Cap::ErrorBody => "its error reply is longer than",
+        }
+    }
+
+    /// The permanent failure: naming the model, the cap and its setting.
+    fn exceeded(self, model: &str, limits: &ReplyLimits) -> AttemptFailure {
+        let cap = self.of(limits);
+        let amount = match self {
+            Cap::Events => format!("{cap} events"),
+            _ => bytes_text(cap),
+        };
+        AttemptFailure::Fatal(LlmError::Permanent(format!(
+            "reply too large: model {model:?}: {} the cap of {amount} ({}); the rest was not read",
+            self.what(),
+            self.setting(),
+        )))
+    }
+}
+
+/// `8 MiB (8388608 bytes)`, or plain bytes below a KiB or off a round size.
+fn bytes_text(bytes: usize) -> String {
+    let round = |unit: usize, name: &str| {
+        (bytes >= unit && bytes.is_multiple_of(unit))
+            .then(|| format!("{} {name} ({bytes} bytes)", bytes / unit))
+    };
+    round(1 << 20, "MiB")
+        .or_else(|| round(1 << 10, "KiB"))
+        .unwrap_or_else(|| format!("{bytes} bytes"))
+}
+
 #[derive(Clone)]
 pub struct OpenAiSettings {
     pub dialect: Dialect,
@@ -50,6 +210,15 @@ pub struct OpenAiSettings {
     pub retry_base: Duration,
     /// How the server is asked for a reply of the request's schema.
     pub structured_output: StructuredOutput,
+    /// OpenAI dialect: the field the output limit goes in.
+    pub token_limit_param: TokenLimitParam,
+    /// OpenAI dialect: a reasoning model (the o-series, GPT-5), sent no
+    /// `temperature` or `top_p`.
+    pub reasoning: bool,
+    /// OpenAI dialect: a reasoning model's `reasoning_effort`, as given.
+    pub reasoning_effort: Option<String>,
+    /// How much of a reply is read before it is refused as too large.
+    pub limits: ReplyLimits,
 }
 
 impl Default for OpenAiSettings {
@@ -65,6 +234,10 @@ impl Default for OpenAiSettings {
             max_retries: 3,
             retry_base: Duration::from_millis(500),
             structured_output: StructuredOutput::default(),
+            token_limit_param: TokenLimitParam::default(),
+            reasoning: false,
+            reasoning_effort: None,
+            limits: ReplyLimits::default(),
         }
     }
 }
@@ -82,6 +255,10 @@ impl std::fmt::Debug for OpenAiSettings {
             .field("max_retries", &self.max_retries)
             .field("retry_base", &self.retry_base)
             .field("structured_output", &self.structured_output)
+            .field("token_limit_param", &self.token_limit_param)
+            .field("reasoning", &self.reasoning)
+            .field("reasoning_effort", &self.reasoning_effort)
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -91,16 +268,13 @@ pub struct OpenAiProvider {
     settings: OpenAiSettings,
 }
 
-/// The request body in the endpoint's dialect, asking for the request's
-/// `response_schema` (when it has one) the way `structured` says.
-pub fn request_body(
-    dialect: Dialect,
-    structured: StructuredOutput,
-    request: &ChatRequest,
-) -> Value {
-    match dialect {
+/// The request body in the settings' dialect, asking for the request's
+/// `response_schema` (when it has one) the way `structured_output` says.
+pub fn request_body(settings: &OpenAiSettings, request: &ChatRequest) -> Value {
+    let structured = settings.structured_output;
+    match settings.dialect {
         Dialect::OpenAi => {
-            let mut body = openai_body(request);
+            let mut body = openai_body(settings, request);
             if let Some(format) = response_format(structured, request) {
                 body["response_format"] = format;
             }
@@ -215,8 +389,11 @@ fn with_temperature(mut body: serde_json::Value, request: &ChatRequest) -> serde
     body
 }
 
-/// OpenAI: system instruction first, then the conversation in order.
-fn openai_body(request: &ChatRequest) -> serde_json::Value {
+/// OpenAI: system instruction first, then the conversation in order; the
+/// output limit in the row's field; a reasoning model without sampling
+/// parameters (its `temperature` and `top_p` are refused) and with its
+/// effort.
+fn openai_body(settings: &OpenAiSettings, request: &ChatRequest) -> serde_json::Value {
     let mut messages = Vec::new();
     if let Some(system) = &request.system_instruction {
         messages.push(serde_json::json!({"role": "system", "content": system}));
@@ -229,14 +406,22 @@ fn openai_body(request: &ChatRequest) -> serde_json::Value {
         };
         messages.push(serde_json::json!({"role": role, "content": m.content}));
     }
-    let body = serde_json::json!({
+    let mut body = serde_json::json!({
         "model": request.model,
         "messages": messages,
-        "max_tokens": request.max_tokens,
         "stream": true,
         "stream_options": {"include_usage": true},
     });
-    with_temperature(body, request)
+    body[settings.token_limit_param.as_str()] = json!(request.max_tokens);
+    if !settings.reasoning {
+        return with_temperature(body, request);
+    }
+    if let Some(effort) = settings.reasoning_effort.as_deref().map(str::trim)
+        && !effort.is_empty()
+    {
+        body["reasoning_effort"] = json!(effort);
+    }
+    body
 }
 
 pub fn finish_reason(value: Option<&str>) -> FinishReason {
@@ -317,12 +502,29 @@ impl Collected {
         }
         if let (Some(input), Some(output)) = (
             event["usage"]["prompt_tokens"].as_u64(),
-            event["usage"]["completion_tokens"].as_u64(),
+            output_tokens(&event["usage"]),
         ) {
             self.usage = Some((input, output));
         }
         self.raw_events.push(event);
     }
+}
+
+/// An OpenAI usage object's output tokens, reasoning included: Chat
+/// Completions counts a reasoning model's hidden reasoning in
+/// `completion_tokens` and breaks it out in
+/// `completion_tokens_details.reasoning_tokens`; a server that reports more
+/// reasoning than completion tokens counts them apart, and both are billed.
+fn output_tokens(usage: &Value) -> Option<u64> {
+    let completion = usage["completion_tokens"].as_u64()?;
+    let reasoning = usage["completion_tokens_details"]["reasoning_tokens"]
+        .as_u64()
+        .unwrap_or(0);
+    Some(if reasoning > completion {
+        completion.saturating_add(reasoning)
+    } else {
+        completion
+    })
 }
 
 /// Why a single attempt failed, and whether another may succeed.
@@ -343,11 +545,20 @@ fn redact(text: &str, secret: Option<&str>) -> String {
 }
 
 fn classify(
+    model: &str,
     status: reqwest::StatusCode,
     body: &str,
     retry_after: Option<Duration>,
 ) -> AttemptFailure {
     let detail: String = body.chars().take(300).collect();
+    if matches!(status.as_u16(), 400 | 422)
+        && let Some(param) = unsupported_parameter(body)
+    {
+        return AttemptFailure::Fatal(LlmError::Permanent(format!(
+            "model {model:?} does not take the parameter {param:?}{}; the provider said ({status}): {detail}",
+            parameter_fix(&param),
+        )));
+    }
     match status.as_u16() {
         429 if body.contains("insufficient_quota") => AttemptFailure::Fatal(LlmError::Permanent(
             format!("provider quota exhausted: {detail}"),
@@ -372,6 +583,48 @@ fn classify(
     }
 }
 
+/// The parameter an OpenAI-style refusal names as one the model does not
+/// take. The API reference's error object
+/// (<https://platform.openai.com/docs/guides/error-codes>) says so with
+/// `code` `unsupported_parameter` (a field the model never takes, e.g.
+/// `max_tokens` on a reasoning model) or `unsupported_value` (a value it
+/// refuses, e.g. any `temperature` but the default), and names the field in
+/// `param`; a server that leaves `param` out still quotes it in the message
+/// ("Unsupported parameter: 'max_tokens' is not supported with this model").
+fn unsupported_parameter(body: &str) -> Option<String> {
+    let value: Value = serde_json::from_str(body).ok()?;
+    let error = value.get("error")?;
+    let code = error["code"].as_str().unwrap_or_default();
+    let message = error["message"].as_str().unwrap_or_default();
+    let unsupported = matches!(code, "unsupported_parameter" | "unsupported_value")
+        || message.starts_with("Unsupported parameter")
+        || message.starts_with("Unsupported value");
+    if !unsupported {
+        return None;
+    }
+    let quoted = || message.split('\'').nth(1).map(str::to_string);
+    error["param"]
+        .as_str()
+        .map(str::to_string)
+        .or_else(quoted)
+        .filter(|p| !p.is_empty() && p.len() <= 100)
+}
+
+/// What to change in the model's registration so the parameter is not sent.
+fn parameter_fix(param: &str) -> &'static str {
+    match param {
+        "max_tokens" => {
+            " (it reads max_completion_tokens: register it again without --token-limit-param max_tokens)"
+        }
+        "max_completion_tokens" => " (register it again with --token-limit-param max_tokens)",
+        "temperature" | "top_p" => {
+            " (a reasoning model takes no sampling parameters: register it again with --reasoning)"
+        }
+        "reasoning_effort" => " (register it again without --reasoning-effort)",
+        _ => "",
+    }
+}
+
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     headers
         .get(reqwest::header::RETRY_AFTER)?
@@ -393,7 +646,11 @@ impl OpenAiProvider {
         Ok(Self { http, settings })
     }
 
-    async fn attempt(&self, body: &serde_json::Value) -> Result<Collected, AttemptFailure> {
+    async fn attempt(
+        &self,
+        model: &str,
+        body: &serde_json::Value,
+    ) -> Result<Collected, AttemptFailure> {
         let base = self.settings.base_url.trim_end_matches('/');
         let mut call = match self.settings.dialect {
             Dialect::OpenAi => {
@@ -431,14 +688,20 @@ impl OpenAiProvider {
                 message: format!("connection: {e}"),
                 after: None,
             })?;
+        let limits = &self.settings.limits;
         let status = response.status();
         if !status.is_success() {
             let after = retry_after(response.headers());
-            let body = response.text().await.unwrap_or_default();
+            let body = match read_capped(response, limits.max_error_body_bytes).await {
+                Ok(body) => String::from_utf8_lossy(&body).into_owned(),
+                Err(Unread::TooLarge) => return Err(Cap::ErrorBody.exceeded(model, limits)),
+                // The refusal is what matters; its unreadable body says nothing.
+                Err(Unread::Broken(_)) => String::new(),
+            };
             // Some providers echo the key they were sent in their refusal;
             // the body goes into job errors and logs, the key must not.
             let body = redact(&body, self.settings.api_key.as_deref());
-            return Err(classify(status, &body, after));
+            return Err(classify(model, status, &body, after));
         }
         let streamed = response
             .headers()
@@ -446,12 +709,18 @@ impl OpenAiProvider {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if !streamed {
-            let text = response.text().await.map_err(|e| AttemptFailure::Retry {
-                message: format!("reading the reply: {e}"),
-                after: None,
-            })?;
+            let text = match read_capped(response, limits.max_reply_bytes).await {
+                Ok(text) => text,
+                Err(Unread::TooLarge) => return Err(Cap::Reply.exceeded(model, limits)),
+                Err(Unread::Broken(e)) => {
+                    return Err(AttemptFailure::Retry {
+                        message: format!("reading the reply: {e}"),
+                        after: None,
+                    });
+                }
+            };
             let value: serde_json::Value =
-                serde_json::from_str(&text).map_err(|e| AttemptFailure::Retry {
+                serde_json::from_slice(&text).map_err(|e| AttemptFailure::Retry {
                     message: format!("the provider's reply is not JSON: {e}"),
                     after: None,
                 })?;
@@ -459,31 +728,84 @@ impl OpenAiProvider {
             collected.absorb(value);
             return Ok(collected);
         }
-        read_stream(response).await
+        read_stream(response, model, limits).await
     }
 }
 
-/// Collects a server-sent event stream up to its end marker.
-async fn read_stream(response: reqwest::Response) -> Result<Collected, AttemptFailure> {
+/// Why a body was not read whole.
+enum Unread {
+    /// It is, or says it is, longer than the cap; nothing past the cap was read.
+    TooLarge,
+    Broken(reqwest::Error),
+}
+
+/// A whole body, read chunk by chunk and refused as soon as it is longer
+/// than `cap` bytes (or its `Content-Length` says it will be), never held
+/// past the cap.
+async fn read_capped(response: reqwest::Response, cap: usize) -> Result<Vec<u8>, Unread> {
+    let announced = response.content_length();
+    if announced.is_some_and(|n| n > cap as u64) {
+        return Err(Unread::TooLarge);
+    }
+    let mut body = Vec::with_capacity(announced.map_or(0, |n| n as usize).min(cap));
+    let mut chunks = response.bytes_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(Unread::Broken)?;
+        if chunk.len() > cap - body.len() {
+            return Err(Unread::TooLarge);
+        }
+        // Doubling, but never past the cap: a body just under it must not
+        // hold twice its size.
+        let needed = body.len() + chunk.len();
+        if needed > body.capacity() {
+            let target = needed.max(body.capacity().saturating_mul(2)).min(cap);
+            body.reserve_exact(target - body.len());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// Collects a server-sent event stream up to its end marker, holding at
+/// most `limits` of it.
+async fn read_stream(
+    response: reqwest::Response,
+    model: &str,
+    limits: &ReplyLimits,
+) -> Result<Collected, AttemptFailure> {
     let mut collected = Collected::default();
     let mut bytes = response.bytes_stream();
-    let mut lines = Lines::default();
+    let mut lines = Lines::new(limits.max_line_bytes);
+    let mut received = 0usize;
     while let Some(chunk) = bytes.next().await {
         let chunk = chunk.map_err(|e| AttemptFailure::Retry {
             message: format!("the stream broke: {e}"),
             after: None,
         })?;
+        received = received.saturating_add(chunk.len());
+        if received > limits.max_reply_bytes {
+            return Err(Cap::Reply.exceeded(model, limits));
+        }
         lines.push(&chunk);
-        while let Some(line) = lines.next_line() {
-            let Some(data) = line.strip_prefix("data:") else {
+        while let Some(line) = lines
+            .next_line()
+            .map_err(|LineTooLong| Cap::Line.exceeded(model, limits))?
+        {
+            // Only data lines are decoded: blank lines, comments and
+            // `event:` lines cost a scan and nothing more.
+            let Some(data) = line.trim_ascii().strip_prefix(b"data:") else {
                 continue;
             };
+            let data = String::from_utf8_lossy(data);
             let data = data.trim();
             if data == "[DONE]"
                 || data.contains("\"type\":\"message_stop\"")
                 || data.contains("\"type\": \"message_stop\"")
             {
                 return Ok(collected);
+            }
+            if collected.raw_events.len() >= limits.max_events {
+                return Err(Cap::Events.exceeded(model, limits));
             }
             match serde_json::from_str(data) {
                 Ok(event) => collected.absorb(event),
@@ -495,23 +817,73 @@ async fn read_stream(response: reqwest::Response) -> Result<Collected, AttemptFa
     Ok(collected)
 }
 
+/// A line longer than its cap, whole or still arriving.
+struct LineTooLong;
+
 /// A byte stream cut into lines, each decoded only once whole: a network
-/// chunk may end inside a multi-byte character.
-#[derive(Default)]
+/// chunk may end inside a multi-byte character. Linear in the bytes pushed:
+/// each byte is scanned for a newline once, however many chunks a line
+/// takes, and a line's bytes are dropped once, when the next chunk comes.
 struct Lines {
-    pending: Vec<u8>,
+    buffer: Vec<u8>,
+    /// Where the line being assembled starts in `buffer`.
+    start: usize,
+    /// `buffer[start..scanned]` is known to hold no newline.
+    scanned: usize,
+    /// The longest line held, whole or not.
+    max_line: usize,
+    /// Bytes looked at for a newline, all told.
+    #[cfg(test)]
+    examined: usize,
 }
 
 impl Lines {
-    fn push(&mut self, chunk: &[u8]) {
-        self.pending.extend_from_slice(chunk);
+    fn new(max_line: usize) -> Self {
+        Self {
+            buffer: Vec::new(),
+            start: 0,
+            scanned: 0,
+            max_line,
+            #[cfg(test)]
+            examined: 0,
+        }
     }
 
-    /// The next whole line, trimmed.
-    fn next_line(&mut self) -> Option<String> {
-        let end = self.pending.iter().position(|b| *b == b'\n')?;
-        let line: Vec<u8> = self.pending.drain(..=end).collect();
-        Some(String::from_utf8_lossy(&line).trim().to_string())
+    fn push(&mut self, chunk: &[u8]) {
+        // The lines already taken go; what is left is the line being
+        // assembled, which is at most `max_line` bytes.
+        if self.start > 0 {
+            self.buffer.drain(..self.start);
+            self.scanned -= self.start;
+            self.start = 0;
+        }
+        self.buffer.extend_from_slice(chunk);
+    }
+
+    /// The next whole line, without its newline; an error once the line
+    /// being assembled is longer than the cap.
+    fn next_line(&mut self) -> Result<Option<&[u8]>, LineTooLong> {
+        let found = self.buffer[self.scanned..].iter().position(|b| *b == b'\n');
+        #[cfg(test)]
+        {
+            self.examined += found.map_or(self.buffer.len() - self.scanned, |at| at + 1);
+        }
+        let Some(offset) = found else {
+            self.scanned = self.buffer.len();
+            return if self.scanned - self.start > self.max_line {
+                Err(LineTooLong)
+            } else {
+                Ok(None)
+            };
+        };
+        let end = self.scanned + offset;
+        if end - self.start > self.max_line {
+            return Err(LineTooLong);
+        }
+        let start = self.start;
+        self.start = end + 1;
+        self.scanned = self.start;
+        Ok(Some(&self.buffer[start..end]))
     }
 }
 
@@ -519,11 +891,7 @@ impl Lines {
 impl ModelProvider for OpenAiProvider {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         use backon::Retryable;
-        let body = request_body(
-            self.settings.dialect,
-            self.settings.structured_output,
-            request,
-        );
+        let body = request_body(&self.settings, request);
         let base = self.settings.retry_base;
         // retry_base, doubling up to 256 times it, each wait stretched at
         // random by up to as much again so replicas throttled together do not
@@ -536,7 +904,7 @@ impl ModelProvider for OpenAiProvider {
             .with_jitter();
         // Retries so far, shared by `adjust` and `notify` (the future must be Send).
         let retries = AtomicU32::new(0);
-        let outcome = (|| self.attempt(&body))
+        let outcome = (|| self.attempt(&request.model, &body))
             .retry(backoff)
             .when(|failure| matches!(failure, AttemptFailure::Retry { .. }))
             .adjust(|failure, delay| {
@@ -617,15 +985,219 @@ mod tests {
         }
     }
 
+    /// Settings of `dialect` asking for structure as `structured` does.
+    fn wire(dialect: Dialect, structured: StructuredOutput) -> OpenAiSettings {
+        OpenAiSettings {
+            dialect,
+            structured_output: structured,
+            ..OpenAiSettings::default()
+        }
+    }
+
     #[test]
     fn a_steps_temperature_reaches_both_dialects_only_when_set() {
         for dialect in [Dialect::OpenAi, Dialect::Anthropic] {
-            let body = request_body(dialect, StructuredOutput::default(), &request(Some(0.2)));
+            let settings = wire(dialect, StructuredOutput::default());
+            let body = request_body(&settings, &request(Some(0.2)));
             assert_eq!(body["temperature"], serde_json::json!(0.2), "{dialect:?}");
-            assert_eq!(body["max_tokens"], serde_json::json!(300));
-            let body = request_body(dialect, StructuredOutput::default(), &request(None));
+            let body = request_body(&settings, &request(None));
             assert!(body.get("temperature").is_none(), "{dialect:?}: {body}");
         }
+    }
+
+    #[test]
+    fn the_output_limit_goes_in_max_completion_tokens_unless_the_row_says_max_tokens() {
+        let openai = |token_limit_param| OpenAiSettings {
+            token_limit_param,
+            ..OpenAiSettings::default()
+        };
+        let body = request_body(&openai(TokenLimitParam::default()), &request(None));
+        assert_eq!(body["max_completion_tokens"], json!(300));
+        assert!(body.get("max_tokens").is_none(), "{body}");
+        let body = request_body(&openai(TokenLimitParam::MaxTokens), &request(None));
+        assert_eq!(body["max_tokens"], json!(300));
+        assert!(body.get("max_completion_tokens").is_none(), "{body}");
+        // Anthropic's Messages API has `max_tokens` only, and requires it.
+        for token_limit_param in TokenLimitParam::ALL {
+            let body = request_body(
+                &OpenAiSettings {
+                    dialect: Dialect::Anthropic,
+                    ..openai(token_limit_param)
+                },
+                &request(None),
+            );
+            assert_eq!(body["max_tokens"], json!(300));
+            assert!(body.get("max_completion_tokens").is_none(), "{body}");
+        }
+    }
+
+    #[test]
+    fn a_reasoning_model_gets_no_sampling_parameters_and_its_effort() {
+        let reasoning = |effort: Option<&str>| OpenAiSettings {
+            reasoning: true,
+            reasoning_effort: effort.map(str::to_string),
+            ..OpenAiSettings::default()
+        };
+        let body = request_body(&reasoning(Some("low")), &request(Some(0.2)));
+        assert!(body.get("temperature").is_none(), "{body}");
+        assert!(body.get("top_p").is_none(), "{body}");
+        assert_eq!(body["reasoning_effort"], "low");
+        assert_eq!(body["max_completion_tokens"], json!(300));
+        let body = request_body(&reasoning(None), &request(Some(0.2)));
+        assert!(body.get("reasoning_effort").is_none(), "{body}");
+        assert!(body.get("temperature").is_none(), "{body}");
+        // Only a reasoning model is sent an effort.
+        let body = request_body(
+            &OpenAiSettings {
+                reasoning_effort: Some("high".into()),
+                ..OpenAiSettings::default()
+            },
+            &request(Some(0.2)),
+        );
+        assert!(body.get("reasoning_effort").is_none(), "{body}");
+        assert_eq!(body["temperature"], json!(0.2));
+    }
+
+    #[test]
+    fn a_rows_token_limit_param_is_read_and_an_unknown_one_named() {
+        let of = |config: Value| TokenLimitParam::of_model_config(&config);
+        assert_eq!(of(json!({})), Ok(TokenLimitParam::MaxCompletionTokens));
+        assert_eq!(
+            of(json!({"token_limit_param": null})),
+            Ok(TokenLimitParam::MaxCompletionTokens)
+        );
+        assert_eq!(
+            of(json!({"token_limit_param": "max_tokens"})),
+            Ok(TokenLimitParam::MaxTokens)
+        );
+        assert_eq!(
+            of(json!({"token_limit_param": "max_completion_tokens"})),
+            Ok(TokenLimitParam::MaxCompletionTokens)
+        );
+        let unknown = of(json!({"token_limit_param": "n_predict"})).expect_err("unknown");
+        assert!(unknown.to_string().contains("\"n_predict\""), "{unknown}");
+        assert!(of(json!({"token_limit_param": 3})).is_err());
+    }
+
+    #[test]
+    fn reasoning_tokens_are_output_tokens() {
+        // Chat Completions counts them inside completion_tokens.
+        let usage = json!({"prompt_tokens": 10, "completion_tokens": 900,
+            "completion_tokens_details": {"reasoning_tokens": 768}});
+        assert_eq!(output_tokens(&usage), Some(900));
+        // A server that counts them apart: both are billed.
+        let apart = json!({"completion_tokens": 132,
+            "completion_tokens_details": {"reasoning_tokens": 768}});
+        assert_eq!(output_tokens(&apart), Some(900));
+        assert_eq!(output_tokens(&json!({"completion_tokens": 7})), Some(7));
+        assert_eq!(output_tokens(&json!({})), None);
+    }
+
+    #[test]
+    fn an_unsupported_parameter_is_named_with_the_model_and_the_fix() {
+        let refusal = r#"{"error":{"message":"Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}"#;
+        let status = reqwest::StatusCode::BAD_REQUEST;
+        let AttemptFailure::Fatal(LlmError::Permanent(message)) =
+            classify("gpt-5", status, refusal, None)
+        else {
+            panic!("not permanent");
+        };
+        assert!(
+            message.contains("model \"gpt-5\" does not take the parameter \"max_tokens\"")
+                && message.contains("--token-limit-param"),
+            "{message}"
+        );
+        // Without `param`, the message's quotes name it.
+        let unnamed = r#"{"error":{"message":"Unsupported value: 'temperature' does not support 0.2 with this model. Only the default (1) value is supported.","type":"invalid_request_error"}}"#;
+        assert_eq!(
+            unsupported_parameter(unnamed).as_deref(),
+            Some("temperature")
+        );
+        let AttemptFailure::Fatal(LlmError::Permanent(message)) =
+            classify("o3", status, unnamed, None)
+        else {
+            panic!("not permanent");
+        };
+        assert!(
+            message.contains("\"temperature\"") && message.contains("--reasoning"),
+            "{message}"
+        );
+        // Another 400 is a plain refusal.
+        assert_eq!(
+            unsupported_parameter(r#"{"error":{"message":"bad"}}"#),
+            None
+        );
+        assert_eq!(unsupported_parameter("not json"), None);
+    }
+
+    /// Feeds `chunks` to a scanner and returns its lines.
+    fn scan(chunks: &[&[u8]], max_line: usize) -> Result<Vec<String>, ()> {
+        let mut lines = Lines::new(max_line);
+        let mut out = Vec::new();
+        for chunk in chunks {
+            lines.push(chunk);
+            while let Some(line) = lines.next_line().map_err(|LineTooLong| ())? {
+                out.push(String::from_utf8_lossy(line).trim().to_string());
+            }
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn lines_come_whole_across_chunks_and_a_long_one_is_refused() {
+        assert_eq!(
+            scan(&[b"data: a", b"b\n\nda", b"ta: c\r\n", b"x"], 16),
+            Ok(vec!["data: ab".into(), "".into(), "data: c".into()])
+        );
+        // 16 bytes is the cap; 17 without a newline yet, or with one, is over.
+        assert!(scan(&[b"0123456789abcdef\n"], 16).is_ok());
+        assert!(scan(&[b"0123456789", b"abcdefg"], 16).is_err());
+        assert!(scan(&[b"0123456789abcdefg\n"], 16).is_err());
+        assert!(scan(&[b"0123\n", b"456789abcdef\n"], 12).is_ok());
+    }
+
+    #[test]
+    fn a_long_line_in_small_chunks_is_scanned_once() {
+        // One 4 MiB line in 4 KiB chunks: rescanning from the line's start
+        // after every chunk would look at 2 GiB; scanning each byte once, 4 MiB.
+        let chunk = vec![b'x'; 4096];
+        let mut lines = Lines::new(8 << 20);
+        for _ in 0..1024 {
+            lines.push(&chunk);
+            assert!(matches!(lines.next_line(), Ok(None)));
+        }
+        lines.push(b"\n");
+        assert_eq!(
+            lines.next_line().ok().flatten().map(<[u8]>::len),
+            Some(4 << 20)
+        );
+        assert_eq!(lines.examined, (4 << 20) + 1);
+        // Many lines in one chunk: each byte once too.
+        let mut lines = Lines::new(8 << 20);
+        lines.push(&b"data: x\n".repeat(10_000));
+        let mut count = 0;
+        while let Ok(Some(_)) = lines.next_line() {
+            count += 1;
+        }
+        assert_eq!((count, lines.examined), (10_000, 80_000));
+    }
+
+    #[test]
+    fn the_caps_name_their_setting_and_size() {
+        assert_eq!(bytes_text(8 << 20), "8 MiB (8388608 bytes)");
+        assert_eq!(bytes_text(64 << 10), "64 KiB (65536 bytes)");
+        assert_eq!(bytes_text(1000), "1000 bytes");
+        let AttemptFailure::Fatal(LlmError::Permanent(message)) =
+            Cap::Line.exceeded("gpt-x", &ReplyLimits::default())
+        else {
+            panic!("not permanent");
+        };
+        assert!(
+            message.starts_with("reply too large: model \"gpt-x\"")
+                && message.contains("8 MiB")
+                && message.contains("executor.max_reply_line_bytes"),
+            "{message}"
+        );
     }
 
     fn with_schema(schema: Value) -> ChatRequest {
@@ -652,8 +1224,7 @@ mod tests {
     fn json_schema_names_the_output_and_asks_strict_only_of_a_strict_schema() {
         for (schema, strict) in [(open_schema(), false), (strict_schema(), true)] {
             let body = request_body(
-                Dialect::OpenAi,
-                StructuredOutput::JsonSchema,
+                &wire(Dialect::OpenAi, StructuredOutput::JsonSchema),
                 &with_schema(schema.clone()),
             );
             assert_eq!(
@@ -670,7 +1241,7 @@ mod tests {
     #[test]
     fn the_other_openai_dialects_send_their_own_response_format() {
         let request = with_schema(open_schema());
-        let format = |structured| request_body(Dialect::OpenAi, structured, &request);
+        let format = |structured| request_body(&wire(Dialect::OpenAi, structured), &request);
         assert_eq!(
             format(StructuredOutput::JsonObjectSchema)["response_format"],
             json!({"type": "json_object", "schema": open_schema()})
@@ -691,7 +1262,7 @@ mod tests {
             StructuredOutput::JsonObjectSchema,
             StructuredOutput::JsonObject,
         ] {
-            let body = request_body(Dialect::Anthropic, structured, &request);
+            let body = request_body(&wire(Dialect::Anthropic, structured), &request);
             assert_eq!(
                 body["tools"],
                 json!([{
@@ -707,7 +1278,7 @@ mod tests {
             );
             assert!(body.get("response_format").is_none());
         }
-        let body = request_body(Dialect::Anthropic, StructuredOutput::None, &request);
+        let body = request_body(&wire(Dialect::Anthropic, StructuredOutput::None), &request);
         assert!(
             body.get("tools").is_none() && body.get("tool_choice").is_none(),
             "{body}"
@@ -718,7 +1289,7 @@ mod tests {
     fn a_request_without_a_schema_asks_for_no_structure() {
         for dialect in [Dialect::OpenAi, Dialect::Anthropic] {
             for structured in StructuredOutput::ALL {
-                let body = request_body(dialect, structured, &request(None));
+                let body = request_body(&wire(dialect, structured), &request(None));
                 for key in ["response_format", "tools", "tool_choice"] {
                     assert!(body.get(key).is_none(), "{dialect:?} {structured}: {body}");
                 }

@@ -84,6 +84,10 @@ async fn a_streamed_message_is_buffered_with_usage_and_stop_reason() {
         .map(|m| m["role"].as_str().unwrap_or_default())
         .collect();
     assert_eq!(roles, ["user", "assistant", "user"], "turns alternate");
+    // The Messages API reference (https://docs.anthropic.com/en/api/messages):
+    // `max_tokens` is required, and the only output limit it has.
+    assert_eq!(body["max_tokens"], 64);
+    assert!(body.get("max_completion_tokens").is_none(), "{body}");
 }
 
 #[tokio::test]

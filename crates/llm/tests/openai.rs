@@ -7,7 +7,7 @@ mod support;
 use dialectic_core::prompt::{ChatRequest, Message};
 use dialectic_llm::{FinishReason, LlmError, ModelProvider, OpenAiProvider, OpenAiSettings};
 use std::time::Duration;
-use support::{http, serve, sse};
+use support::{http, serve, serve_fn, sse};
 
 fn client(url: &str) -> OpenAiProvider {
     OpenAiProvider::new(OpenAiSettings {
@@ -74,7 +74,12 @@ async fn a_streamed_reply_is_buffered_with_exact_usage() {
         .map(|m| m["role"].as_str().unwrap_or_default())
         .collect();
     assert_eq!(roles, ["system", "user", "assistant", "user"]);
-    assert_eq!(body["max_tokens"], 64);
+    // The OpenAI Chat Completions API reference
+    // (https://platform.openai.com/docs/api-reference/chat/create):
+    // `max_completion_tokens` bounds the reply; `max_tokens` is deprecated
+    // and "not compatible with o-series models".
+    assert_eq!(body["max_completion_tokens"], 64);
+    assert!(body.get("max_tokens").is_none(), "{body}");
     assert_eq!(body["stream"], true);
 }
 
@@ -318,5 +323,183 @@ async fn a_model_rows_structured_output_reaches_the_wire() {
     assert_eq!(
         body["response_format"],
         serde_json::json!({"type": "json_object"})
+    );
+}
+
+/// The JSON body of a raw request the fake server saw.
+fn sent_body(raw: &str) -> serde_json::Value {
+    serde_json::from_str(&raw[raw.find("\r\n\r\n").expect("body") + 4..]).expect("json")
+}
+
+/// A reasoning model's reply as the Chat Completions reference
+/// (https://platform.openai.com/docs/api-reference/chat/object) writes its
+/// usage: the hidden reasoning is inside `completion_tokens` and broken out
+/// in `completion_tokens_details.reasoning_tokens`.
+const REASONING_USAGE: &str = r#"{"choices":[],"usage":{"prompt_tokens":42,"completion_tokens":900,"completion_tokens_details":{"reasoning_tokens":768}}}"#;
+
+/// A server that answers as OpenAI's API answers a reasoning model
+/// (o-series, GPT-5): a request with `max_tokens` is refused with the
+/// error object the API reference documents
+/// (https://platform.openai.com/docs/guides/error-codes; this is the body it
+/// sends, `code` `unsupported_parameter`), so is one with a `temperature`
+/// (`unsupported_value`: only the default is supported); any other is
+/// answered.
+async fn openai_reasoning_model() -> support::FakeServer {
+    serve_fn(|raw| {
+        let body = sent_body(raw);
+        let refusal = |param: &str, code: &str, message: &str| {
+            let error = serde_json::json!({"error": {
+                "message": message, "type": "invalid_request_error",
+                "param": param, "code": code,
+            }});
+            http("400 Bad Request", "application/json", "", &error.to_string())
+        };
+        Some(if body.get("max_tokens").is_some() {
+            refusal(
+                "max_tokens",
+                "unsupported_parameter",
+                "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+            )
+        } else if body.get("temperature").is_some() {
+            refusal(
+                "temperature",
+                "unsupported_value",
+                "Unsupported value: 'temperature' does not support 0.2 with this model. Only the default (1) value is supported.",
+            )
+        } else {
+            sse(&[CHUNK_A, CHUNK_B, REASONING_USAGE, "[DONE]"])
+        })
+    })
+    .await
+}
+
+/// The provider a model row with `config` gets, on `url`.
+fn provider_of(url: &str, mut config: serde_json::Value) -> std::sync::Arc<dyn ModelProvider> {
+    use dialectic_llm::{ProviderConfig, SimulatedSettings, provider_for};
+    config["base_url"] = url.into();
+    provider_for(
+        "openai",
+        &SimulatedSettings::default(),
+        &ProviderConfig::from_row(&config, None, &[]),
+    )
+    .expect("provider")
+}
+
+fn reasoning_request(temperature: Option<f64>) -> ChatRequest {
+    ChatRequest {
+        model: "gpt-5-mini".into(),
+        temperature,
+        ..request()
+    }
+}
+
+#[tokio::test]
+async fn the_max_tokens_refusal_cannot_happen_with_the_default_dialect() {
+    let server = openai_reasoning_model().await;
+    let reply = provider_of(&server.url, serde_json::json!({}))
+        .chat(&reasoning_request(None))
+        .await
+        .expect("a default row is answered");
+    assert_eq!(reply.text, "{\"content\": \"Hello\"}");
+    // Reasoning is output: all 900 completion tokens are billed.
+    assert_eq!((reply.input_tokens, reply.output_tokens), (42, 900));
+    let body = sent_body(&server.requests.lock().expect("lock")[0]);
+    assert_eq!(body["max_completion_tokens"], 64);
+    assert!(body.get("max_tokens").is_none(), "{body}");
+}
+
+#[tokio::test]
+async fn a_row_that_asks_for_max_tokens_sends_it_and_its_refusal_is_permanent_and_named() {
+    let server = openai_reasoning_model().await;
+    let error = provider_of(
+        &server.url,
+        serde_json::json!({"token_limit_param": "max_tokens"}),
+    )
+    .chat(&reasoning_request(None))
+    .await
+    .expect_err("refused");
+    let LlmError::Permanent(message) = &error else {
+        panic!("a refusal that cannot pass is not retryable: {error}");
+    };
+    assert!(
+        message.contains("model \"gpt-5-mini\" does not take the parameter \"max_tokens\"")
+            && message.contains("--token-limit-param"),
+        "{message}"
+    );
+    let sent = server.requests.lock().expect("lock").clone();
+    assert_eq!(sent.len(), 1, "not retried");
+    let body = sent_body(&sent[0]);
+    assert_eq!(body["max_tokens"], 64);
+    assert!(body.get("max_completion_tokens").is_none(), "{body}");
+}
+
+#[tokio::test]
+async fn a_reasoning_model_is_sent_no_temperature_and_its_effort() {
+    let server = openai_reasoning_model().await;
+    let reasoning = serde_json::json!({"reasoning": true, "reasoning_effort": "low"});
+    let reply = provider_of(&server.url, reasoning)
+        .chat(&reasoning_request(Some(0.2)))
+        .await
+        .expect("answered");
+    assert_eq!(reply.output_tokens, 900);
+    let body = sent_body(&server.requests.lock().expect("lock")[0]);
+    // The reference: reasoning models take `reasoning_effort`, and refuse
+    // sampling parameters (`temperature`, `top_p`) but at their defaults.
+    assert!(body.get("temperature").is_none(), "{body}");
+    assert!(body.get("top_p").is_none(), "{body}");
+    assert_eq!(body["reasoning_effort"], "low");
+
+    // The same step on a row that does not say so: the step's temperature
+    // goes out, and the refusal names it and the fix.
+    let plain = openai_reasoning_model().await;
+    let error = provider_of(&plain.url, serde_json::json!({}))
+        .chat(&reasoning_request(Some(0.2)))
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(&error, LlmError::Permanent(m)
+            if m.contains("\"temperature\"") && m.contains("gpt-5-mini") && m.contains("--reasoning")),
+        "{error}"
+    );
+    assert_eq!(plain.requests.lock().expect("lock").len(), 1, "not retried");
+}
+
+#[tokio::test]
+async fn a_row_naming_an_unknown_token_limit_param_gets_no_provider() {
+    use dialectic_llm::{ProviderConfig, SimulatedSettings, provider_for};
+    let config = ProviderConfig::from_row(
+        &serde_json::json!({"token_limit_param": "n_predict"}),
+        None,
+        &[],
+    );
+    let error = provider_for("openai-compatible", &SimulatedSettings::default(), &config)
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(&error, LlmError::Permanent(m) if m.contains("\"n_predict\"") && m.contains("max_completion_tokens")),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_of_more_events_than_the_cap_is_refused() {
+    let events = "data: {}\n\n".repeat(20);
+    let server = serve(vec![http("200 OK", "text/event-stream", "", &events)]).await;
+    let provider = OpenAiProvider::new(OpenAiSettings {
+        base_url: server.url.clone(),
+        limits: dialectic_llm::ReplyLimits {
+            max_events: 10,
+            ..Default::default()
+        },
+        ..OpenAiSettings::default()
+    })
+    .expect("client");
+    let error = provider
+        .chat(&request())
+        .await
+        .expect_err("too many events");
+    assert!(
+        matches!(&error, LlmError::Permanent(m) if m.contains("10 events") && m.contains("executor.max_reply_events")),
+        "{error}"
     );
 }
