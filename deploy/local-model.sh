@@ -87,11 +87,13 @@ start() {
     # Loopback only; one model, its alias the name dialectic registers. A new
     # request must queue, not cut off the one being generated (the server's
     # default): two clients (a test and a bench, two executors) otherwise
-    # truncate each other's replies to nothing.
+    # truncate each other's replies to nothing. The server must not inherit
+    # the install lock (fd 9): it would hold it for its whole life, and the
+    # next `up` (CI beside a developer's shell) would wait on it for ever.
     nohup "$VENV/bin/python" -m llama_cpp.server --model "$model" --model_alias "$NAME" \
         --host 127.0.0.1 --port "$PORT" --n_ctx "$CONTEXT" --n_threads "$(nproc)" \
         --interrupt_requests False \
-        </dev/null >"$LOG" 2>&1 &
+        </dev/null >"$LOG" 2>&1 9>&- &
     echo $! >"$PID_FILE"
     for _ in $(seq 1 120); do
         answers && { log "ready at $URL"; return 0; }
