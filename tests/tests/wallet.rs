@@ -427,8 +427,10 @@ async fn a_session_pauses_when_the_wallet_runs_dry_and_resumes_after_a_credit() 
         .await
         .expect("session")
         .into_inner();
+    // The notice names the wait and the command that ends it.
     assert!(
-        shown.notice.contains("insufficient balance"),
+        shown.notice.contains("insufficient balance")
+            && shown.notice.contains("dialecticd admin credit --user "),
         "{}",
         shown.notice
     );

@@ -9,7 +9,7 @@ pub use machine::{
     InvalidTransition, SessionEffect, SessionEvent, SessionState, Transition, transition,
     waits_right_after,
 };
-pub use notice::{FailedJob, failed_stage_notice, retry_command};
+pub use notice::{FailedJob, credit_command, failed_stage_notice, funds_notice, retry_command};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum SessionStatus {

@@ -13,7 +13,7 @@ use dialectic_core::job::JobStatus;
 use dialectic_core::paths::{FileKind, PathContext};
 use dialectic_core::position::{Position, StepTally, item_documents};
 use dialectic_core::progress::EventKind;
-use dialectic_core::session::{SessionStatus, failed_stage_notice};
+use dialectic_core::session::{SessionStatus, failed_stage_notice, funds_notice};
 use dialectic_core::slug::slugify;
 use dialectic_proto::v1::dialectic_service_server::DialecticService;
 use dialectic_proto::v1::executor::executor_service_client::ExecutorServiceClient;
@@ -439,9 +439,7 @@ impl Gateway {
                 .sum();
             let notice = match self.failed_stage_notice(&row).await? {
                 Some(failed) => failed,
-                None if paused > 0 => format!(
-                    "waiting for funds: {paused} job(s) paused, insufficient balance; they resume once the wallet is credited"
-                ),
+                None if paused > 0 => funds_notice(paused, &row.user_id.to_string()),
                 None => convert::low_confidence_notice(
                     &gates::kept_low(self.store.pool(), row.id).await?,
                 ),

@@ -1,6 +1,7 @@
 //! What a session that cannot move says about itself: a failed stage's
 //! notice names the step that failed, its last error and the command that
-//! runs it again, so a user polling the session never waits on nothing.
+//! runs it again, and a wait for funds the command that credits the wallet,
+//! so a user polling the session never waits on nothing.
 
 use crate::job::{JobEvent, JobStatus, JobType, retry_event};
 
@@ -74,6 +75,20 @@ impl FailedJob {
 /// The CLI command that runs a session's failed jobs again.
 pub fn retry_command(session_id: &str) -> String {
     format!("dialectic session retry --session {session_id}")
+}
+
+/// The command an operator credits a user's wallet with (administrators
+/// may also call CreditWallet).
+pub fn credit_command(user_id: &str) -> String {
+    format!("dialecticd admin credit --user {user_id} --amount TOKENS --idempotency-key KEY")
+}
+
+/// The notice of a session whose jobs wait for funds.
+pub fn funds_notice(paused_jobs: i64, user_id: &str) -> String {
+    format!(
+        "waiting for funds: {paused_jobs} job(s) paused, insufficient balance; they resume by themselves once the wallet is credited (`dialectic wallet show` shows it; an administrator credits it with CreditWallet or `{}`)",
+        credit_command(user_id)
+    )
 }
 
 /// The notice of a session whose `stage` failed: the first failed step
@@ -189,6 +204,17 @@ mod tests {
             "{notice}"
         );
         assert!(!notice.contains("render") && !notice.contains("waited"));
+    }
+
+    #[test]
+    fn a_wait_for_funds_names_the_command_that_credits_the_wallet() {
+        assert_eq!(
+            funds_notice(2, "u1"),
+            "waiting for funds: 2 job(s) paused, insufficient balance; they resume by \
+             themselves once the wallet is credited (`dialectic wallet show` shows it; an \
+             administrator credits it with CreditWallet or `dialecticd admin credit --user u1 \
+             --amount TOKENS --idempotency-key KEY`)"
+        );
     }
 
     #[test]

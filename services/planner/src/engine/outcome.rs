@@ -10,7 +10,7 @@ use dialectic_core::job::{INSUFFICIENT_BALANCE, JobEvent, JobStatus, JobType};
 use dialectic_core::payload::JobPayload;
 use dialectic_core::progress::EventKind;
 use dialectic_core::recipe::RecipeStep;
-use dialectic_core::session::SessionEvent;
+use dialectic_core::session::{SessionEvent, credit_command};
 use dialectic_proto::v1::queue::{JobFailed, JobOutcome, JobSucceeded, job_outcome};
 use dialectic_store::jobs::{self, JobRow};
 use dialectic_store::sessions;
@@ -283,7 +283,8 @@ impl Engine {
                 session_status: session.status,
                 stage_slug: job.stage_slug.clone(),
                 message: format!(
-                    "paused: {reason}; credit the wallet and the work resumes by itself"
+                    "paused: {reason}; the work resumes by itself once the wallet is credited ({})",
+                    credit_command(&job.user_id.to_string())
                 ),
                 at_ms: now_ms(),
                 ..ProgressEvent::new(EventKind::WalletInsufficient, job.session_id.to_string())
