@@ -49,11 +49,13 @@ BIN="$CARGO_TARGET_DIR/debug"
 "$BIN/dialecticd" migrate
 if [ -n "$LOCAL_MODEL" ]; then
     # One call at a time: the server answers one request at a time anyway,
-    # and queued calls would spend their first-byte timeout waiting.
+    # and queued calls would spend their first-byte timeout waiting. The
+    # output limit goes in max_tokens: llama-cpp-python ignores
+    # max_completion_tokens and would write until its context is full.
     "$BIN/dialecticd" model add "$DIALECTIC_LOCAL_MODEL_NAME" --provider openai-compatible \
         --base-url "$DIALECTIC_LOCAL_MODEL_URL" --context-window "$DIALECTIC_LOCAL_MODEL_CONTEXT" \
         --max-output 1024 --structured-output json_object_schema --max-concurrency 1 \
-        --display-name "Local model (llama.cpp)"
+        --token-limit-param max_tokens --display-name "Local model (llama.cpp)"
 fi
 
 LOG="$STATE_DIR/dialecticd.log"

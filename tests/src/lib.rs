@@ -650,7 +650,8 @@ pub async fn upload_documents(
 
 /// Registers a model served by a llama.cpp server at `url` as
 /// `dialecticd model add --provider openai-compatible` does: one call at a
-/// time (the server answers one at a time) and `dialect` for its replies.
+/// time (the server answers one at a time), `dialect` for its replies and
+/// the output limit in `max_tokens`, the field llama-cpp-python reads.
 pub async fn register_llama_cpp_model(
     env: &TestEnv,
     name: &str,
@@ -674,6 +675,11 @@ pub async fn register_llama_cpp_model(
         input_cost: None,
         output_cost: None,
         tokenizer: "cl100k_base".into(),
+        // llama-cpp-python's server reads `max_tokens` only: it ignores
+        // `max_completion_tokens` and would write until the context is full.
+        token_limit_param: Some(dialectic_store::models::TokenLimitParam::MaxTokens),
+        reasoning: false,
+        reasoning_effort: None,
     };
     dialectic_store::models::register(env.store.pool(), &spec)
         .await

@@ -444,6 +444,33 @@ pub struct ExecutorConfig {
     /// comma-separated list.
     #[serde(deserialize_with = "prefix_list")]
     pub model_key_prefixes: Vec<String>,
+    /// The longest line of a provider's streamed reply, in bytes; past it
+    /// the call fails for good as "reply too large".
+    pub max_reply_line_bytes: u64,
+    /// The most bytes a provider's reply may have, streamed or whole.
+    pub max_reply_bytes: u64,
+    /// The most events a provider's streamed reply may have.
+    pub max_reply_events: u64,
+    /// The most bytes of a provider's refusal (a non-2xx status) read.
+    pub max_error_body_bytes: u64,
+}
+
+impl ExecutorConfig {
+    /// The reply caps, each at least 1 (0 would refuse every reply).
+    fn check_reply_caps(&self) -> Result<(), ConfigError> {
+        let caps = [
+            ("max_reply_line_bytes", self.max_reply_line_bytes),
+            ("max_reply_bytes", self.max_reply_bytes),
+            ("max_reply_events", self.max_reply_events),
+            ("max_error_body_bytes", self.max_error_body_bytes),
+        ];
+        match caps.into_iter().find(|(_, cap)| *cap == 0) {
+            Some((name, _)) => Err(ConfigError::Invalid(format!(
+                "executor.{name} must be at least 1 (it caps what a provider may send)"
+            ))),
+            None => Ok(()),
+        }
+    }
 }
 
 /// A list of prefixes as TOML gives it, or comma-separated as one
@@ -486,6 +513,10 @@ impl Default for ExecutorConfig {
             query_model: "simulated".into(),
             query_min_quote_chars: 20,
             model_key_prefixes: Vec::new(),
+            max_reply_line_bytes: 8 << 20,
+            max_reply_bytes: 32 << 20,
+            max_reply_events: 200_000,
+            max_error_body_bytes: 64 << 10,
         }
     }
 }
@@ -677,6 +708,7 @@ impl Settings {
         for prefix in &self.executor.model_key_prefixes {
             check_model_key_prefix(prefix)?;
         }
+        self.executor.check_reply_caps()?;
         if self.amqp.prefix.is_empty()
             || !self
                 .amqp
@@ -751,6 +783,25 @@ pub fn mask_url_password(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reply_cap_of_zero_is_refused_naming_it() {
+        let load = |set: &str| {
+            ConfigArgs {
+                overrides: vec![set.to_string()],
+                ..Default::default()
+            }
+            .load()
+        };
+        let refused = load("executor.max_reply_events=0").expect_err("zero");
+        assert!(
+            refused.to_string().contains("executor.max_reply_events"),
+            "{refused}"
+        );
+        let s = load("executor.max_reply_bytes=1048576").expect("a cap");
+        assert_eq!(s.executor.max_reply_bytes, 1 << 20);
+        assert_eq!(s.executor.max_reply_line_bytes, 8 << 20);
+    }
 
     #[test]
     fn layers_apply_in_order() {

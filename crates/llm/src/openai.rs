@@ -52,7 +52,7 @@ pub enum Dialect {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TokenLimitParam {
     /// Chat Completions' current field: OpenAI's reasoning models take no
-    /// other, and vLLM, Ollama and llama.cpp's `llama-server` read it too.
+    /// other.
     #[default]
     MaxCompletionTokens,
     /// The deprecated field, for a server that reads no other (the

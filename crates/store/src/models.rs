@@ -17,14 +17,63 @@ use std::str::FromStr;
 
 /// The `config` keys a registration owns: re-adding a model sets or clears
 /// each of them, and keeps any other key (`organization`, `embedder`).
-const MANAGED_KEYS: [&str; 6] = [
+const MANAGED_KEYS: [&str; 9] = [
     "base_url",
     "structured_output",
     "max_concurrency",
     "requests_per_minute",
     "tokens_per_minute",
     "fallback_model",
+    "token_limit_param",
+    "reasoning",
+    "reasoning_effort",
 ];
+
+/// The field an OpenAI-dialect request's output limit goes in
+/// (`config.token_limit_param`, read by the executor's client).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TokenLimitParam {
+    /// Chat Completions' current field, the only one OpenAI's reasoning
+    /// models take.
+    #[default]
+    MaxCompletionTokens,
+    /// The deprecated one, for a server that reads no other (llama-cpp-python's).
+    MaxTokens,
+}
+
+impl TokenLimitParam {
+    pub const ALL: [TokenLimitParam; 2] = [
+        TokenLimitParam::MaxCompletionTokens,
+        TokenLimitParam::MaxTokens,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TokenLimitParam::MaxCompletionTokens => "max_completion_tokens",
+            TokenLimitParam::MaxTokens => "max_tokens",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown token limit parameter {0:?}: use max_completion_tokens (the default) or max_tokens"
+)]
+pub struct UnknownTokenLimitParam(pub String);
+
+impl FromStr for TokenLimitParam {
+    type Err = UnknownTokenLimitParam;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.as_str() == text.trim())
+            .ok_or_else(|| UnknownTokenLimitParam(text.to_string()))
+    }
+}
+
+/// The `reasoning_effort` values OpenAI's Chat Completions reference lists.
+pub const REASONING_EFFORTS: [&str; 6] = ["none", "minimal", "low", "medium", "high", "xhigh"];
 
 const MAX_NAME_CHARS: usize = 200;
 
@@ -111,6 +160,14 @@ pub struct ModelSpec {
     pub output_cost: Option<f64>,
     /// The tokenizer the token counts use (the tokenizer crate validates the name).
     pub tokenizer: String,
+    /// OpenAI dialect: the field the output limit goes in; `max_completion_tokens`
+    /// when not given.
+    pub token_limit_param: Option<TokenLimitParam>,
+    /// OpenAI dialect: a reasoning model (the o-series, GPT-5), sent no
+    /// `temperature` or `top_p`.
+    pub reasoning: bool,
+    /// OpenAI dialect: a reasoning model's `reasoning_effort`.
+    pub reasoning_effort: Option<String>,
 }
 
 fn invalid(field: &'static str, reason: impl Into<String>) -> ModelError {
@@ -145,6 +202,40 @@ impl ModelSpec {
         }
         if self.tokenizer.trim().is_empty() {
             return Err(invalid("tokenizer", "must not be empty"));
+        }
+        self.check_wire()
+    }
+
+    /// The OpenAI dialect's settings: only on a provider that speaks it, an
+    /// effort only for a reasoning model, and one the API lists.
+    fn check_wire(&self) -> Result<(), ModelError> {
+        if self.provider == ProviderKind::Anthropic {
+            let set = [
+                ("token_limit_param", self.token_limit_param.is_some()),
+                ("reasoning", self.reasoning),
+                ("reasoning_effort", self.reasoning_effort.is_some()),
+            ];
+            if let Some((field, _)) = set.into_iter().find(|(_, set)| *set) {
+                return Err(invalid(
+                    field,
+                    "is the OpenAI dialect's; Anthropic's Messages API always takes max_tokens and no reasoning_effort",
+                ));
+            }
+        }
+        let Some(effort) = &self.reasoning_effort else {
+            return Ok(());
+        };
+        if !self.reasoning {
+            return Err(invalid(
+                "reasoning_effort",
+                "is sent to a reasoning model only: add --reasoning",
+            ));
+        }
+        if !REASONING_EFFORTS.contains(&effort.trim()) {
+            return Err(invalid(
+                "reasoning_effort",
+                format!("{effort:?} is not one of {}", REASONING_EFFORTS.join(", ")),
+            ));
         }
         Ok(())
     }
@@ -231,6 +322,17 @@ impl ModelSpec {
         set(
             "fallback_model",
             self.fallback.as_deref().map(|f| Value::from(f.trim())),
+        );
+        set(
+            "token_limit_param",
+            self.token_limit_param.map(|p| Value::from(p.as_str())),
+        );
+        set("reasoning", self.reasoning.then_some(Value::Bool(true)));
+        set(
+            "reasoning_effort",
+            self.reasoning_effort
+                .as_deref()
+                .map(|e| Value::from(e.trim())),
         );
         Value::Object(config)
     }
@@ -580,6 +682,11 @@ pub struct ModelSettings {
     pub max_concurrency: Option<u64>,
     pub requests_per_minute: Option<u64>,
     pub tokens_per_minute: Option<u64>,
+    /// The field an OpenAI-dialect request's output limit goes in: the
+    /// stored one, `max_completion_tokens` when none is stored.
+    pub token_limit_param: String,
+    pub reasoning: bool,
+    pub reasoning_effort: Option<String>,
 }
 
 impl ModelSettings {
@@ -598,6 +705,10 @@ impl ModelSettings {
             max_concurrency: number("max_concurrency"),
             requests_per_minute: number("requests_per_minute"),
             tokens_per_minute: number("tokens_per_minute"),
+            token_limit_param: text("token_limit_param")
+                .unwrap_or_else(|| TokenLimitParam::default().as_str().to_string()),
+            reasoning: config.get("reasoning").and_then(Value::as_bool) == Some(true),
+            reasoning_effort: text("reasoning_effort"),
         }
     }
 }
@@ -624,6 +735,9 @@ mod tests {
             input_cost: None,
             output_cost: Some(0.5),
             tokenizer: "cl100k_base".into(),
+            token_limit_param: Some(TokenLimitParam::MaxTokens),
+            reasoning: false,
+            reasoning_effort: None,
         }
     }
 
@@ -647,8 +761,43 @@ mod tests {
                 "max_concurrency": 2,
                 "tokens_per_minute": 100000,
                 "fallback_model": "simulated",
+                "token_limit_param": "max_tokens",
             })
         );
+        let mut reasoning = spec();
+        reasoning.provider = ProviderKind::OpenAi;
+        reasoning.token_limit_param = None;
+        reasoning.reasoning = true;
+        reasoning.reasoning_effort = Some("low".into());
+        reasoning.validate().expect("valid");
+        let config = reasoning.config();
+        assert_eq!(config["reasoning"], json!(true));
+        assert_eq!(config["reasoning_effort"], json!("low"));
+        assert!(config.get("token_limit_param").is_none(), "{config}");
+    }
+
+    #[test]
+    fn the_openai_wire_settings_are_checked() {
+        let (field, reason) = refused(|s| s.reasoning_effort = Some("low".into()));
+        assert_eq!(field, "reasoning_effort");
+        assert!(reason.contains("--reasoning"), "{reason}");
+        let (field, reason) = refused(|s| {
+            s.reasoning = true;
+            s.reasoning_effort = Some("extreme".into());
+        });
+        assert_eq!(field, "reasoning_effort");
+        assert!(
+            reason.contains("minimal") && reason.contains("xhigh"),
+            "{reason}"
+        );
+        let (field, reason) = refused(|s| s.provider = ProviderKind::Anthropic);
+        assert_eq!(field, "token_limit_param");
+        assert!(reason.contains("Anthropic"), "{reason}");
+        assert_eq!(
+            "max_tokens".parse::<TokenLimitParam>(),
+            Ok(TokenLimitParam::MaxTokens)
+        );
+        assert!("n_predict".parse::<TokenLimitParam>().is_err());
     }
 
     #[test]
@@ -745,9 +894,9 @@ mod tests {
         assert_eq!(read.max_concurrency, None);
         assert_eq!(read.requests_per_minute, Some(60));
         assert_eq!(read.structured_output, "xml");
-        assert_eq!(
-            ModelSettings::from_config(&json!({})).structured_output,
-            "json_schema"
-        );
+        let defaults = ModelSettings::from_config(&json!({}));
+        assert_eq!(defaults.structured_output, "json_schema");
+        assert_eq!(defaults.token_limit_param, "max_completion_tokens");
+        assert!(!defaults.reasoning);
     }
 }

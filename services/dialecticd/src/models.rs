@@ -9,6 +9,7 @@ use dialectic_config::Settings;
 use dialectic_core::structured::StructuredOutput;
 use dialectic_store::models::{
     self, ModelError, ModelSpec, ProviderKind, Registered, RegisteredModel, Removed,
+    TokenLimitParam,
 };
 use serde_json::{Value, json};
 
@@ -92,6 +93,24 @@ pub struct AddArgs {
     /// cl100k_base, o200k_base, or estimate (4 bytes a token).
     #[arg(long, value_name = "T", default_value = "cl100k_base", value_parser = parse_tokenizer)]
     tokenizer: String,
+    /// The request field the output limit goes in: max_completion_tokens
+    /// (the default; OpenAI's current field, the only one its reasoning
+    /// models take) or max_tokens (a server that reads no other, e.g.
+    /// llama-cpp-python's). Not for anthropic.
+    #[arg(long, value_name = "FIELD", value_parser = parse_token_limit_param)]
+    token_limit_param: Option<TokenLimitParam>,
+    /// A reasoning model (OpenAI's o-series, GPT-5): sent no temperature or
+    /// top_p. Not for anthropic.
+    #[arg(long)]
+    reasoning: bool,
+    /// A reasoning model's reasoning_effort: none, minimal, low, medium,
+    /// high or xhigh (default: the provider's).
+    #[arg(long, value_name = "EFFORT", requires = "reasoning")]
+    reasoning_effort: Option<String>,
+}
+
+fn parse_token_limit_param(text: &str) -> Result<TokenLimitParam, models::UnknownTokenLimitParam> {
+    text.parse()
 }
 
 fn parse_provider(text: &str) -> Result<ProviderKind, models::UnknownProvider> {
@@ -126,6 +145,9 @@ impl AddArgs {
             input_cost: self.input_cost,
             output_cost: self.output_cost,
             tokenizer: self.tokenizer,
+            token_limit_param: self.token_limit_param,
+            reasoning: self.reasoning,
+            reasoning_effort: self.reasoning_effort,
         }
     }
 }
@@ -236,6 +258,26 @@ fn limits(m: &RegisteredModel) -> String {
     }
 }
 
+/// What the OpenAI dialect sends differently for this model
+/// (`max_tokens, reasoning: low`), `-` for nothing.
+fn wire(m: &RegisteredModel) -> String {
+    let s = m.settings();
+    let mut notes = Vec::new();
+    if s.token_limit_param != TokenLimitParam::default().as_str() {
+        notes.push(s.token_limit_param.clone());
+    }
+    match (s.reasoning, &s.reasoning_effort) {
+        (true, Some(effort)) => notes.push(format!("reasoning: {effort}")),
+        (true, None) => notes.push("reasoning".into()),
+        (false, _) => {}
+    }
+    if notes.is_empty() {
+        "-".into()
+    } else {
+        notes.join(", ")
+    }
+}
+
 /// One aligned row per model under a header; the key column shows the
 /// variable's NAME only (the row holds nothing else).
 fn table(rows: &[RegisteredModel]) -> String {
@@ -247,6 +289,7 @@ fn table(rows: &[RegisteredModel]) -> String {
         "OUTPUT",
         "STRUCTURED",
         "LIMITS",
+        "WIRE",
         "FALLBACK",
         "KEY ENV",
         "ACTIVE",
@@ -262,6 +305,7 @@ fn table(rows: &[RegisteredModel]) -> String {
             m.max_output_tokens.to_string(),
             s.structured_output.clone(),
             limits(m),
+            wire(m),
             or_dash(s.fallback_model.as_deref()),
             or_dash(m.secret_name.as_deref()),
             if m.is_active { "yes" } else { "no" }.to_string(),
@@ -313,6 +357,9 @@ fn json(m: &RegisteredModel) -> Value {
         "input_cost": m.input_token_cost_rate,
         "output_cost": m.output_token_cost_rate,
         "tokenizer": m.tokenizer,
+        "token_limit_param": s.token_limit_param,
+        "reasoning": s.reasoning,
+        "reasoning_effort": s.reasoning_effort,
         "active": m.is_active,
     })
 }
@@ -357,10 +404,14 @@ mod tests {
             "simulated",
             "--tokenizer",
             "o200k",
+            "--token-limit-param",
+            "max_tokens",
         ]) else {
             panic!("add parses");
         };
         let spec = args.spec();
+        assert_eq!(spec.token_limit_param, Some(TokenLimitParam::MaxTokens));
+        assert!(!spec.reasoning);
         assert_eq!(spec.provider, ProviderKind::OpenAiCompatible);
         assert_eq!(
             spec.structured_output,
@@ -369,6 +420,39 @@ mod tests {
         assert_eq!(spec.tokenizer, "o200k_base");
         assert_eq!(spec.fallback.as_deref(), Some("simulated"));
         spec.validate().expect("valid");
+    }
+
+    #[test]
+    fn a_reasoning_model_takes_an_effort_and_an_effort_needs_reasoning() {
+        let base = [
+            "add",
+            "o4-mini",
+            "--provider",
+            "openai",
+            "--context-window",
+            "200000",
+            "--max-output",
+            "100000",
+        ];
+        let with = |extra: &[&str]| {
+            let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+            parse(&args)
+        };
+        let Ok(ModelCommand::Add(args)) = with(&["--reasoning", "--reasoning-effort", "high"])
+        else {
+            panic!("add parses");
+        };
+        let spec = args.spec();
+        assert!(spec.reasoning);
+        assert_eq!(spec.reasoning_effort.as_deref(), Some("high"));
+        assert_eq!(spec.token_limit_param, None, "the default field");
+        spec.validate().expect("valid");
+        assert!(with(&["--reasoning-effort", "high"]).is_err());
+        let unknown = match with(&["--token-limit-param", "n_predict"]) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("an unknown field parsed"),
+        };
+        assert!(unknown.contains("max_completion_tokens"), "{unknown}");
     }
 
     #[test]

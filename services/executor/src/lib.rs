@@ -74,6 +74,19 @@ struct Executor {
     /// `executor.model_key_prefixes`: the variables a model row may name
     /// for its key (empty: any but the platform's own).
     model_key_prefixes: Vec<String>,
+    /// `executor.max_reply_*`: how much of a provider's reply is read.
+    reply_limits: dialectic_llm::ReplyLimits,
+}
+
+/// `executor.max_reply_*` as the client takes them.
+fn reply_limits(executor: &dialectic_config::ExecutorConfig) -> dialectic_llm::ReplyLimits {
+    let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    dialectic_llm::ReplyLimits {
+        max_line_bytes: size(executor.max_reply_line_bytes),
+        max_reply_bytes: size(executor.max_reply_bytes),
+        max_events: size(executor.max_reply_events),
+        max_error_body_bytes: size(executor.max_error_body_bytes),
+    }
 }
 
 fn now_ms() -> i64 {
@@ -274,6 +287,7 @@ async fn start_executor(
             min_chars: settings.executor.query_min_quote_chars,
         },
         model_key_prefixes: settings.executor.model_key_prefixes.clone(),
+        reply_limits: reply_limits(&settings.executor),
     });
     let server = dialectic_runtime::start_grpc(
         SERVICE_NAME,

@@ -48,11 +48,14 @@ fn fallback_model(config: &serde_json::Value) -> Option<&str> {
 }
 
 fn base(executor: &Executor, model: &ModelRow) -> Result<Provider, AttemptError> {
-    let config = ProviderConfig::from_row(
-        &model.config.0,
-        model.secret_name.as_deref(),
-        &executor.model_key_prefixes,
-    );
+    let config = ProviderConfig {
+        reply_limits: executor.reply_limits,
+        ..ProviderConfig::from_row(
+            &model.config.0,
+            model.secret_name.as_deref(),
+            &executor.model_key_prefixes,
+        )
+    };
     // An operator reading the job's error should tell a key the rules keep
     // out from a provider this build lacks.
     let code = if config.refused_secret.is_some() {

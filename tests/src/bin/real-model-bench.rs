@@ -263,6 +263,8 @@ async fn direct(
     let provider = OpenAiProvider::new(OpenAiSettings {
         base_url: o.url.clone(),
         structured_output: mode.dialect(),
+        // As the model is registered: llama-cpp-python reads no other field.
+        token_limit_param: dialectic_llm::TokenLimitParam::MaxTokens,
         ..OpenAiSettings::default()
     })
     .expect("client");
