@@ -22,8 +22,14 @@ use tonic_health::pb::health_client::HealthClient;
 /// Every deadline the tests configure.
 const DEADLINE: Duration = Duration::from_secs(2);
 /// What a closing may take past its deadline on a loaded machine: the
-/// server's grace for a client told to go (1 s) and scheduling.
-const SLACK: Duration = Duration::from_secs(4);
+/// server's grace for a client told to go (1 s), and a flood's connections
+/// waiting in the listen queue and for a core (2 shared ones here). A
+/// connection the deadline does not close stays open for good, so this
+/// bounds the test's time, not what it proves.
+const SLACK: Duration = Duration::from_secs(8);
+
+/// The two floods run one at a time, each with the machine to itself.
+static FLOOD: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// Quiet connections of each kind: 1,002 in all.
 const QUIET_EACH: usize = 334;
 /// HTTP/2's connection preface.
@@ -78,6 +84,7 @@ fn h2_opening() -> &'static [u8] {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn quiet_connections_are_closed_while_calls_answer() {
+    let _flood = FLOOD.lock().await;
     let mut env = TestEnv::new().await;
     short_deadlines(&mut env.settings);
     // An origin, so HTTP/1.1 is spoken and its header deadline is the one met.
@@ -437,6 +444,7 @@ async fn half_done_handshakes_neither_stay_nor_keep_a_tls_client_out() {
     /// Clients that send half a hello (no slot) and a whole one (a slot each).
     const HALF: usize = 1_500;
     const WHOLE: usize = 500;
+    let _flood = FLOOD.lock().await;
     let dir = certificates();
     let ca = dir.join("ca.pem");
     let mut env = TestEnv::new().await;
