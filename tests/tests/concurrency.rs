@@ -25,6 +25,7 @@ const CHILDREN: usize = 16;
 fn step(key: &str, job_type: JobType, order: i32) -> RecipeStep {
     RecipeStep {
         progress: None,
+        skip_only_when: None,
         id: StepId::new(),
         step_key: key.to_string(),
         step_name: key.to_string(),

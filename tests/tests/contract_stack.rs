@@ -3,7 +3,9 @@
 //! over a base agreement and its amendments: what amendment tracking puts on
 //! the blackboard reaches conflict detection's prompt, also after Redis lost
 //! its copy mid-session; the stage's percent follows the seed's bands; a
-//! stack of one document skips amendment tracking through its plan; and
+//! stack of one document skips amendment tracking through its plan, and a
+//! plan asking that over three is overruled by the step's `skip_only_when`;
+//! a finding of a type its step does not declare is refused and retried; and
 //! amendments are tracked in effective-date order, not upload order; and the
 //! analysis's JSON outputs read as documents, whose edits are parsed back.
 
@@ -39,10 +41,19 @@ const STACK: [(&str, &str); 3] = [
 /// Creates a project on the pipeline, uploads `documents` in order and
 /// starts an auto-advancing session; returns its id.
 async fn start(client: &mut GatewayClient, documents: &[(&str, &str)]) -> String {
+    start_with(client, PROMPT, documents).await
+}
+
+/// `start` with the project's prompt `prompt`.
+async fn start_with(
+    client: &mut GatewayClient,
+    prompt: &str,
+    documents: &[(&str, &str)],
+) -> String {
     let project = client
         .create_project(CreateProjectRequest {
             name: "Lease".into(),
-            initial_user_prompt: PROMPT.into(),
+            initial_user_prompt: prompt.into(),
             pipeline: "contract_stack".into(),
             ..Default::default()
         })
@@ -275,6 +286,116 @@ async fn a_single_document_skips_amendment_tracking() {
         findings(&mut client, &session, "buried_change")
             .await
             .is_empty()
+    );
+    env.teardown().await;
+}
+
+/// The pipeline file allows skipping amendment tracking only for a stack of
+/// one document: a plan that asks for it over three is overruled, the step
+/// runs once per document, and watchers are told which condition failed.
+/// The executor starts only once the watcher listens, so the plan's events
+/// cannot pass before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_plan_skipping_amendment_tracking_over_three_documents_is_overruled() {
+    let mut env = TestEnv::new().await;
+    let without_executor = ["wallet", "indexer", "planner", "renderer", "gateway"];
+    env.start(&without_executor).await;
+    for name in without_executor {
+        env.wait_serving(name).await;
+    }
+    let mut client = env.gateway().await;
+    let prompt = "Analyse the lease stack. [[simulate:skip:contract_track_amendments]]";
+    let session = start_with(&mut client, prompt, &STACK).await;
+    let watcher = env
+        .watch_events(&session, |kind| {
+            kind.starts_with("skip") || kind == "step_skipped"
+        })
+        .await;
+    env.start(&["executor"]).await;
+    env.wait_for_session(&session, "iteration_complete_pending_review", true)
+        .await;
+    let seen: Vec<(String, String)> = watcher
+        .await
+        .expect("watcher")
+        .into_iter()
+        .map(|e| (e.kind, e.message))
+        .collect();
+    assert_eq!(
+        seen,
+        [(
+            "skip_ignored".to_string(),
+            "contract_track_amendments: the plan's skip is overruled: skip_only_when max_documents = 1 does not hold (the session has 3 documents); the step runs".to_string()
+        )]
+    );
+    assert!(env.session(&session).await.skipped_steps.is_empty());
+    assert_eq!(
+        step_jobs(&env, &session, "contract_track_amendments").await,
+        3
+    );
+    env.teardown().await;
+}
+
+/// (status, attempts) of each job of a step.
+async fn attempts(env: &TestEnv, session: &str, step_key: &str) -> Vec<(String, i32)> {
+    sqlx::query_as(
+        "SELECT status, attempt_count FROM dialectic_generation_jobs
+          WHERE session_id = $1 AND step_key = $2 ORDER BY created_at, id",
+    )
+    .bind(uuid::Uuid::parse_str(session).expect("uuid"))
+    .bind(step_key)
+    .fetch_all(env.store.pool())
+    .await
+    .expect("jobs")
+}
+
+/// A finding of a type its step does not declare is refused like a missing
+/// key: each publishing job's first reply (which adds a `low_confidence`
+/// finding beside its declared ones) is retried with the reason, and only the
+/// retry's declared findings reach the blackboard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_finding_of_an_undeclared_type_is_refused_and_the_attempt_retried() {
+    let mut env = TestEnv::new().await;
+    env.start_all_recording().await;
+    let mut client = env.gateway().await;
+    let prompt = format!(
+        "Analyse the lease stack. {}",
+        dialectic_llm::STRAY_FINDING_DIRECTIVE
+    );
+    let session = start_with(&mut client, &prompt, &STACK[..2]).await;
+    env.wait_for_session(&session, "iteration_complete_pending_review", true)
+        .await;
+    assert_eq!(
+        attempts(&env, &session, "contract_track_amendments").await,
+        vec![("completed".to_string(), 2); 2],
+        "each tracking job: one refused reply, one kept"
+    );
+    assert_eq!(
+        attempts(&env, &session, "contract_parse").await,
+        vec![("completed".to_string(), 1); 2],
+        "a step that publishes nothing is not asked to"
+    );
+    let retries: Vec<String> = session_requests(&session, "amendment_tracking")
+        .iter()
+        .filter_map(|r| r.messages.last().map(|m| m.content.clone()))
+        .filter(|p| p.contains(dialectic_core::prompt::REJECTED_REPLY))
+        .collect();
+    assert_eq!(retries.len(), 2, "{retries:?}");
+    let reason = format!(
+        "has type \"{}\"; this step publishes only [\"buried_change\", \"amendment_context\"]",
+        dialectic_llm::STRAY_FINDING_TYPE
+    );
+    for retry in &retries {
+        assert!(retry.contains(&reason), "the retry says why: {retry}");
+    }
+    assert!(
+        findings(&mut client, &session, dialectic_llm::STRAY_FINDING_TYPE)
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        findings(&mut client, &session, "buried_change").await.len(),
+        2,
+        "the kept replies' declared findings"
     );
     env.teardown().await;
 }

@@ -27,6 +27,7 @@ pub mod secrets;
 pub mod service_auth;
 pub mod session;
 pub mod shape;
+pub mod skip_rule;
 pub mod slug;
 pub mod structured;
 pub mod tokens;

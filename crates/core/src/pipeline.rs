@@ -11,6 +11,7 @@ use crate::recipe::{
     Granularity, InputIteration, InputRule, ObjectFilter, OutputRule, ProgressBand, Recipe,
     RecipeStep, StepConfig,
 };
+use crate::skip_rule::SkipCondition;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -72,6 +73,10 @@ pub struct StepDef {
     /// Its band of the stage's percent, e.g. `[30, 50]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<ProgressBand>,
+    /// When a plan may skip it (`{ max_documents = 1 }`); absent: whenever
+    /// a plan asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_only_when: Option<SkipCondition>,
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
@@ -308,6 +313,9 @@ fn check_step(
     if let Some(problem) = step.progress.and_then(|band| band.problem()) {
         problems.add(&format!("{place}.progress"), problem);
     }
+    if let Some(problem) = step.skip_only_when.and_then(|c| c.problem()) {
+        problems.add(&format!("{place}.skip_only_when"), problem);
+    }
     if !matches!(step.job_type.as_str(), "PLAN" | "EXECUTE") {
         problems.add(
             &format!("{place}.job_type"),
@@ -440,6 +448,7 @@ fn recipe_step(def: &StepDef, id: StepId, order: i32) -> Result<RecipeStep, Stri
         config: def.config,
         filter: def.filter.clone(),
         progress: def.progress,
+        skip_only_when: def.skip_only_when,
     })
 }
 
@@ -683,6 +692,49 @@ content = "# {{title}}\n\n{{content}}\n"
         );
         assert_ne!(jinja, MINIMAL);
         assert!(problems(&jinja).is_empty(), "{:?}", problems(&jinja));
+    }
+
+    /// Amendment tracking may be skipped only for a stack of one document;
+    /// a condition with an unknown key, or none, is refused at install.
+    #[test]
+    fn a_skip_condition_is_read_and_checked() {
+        let shipped = PipelineFile::parse(include_str!("../../../pipelines/contract_stack.toml"))
+            .expect("parses");
+        let conditions: Vec<(&str, String)> = shipped.stages[0]
+            .steps
+            .iter()
+            .filter_map(|s| s.skip_only_when.map(|c| (s.key.as_str(), c.to_string())))
+            .collect();
+        assert_eq!(
+            conditions,
+            [("contract_track_amendments", "max_documents = 1".to_string())]
+        );
+        let recipe = PipelineFile::recipe(&shipped.stages[0]).expect("recipe");
+        let track = recipe
+            .step_by_key("contract_track_amendments")
+            .expect("step");
+        assert_eq!(track.skip_only_when.and_then(|c| c.max_documents), Some(1));
+        let with = |condition: &str| {
+            MINIMAL.replace(
+                "after = [\"plan\"]",
+                &format!("after = [\"plan\"]\nskip_only_when = {condition}"),
+            )
+        };
+        let unknown = PipelineFile::parse(&with("{ max_pages = 3 }")).expect_err("refused");
+        assert_eq!(unknown.0[0].place, "line 28");
+        assert!(
+            unknown.0[0]
+                .reason
+                .contains("unknown field `max_pages`, expected `max_documents`"),
+            "{unknown}"
+        );
+        assert_eq!(
+            problems(&with("{}")),
+            [
+                "stages[0] (draft).steps[1] (write).skip_only_when: names no condition (known keys: max_documents)"
+            ]
+        );
+        assert!(problems(&with("{ max_documents = 1 }")).is_empty());
     }
 
     #[test]

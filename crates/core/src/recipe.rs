@@ -398,6 +398,9 @@ pub struct RecipeStep {
     /// Its band of the stage's percent, when the pipeline gives one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<ProgressBand>,
+    /// When a plan may skip it, when the pipeline says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_only_when: Option<crate::skip_rule::SkipCondition>,
 }
 
 impl RecipeStep {
@@ -697,6 +700,7 @@ pub(crate) mod tests {
     pub fn step(key: &str, job_type: JobType, order: i32) -> RecipeStep {
         RecipeStep {
             progress: None,
+            skip_only_when: None,
             id: StepId::new(),
             step_key: key.to_string(),
             step_name: key.to_string(),

@@ -88,21 +88,32 @@ const CONTINUATION_FLAG: &str = crate::shape::CONTINUATION_FLAG;
 /// The schema a reply to this output rule must match: the rule's own `schema`
 /// when the pipeline gives one, else an object with every required key and
 /// every typed key; a header context also gets its planned-documents shape.
+/// A publishing step's findings are typed by an enum of the types it
+/// declares, in its own schema too unless that one shapes them itself.
 pub fn reply_schema(rule: &OutputRule) -> Value {
-    if let Some(schema) = &rule.schema {
-        return schema.clone();
+    let mut schema = match &rule.schema {
+        Some(schema) => schema.clone(),
+        None => generated_schema(rule),
+    };
+    if !rule.publishes.is_empty()
+        && let Some(Value::Object(properties)) = schema.get_mut("properties")
+    {
+        properties
+            .entry(crate::blackboard::BLACKBOARD)
+            .or_insert_with(|| findings_schema(&rule.publishes));
     }
+    schema
+}
+
+fn generated_schema(rule: &OutputRule) -> Value {
     let mut schema = keys_schema(&rule.required_keys, &rule.key_types);
-    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
-        if rule.file_type.as_deref() == Some("header_context") {
-            properties.insert("context_for_documents".into(), planned_documents_schema());
-            properties
-                .entry("system_materials")
-                .or_insert_with(system_materials_schema);
-        }
-        if !rule.publishes.is_empty() {
-            properties.insert("blackboard".into(), findings_schema(&rule.publishes));
-        }
+    if rule.file_type.as_deref() == Some("header_context")
+        && let Some(Value::Object(properties)) = schema.get_mut("properties")
+    {
+        properties.insert("context_for_documents".into(), planned_documents_schema());
+        properties
+            .entry("system_materials")
+            .or_insert_with(system_materials_schema);
     }
     schema
 }
@@ -407,6 +418,24 @@ mod tests {
             json!(["content"]),
             "findings are optional"
         );
+        // A pipeline's own schema gets the same enum, unless it shapes
+        // findings itself.
+        r.schema = Some(json!({
+            "type": "object",
+            "properties": {"content": {"type": "string"}},
+            "required": ["content"],
+        }));
+        assert_eq!(
+            reply_schema(&r)["properties"]["blackboard"]["items"]["properties"]["type"]["enum"],
+            json!(["buried_change", "amendment_context"])
+        );
+        let shaped = json!({"type": "array", "maxItems": 1});
+        r.schema = Some(json!({
+            "type": "object",
+            "properties": {"content": {"type": "string"}, "blackboard": shaped},
+            "required": ["content"],
+        }));
+        assert_eq!(reply_schema(&r)["properties"]["blackboard"], shaped);
     }
 
     #[test]

@@ -16,8 +16,8 @@ pub use openai::{
 
 pub use simulated::{
     CLARIFY_QUESTION, DROP_KEY_ALWAYS_DIRECTIVE, DROP_KEY_DIRECTIVE, INPUTS_HEADING, INPUTS_KEY,
-    LOW_CONFIDENCE_DIRECTIVE, MALFORMED_DIRECTIVE, SimulatedProvider, SimulatedSettings,
-    input_line, recorded_call_times, recorded_requests,
+    LOW_CONFIDENCE_DIRECTIVE, MALFORMED_DIRECTIVE, STRAY_FINDING_DIRECTIVE, STRAY_FINDING_TYPE,
+    SimulatedProvider, SimulatedSettings, input_line, recorded_call_times, recorded_requests,
 };
 pub use simulated_query::{COMPOUND_DIRECTIVE, FABRICATE_DIRECTIVE, FABRICATED_QUOTE};
 

@@ -60,6 +60,14 @@ pub const DROP_KEY_DIRECTIVE: &str = "[[simulate:drop-key]]";
 /// required key, retries included, so the job exhausts its attempts.
 pub const DROP_KEY_ALWAYS_DIRECTIVE: &str = "[[simulate:drop-key-always]]";
 
+/// Prompt directive: every reply of a publishing step also lists a finding
+/// of type [`STRAY_FINDING_TYPE`], which no step declares, until the prompt
+/// says a reply was refused (a retry), as a small model inventing a type.
+pub const STRAY_FINDING_DIRECTIVE: &str = "[[simulate:stray-finding]]";
+
+/// The entry type a stray-finding directive makes up.
+pub const STRAY_FINDING_TYPE: &str = "low_confidence";
+
 /// Prompt directive `[[simulate:skip:STEP_KEY]]`: every plan (header
 /// context) reply names that step in its `skip_steps`, to exercise
 /// plan-driven skipping. It may appear more than once.
@@ -403,12 +411,22 @@ fn board_entries(request: &ChatRequest, first_user: &str) -> serde_json::Value {
         .collect()
 }
 
-/// The required key a drop-key directive leaves out of this reply, if any.
-fn dropped_key<'a>(request: &'a ChatRequest, first_user: &str) -> Option<&'a str> {
-    let retried = request
+/// Whether a reply was refused before in this job (its prompt says so).
+fn is_retry(request: &ChatRequest) -> bool {
+    request
         .messages
         .iter()
-        .any(|m| m.role == Role::User && m.content.contains(REJECTED_REPLY));
+        .any(|m| m.role == Role::User && m.content.contains(REJECTED_REPLY))
+}
+
+/// Whether this reply adds a finding of an undeclared type.
+fn strays(request: &ChatRequest, first_user: &str) -> bool {
+    first_user.contains(STRAY_FINDING_DIRECTIVE) && !is_retry(request)
+}
+
+/// The required key a drop-key directive leaves out of this reply, if any.
+fn dropped_key<'a>(request: &'a ChatRequest, first_user: &str) -> Option<&'a str> {
+    let retried = is_retry(request);
     let drops = first_user.contains(DROP_KEY_ALWAYS_DIRECTIVE)
         || (first_user.contains(DROP_KEY_DIRECTIVE) && !retried);
     drops.then(|| request.required_keys.last().map(String::as_str))?
@@ -521,6 +539,14 @@ impl SimulatedProvider {
                 }
                 if !request.publishes.is_empty() {
                     reply["blackboard"] = board_entries(request, first_user);
+                    if strays(request, first_user)
+                        && let Some(entries) = reply["blackboard"].as_array_mut()
+                    {
+                        entries.push(serde_json::json!({
+                            "type": STRAY_FINDING_TYPE,
+                            "data": {"finding": "a type no step declares"},
+                        }));
+                    }
                 }
                 if let Some(step) = clarify_target(request, first_user) {
                     reply["needs_clarification"] =

@@ -139,6 +139,7 @@ fn steps_of(stage: &str, recipe: &Recipe) -> Result<Vec<StepDef>, StoreError> {
                 config: step.config,
                 filter: step.filter.clone(),
                 progress: step.progress,
+                skip_only_when: step.skip_only_when,
             })
         })
         .collect()
@@ -513,8 +514,8 @@ async fn install_step(
         "INSERT INTO dialectic_recipe_template_steps
            (id, template_id, step_number, step_key, step_slug, step_name, job_type, prompt_type, prompt_template_id,
             output_type, granularity_strategy, inputs_required, inputs_relevance, outputs_required,
-            config_override, object_filter, progress_band)
-         VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+            config_override, object_filter, progress_band, skip_only_when)
+         VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
     )
     .bind(id)
     .bind(template_id)
@@ -532,6 +533,7 @@ async fn install_step(
     .bind(encode(serde_json::to_value(step.config))?)
     .bind(encode(serde_json::to_value(&step.filter))?)
     .bind(step.progress.map(band_column))
+    .bind(step.skip_only_when.map(Json))
     .execute(&mut **tx)
     .await?;
     Ok(id)

@@ -6,6 +6,7 @@ use dialectic_core::ids::{RecipeInstanceId, StageId, StepId, TemplateId};
 use dialectic_core::recipe::{
     ObjectFilter, ProgressBand, Recipe, RecipeStep, StepConfig, apply_output_overrides,
 };
+use dialectic_core::skip_rule::SkipCondition;
 use sqlx::types::Json;
 
 #[derive(sqlx::FromRow)]
@@ -27,6 +28,7 @@ struct StepRecord {
     object_filter: Json<serde_json::Value>,
     progress_band: Option<Vec<i16>>,
     output_overrides: Json<serde_json::Value>,
+    skip_only_when: Option<Json<SkipCondition>>,
 }
 
 /// Reads a `progress_band` column: none, or `[start, end]` within 0..=100.
@@ -71,6 +73,7 @@ impl StepRecord {
                 .map_err(|e| corrupt("object_filter", e))?,
             progress: band_of(self.progress_band.as_deref())
                 .map_err(|e| corrupt("progress_band", e))?,
+            skip_only_when: self.skip_only_when.map(|c| c.0),
             inputs_relevance: self.inputs_relevance.0,
             step_key: self.step_key,
             step_name: self.step_name,
@@ -128,7 +131,7 @@ async fn load_recipe(
             "SELECT s.id, s.step_key, s.step_name, s.job_type, s.prompt_type, sp.prompt_text AS prompt_template, s.output_type,
                     s.granularity_strategy, s.inputs_required, s.inputs_relevance, s.outputs_required,
                     COALESCE(s.execution_order, 0) AS step_order, s.is_skipped, s.config_override, s.object_filter,
-                    s.progress_band, s.output_overrides
+                    s.progress_band, s.output_overrides, s.skip_only_when
              FROM dialectic_stage_recipe_steps s LEFT JOIN system_prompts sp ON sp.id = s.prompt_template_id
              WHERE s.instance_id = $1 ORDER BY step_order, s.created_at",
         )
@@ -145,7 +148,7 @@ async fn load_recipe(
             "SELECT s.id, s.step_key, s.step_name, s.job_type, s.prompt_type, sp.prompt_text AS prompt_template, s.output_type,
                     s.granularity_strategy, s.inputs_required, s.inputs_relevance, s.outputs_required,
                     s.step_number AS step_order, false AS is_skipped, s.config_override,
-                    s.object_filter, s.progress_band, '{}'::jsonb AS output_overrides
+                    s.object_filter, s.progress_band, '{}'::jsonb AS output_overrides, s.skip_only_when
              FROM dialectic_recipe_template_steps s LEFT JOIN system_prompts sp ON sp.id = s.prompt_template_id
              WHERE s.template_id = $1 ORDER BY s.step_number, s.step_key",
         )

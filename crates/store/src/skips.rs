@@ -6,8 +6,10 @@ use crate::sessions::session_process;
 use crate::{StoreError, Tx};
 use dialectic_core::ids::{JobId, SessionId};
 use dialectic_core::shape::SkipStep;
+use dialectic_core::skip_rule::SkipCondition;
 use sqlx::PgPool;
-use std::collections::BTreeSet;
+use sqlx::types::Json;
+use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct SkipRow {
@@ -17,18 +19,20 @@ pub struct SkipRow {
 }
 
 /// Step keys of every stage of the session's pipeline version (templates and
-/// edited copies): a skip can only name one of these.
-pub async fn known_step_keys(
+/// edited copies), each with the condition under which a plan may skip it:
+/// a skip can only name one of these. Where a template and its edited copy
+/// both name a step, a condition either gives holds.
+pub async fn step_rules(
     tx: &mut Tx<'_>,
     session_id: SessionId,
-) -> Result<BTreeSet<String>, StoreError> {
-    let keys: Vec<String> = sqlx::query_scalar(&format!(
-        "SELECT ts.step_key FROM dialectic_process_template_stages pts
+) -> Result<BTreeMap<String, Option<SkipCondition>>, StoreError> {
+    let rows: Vec<(String, Option<Json<SkipCondition>>)> = sqlx::query_as(&format!(
+        "SELECT ts.step_key, ts.skip_only_when FROM dialectic_process_template_stages pts
            JOIN dialectic_stages st ON st.id = pts.stage_id
            JOIN dialectic_recipe_template_steps ts ON ts.template_id = st.recipe_template_id
           WHERE pts.process_template_id = {process}
-         UNION
-         SELECT rs.step_key FROM dialectic_process_template_stages pts
+         UNION ALL
+         SELECT rs.step_key, rs.skip_only_when FROM dialectic_process_template_stages pts
            JOIN dialectic_stages st ON st.id = pts.stage_id
            JOIN dialectic_stage_recipe_steps rs ON rs.instance_id = st.active_recipe_instance_id
           WHERE pts.process_template_id = {process}",
@@ -37,7 +41,12 @@ pub async fn known_step_keys(
     .bind(session_id)
     .fetch_all(&mut **tx)
     .await?;
-    Ok(keys.into_iter().collect())
+    let mut rules: BTreeMap<String, Option<SkipCondition>> = BTreeMap::new();
+    for (key, condition) in rows {
+        let slot = rules.entry(key).or_default();
+        *slot = slot.or(condition.map(|c| c.0));
+    }
+    Ok(rules)
 }
 
 /// Records the skips; returns those not recorded before (a repeated reply or

@@ -266,6 +266,7 @@ mod tests {
     fn step(outputs: Vec<OutputRule>) -> RecipeStep {
         RecipeStep {
             progress: None,
+            skip_only_when: None,
             id: dialectic_core::ids::StepId::new(),
             step_key: "s".into(),
             step_name: "s".into(),

@@ -1,15 +1,17 @@
 //! What a reply publishes besides its document: the steps its plan skips
-//! (seed 004 adaptive execution) and its blackboard entries (seed 004 §1).
+//! (adaptive execution, bounded by each step's `skip_only_when`) and its
+//! blackboard entries.
 
 use super::{Engine, PlannerError, Unit};
 use dialectic_core::blackboard::BoardEntry;
 use dialectic_core::progress::EventKind;
 use dialectic_core::shape::SkipStep;
+use dialectic_core::skip_rule::{self, SkipFacts};
 use dialectic_proto::v1::queue::{
     BoardEntry as QueueBoardEntry, JobSucceeded, SkipStep as QueueSkipStep,
 };
 use dialectic_store::jobs::JobRow;
-use dialectic_store::{blackboard, skips};
+use dialectic_store::{blackboard, project_documents, skips};
 
 impl Engine {
     /// Records the reply's skips and blackboard entries, with an event each.
@@ -28,39 +30,50 @@ impl Engine {
         Ok(())
     }
 
-    /// Seed 004 adaptive execution: the steps a plan skips, for this session
-    /// only. A step of another pipeline, or one already skipped, changes
-    /// nothing; watchers see each skip and each ignored name.
+    /// The steps a plan skips, for this session only. A skip its step's
+    /// `skip_only_when` does not allow is overruled (the step runs); one
+    /// naming a step of another pipeline, or one already skipped, changes
+    /// nothing; watchers see each skip, each overruled one with the
+    /// condition that did not hold, and each ignored name.
     async fn record_skips(
         &self,
         unit: &mut Unit,
         job: &JobRow,
         asked: &[QueueSkipStep],
     ) -> Result<(), PlannerError> {
-        let known = skips::known_step_keys(&mut unit.tx, job.session_id).await?;
-        let (valid, unknown): (Vec<SkipStep>, Vec<SkipStep>) = asked
+        let rules = skips::step_rules(&mut unit.tx, job.session_id).await?;
+        let documents = project_documents::for_rule(&mut *unit.tx, job.session_id, None)
+            .await?
+            .len();
+        let asked = asked
             .iter()
             .map(|s| SkipStep {
                 step_key: s.step_key.clone(),
                 reason: s.reason.clone(),
             })
-            .partition(|s| known.contains(&s.step_key));
+            .collect();
+        let judged = skip_rule::judge(asked, &rules, SkipFacts { documents });
         let added = skips::record(
             &mut unit.tx,
             job.session_id,
             job.iteration_number,
             job.id,
-            &valid,
+            &judged.allowed,
         )
         .await?;
-        for skip in added {
-            let mut event = self.job_event(unit, job, EventKind::StepSkipped).await?;
-            event.message = format!("{}: {}", skip.step_key, skip.reason);
-            unit.events.push(event);
-        }
-        for skip in unknown {
-            let mut event = self.job_event(unit, job, EventKind::SkipIgnored).await?;
-            event.message = format!("{}: no such step in this pipeline", skip.step_key);
+        let refused = judged.overruled.into_iter().chain(
+            judged
+                .unknown
+                .into_iter()
+                .map(|s| (s, "no such step in this pipeline".to_string())),
+        );
+        let told = added
+            .into_iter()
+            .map(|s| (EventKind::StepSkipped, s.step_key, s.reason))
+            .chain(refused.map(|(s, why)| (EventKind::SkipIgnored, s.step_key, why)));
+        for (kind, step_key, why) in told {
+            let mut event = self.job_event(unit, job, kind).await?;
+            event.message = format!("{step_key}: {why}");
             unit.events.push(event);
         }
         Ok(())

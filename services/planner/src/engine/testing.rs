@@ -25,6 +25,7 @@ pub(super) fn step(key: &str, job_type: JobType) -> RecipeStep {
         config: StepConfig::default(),
         filter: ObjectFilter::default(),
         progress: None,
+        skip_only_when: None,
     }
 }
 
