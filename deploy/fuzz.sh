@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the cargo-fuzz targets in fuzz/ (JSON sanitizer, storage-key
-# deconstructor, recipe DAG validation, queue-message decoding).
+# deconstructor, recipe DAG validation, queue-message decoding, PDF and DOCX
+# conversion).
 #   deploy/fuzz.sh            short smoke run (what deploy/test.sh does): 15 s per target
 #   deploy/fuzz.sh 600        the long run: 10 minutes per target
 #   FUZZ_TARGETS="recipe_dag" deploy/fuzz.sh 60
@@ -14,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds="${1:-15}"
-targets="${FUZZ_TARGETS:-json_sanitizer path_deconstruct recipe_dag queue_message}"
+targets="${FUZZ_TARGETS:-json_sanitizer path_deconstruct recipe_dag queue_message convert_pdf convert_docx}"
 sanitizer="${FUZZ_SANITIZER:-none}"
 export RUSTC_BOOTSTRAP=1
 export CARGO_TARGET_DIR="${FUZZ_TARGET_DIR:-$HOME/.cache/dialectic-fuzz-target}"
