@@ -244,6 +244,12 @@ async fn the_web_page_runs_a_session_to_review_and_shows_a_document() {
     // The screenshot step: the page following that session (now in review),
     // drawn for a developer to look at.
     let shot = std::env::temp_dir().join("dialectic-browser-page.png");
+    // An earlier run's picture must not pass for this one's.
+    match std::fs::remove_file(&shot) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => panic!("removing the last run's screenshot: {e}"),
+    }
     let follow = page_url(
         &server.origin,
         &[
@@ -263,9 +269,12 @@ async fn the_web_page_runs_a_session_to_review_and_shows_a_document() {
         .await
         .expect("the screenshot within its time")
         .expect("chromium runs");
+    assert!(drawn.success(), "chromium draws the page: {drawn:?}");
+    let png = std::fs::read(&shot).expect("the screenshot is written");
     assert!(
-        drawn.success() && shot.exists(),
-        "the screenshot is written"
+        png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 1_000,
+        "the screenshot is a picture ({} bytes)",
+        png.len()
     );
     eprintln!("the page, drawn: {}", shot.display());
     env.teardown().await;
