@@ -115,7 +115,8 @@ pub enum ProjectCommand {
     Show(ProjectRef),
     /// Delete a project and its stored objects.
     Delete(ProjectRef),
-    /// Upload documents to a project (UTF-8 text or markdown), in order;
+    /// Upload documents to a project (UTF-8 text or markdown, PDF with a
+    /// text layer, DOCX; PDF and DOCX are converted to markdown), in order;
     /// steps read them through `project_document` input rules.
     AddDoc(AddDocs),
     /// A project's uploaded documents, in upload order.
@@ -305,8 +306,9 @@ pub struct RunArgs {
     pub no_auto_advance: bool,
     #[arg(long, default_value_t = 300)]
     pub timeout_secs: u64,
-    /// Upload this file to the project before the session starts (repeat
-    /// for several, in order; e.g. a base agreement, then its amendments).
+    /// Upload this file (text, markdown, PDF or DOCX) to the project before
+    /// the session starts (repeat for several, in order; e.g. a base
+    /// agreement, then its amendments).
     #[arg(long = "doc")]
     pub docs: Vec<PathBuf>,
 }

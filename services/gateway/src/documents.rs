@@ -1,9 +1,13 @@
 //! Project documents: files a user uploads to a project for its steps to read
 //! (`project_document` input rules), stored under the project and indexed.
+//! A PDF or DOCX is converted to markdown once, on a blocking worker thread
+//! (never on the async threads that serve other calls); steps read the
+//! markdown, and the original is stored beside it (and exported with it).
 
 use crate::convert;
 use crate::error::GatewayError;
 use crate::service::{Gateway, optional, uploaded_text};
+use dialectic_convert::{Kind, Limits, to_markdown};
 use dialectic_core::error::Reason;
 use dialectic_core::ids::{ProjectId, ResourceId, UserId};
 use dialectic_core::paths::project_document_key;
@@ -16,6 +20,25 @@ use dialectic_store::project_documents::{
     self, Limit, LimitReached, NewProjectDocument, ProjectDocumentRow, Recorded,
 };
 use dialectic_store::projects;
+use tokio::sync::Semaphore;
+
+/// Extensions an upload may have: text is stored as it is, PDF and DOCX are
+/// converted.
+const UPLOAD_EXTENSIONS: [&str; 5] = ["md", "markdown", "txt", "pdf", "docx"];
+
+/// Conversions running at once: each holds a file, its parse and a core,
+/// so a burst of uploads waits here rather than starving the gateway.
+static CONVERSIONS: Semaphore = Semaphore::const_new(2);
+
+/// What one conversion may cost. The upload itself is already capped by the
+/// gateway's message size; unpacking is held well below what two
+/// conversions at once may hold in memory.
+const CONVERSION_LIMITS: Limits = Limits {
+    max_bytes: 64 * 1024 * 1024,
+    max_pages: 1000,
+    max_expanded_bytes: 64 * 1024 * 1024,
+    max_zip_entries: 10_000,
+};
 
 fn document(row: ProjectDocumentRow) -> ProjectDocument {
     ProjectDocument {
@@ -65,12 +88,9 @@ fn exhausted(reached: LimitReached, size: i64) -> GatewayError {
     }
 }
 
-/// The file name without any directories, and the upload's text: refused
-/// unless both are there and the text is UTF-8 within `max_bytes`.
-fn upload_text(
-    req: &AddProjectDocumentRequest,
-    max_bytes: usize,
-) -> Result<(&str, String), GatewayError> {
+/// The file name without any directories: refused when missing or of a
+/// kind not taken.
+fn upload_name(req: &AddProjectDocumentRequest) -> Result<String, GatewayError> {
     let file_name = req
         .file_name
         .rsplit(['/', '\\'])
@@ -80,14 +100,71 @@ fn upload_text(
     if file_name.is_empty() {
         return Err(GatewayError::bad("file_name", "file_name is required"));
     }
-    let (_, text) = uploaded_text("file", file_name, &req.content, max_bytes)?;
+    if let Some((stem, extension)) = file_name.rsplit_once('.')
+        && !stem.is_empty()
+        && !UPLOAD_EXTENSIONS.contains(&extension.to_ascii_lowercase().as_str())
+    {
+        return Err(GatewayError::bad(
+            "file",
+            format!(
+                "file {file_name}: .{extension} is not taken; upload .pdf, .docx, .md, .markdown or .txt"
+            ),
+        ));
+    }
+    Ok(file_name.to_string())
+}
+
+/// The upload's text: refused unless it is UTF-8 within `max_bytes` and not
+/// blank.
+fn upload_text(file_name: &str, content: &[u8], max_bytes: usize) -> Result<String, GatewayError> {
+    let (_, text) = uploaded_text("file", file_name, content, max_bytes)?;
     if text.trim().is_empty() {
         return Err(GatewayError::bad(
             "content",
             format!("file {file_name} has no text in it"),
         ));
     }
-    Ok((file_name, text))
+    Ok(text)
+}
+
+/// An upload as stored: the text steps read, and for a converted file its
+/// original bytes.
+struct Upload {
+    text: String,
+    original: Option<(Kind, Vec<u8>)>,
+}
+
+impl Upload {
+    /// Bytes stored for it: the text and the original.
+    fn size(&self) -> i64 {
+        let original = self.original.as_ref().map_or(0, |(_, bytes)| bytes.len());
+        i64::try_from(self.text.len() + original).unwrap_or(i64::MAX)
+    }
+}
+
+/// Converts `content` on a blocking worker; a file that cannot be read is
+/// INVALID_ARGUMENT naming it and saying why.
+async fn convert_upload(
+    file_name: &str,
+    kind: Kind,
+    content: Vec<u8>,
+) -> Result<Upload, GatewayError> {
+    let _permit = CONVERSIONS
+        .acquire()
+        .await
+        .map_err(|e| GatewayError::Internal(format!("conversion workers: {e}")))?;
+    let (content, converted) = tokio::task::spawn_blocking(move || {
+        let converted = to_markdown(&content, kind, &CONVERSION_LIMITS);
+        (content, converted)
+    })
+    .await
+    .map_err(|e| GatewayError::Internal(format!("converting {file_name}: {e}")))?;
+    let converted = converted
+        .map_err(|e| GatewayError::bad("file", format!("file {file_name} is refused: {e}")))?;
+    Ok(Upload {
+        text: converted.markdown,
+        original: Some((kind, content)),
+    })
 }
 
 impl Gateway {
@@ -109,8 +186,16 @@ impl Gateway {
         {
             return Ok(document(first));
         }
-        let (file_name, text) = upload_text(&req, self.max_upload_bytes())?;
-        let size = i64::try_from(text.len()).unwrap_or(i64::MAX);
+        let file_name = upload_name(&req)?;
+        let file_name = file_name.as_str();
+        let upload = match Kind::from_file_name(file_name) {
+            Some(kind) => convert_upload(file_name, kind, req.content).await?,
+            None => Upload {
+                text: upload_text(file_name, &req.content, self.max_upload_bytes())?,
+                original: None,
+            },
+        };
+        let size = upload.size();
         // A full project is refused before the indexer's work and the S3
         // write; the recording checks again under the project's lock, as a
         // concurrent upload may take the last slot meanwhile.
@@ -118,20 +203,17 @@ impl Gateway {
         if let Some(reached) = self.document_limits.check(held, size) {
             return Err(exhausted(reached, size));
         }
-        let indexed = self.index_upload(file_name, &text).await?;
+        let indexed = self.index_upload(file_name, &upload.text).await?;
         let id = ResourceId::new();
-        let key = project_document_key(project_id, id, file_name);
-        self.blob
-            .put(&key, text.into_bytes(), mime_type(file_name))
-            .await?;
+        let keys = self.store_upload(project_id, id, file_name, upload).await?;
         let new = NewProjectDocument {
             id,
             project_id,
             user_id: user,
             file_name,
             bucket: self.blob.bucket(),
-            storage_path: &key,
-            mime_type: mime_type(file_name),
+            storage_path: &keys[0],
+            mime_type: mime_type(&keys[0]),
             size_bytes: size,
             content_hash: &indexed.content_hash,
             chunks: indexed.chunks,
@@ -139,39 +221,70 @@ impl Gateway {
         };
         let recorded =
             project_documents::insert(self.store.pool(), &new, &self.document_limits).await;
-        self.settle_upload(project_id, &key, size, recorded).await
+        self.settle_upload(project_id, &keys, size, recorded).await
     }
 
-    /// The answer to an upload whose object is stored at `key`: the object is
+    /// Writes the text steps read and, for a converted file, the original
+    /// beside it (same name and id, its own extension). Gives the keys
+    /// written, the text's first; a failed write leaves none behind.
+    async fn store_upload(
+        &self,
+        project_id: ProjectId,
+        id: ResourceId,
+        file_name: &str,
+        upload: Upload,
+    ) -> Result<Vec<String>, GatewayError> {
+        let Some((kind, original)) = upload.original else {
+            let key = project_document_key(project_id, id, file_name);
+            self.blob
+                .put(&key, upload.text.into_bytes(), mime_type(file_name))
+                .await?;
+            return Ok(vec![key]);
+        };
+        let stem = file_name
+            .rsplit_once('.')
+            .map_or(file_name, |(stem, _)| stem);
+        let text_key = project_document_key(project_id, id, &format!("{stem}.md"));
+        let original_key = project_document_key(project_id, id, file_name);
+        self.blob
+            .put(&text_key, upload.text.into_bytes(), mime_type(&text_key))
+            .await?;
+        if let Err(e) = self
+            .blob
+            .put(&original_key, original, kind.mime_type())
+            .await
+        {
+            self.discard_object(&text_key).await;
+            return Err(e.into());
+        }
+        Ok(vec![text_key, original_key])
+    }
+
+    /// The answer to an upload whose objects are stored at `keys`: they are
     /// kept only if its row was created.
     async fn settle_upload(
         &self,
         project_id: ProjectId,
-        key: &str,
+        keys: &[String],
         size: i64,
         recorded: Result<Recorded, StoreError>,
     ) -> Result<ProjectDocument, GatewayError> {
-        match recorded {
+        let answer = match recorded {
             Ok(Recorded::Created(row)) => {
                 // Answers to the project's questions may now be incomplete.
                 self.invalidate(project_id).await;
-                Ok(document(row))
+                return Ok(document(row));
             }
-            Ok(Recorded::Repeated(first)) => {
-                // A concurrent retry recorded its upload first: keep that one.
-                self.discard_object(key).await;
-                Ok(document(first))
-            }
-            Ok(Recorded::Refused(reached)) => {
-                // A concurrent upload took the last of the project's room.
-                self.discard_object(key).await;
-                Err(exhausted(reached, size))
-            }
-            Err(e) => {
-                self.discard_object(key).await;
-                Err(e.into())
-            }
+            // A concurrent retry recorded its upload first: keep that one.
+            Ok(Recorded::Repeated(first)) => Ok(document(first)),
+            // A concurrent upload took the last of the project's room.
+            Ok(Recorded::Refused(reached)) => Err(exhausted(reached, size)),
+            Err(e) => Err(e.into()),
+        };
+        for key in keys {
+            self.discard_object(key).await;
         }
+        answer
     }
 
     async fn index_upload(
