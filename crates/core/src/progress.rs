@@ -126,12 +126,55 @@ mod tests {
     /// Events travel as JSON through Redis: serde's name must be the one
     /// `as_str` gives, which the gateway types and clients read.
     #[test]
-    fn kinds_round_trip_through_their_names() {
+    fn serde_writes_the_names_as_str_gives() {
         for kind in EventKind::ALL {
-            let json = serde_json::to_string(&kind).unwrap();
+            let json = serde_json::to_string(&kind).expect("a kind serializes");
             assert_eq!(json, format!("\"{}\"", kind.as_str()));
-            assert_eq!(kind.as_str().parse::<EventKind>(), Ok(kind));
         }
         assert!("something_new".parse::<EventKind>().is_err());
+    }
+
+    /// Parsing searches `ALL`: a variant missing from it is written to
+    /// Redis and never read back, and a name two kinds shared reads back as
+    /// the first. The match has no wildcard, so a new variant does not
+    /// compile here until it is listed, and then must be in `ALL` too.
+    #[test]
+    fn every_kind_is_listed_once_and_parses_from_its_name() {
+        let variants = |kind: EventKind| match kind {
+            EventKind::Snapshot
+            | EventKind::SessionStatus
+            | EventKind::SessionPaused
+            | EventKind::SessionResumed
+            | EventKind::SessionCancelled
+            | EventKind::SessionAbandoned
+            | EventKind::IdleWarning
+            | EventKind::StageStarted
+            | EventKind::StageCompleted
+            | EventKind::StageFailed
+            | EventKind::JobStarted
+            | EventKind::JobStatus
+            | EventKind::ContinuationQueued
+            | EventKind::RenderCompleted
+            | EventKind::ContextCompressed
+            | EventKind::WalletInsufficient
+            | EventKind::DocumentRegenerationStarted
+            | EventKind::StepSkipped
+            | EventKind::SkipIgnored
+            | EventKind::BlackboardEntry
+            | EventKind::ConfidenceRerun
+            | EventKind::LowConfidence
+            | EventKind::ClarificationRequested
+            | EventKind::ClarificationIgnored
+            | EventKind::StageRetried => 25,
+        };
+        assert_eq!(variants(EventKind::Snapshot), EventKind::ALL.len());
+        let names: std::collections::HashSet<&str> =
+            EventKind::ALL.iter().map(|kind| kind.as_str()).collect();
+        assert_eq!(names.len(), EventKind::ALL.len(), "names are distinct");
+        for kind in EventKind::ALL {
+            let read: EventKind =
+                serde_json::from_str(&format!("\"{kind}\"")).expect("serde reads the name back");
+            assert_eq!(kind.as_str().parse::<EventKind>(), Ok(read));
+        }
     }
 }

@@ -7,9 +7,9 @@ mod common;
 
 use common::TestDb;
 use dialectic_core::ids::{TransactionId, WalletId};
+use dialectic_core::ledger::LedgerKind;
 use dialectic_store::ledger::{self, LedgerError, References};
 use dialectic_store::{Planning, Store};
-use dialectic_core::ledger::LedgerKind;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
