@@ -400,6 +400,50 @@ async fn a_finding_of_an_undeclared_type_is_refused_and_the_attempt_retried() {
     env.teardown().await;
 }
 
+/// Conflict detection may ask override resolution to look again: one
+/// round re-runs resolution with the question in its prompt, and the steps
+/// after it; the asking reply's jobs are superseded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conflict_detection_asks_override_resolution_to_look_again() {
+    let mut env = TestEnv::new().await;
+    env.start_all_recording().await;
+    let mut client = env.gateway().await;
+    let prompt = "Analyse the lease stack. [[simulate:clarify:conflict_report>contract_resolve]]";
+    let session = start_with(&mut client, prompt, &STACK[..2]).await;
+    env.wait_for_session(&session, "iteration_complete_pending_review", true)
+        .await;
+    let statuses = |step: &'static str| {
+        let env = &env;
+        let session = session.clone();
+        async move {
+            let mut seen: Vec<String> = attempts(env, &session, step)
+                .await
+                .into_iter()
+                .map(|(status, _)| status)
+                .collect();
+            seen.sort();
+            seen
+        }
+    };
+    let rerun = ["completed".to_string(), "superseded".to_string()];
+    assert_eq!(statuses("contract_resolve").await, rerun);
+    assert_eq!(statuses("contract_conflicts").await, rerun);
+    let asked: Vec<bool> = session_requests(&session, "resolved_clause")
+        .iter()
+        .map(|r| {
+            r.messages
+                .iter()
+                .any(|m| m.content.contains(dialectic_llm::CLARIFY_QUESTION))
+        })
+        .collect();
+    assert_eq!(
+        asked,
+        [false, true],
+        "the second resolution reads the question"
+    );
+    env.teardown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn amendments_are_tracked_in_effective_date_order_whatever_the_upload_order() {
     let mut env = TestEnv::new().await;
