@@ -30,8 +30,12 @@ const SLACK: Duration = Duration::from_secs(8);
 
 /// The two floods run one at a time, each with the machine to itself.
 static FLOOD: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-/// Quiet connections of each kind: 1,002 in all.
-const QUIET_EACH: usize = 334;
+/// Quiet connections of each kind: 300 in all. With 1,002 a clean-clone CI
+/// run saw one connection still unaccepted 10 s after its connect: the
+/// kernel completes a handshake before the server accepts it, and a flood
+/// near the listen backlog (1,024) leaves some waiting in the queue, where
+/// no deadline of the server's can reach them.
+const QUIET_EACH: usize = 100;
 /// HTTP/2's connection preface.
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
