@@ -30,6 +30,7 @@ fn step(index: u8, key_byte: u8, skipped: bool) -> RecipeStep {
         is_skipped: skipped,
         config: Default::default(),
         filter: Default::default(),
+        skip_only_when: None,
     }
 }
 
