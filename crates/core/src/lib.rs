@@ -5,6 +5,7 @@ pub mod apikey;
 pub mod blackboard;
 pub mod clarify;
 pub mod context;
+pub mod dates;
 pub mod digest;
 pub mod error;
 pub mod fanout;

@@ -1,6 +1,7 @@
 //! Recipes are data: steps and edges forming a DAG (seed 002). This module
 //! validates a DAG before anything is written and answers which steps are ready.
 
+use crate::dates::{self, DateError};
 use crate::ids::StepId;
 use crate::job::{JobType, UnknownValue};
 use crate::shape::{JsonKind, ShapeError};
@@ -106,24 +107,120 @@ pub struct InputRule {
     pub order_by: Option<OrderBy>,
 }
 
-/// Orders uploads by the string value `key` of the JSON document
-/// `document_key` that a step of the same stage wrote from each of them;
-/// uploads without one come last, and upload order breaks ties.
+/// Orders uploads by the value `key` of the JSON document `document_key`
+/// that a step of the same stage wrote from each of them; uploads without
+/// one come last, and upload order breaks ties.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OrderBy {
     pub document_key: String,
     pub key: String,
+    /// How the value compares: as text (the default, so files written before
+    /// dates were parsed keep their meaning) or as a date.
+    #[serde(default, rename = "as", skip_serializing_if = "OrderAs::is_text")]
+    pub kind: OrderAs,
+    /// With `as = "date"`: "01/03/2021" is 1 March (true) or 3 January
+    /// (false, the default). Other forms are unambiguous.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub day_first: bool,
+}
+
+/// What an `order_by` value is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OrderAs {
+    /// Compared as strings.
+    #[default]
+    Text,
+    /// Parsed as a calendar date (`dates::parse`) and compared by time.
+    Date,
+}
+
+impl OrderAs {
+    pub fn is_text(&self) -> bool {
+        *self == OrderAs::Text
+    }
+}
+
+/// A value `OrderBy` could not read as a date: the item's position in the
+/// sorted slice (it sorts after every dated item), what it said and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unordered {
+    pub index: usize,
+    pub value: String,
+    pub error: DateError,
+}
+
+impl Unordered {
+    /// The blackboard entry type that reports an unreadable date.
+    pub const ENTRY_TYPE: &'static str = "unparsed_date";
+
+    /// The finding that tells the user which upload's value could not be
+    /// read, and so where it went: after every dated upload.
+    pub fn entry(&self, upload: &str, order: &OrderBy) -> crate::blackboard::BoardEntry {
+        crate::blackboard::BoardEntry {
+            entry_type: Self::ENTRY_TYPE.to_string(),
+            data: serde_json::json!({
+                "finding": format!(
+                    "{upload}: the {} {:?} is not a date ({}); it is ordered after every dated document",
+                    order.key, self.value, self.error
+                ),
+                "document": upload,
+                "key": order.key,
+                "value": self.value,
+                "reason": self.error.to_string(),
+            }),
+        }
+    }
+}
+
+/// Where an item sorts: by its value, after every value when it has none
+/// (or, for dates, one that does not parse).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum SortKey {
+    Text(String),
+    Date(dates::Date),
+    Last,
 }
 
 impl OrderBy {
-    /// Sorts `items` (in upload order) by the value each has, if any: values
-    /// ascending (ISO dates sort as text), then those with none.
-    pub fn sort<T>(items: &mut [T], value: impl Fn(&T) -> Option<String>) {
-        items.sort_by_cached_key(|item| match value(item) {
-            Some(v) => (0, v),
-            None => (1, String::new()),
-        });
+    fn numeric_order(&self) -> dates::NumericOrder {
+        if self.day_first {
+            dates::NumericOrder::DayFirst
+        } else {
+            dates::NumericOrder::MonthFirst
+        }
+    }
+
+    /// Where a value sorts, or why a date does not parse.
+    fn sort_key(&self, value: Option<String>) -> Result<SortKey, (String, DateError)> {
+        match (value, self.kind) {
+            (None, _) => Ok(SortKey::Last),
+            (Some(v), OrderAs::Text) => Ok(SortKey::Text(v)),
+            (Some(v), OrderAs::Date) => dates::parse(&v, self.numeric_order())
+                .map(SortKey::Date)
+                .map_err(|e| (v, e)),
+        }
+    }
+
+    /// Sorts `items` (in upload order) by the value each has, if any:
+    /// values ascending, then those with none; the sort is stable, so equal
+    /// values keep upload order. For dates, a value that does not parse
+    /// sorts with the undated and is returned, never compared as text.
+    pub fn sort<T>(&self, items: &mut [T], value: impl Fn(&T) -> Option<String>) -> Vec<Unordered> {
+        items.sort_by_cached_key(|item| self.sort_key(value(item)).unwrap_or(SortKey::Last));
+        items
+            .iter()
+            .enumerate()
+            .filter_map(|(index, item)| match self.sort_key(value(item)) {
+                Ok(_) => None,
+                Err((value, error)) => Some(Unordered {
+                    index,
+                    value,
+                    error,
+                }),
+            })
+            .collect()
     }
 }
 
@@ -1117,5 +1214,120 @@ pub(crate) mod tests {
             schema: None,
         };
         assert!(md.is_markdown() && by_name.is_markdown() && !json.is_markdown());
+    }
+
+    fn order_by(toml_text: &str) -> OrderBy {
+        toml::from_str(toml_text).expect("order_by parses")
+    }
+
+    /// (upload name, extracted value) in upload order, sorted by `order`.
+    fn sorted(order: &OrderBy, uploads: &[(&str, Option<&str>)]) -> (Vec<String>, Vec<Unordered>) {
+        let mut items: Vec<(String, Option<String>)> = uploads
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.map(str::to_string)))
+            .collect();
+        let unordered = order.sort(&mut items, |(_, v)| v.clone());
+        (items.into_iter().map(|(n, _)| n).collect(), unordered)
+    }
+
+    #[test]
+    fn order_by_dates_follows_time_whatever_the_form_and_reports_what_does_not_parse() {
+        let order = order_by(
+            r#"document_key = "parsed_document"
+               key = "effective_date"
+               as = "date"
+               day_first = true"#,
+        );
+        assert_eq!((order.kind, order.day_first), (OrderAs::Date, true));
+        let (names, unordered) = sorted(
+            &order,
+            &[
+                ("base", Some("1 March 2021")),
+                ("undated", None),
+                ("vague", Some("next spring")),
+                ("third", Some("01/09/2024")),
+                ("first", Some("2020-06-01")),
+                ("second", Some("March 1, 2021")),
+                ("impossible", Some("31 February 2022")),
+            ],
+        );
+        // "1 March 2021" and "March 1, 2021" are one day: upload order.
+        assert_eq!(
+            names,
+            [
+                "first",
+                "base",
+                "second",
+                "third",
+                "undated",
+                "vague",
+                "impossible"
+            ]
+        );
+        assert_eq!(
+            unordered,
+            [
+                Unordered {
+                    index: 5,
+                    value: "next spring".into(),
+                    error: DateError::Unrecognised,
+                },
+                Unordered {
+                    index: 6,
+                    value: "31 February 2022".into(),
+                    error: DateError::NoSuchDay {
+                        year: 2022,
+                        month: 2,
+                        day: 31
+                    },
+                },
+            ]
+        );
+        // Month first, the same numeric date is 9 January 2024.
+        let month_first = OrderBy {
+            day_first: false,
+            ..order
+        };
+        let (names, _) = sorted(
+            &month_first,
+            &[("a", Some("01/09/2024")), ("b", Some("2 February 2024"))],
+        );
+        assert_eq!(names, ["a", "b"]);
+    }
+
+    #[test]
+    fn order_by_without_as_compares_text_and_writes_back_as_read() {
+        let order = order_by(
+            r#"document_key = "parsed_document"
+                               key = "effective_date""#,
+        );
+        assert_eq!((order.kind, order.day_first), (OrderAs::Text, false));
+        let (names, unordered) = sorted(
+            &order,
+            &[
+                ("b", Some("b")),
+                ("none", None),
+                ("a", Some("a")),
+                ("a2", Some("a")),
+            ],
+        );
+        assert_eq!(names, ["a", "a2", "b", "none"]);
+        assert!(unordered.is_empty());
+        // Defaults stay out of what is written, so exported files match.
+        let written = toml::to_string(&order).expect("toml");
+        assert!(
+            !written.contains("as") && !written.contains("day_first"),
+            "{written}"
+        );
+        let dated = OrderBy {
+            kind: OrderAs::Date,
+            day_first: true,
+            ..order
+        };
+        assert_eq!(order_by(&toml::to_string(&dated).expect("toml")), dated);
+        assert!(
+            toml::from_str::<OrderBy>("document_key = \"p\"\nkey = \"k\"\nas = \"number\"")
+                .is_err()
+        );
     }
 }

@@ -5,6 +5,7 @@
 use super::spawn::{Child, child_key_in_root};
 use super::stage::reruns_after_revisit;
 use super::{Apply, Engine, PlannerError, Unit};
+use dialectic_core::blackboard::BoardEntry;
 use dialectic_core::clarify::Clarification;
 use dialectic_core::fanout::{Anchor, FanOutJob, SourceDoc, fan_out};
 use dialectic_core::ids::{JobId, StepId};
@@ -345,7 +346,9 @@ impl Engine {
     }
 
     /// Puts uploads in the order of the value a step of this stage extracted
-    /// from each (`order_by`), reading what it wrote from S3.
+    /// from each (`order_by`), reading what it wrote from S3. A value that
+    /// should be a date and is not goes last and is published on the
+    /// blackboard by the root, so the user sees which document and why.
     async fn order_uploads(
         &self,
         unit: &mut Unit,
@@ -375,7 +378,19 @@ impl Engine {
                 values.insert(upload, value);
             }
         }
-        OrderBy::sort(uploads, |u| values.get(&u.storage_key).cloned());
+        let unordered = order.sort(uploads, |u| values.get(&u.storage_key).cloned());
+        if !unordered.is_empty() {
+            let entries: Vec<BoardEntry> = unordered
+                .iter()
+                .filter_map(|u| {
+                    uploads
+                        .get(u.index)
+                        .map(|d| u.entry(&d.document_key, order))
+                })
+                .collect();
+            tracing::warn!(job_id = %root.id, count = entries.len(), key = %order.key, "uploads whose value is not a date are ordered last");
+            self.publish(unit, root, &entries).await?;
+        }
         Ok(())
     }
 
