@@ -13,6 +13,7 @@
 import copy
 import json
 import pathlib
+import re
 import sys
 import urllib.parse
 
@@ -196,6 +197,7 @@ def check_shape(docs, label, values):
     """What the issue asks of every service, beyond schema validity."""
     by = {(d["kind"], d["metadata"]["name"]): d for d in docs}
     check_secrets(by, label, values)
+    check_command_lines(docs, label, values)
     for svc in SERVICES:
         for kind in ["Deployment", "Service", "ServiceAccount"]:
             if (kind, f"dialectic-{svc}") not in by:
@@ -572,27 +574,38 @@ def check_secrets(by, label, values):
         check_secret_hook(by, label, "internal-secret", "dialectic-internal", values)
     if keys_job:
         check_secret_hook(by, label, "service-keys", "dialectic-service-keys", values)
-        check_key_generation(by, label, keys_job)
+
+
+HOOK_RBAC = ("ServiceAccount", "Role", "RoleBinding")
 
 
 def check_secret_hook(by, label, component, secret, values):
     """A create-if-absent Secret hook: a pre-install/pre-upgrade Job whose own
     ServiceAccount may create Secrets and nothing else (it cannot read one), set
-    up before the Job runs, and which serves nothing."""
+    up before the Job runs, gone after a failed run too, and which serves
+    nothing. The Job runs the chart's own image, `dialecticd secret-hook KIND`,
+    which draws the values and posts them itself: no third-party image sees a
+    key, and no key is on a command line (check_command_lines)."""
     name = f"dialectic-{component}"
     job = by[("Job", name)]
-    parts = {kind: by.get((kind, name)) for kind in ("ServiceAccount", "Role", "RoleBinding")}
+    parts = {kind: by.get((kind, name)) for kind in HOOK_RBAC}
     for kind, doc in parts.items():
         if not doc:
             fail(f"{label}: the {component} Job has no {kind} {name}")
             return
     weight = lambda doc: int(doc["metadata"]["annotations"].get("helm.sh/hook-weight", "0"))
+    policy = lambda doc: doc["metadata"].get("annotations", {}).get("helm.sh/hook-delete-policy", "").split(",")
     for kind, doc in [("Job", job), *parts.items()]:
         hook = doc["metadata"].get("annotations", {}).get("helm.sh/hook")
         if hook != "pre-install,pre-upgrade":
             fail(f"{label}: {kind}/{name} is hook {hook}, not pre-install,pre-upgrade")
         if kind != "Job" and weight(doc) >= weight(job):
             fail(f"{label}: {kind}/{name} (hook weight {weight(doc)}) is not in place before its Job ({weight(job)})")
+        # A failed run must not leave a grant to create Secrets behind.
+        want = {"before-hook-creation", "hook-succeeded"} | ({"hook-failed"} if kind != "Job" else set())
+        if not want <= set(policy(doc)):
+            fail(f"{label}: {kind}/{name} hook-delete-policy {','.join(policy(doc))} lacks "
+                 f"{','.join(sorted(want - set(policy(doc))))}")
     if parts["Role"]["rules"] != [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}]:
         fail(f"{label}: the {component} Job's Role should allow creating Secrets and nothing else")
     binding = parts["RoleBinding"]
@@ -604,15 +617,79 @@ def check_secret_hook(by, label, component, secret, values):
     pod = job["spec"]["template"]["spec"]
     if pod.get("serviceAccountName") != name:
         fail(f"{label}: the {component} Job runs as {pod.get('serviceAccountName')}, not {name}")
+    # The chart's own image, or one pinned by digest; nothing else sees the keys.
+    image = by[("Deployment", "dialectic-gateway")]["spec"]["template"]["spec"]["containers"][0]["image"]
+    for c in pod.get("initContainers", []) + pod["containers"]:
+        if c["image"] != image and "@sha256:" not in c["image"]:
+            fail(f"{label}: the {component} Job runs {c['image']} ({c['name']}), neither the chart's image "
+                 f"{image} nor pinned by digest")
     create = pod["containers"][0]
+    if create["image"] != image or create.get("command") or create.get("args") != ["secret-hook", component]:
+        fail(f"{label}: the {component} Job does not run `dialecticd secret-hook {component}` from {image}: "
+             f"{create.get('command')} {create.get('args')}")
     env = {e["name"]: e.get("value") for e in create.get("env", [])}
-    if env.get("SECRET_NAME") != secret:
-        fail(f"{label}: the {component} Job creates {env.get('SECRET_NAME')}, not {secret}")
-    script = create["args"][0]
-    if "409)" not in script or "/api/v1/namespaces/$NAMESPACE/secrets" not in script:
-        fail(f"{label}: the {component} Job does not POST the Secret and leave an existing one (409)")
+    if env.get("SECRET_NAME") != secret or env.get("NAMESPACE") != "dialectic":
+        fail(f"{label}: the {component} Job creates {env.get('NAMESPACE')}/{env.get('SECRET_NAME')}, not dialectic/{secret}")
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    mounts = {m["mountPath"]: m["name"] for m in create.get("volumeMounts", [])}
+    api = volumes.get(mounts.get("/var/run/secrets/kubernetes.io/serviceaccount"), {})
+    sources = api.get("projected", {}).get("sources", [])
+    if not any("serviceAccountToken" in src for src in sources) or not any(
+            i.get("path") == "ca.crt" for src in sources for i in src.get("configMap", {}).get("items", [])):
+        fail(f"{label}: the {component} Job has no token and CA where dialecticd reads them")
     if values["networkPolicy"]["enabled"]:
         check_closed_policy(by, label, name, job["spec"]["template"]["metadata"]["labels"])
+
+
+# Shell phrases that put a value read from a file or a variable on a command
+# line: curl's --data "$body" (--data @FILE or @- reads a file or stdin: no
+# argument), or a command substitution reading a key.
+ARGV_LEAKS = [re.compile(p) for p in [
+    r"--data(-\w+)?[ =](?!@)", r"(^|\s)-d\s+[\"']?\$", r"\$\(cat\s", r"\$\(base64", r"\.key\b", r"/dev/urandom",
+]]
+# A long run of hex or base64: a key, not a name.
+KEYLIKE = re.compile(r"[A-Za-z0-9+/=_-]{40,}")
+
+
+def secret_values(values, path=""):
+    """Every string in values under a key that holds a secret."""
+    found = []
+    if isinstance(values, dict):
+        for k, v in values.items():
+            here = f"{path}.{k}" if path else k
+            if isinstance(v, (dict, list)):
+                found += secret_values(v, here)
+            elif isinstance(v, str) and len(v) >= 6 and (
+                    here.startswith("modelKeys.values.") or here == "internal.tokenSecret"
+                    or (here.startswith("secrets.") and here != "secrets.existingSecret")):
+                found.append((here, v))
+    return found
+
+
+def check_command_lines(docs, label, values):
+    """No key material on any container's command line: /proc/*/cmdline is
+    readable by every process of the node that may list processes. Neither a
+    value the chart holds as a secret, nor a run of key-like characters, nor a
+    shell that passes what it reads from a file or variable to a command's
+    arguments."""
+    secrets = secret_values(values)
+    for doc in docs:
+        spec = doc.get("spec", {})
+        pod = spec.get("template", {}).get("spec", spec) if doc["kind"] != "Pod" else spec
+        for c in pod.get("initContainers", []) + pod.get("containers", []):
+            argv = [str(a) for a in (c.get("command") or []) + (c.get("args") or [])]
+            where = f"{doc['kind']}/{doc['metadata']['name']} ({c['name']})"
+            text = "\n".join(argv)
+            for name, value in secrets:
+                if value in text:
+                    fail(f"{label}: {where} has {name} on its command line")
+            for pattern in ARGV_LEAKS:
+                if pattern.search(text):
+                    fail(f"{label}: {where} passes data to a command line ({pattern.pattern}): "
+                         f"{text[:120]!r}")
+            for arg in argv:
+                if KEYLIKE.fullmatch(arg):
+                    fail(f"{label}: {where} has a key-like argument ({len(arg)} characters)")
 
 
 def check_closed_policy(by, label, name, pod_labels):
@@ -623,35 +700,6 @@ def check_closed_policy(by, label, name, pod_labels):
         fail(f"{label}: no NetworkPolicy {name} selects the {name} pods")
     elif policy["spec"].get("policyTypes") != ["Ingress"] or policy["spec"].get("ingress"):
         fail(f"{label}: NetworkPolicy/{name} admits traffic to pods that serve nothing")
-
-
-def check_key_generation(by, label, job):
-    """The service-keys Job generates the keys with the platform's own image
-    (`dialecticd keys generate`) into a volume its create step reads, and posts
-    every service's .key and .pub."""
-    pod = job["spec"]["template"]["spec"]
-    image = by[("Deployment", "dialectic-gateway")]["spec"]["template"]["spec"]["containers"][0]["image"]
-    inits = pod.get("initContainers", [])
-    if len(inits) != 1 or inits[0]["image"] != image or inits[0].get("args", [])[:2] != ["keys", "generate"]:
-        fail(f"{label}: the service-keys Job does not run `dialecticd keys generate` from {image} first: {inits}")
-        return
-    directory = inits[0]["args"][2]
-    volumes = {v["name"]: v for v in pod["volumes"]}
-
-    def mount_of(container):
-        for m in container.get("volumeMounts", []):
-            if directory.startswith(m["mountPath"].rstrip("/") + "/") and "emptyDir" in volumes.get(m["name"], {}):
-                return m
-        return None
-
-    generated, read = mount_of(inits[0]), mount_of(pod["containers"][0])
-    if not generated or not read or generated["name"] != read["name"]:
-        fail(f"{label}: the service-keys Job's create step does not read the emptyDir {directory} is generated into")
-    elif volumes[generated["name"]]["emptyDir"].get("medium") != "Memory":
-        fail(f"{label}: the service-keys Job writes private keys to a disk-backed emptyDir")
-    script = pod["containers"][0]["args"][0]
-    if f"{directory}/" not in script or not all(svc in script for svc in SERVICES):
-        fail(f"{label}: the service-keys Job does not post every service's files from {directory}")
 
 
 def check_service_identity(pod, svc, label, values):

@@ -1,30 +1,33 @@
 {{- /*
 A pre-install/pre-upgrade hook that creates a Secret once, when (and only when)
-it does not exist yet: a ServiceAccount, a Role that may only create Secrets
-(it cannot read one, so an existing Secret is never seen, let alone replaced:
-the API answers 409 Conflict and the Job succeeds), its RoleBinding, and the
-Job. The Secret it creates is no release resource: it outlives `helm uninstall`,
-and it carries no app.kubernetes.io/instance label, so Argo CD (label tracking)
-never prunes it. Nothing here is random at render time: the values are drawn
-when the Job runs.
+it does not exist yet: a ServiceAccount, a Role, its RoleBinding, and a Job
+running the chart's own image, `dialecticd secret-hook KIND`. dialecticd draws
+the values in its own memory and POSTs the Secret to the Kubernetes API itself:
+no value is on any command line (/proc/PID/cmdline) and no other image sees one.
+An existing Secret is never read or replaced: the API answers 409 Conflict and
+the Job succeeds. The Secret it creates is no release resource: it outlives
+`helm uninstall`, and it carries no app.kubernetes.io/instance label, so Argo CD
+(label tracking) never prunes it. Nothing here is random at render time.
+
+The ServiceAccount, Role and RoleBinding carry hook-failed as well as
+hook-succeeded: a failed run leaves no grant behind. The Job keeps its pods
+after a failure, so `kubectl logs job/<name>` says why (it holds no key, and its
+token expires with the 600 s projection); before-hook-creation removes it at the
+next install or upgrade.
 
 Used by internal-secret.yaml (the shared token secret) and service-keys.yaml
 (one Ed25519 key pair per service). Parameters (a dict):
 
   root        the chart's root context
-  component   the Job's name suffix and component label (internal-secret, service-keys)
+  component   the Job's name suffix, component label and the `secret-hook`
+              kind (internal-secret, service-keys)
   secretName  the Secret to create
-  data        shell lines run first in the create container, setting $data to the
-              members of the Secret's data, a JSON object's inside
-              ("KEY":"base64",…)
-  generate    optional: args for an init container running the chart's own image
-              (its entrypoint, dialecticd) before the create step; it writes into
-              /work, which the create container reads
 */}}
 {{- define "dialectic.secretHook" -}}
 {{- $root := .root }}
 {{- $job := printf "%s-%s" (include "dialectic.fullname" $root) .component }}
-{{- $hook := dict "helm.sh/hook" "pre-install,pre-upgrade" "helm.sh/hook-delete-policy" "before-hook-creation,hook-succeeded" }}
+{{- $hook := dict "helm.sh/hook" "pre-install,pre-upgrade" "helm.sh/hook-delete-policy" "before-hook-creation,hook-succeeded,hook-failed" }}
+{{- $jobHook := dict "helm.sh/hook" "pre-install,pre-upgrade" "helm.sh/hook-delete-policy" "before-hook-creation,hook-succeeded" }}
 {{- $gen := $root.Values.internal.generator }}
 apiVersion: v1
 kind: ServiceAccount
@@ -50,6 +53,11 @@ metadata:
   annotations:
     {{- toYaml $hook | nindent 4 }}
     "helm.sh/hook-weight": "-30"
+# create only: the hook never reads, patches or replaces a Secret. Kubernetes RBAC
+# cannot narrow `create` with resourceNames (the name is not known when the
+# request is authorized), so this rule cannot name the one Secret; the grant
+# lives only while the hook runs (its token is projected for this Job, 600 s)
+# and is used by the chart's own binary alone.
 rules:
   - apiGroups: [""]
     resources: ["secrets"]
@@ -84,7 +92,7 @@ metadata:
     {{- include "dialectic.labels" $root | nindent 4 }}
     app.kubernetes.io/component: {{ .component }}
   annotations:
-    {{- toYaml $hook | nindent 4 }}
+    {{- toYaml $jobHook | nindent 4 }}
     "helm.sh/hook-weight": "-20"
 spec:
   backoffLimit: 3
@@ -117,45 +125,15 @@ spec:
       tolerations:
         {{- toYaml . | nindent 8 }}
       {{- end }}
-      {{- with .generate }}
-      initContainers:
-        - name: generate
-          image: {{ include "dialectic.image" $root | quote }}
-          imagePullPolicy: {{ $root.Values.image.pullPolicy }}
-          args: {{ toJson . }}
-          securityContext:
-            {{- toYaml $root.Values.containerSecurityContext | nindent 12 }}
-          resources:
-            {{- toYaml $gen.resources | nindent 12 }}
-          volumeMounts:
-            - name: work
-              mountPath: /work
-      {{- end }}
       containers:
         - name: create
-          image: {{ $gen.image | quote }}
+          image: {{ include "dialectic.image" $root | quote }}
           imagePullPolicy: {{ $root.Values.image.pullPolicy }}
-          command: ["/bin/sh", "-c"]
-          args:
-            - |
-              set -eu
-              api=/var/run/secrets/dialectic-api
-              {{- .data | nindent 14 }}
-              body=$(printf '{"apiVersion":"v1","kind":"Secret","type":"Opaque","metadata":{"name":"%s","labels":{"app.kubernetes.io/name":"%s","app.kubernetes.io/part-of":"%s","app.kubernetes.io/component":"%s"}},"data":{%s}}' \
-                "$SECRET_NAME" "$CHART_NAME" "$RELEASE_NAME" "$COMPONENT" "$data")
-              code=$(curl -sS -o /tmp/reply -w '%{http_code}' --cacert "$api/ca.crt" \
-                -H "Authorization: Bearer $(cat "$api/token")" -H 'Content-Type: application/json' \
-                --data "$body" "https://kubernetes.default.svc/api/v1/namespaces/$NAMESPACE/secrets")
-              case "$code" in
-                201) echo "created Secret $SECRET_NAME" ;;
-                409) echo "Secret $SECRET_NAME exists; left as it is" ;;
-                *) echo "creating Secret $SECRET_NAME: HTTP $code" >&2; cat /tmp/reply >&2; exit 1 ;;
-              esac
+          # Names only: the values are drawn inside dialecticd and sent in the request body.
+          args: ["secret-hook", {{ .component | quote }}]
           env:
             - name: SECRET_NAME
               value: {{ .secretName | quote }}
-            - name: COMPONENT
-              value: {{ .component | quote }}
             - name: CHART_NAME
               value: {{ include "dialectic.name" $root | quote }}
             - name: RELEASE_NAME
@@ -168,15 +146,8 @@ spec:
             {{- toYaml $gen.resources | nindent 12 }}
           volumeMounts:
             - name: api
-              mountPath: /var/run/secrets/dialectic-api
+              mountPath: /var/run/secrets/kubernetes.io/serviceaccount
               readOnly: true
-            - name: tmp
-              mountPath: /tmp
-            {{- if .generate }}
-            - name: work
-              mountPath: /work
-              readOnly: true
-            {{- end }}
       volumes:
         - name: api
           projected:
@@ -189,14 +160,4 @@ spec:
                   items:
                     - key: ca.crt
                       path: ca.crt
-        - name: tmp
-          emptyDir:
-            sizeLimit: 1Mi
-        {{- if .generate }}
-        # Private keys: memory-backed, gone with the Pod.
-        - name: work
-          emptyDir:
-            medium: Memory
-            sizeLimit: 1Mi
-        {{- end }}
 {{- end -}}

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod models;
+mod secret_hook;
 
 const SERVICES: [(&str, StartFn); 6] = [
     ("wallet", dialectic_wallet::start),
@@ -53,6 +54,11 @@ enum Command {
     /// Ed25519 key (`internal.key_dir`; README, "Service identity").
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// The chart's secret hook: generate keys in this process and create the
+    /// Secret through the in-cluster Kubernetes API when none of that name
+    /// exists (an existing one is never read or changed). No key is ever on a
+    /// command line.
+    SecretHook(secret_hook::SecretHookArgs),
     /// Ask a running dialecticd to take no new work (SIGUSR1), then wait: the
     /// Kubernetes preStop hook, so endpoints and queue consumers are gone
     /// before SIGTERM. In-flight work goes on.
@@ -346,6 +352,16 @@ fn main() -> anyhow::Result<()> {
             );
             return Ok(());
         }
+        Some(Command::SecretHook(_)) => {
+            // Needs no settings: the hook runs before the release's config exists.
+            let Some(Command::SecretHook(args)) = cli.command else {
+                unreachable!("matched above")
+            };
+            return tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?
+                .block_on(secret_hook::run(args));
+        }
         _ => {}
     }
     let settings = cli.config.load()?;
@@ -367,7 +383,9 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Migrate => "migrate".to_string(),
         Command::Admin(_) | Command::Pipeline(_) | Command::Model(_) => "admin".to_string(),
-        Command::Run { .. } | Command::Drain { .. } | Command::Keys(_) => "dialecticd".to_string(),
+        Command::Run { .. } | Command::Drain { .. } | Command::Keys(_) | Command::SecretHook(_) => {
+            "dialecticd".to_string()
+        }
     };
     runtime.block_on(async move {
         // Model commands print tables and JSON on stdout, where log lines
@@ -389,7 +407,8 @@ fn main() -> anyhow::Result<()> {
             }
             Command::Pipeline(PipelineCommand::Check { .. })
             | Command::Drain { .. }
-            | Command::Keys(_) => Ok(()),
+            | Command::Keys(_)
+            | Command::SecretHook(_) => Ok(()),
         }
     })
 }
