@@ -364,6 +364,30 @@ const MONTHS: [&str; 12] = [
     "december",
 ];
 
+/// Prompt directive: a date the step asks for is copied as the input writes
+/// it after its first "Effective " (to the sentence's end), not put in
+/// YYYY-MM-DD, as a model ignoring the format its prompt asks for would:
+/// for tests of what the engine does with dates in mixed forms.
+pub const DATES_AS_WRITTEN_DIRECTIVE: &str = "[[simulate:dates-as-written]]";
+
+/// The date after the text's first "Effective ", as written, when the text
+/// carries the dates-as-written directive: up to a full stop that ends the
+/// sentence (followed by whitespace or the end), so "1.3.2021" stays whole.
+fn date_as_written(text: &str) -> Option<String> {
+    if !text.contains(DATES_AS_WRITTEN_DIRECTIVE) {
+        return None;
+    }
+    let (_, rest) = text.split_once("Effective ")?;
+    let bytes = rest.as_bytes();
+    let end = (0..bytes.len())
+        .find(|&i| {
+            bytes[i] == b'\n'
+                || (bytes[i] == b'.' && bytes.get(i + 1).is_none_or(u8::is_ascii_whitespace))
+        })
+        .unwrap_or(bytes.len());
+    Some(rest[..end].trim().to_string())
+}
+
 /// The first date the text states, as YYYY-MM-DD: written so ("2024-09-01")
 /// or as a day, a month's name and a year ("1 September 2024").
 fn first_date(text: &str) -> Option<String> {
@@ -526,8 +550,8 @@ impl SimulatedProvider {
             // each a value of its type, as a model following a schema would.
             if !more {
                 for key in request.required_keys.iter().filter(|k| *k != "content") {
-                    reply[key.as_str()] = match (items_for(first_user, key), first_date(first_user))
-                    {
+                    let date = date_as_written(first_user).or_else(|| first_date(first_user));
+                    reply[key.as_str()] = match (items_for(first_user, key), date) {
                         (Some(n), _) => (1..=n)
                             .map(|i| format!("{} {key} item {i} of {n}", request.model))
                             .collect(),
@@ -678,6 +702,25 @@ mod tests {
             Some("2021-03-01")
         );
         assert_eq!(first_date("clause 4.1 of 2021"), None);
+    }
+
+    #[test]
+    fn the_dates_as_written_directive_copies_the_date_after_effective() {
+        let directive = DATES_AS_WRITTEN_DIRECTIVE;
+        for (text, date) in [
+            ("Effective 1.3.2021. Rent is due.", Some("1.3.2021")),
+            ("Lease. Effective March 1, 2021. 4.2", Some("March 1, 2021")),
+            ("Effective next spring.", Some("next spring")),
+            ("Effective 01/09/2024\nmore", Some("01/09/2024")),
+            ("No date here.", None),
+        ] {
+            assert_eq!(
+                date_as_written(&format!("{directive} {text}")).as_deref(),
+                date,
+                "{text}"
+            );
+        }
+        assert_eq!(date_as_written("Effective 1.3.2021. Rent."), None);
     }
 
     #[tokio::test]
