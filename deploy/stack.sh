@@ -29,11 +29,12 @@ S3_REGION=us-east-1
 S3_DATA_DIR="$STATE_DIR/s3"
 S3_LOG="$STATE_DIR/s3s-fs.log"
 S3_PID_FILE="$STATE_DIR/s3s-fs.pid"
-# s3s-fs 0.14.1 with two patches (deploy/s3s-fs): short sidecar file names, so
-# keys longer than ~160 bytes work, and TCP_NODELAY on accepted connections (a
-# GET took 43 ms, the delayed-ACK stall, instead of 1). Bump the suffix when the
-# patches change.
-S3S_FS_VERSION=0.14.1+dialectic.2
+# s3s-fs 0.14.1 with three patches (deploy/s3s-fs): short sidecar file names, so
+# keys longer than ~160 bytes work; TCP_NODELAY on accepted connections (a
+# GET took 43 ms, the delayed-ACK stall, instead of 1); and ListMultipartUploads,
+# which upstream does not implement (exports' cleanup is tested with it). Bump
+# the suffix when the patches change.
+S3S_FS_VERSION=0.14.1+dialectic.3
 S3S_FS_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/s3s-fs"
 S3S_FS_ROOT="$STATE_DIR/s3s-fs-install"
 STARTED_FILE="$STATE_DIR/started"

@@ -517,51 +517,143 @@ async fn an_idle_session_pauses_itself_and_resumes_where_it_stopped() {
     env.teardown().await;
 }
 
-/// A session that ran to the end of its iteration and waits for review has
-/// nothing running either: it pauses itself and resumes to review.
+/// Seed 003 "Session Expiration", for finished work: a session at review is
+/// never paused or abandoned on a timer while an unfinished one beside it
+/// is; CompleteSession ends it read-only and still queryable; the abandoned
+/// unfinished one says so on the next read and resumes where it stopped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_session_waiting_for_review_pauses_itself_too() {
-    use dialectic_proto::v1::{GetSessionRequest, ResumeSessionRequest};
+async fn finished_work_outlasts_the_idle_timers_and_an_abandoned_session_resumes() {
+    use dialectic_proto::v1::{
+        CompleteSessionRequest, ListSessionsRequest, QueryRequest, ResumeSessionRequest,
+        SaveDocumentEditRequest,
+    };
     let mut env = TestEnv::new().await;
+    env.start_all().await;
+    let (project_id, finished) = env.new_session(PROMPT, &["simulated"], true).await;
+    let (_, unfinished) = env.new_session(PROMPT, &["simulated"], false).await;
+    settled(&env, &finished, "iteration_complete_pending_review").await;
+    settled(&env, &unfinished, "pending_antithesis").await;
+    // Both wait for the user now; the timers start with this planner.
     let mut settings = env.settings.clone();
-    settings.planner.idle_pause_secs = 3;
-    for name in ALL_SERVICES {
-        env.start_with(name, settings.clone()).await;
-        env.wait_serving(name).await;
-    }
-    let (_, session_id) = env.new_session(PROMPT, &["simulated"], true).await;
+    settings.planner.idle_pause_secs = 1;
+    settings.planner.abandon_warn_secs = 2;
+    settings.planner.abandon_after_warn_secs = 1;
+    env.stop("gateway").await;
+    env.stop("planner").await;
+    env.start_with("planner", settings).await;
+    env.wait_serving("planner").await;
+    env.start(&["gateway"]).await;
+    env.wait_serving("gateway").await;
+
+    // The unfinished session pauses, is warned and abandoned: the timers ran.
+    let abandoned = eventually(120, "the unfinished session abandoned", || async {
+        let s = env.session(&unfinished).await;
+        (s.status == "abandoned").then_some(s)
+    })
+    .await;
+    assert_eq!(abandoned.state, SessionState::Abandoned as i32);
+    let resume = format!("dialectic session resume --session {unfinished}");
+    assert!(
+        abandoned.notice.contains(&resume),
+        "the next read says how to continue: {}",
+        abandoned.notice
+    );
+    let review = env.session(&finished).await;
+    assert_eq!(
+        review.status, "iteration_complete_pending_review",
+        "finished work is never paused or abandoned on a timer"
+    );
+    let warned: Option<chrono::DateTime<chrono::Utc>> =
+        sqlx::query_scalar("SELECT idle_warned_at FROM dialectic_sessions WHERE id = $1")
+            .bind(uuid::Uuid::parse_str(&finished).expect("uuid"))
+            .fetch_one(env.store.pool())
+            .await
+            .expect("warned at");
+    assert_eq!(warned, None, "nor warned that it would be");
+
     let mut client = env.gateway().await;
-    // A loaded machine may leave a gap between stages long enough to pause in;
-    // each such pause is resumed until the one at review.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
-    loop {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never paused while waiting for review"
-        );
-        let status = client
-            .get_session(GetSessionRequest {
-                session_id: session_id.clone(),
-            })
-            .await
-            .expect("session")
-            .into_inner()
-            .status;
-        if status != "paused" {
-            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-            continue;
-        }
-        let resumed = client
-            .resume_session(ResumeSessionRequest {
-                session_id: session_id.clone(),
-            })
-            .await
-            .expect("resume")
-            .into_inner();
-        if resumed.status == "iteration_complete_pending_review" {
-            break;
-        }
-    }
+    let completed = client
+        .complete_session(CompleteSessionRequest {
+            session_id: finished.clone(),
+        })
+        .await
+        .expect("complete")
+        .into_inner();
+    assert_eq!(completed.status, "completed");
+    assert_eq!(completed.state, SessionState::Completed as i32);
+    let refused = client
+        .complete_session(CompleteSessionRequest {
+            session_id: unfinished.clone(),
+        })
+        .await
+        .expect_err("only a session at review completes");
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    // Read-only: no review, no edit.
+    let refused = client
+        .submit_stage_responses(SubmitStageResponsesRequest {
+            session_id: finished.clone(),
+            stage_slug: "synthesis".into(),
+            responses: vec![],
+        })
+        .await
+        .expect_err("a completed session takes no responses");
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    let thesis = dialectic_e2e::stage_documents(&mut client, &finished, "thesis", "business_case")
+        .await
+        .into_iter()
+        .next()
+        .expect("a thesis document");
+    let refused = client
+        .save_document_edit(SaveDocumentEditRequest {
+            resource_id: thesis.resource_id.clone(),
+            content: "An edit after the end.".into(),
+        })
+        .await
+        .expect_err("a completed session's documents are read-only");
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        refused.message().contains("completed"),
+        "{}",
+        refused.message()
+    );
+    // Still listed and still answering questions.
+    let listed = client
+        .list_sessions(ListSessionsRequest {
+            project_id: project_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("list")
+        .into_inner()
+        .sessions;
+    assert!(
+        listed
+            .iter()
+            .any(|s| s.id == finished && s.status == "completed"),
+        "{listed:?}"
+    );
+    let answer = client
+        .query(QueryRequest {
+            project_id: project_id.clone(),
+            text: "Who runs the lending library?".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("a completed session's project answers")
+        .into_inner();
+    assert!(!answer.answer.is_empty());
+    let stays = env.session(&finished).await;
+    assert_eq!(stays.status, "completed");
+
+    // The abandoned one comes back where it stopped.
+    let resumed = client
+        .resume_session(ResumeSessionRequest {
+            session_id: unfinished.clone(),
+        })
+        .await
+        .expect("an idle-abandoned session resumes")
+        .into_inner();
+    assert_eq!(resumed.status, "pending_antithesis");
     env.teardown().await;
 }
 

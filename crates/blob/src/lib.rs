@@ -94,6 +94,13 @@ impl ObjectReader {
 /// part at a time; nothing is visible at the key until [`complete`], and
 /// [`abort`] drops the parts sent so far.
 ///
+/// An upload that is dropped before it is completed or aborted (its writer
+/// failed, or the future that held it was cancelled, as tonic cancels a
+/// handler whose client went away) aborts itself: the drop spawns the abort
+/// on the tokio runtime, so no part is left behind to be stored and billed.
+/// A failed [`complete`] is aborted the same way. Only a process that dies
+/// outright leaves parts; the bucket's lifecycle rule removes those.
+///
 /// [`complete`]: MultipartUpload::complete
 /// [`abort`]: MultipartUpload::abort
 #[derive(Debug)]
@@ -103,6 +110,15 @@ pub struct MultipartUpload {
     key: String,
     upload_id: String,
     parts: Vec<CompletedPart>,
+    /// Completed or aborted: nothing is left for the drop to abort.
+    settled: bool,
+}
+
+/// A multipart upload that was started and neither completed nor aborted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingUpload {
+    pub key: String,
+    pub upload_id: String,
 }
 
 /// S3 refuses a part under 5 MiB unless it is the last one.
@@ -114,6 +130,10 @@ pub const MAX_PARTS: usize = 10_000;
 impl MultipartUpload {
     pub fn key(&self) -> &str {
         &self.key
+    }
+
+    pub fn upload_id(&self) -> &str {
+        &self.upload_id
     }
 
     /// Sends the next part: at least [`MIN_PART_BYTES`] unless it is the last.
@@ -150,8 +170,10 @@ impl MultipartUpload {
         Ok(())
     }
 
-    /// Makes the object of the parts sent, in order.
-    pub async fn complete(self) -> Result<(), BlobError> {
+    /// Makes the object of the parts sent, in order. If that fails, the
+    /// upload is aborted as it drops.
+    pub async fn complete(mut self) -> Result<(), BlobError> {
+        let parts = std::mem::take(&mut self.parts);
         self.client
             .complete_multipart_upload()
             .bucket(&self.bucket)
@@ -159,26 +181,69 @@ impl MultipartUpload {
             .upload_id(&self.upload_id)
             .multipart_upload(
                 CompletedMultipartUpload::builder()
-                    .set_parts(Some(self.parts))
+                    .set_parts(Some(parts))
                     .build(),
             )
             .send()
             .await
             .map_err(s3_err("complete_upload", &self.key))?;
+        self.settled = true;
         Ok(())
     }
 
-    /// Drops the parts sent so far; what was at the key stays.
-    pub async fn abort(self) -> Result<(), BlobError> {
-        self.client
-            .abort_multipart_upload()
-            .bucket(&self.bucket)
-            .key(&self.key)
-            .upload_id(&self.upload_id)
-            .send()
-            .await
-            .map_err(s3_err("abort_upload", &self.key))?;
+    /// Drops the parts sent so far; what was at the key stays. If the abort
+    /// fails, it is tried once more as the upload drops.
+    pub async fn abort(mut self) -> Result<(), BlobError> {
+        abort_upload(&self.client, &self.bucket, &self.key, &self.upload_id).await?;
+        self.settled = true;
         Ok(())
+    }
+}
+
+impl Drop for MultipartUpload {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(key = %self.key, upload_id = %self.upload_id,
+                "an unfinished upload was dropped outside a runtime; its parts stay until \
+                 the bucket's lifecycle rule removes them");
+            return;
+        };
+        let client = self.client.clone();
+        let bucket = std::mem::take(&mut self.bucket);
+        let key = std::mem::take(&mut self.key);
+        let upload_id = std::mem::take(&mut self.upload_id);
+        runtime.spawn(async move {
+            match abort_upload(&client, &bucket, &key, &upload_id).await {
+                Ok(()) => tracing::debug!(%key, %upload_id, "aborted an unfinished upload"),
+                Err(e) => tracing::warn!(error = %e, %upload_id,
+                    "could not abort an unfinished upload; the bucket's lifecycle rule removes its parts"),
+            }
+        });
+    }
+}
+
+/// Aborts an upload; one that is already gone (completed or aborted) counts
+/// as aborted.
+async fn abort_upload(
+    client: &Client,
+    bucket: &str,
+    key: &str,
+    upload_id: &str,
+) -> Result<(), BlobError> {
+    match client
+        .abort_multipart_upload()
+        .bucket(bucket)
+        .key(key)
+        .upload_id(upload_id)
+        .send()
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_upload()) => Ok(()),
+        Err(e) => Err(s3_err("abort_upload", key)(e)),
     }
 }
 
@@ -351,6 +416,7 @@ impl BlobStore {
             key: key.to_string(),
             upload_id: upload_id.to_string(),
             parts: Vec::new(),
+            settled: false,
         })
     }
 
@@ -437,6 +503,50 @@ impl BlobStore {
             }
         }
         Ok(objects)
+    }
+
+    /// Every multipart upload under `prefix` that was started and neither
+    /// completed nor aborted (follows the listing's markers).
+    pub async fn pending_uploads(&self, prefix: &str) -> Result<Vec<PendingUpload>, BlobError> {
+        let mut uploads = Vec::new();
+        let mut markers: (Option<String>, Option<String>) = (None, None);
+        loop {
+            let out = self
+                .client
+                .list_multipart_uploads()
+                .bucket(&self.bucket)
+                .prefix(prefix)
+                .set_key_marker(markers.0.take())
+                .set_upload_id_marker(markers.1.take())
+                .send()
+                .await
+                .map_err(s3_err("list_uploads", prefix))?;
+            uploads.extend(out.uploads().iter().filter_map(|u| {
+                Some(PendingUpload {
+                    key: u.key()?.to_string(),
+                    upload_id: u.upload_id()?.to_string(),
+                })
+            }));
+            match (out.next_key_marker(), out.next_upload_id_marker()) {
+                (Some(key), upload) if out.is_truncated() == Some(true) => {
+                    markers = (Some(key.to_string()), upload.map(str::to_string));
+                }
+                _ => break,
+            }
+        }
+        Ok(uploads)
+    }
+
+    /// Aborts every upload [`pending_uploads`] lists under `prefix`; returns
+    /// how many. An upload that finishes meanwhile is no error.
+    ///
+    /// [`pending_uploads`]: BlobStore::pending_uploads
+    pub async fn abort_pending_uploads(&self, prefix: &str) -> Result<usize, BlobError> {
+        let pending = self.pending_uploads(prefix).await?;
+        for upload in &pending {
+            abort_upload(&self.client, &self.bucket, &upload.key, &upload.upload_id).await?;
+        }
+        Ok(pending.len())
     }
 
     /// Readiness probe: the bucket answers.

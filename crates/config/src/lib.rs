@@ -207,6 +207,12 @@ pub struct GatewayConfig {
     /// bounds what one request may make the gateway read and send, not its
     /// memory.
     pub max_export_bytes: u64,
+    /// Most exports (`ExportProject`, `GetExportUrl`) one user may have in
+    /// progress at once in one gateway process (each replica counts its
+    /// own, so a user may run replicas × this many in all); the next is
+    /// RESOURCE_EXHAUSTED `EXPORT_LIMIT_REACHED` until one ends. Each export
+    /// reads and writes up to `max_export_bytes`. 0: no cap.
+    pub max_exports_per_user: u32,
     /// For how long after Postgres last confirmed them the gateway may still
     /// use which user an API key belongs to and which sessions a user owns,
     /// while Postgres is unreachable: `WatchSession` and authentication keep
@@ -328,6 +334,7 @@ impl Default for GatewayConfig {
             max_document_bytes_per_project: 256 * 1024 * 1024,
             max_watches_per_user: 16,
             max_export_bytes: 1024 * 1024 * 1024,
+            max_exports_per_user: 2,
             last_known_secs: 600,
             web_origins: String::new(),
             tls_cert: String::new(),

@@ -84,6 +84,7 @@ impl fmt::Debug for GatewayConfig {
             )
             .field("max_watches_per_user", &self.max_watches_per_user)
             .field("max_export_bytes", &self.max_export_bytes)
+            .field("max_exports_per_user", &self.max_exports_per_user)
             .field("last_known_secs", &self.last_known_secs)
             .field("web_origins", &self.web_origins)
             .field("tls_cert", &self.tls_cert)

@@ -18,6 +18,8 @@ pub enum EventKind {
     SessionResumed,
     SessionCancelled,
     SessionAbandoned,
+    /// The user ended a finished session (CompleteSession).
+    SessionCompleted,
     IdleWarning,
     StageStarted,
     StageCompleted,
@@ -43,13 +45,14 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 25] = [
+    pub const ALL: [EventKind; 26] = [
         EventKind::Snapshot,
         EventKind::SessionStatus,
         EventKind::SessionPaused,
         EventKind::SessionResumed,
         EventKind::SessionCancelled,
         EventKind::SessionAbandoned,
+        EventKind::SessionCompleted,
         EventKind::IdleWarning,
         EventKind::StageStarted,
         EventKind::StageCompleted,
@@ -80,6 +83,7 @@ impl EventKind {
             EventKind::SessionResumed => "session_resumed",
             EventKind::SessionCancelled => "session_cancelled",
             EventKind::SessionAbandoned => "session_abandoned",
+            EventKind::SessionCompleted => "session_completed",
             EventKind::IdleWarning => "idle_warning",
             EventKind::StageStarted => "stage_started",
             EventKind::StageCompleted => "stage_completed",
@@ -147,6 +151,7 @@ mod tests {
             | EventKind::SessionResumed
             | EventKind::SessionCancelled
             | EventKind::SessionAbandoned
+            | EventKind::SessionCompleted
             | EventKind::IdleWarning
             | EventKind::StageStarted
             | EventKind::StageCompleted
@@ -165,7 +170,7 @@ mod tests {
             | EventKind::LowConfidence
             | EventKind::ClarificationRequested
             | EventKind::ClarificationIgnored
-            | EventKind::StageRetried => 25,
+            | EventKind::StageRetried => 26,
         };
         assert_eq!(variants(EventKind::Snapshot), EventKind::ALL.len());
         let names: std::collections::HashSet<&str> =

@@ -296,6 +296,7 @@ pub fn access(path: &str) -> Access {
             | "Pause"
             | "Resume"
             | "Cancel"
+            | "Complete"
             | "SubmitStageResponses"
             | "RevisitStage"
             | "RegenerateDocument"

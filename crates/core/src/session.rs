@@ -9,7 +9,10 @@ pub use machine::{
     InvalidTransition, SessionEffect, SessionEvent, SessionState, Transition, transition,
     waits_right_after,
 };
-pub use notice::{FailedJob, credit_command, failed_stage_notice, funds_notice, retry_command};
+pub use notice::{
+    FailedJob, credit_command, failed_stage_notice, funds_notice, idle_abandoned_notice,
+    retry_command,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum SessionStatus {
@@ -19,7 +22,12 @@ pub enum SessionStatus {
     /// run: the session waits for RetryStage (or a cancel).
     Failed(String),
     IterationCompletePendingReview,
+    /// The user ended a finished session (CompleteSession): read-only, still
+    /// listed, exported and queried, never paused or abandoned on a timer.
+    Completed,
     Paused,
+    /// Cancelled (for good), or left idle unfinished (then `paused_from`
+    /// keeps where it was, and a resume returns there).
     Abandoned,
 }
 
@@ -29,6 +37,7 @@ impl SessionStatus {
     pub const RUNNING_PREFIX: &'static str = "running_";
     pub const FAILED_PREFIX: &'static str = "failed_";
     pub const REVIEW: &'static str = "iteration_complete_pending_review";
+    pub const COMPLETED: &'static str = "completed";
     pub const PAUSED: &'static str = "paused";
     pub const ABANDONED: &'static str = "abandoned";
 
@@ -46,6 +55,7 @@ impl SessionStatus {
         matches!(
             self,
             SessionStatus::IterationCompletePendingReview
+                | SessionStatus::Completed
                 | SessionStatus::Abandoned
                 | SessionStatus::Paused
                 | SessionStatus::Pending(_)
@@ -65,6 +75,7 @@ impl SessionStatus {
         }
         match value {
             Self::REVIEW => Ok(SessionStatus::IterationCompletePendingReview),
+            Self::COMPLETED => Ok(SessionStatus::Completed),
             Self::PAUSED => Ok(SessionStatus::Paused),
             Self::ABANDONED => Ok(SessionStatus::Abandoned),
             other => Err(UnknownValue::new("session status", other)),
@@ -79,6 +90,7 @@ impl fmt::Display for SessionStatus {
             SessionStatus::Running(s) => write!(f, "{}{s}", Self::RUNNING_PREFIX),
             SessionStatus::Failed(s) => write!(f, "{}{s}", Self::FAILED_PREFIX),
             SessionStatus::IterationCompletePendingReview => f.write_str(Self::REVIEW),
+            SessionStatus::Completed => f.write_str(Self::COMPLETED),
             SessionStatus::Paused => f.write_str(Self::PAUSED),
             SessionStatus::Abandoned => f.write_str(Self::ABANDONED),
         }
@@ -152,6 +164,7 @@ mod tests {
             "running_synthesis",
             "failed_synthesis",
             "iteration_complete_pending_review",
+            "completed",
             "paused",
             "abandoned",
         ] {

@@ -14,7 +14,8 @@ use sqlx::{PgPool, QueryBuilder};
 use uuid::Uuid;
 
 /// The session whose outputs a project's questions read: the newest that
-/// completed (reached review), or before any has, the newest not abandoned.
+/// finished its analysis (at review, paused there, or completed), or before
+/// any has, the newest not abandoned.
 pub async fn analysis(
     pool: &PgPool,
     project_id: ProjectId,
@@ -22,11 +23,13 @@ pub async fn analysis(
     Ok(sqlx::query_scalar(
         "SELECT id FROM dialectic_sessions
          WHERE project_id = $1 AND status <> $3
-         ORDER BY (status = $2) DESC, created_at DESC, id DESC LIMIT 1",
+         ORDER BY (status IN ($2, $4) OR paused_from = $2) DESC, created_at DESC, id DESC
+         LIMIT 1",
     )
     .bind(project_id)
     .bind(SessionStatus::REVIEW)
     .bind(SessionStatus::ABANDONED)
+    .bind(SessionStatus::COMPLETED)
     .fetch_optional(pool)
     .await?)
 }

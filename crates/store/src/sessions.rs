@@ -227,9 +227,10 @@ pub async fn project_of_session(
         .ok_or_else(|| StoreError::not_found("session", session_id))
 }
 
-/// Up to `limit` sessions, locked, that nothing happened in for `idle_secs`:
-/// the session row and every job of it unchanged that long, and no job
-/// running. The planner decides (core's machine) which of them pause.
+/// Up to `limit` unfinished sessions, locked, that nothing happened in for
+/// `idle_secs`: the session row and every job of it unchanged that long, and
+/// no job running. Finished work (review, completed) never pauses on a
+/// timer. The planner decides (core's machine) which of them pause.
 pub async fn lock_idle_sessions(
     tx: &mut Tx<'_>,
     idle_secs: u64,
@@ -237,7 +238,7 @@ pub async fn lock_idle_sessions(
 ) -> Result<Vec<SessionRow>, StoreError> {
     Ok(sqlx::query_as::<_, SessionRow>(&format!(
         "SELECT {SESSION_COLUMNS} FROM dialectic_sessions s
-         WHERE s.status NOT IN ($3, $4)
+         WHERE s.status NOT IN ($3, $4, $6, $7)
            AND s.updated_at < now() - make_interval(secs => $1::double precision)
            AND NOT EXISTS (
                SELECT 1 FROM dialectic_generation_jobs j WHERE j.session_id = s.id
@@ -249,13 +250,15 @@ pub async fn lock_idle_sessions(
     .bind(SessionStatus::PAUSED)
     .bind(SessionStatus::ABANDONED)
     .bind(JobStatus::Processing.as_str())
+    .bind(SessionStatus::REVIEW)
+    .bind(SessionStatus::COMPLETED)
     .fetch_all(&mut **tx)
     .await?)
 }
 
-/// Up to `limit` sessions, locked, idle for `idle_secs` (the row and every
-/// job unchanged that long, nothing running) and not warned since their last
-/// activity: the planner warns them that abandonment is coming.
+/// Up to `limit` unfinished sessions, locked, idle for `idle_secs` (the row
+/// and every job unchanged that long, nothing running) and not warned since
+/// their last activity: the planner warns them that abandonment is coming.
 pub async fn lock_sessions_to_warn(
     tx: &mut Tx<'_>,
     idle_secs: u64,
@@ -263,7 +266,7 @@ pub async fn lock_sessions_to_warn(
 ) -> Result<Vec<SessionRow>, StoreError> {
     Ok(sqlx::query_as::<_, SessionRow>(&format!(
         "SELECT {SESSION_COLUMNS} FROM dialectic_sessions s
-         WHERE s.status <> $3
+         WHERE {UNFINISHED}
            AND s.updated_at < now() - make_interval(secs => $1::double precision)
            AND (s.idle_warned_at IS NULL OR s.idle_warned_at < s.updated_at)
            AND NOT EXISTS (
@@ -275,9 +278,16 @@ pub async fn lock_sessions_to_warn(
     .bind(limit)
     .bind(SessionStatus::ABANDONED)
     .bind(JobStatus::Processing.as_str())
+    .bind(SessionStatus::REVIEW)
+    .bind(SessionStatus::COMPLETED)
     .fetch_all(&mut **tx)
     .await?)
 }
+
+/// Sessions idle abandonment may reach: not abandoned, not finished (at
+/// review, paused there, or completed). Binds $3 abandoned, $5 review, $6
+/// completed.
+const UNFINISHED: &str = "s.status NOT IN ($3, $5, $6) AND s.paused_from IS DISTINCT FROM $5";
 
 /// Records the warning without touching `updated_at`, which measures activity.
 pub async fn mark_idle_warned(tx: &mut Tx<'_>, id: SessionId) -> Result<(), StoreError> {
@@ -297,7 +307,7 @@ pub async fn lock_sessions_to_abandon(
 ) -> Result<Vec<SessionRow>, StoreError> {
     Ok(sqlx::query_as::<_, SessionRow>(&format!(
         "SELECT {SESSION_COLUMNS} FROM dialectic_sessions s
-         WHERE s.status <> $3 AND s.idle_warned_at >= s.updated_at
+         WHERE {UNFINISHED} AND s.idle_warned_at >= s.updated_at
            AND s.idle_warned_at < now() - make_interval(secs => $1::double precision)
            AND NOT EXISTS (
                SELECT 1 FROM dialectic_generation_jobs j WHERE j.session_id = s.id
@@ -308,6 +318,8 @@ pub async fn lock_sessions_to_abandon(
     .bind(limit)
     .bind(SessionStatus::ABANDONED)
     .bind(JobStatus::Processing.as_str())
+    .bind(SessionStatus::REVIEW)
+    .bind(SessionStatus::COMPLETED)
     .fetch_all(&mut **tx)
     .await?)
 }

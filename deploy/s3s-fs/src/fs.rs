@@ -27,6 +27,38 @@ pub struct FileSystem {
 
 pub(crate) type InternalInfo = serde_json::Map<String, serde_json::Value>;
 
+/// What `.upload-{id}.json` records of a multipart upload in progress.
+/// Upstream stores only the access key (a JSON string or null); the bucket
+/// and key are a dialectic patch, so that uploads can be listed.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct UploadInfo {
+    access_key: Option<String>,
+    bucket: Option<String>,
+    key: Option<String>,
+}
+
+impl UploadInfo {
+    /// Either format: this one, or upstream's bare access key.
+    fn parse(content: &[u8]) -> Result<Self> {
+        if let Ok(info) = serde_json::from_slice::<UploadInfo>(content) {
+            return Ok(info);
+        }
+        let access_key: Option<String> = serde_json::from_slice(content)?;
+        Ok(UploadInfo {
+            access_key,
+            ..Default::default()
+        })
+    }
+}
+
+/// A multipart upload neither completed nor aborted.
+#[derive(Debug)]
+pub(crate) struct PendingUpload {
+    pub key: String,
+    pub upload_id: Uuid,
+    pub initiated: std::time::SystemTime,
+}
+
 /// Stores standard object attributes alongside user metadata
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ObjectAttributes {
@@ -225,13 +257,22 @@ impl FileSystem {
         self.resolve_abs_path(format!(".upload-{upload_id}.json"))
     }
 
-    pub(crate) async fn create_upload_id(&self, cred: Option<&Credentials>) -> Result<Uuid> {
+    /// The upload id an upload info file is named after, if `file_name` is one.
+    fn upload_id_of(file_name: &str) -> Option<Uuid> {
+        let id = file_name.strip_prefix(".upload-")?.strip_suffix(".json")?;
+        Uuid::parse_str(id).ok()
+    }
+
+    pub(crate) async fn create_upload_id(&self, cred: Option<&Credentials>, bucket: &str, key: &str) -> Result<Uuid> {
         let upload_id = Uuid::new_v4();
         let upload_info_path = self.get_upload_info_path(&upload_id)?;
 
-        let ak: Option<&str> = cred.map(|c| c.access_key.as_str());
-
-        let content = serde_json::to_vec(&ak)?;
+        let info = UploadInfo {
+            access_key: cred.map(|c| c.access_key.clone()),
+            bucket: Some(bucket.to_owned()),
+            key: Some(key.to_owned()),
+        };
+        let content = serde_json::to_vec(&info)?;
         let mut file_writer = self.prepare_file_write(&upload_info_path).await?;
         file_writer.writer().write_all(&content).await?;
         file_writer.writer().flush().await?;
@@ -240,16 +281,57 @@ impl FileSystem {
         Ok(upload_id)
     }
 
+    async fn load_upload_info(&self, path: &Path) -> Result<UploadInfo> {
+        let content = fs::read(path).await?;
+        UploadInfo::parse(&content)
+    }
+
+    pub(crate) fn upload_exists(&self, upload_id: &Uuid) -> Result<bool> {
+        Ok(self.get_upload_info_path(upload_id)?.exists())
+    }
+
     pub(crate) async fn verify_upload_id(&self, cred: Option<&Credentials>, upload_id: &Uuid) -> Result<bool> {
         let upload_info_path = self.get_upload_info_path(upload_id)?;
         if upload_info_path.exists().not() {
             return Ok(false);
         }
 
-        let content = fs::read(&upload_info_path).await?;
-        let ak: Option<String> = serde_json::from_slice(&content)?;
+        let info = self.load_upload_info(&upload_info_path).await?;
+        Ok(info.access_key.as_deref() == cred.map(|c| c.access_key.as_str()))
+    }
 
-        Ok(ak.as_deref() == cred.map(|c| c.access_key.as_str()))
+    /// dialectic patch: the uploads in progress in `bucket` whose key starts
+    /// with `prefix` that `cred` may see (it started them), in no order.
+    /// Uploads started before the patch recorded no bucket or key and are
+    /// not listed.
+    pub(crate) async fn pending_uploads(
+        &self,
+        cred: Option<&Credentials>,
+        bucket: &str,
+        prefix: &str,
+    ) -> Result<Vec<PendingUpload>> {
+        let mut found = Vec::new();
+        let mut entries = fs::read_dir(&self.root).await?;
+        while let Some(entry) = entries.next_entry().await? {
+            let file_name = entry.file_name();
+            let Some(upload_id) = file_name.to_str().and_then(Self::upload_id_of) else { continue };
+            // An upload completed or aborted while this lists is no longer pending.
+            let Ok(info) = self.load_upload_info(&entry.path()).await else { continue };
+            let Ok(meta) = entry.metadata().await else { continue };
+            let (Some(upload_bucket), Some(key)) = (info.bucket, info.key) else { continue };
+            if upload_bucket != bucket || !key.starts_with(prefix) {
+                continue;
+            }
+            if info.access_key.as_deref() != cred.map(|c| c.access_key.as_str()) {
+                continue;
+            }
+            found.push(PendingUpload {
+                key,
+                upload_id,
+                initiated: meta.modified()?,
+            });
+        }
+        Ok(found)
     }
 
     pub(crate) async fn delete_upload_id(&self, upload_id: &Uuid) -> Result<()> {

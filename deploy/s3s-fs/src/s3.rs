@@ -853,7 +853,9 @@ impl S3 for FileSystem {
         use crate::fs::ObjectAttributes;
 
         let input = req.input;
-        let upload_id = self.create_upload_id(req.credentials.as_ref()).await?;
+        let upload_id = self
+            .create_upload_id(req.credentials.as_ref(), &input.bucket, &input.key)
+            .await?;
 
         // Save object attributes (including user metadata and standard attributes)
         let mut obj_attrs = ObjectAttributes {
@@ -1192,6 +1194,11 @@ impl S3 for FileSystem {
         } = req.input;
 
         let upload_id = Uuid::parse_str(&upload_id).map_err(|_| s3_error!(InvalidRequest))?;
+        // dialectic patch: an upload already completed or aborted is
+        // NoSuchUpload, as S3 says, not AccessDenied.
+        if self.upload_exists(&upload_id)?.not() {
+            return Err(s3_error!(NoSuchUpload));
+        }
         if self.verify_upload_id(req.credentials.as_ref(), &upload_id).await?.not() {
             return Err(s3_error!(AccessDenied));
         }
@@ -1219,6 +1226,69 @@ impl S3 for FileSystem {
         debug!(bucket = %bucket, key = %key, upload_id = %upload_id, "multipart upload aborted");
 
         Ok(S3Response::new(AbortMultipartUploadOutput { ..Default::default() }))
+    }
+
+    /// dialectic patch: upstream answers `NotImplemented`. Uploads are listed
+    /// in key order, then by when they started; `delimiter` is not supported.
+    #[tracing::instrument]
+    async fn list_multipart_uploads(
+        &self,
+        req: S3Request<ListMultipartUploadsInput>,
+    ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+        let input = req.input;
+        if self.get_bucket_path(&input.bucket)?.exists().not() {
+            return Err(s3_error!(NoSuchBucket));
+        }
+        if input.delimiter.is_some() {
+            return Err(s3_error!(NotImplemented, "ListMultipartUploads with a delimiter"));
+        }
+        let prefix = input.prefix.as_deref().unwrap_or("");
+        let mut uploads = self
+            .pending_uploads(req.credentials.as_ref(), &input.bucket, prefix)
+            .await?;
+        uploads.sort_by(|a, b| (&a.key, a.initiated, a.upload_id).cmp(&(&b.key, b.initiated, b.upload_id)));
+        // Past the markers: keys after `key_marker`, or with `upload_id_marker`
+        // also that key's uploads listed after the marked one.
+        if let Some(key_marker) = input.key_marker.as_deref() {
+            let marked = input
+                .upload_id_marker
+                .as_deref()
+                .and_then(|id| uploads.iter().position(|u| u.key == key_marker && u.upload_id.to_string() == id));
+            match marked {
+                Some(index) => drop(uploads.drain(..=index)),
+                None => uploads.retain(|u| u.key.as_str() > key_marker),
+            }
+        }
+        let max_uploads = input.max_uploads.unwrap_or(1000).clamp(0, 1000);
+        let is_truncated = uploads.len() > max_uploads.numeric_cast::<usize>();
+        uploads.truncate(max_uploads.numeric_cast());
+        let last = uploads.last().map(|u| (u.key.clone(), u.upload_id.to_string()));
+        let (next_key_marker, next_upload_id_marker) = match last {
+            Some((key, id)) if is_truncated => (Some(key), Some(id)),
+            _ => (None, None),
+        };
+        let listed = uploads
+            .into_iter()
+            .map(|u| MultipartUpload {
+                key: Some(u.key),
+                upload_id: Some(u.upload_id.to_string()),
+                initiated: Some(Timestamp::from(u.initiated)),
+                ..Default::default()
+            })
+            .collect();
+        let output = ListMultipartUploadsOutput {
+            bucket: Some(input.bucket),
+            prefix: input.prefix,
+            key_marker: input.key_marker,
+            upload_id_marker: input.upload_id_marker,
+            max_uploads: Some(max_uploads),
+            is_truncated: Some(is_truncated),
+            next_key_marker,
+            next_upload_id_marker,
+            uploads: Some(listed),
+            ..Default::default()
+        };
+        Ok(S3Response::new(output))
     }
 }
 

@@ -196,10 +196,14 @@ pub enum SessionCommand {
     Submit(Submit),
     /// Pause a session: running jobs finish, nothing new starts.
     Pause(SessionRef),
-    /// Resume a paused session where it stopped.
+    /// Resume a paused session where it stopped (also one abandoned while
+    /// idle and unfinished).
     Resume(SessionRef),
     /// Cancel a session for good: running jobs finish, nothing new starts.
     Cancel(SessionRef),
+    /// End a session at review as completed: read-only, still listed,
+    /// exported and answering questions, never paused or abandoned on a timer.
+    Complete(SessionRef),
     /// Run a stage's failed jobs again (fresh attempts; what completed is
     /// kept), optionally on another model; the session then goes on by itself.
     Retry(Retry),

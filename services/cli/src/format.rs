@@ -274,9 +274,10 @@ pub fn until_status(value: &str) -> Result<String, String> {
     match SessionStatus::parse(value) {
         Ok(status) if status.stage() != Some("") => Ok(value.to_string()),
         _ => Err(format!(
-            "not a session status; use {REVIEW}, {}, {}, or {}STAGE / {}STAGE / {}STAGE",
+            "not a session status; use {REVIEW}, {}, {}, {}, or {}STAGE / {}STAGE / {}STAGE",
             SessionStatus::PAUSED,
             SessionStatus::ABANDONED,
+            SessionStatus::COMPLETED,
             SessionStatus::PENDING_PREFIX,
             SessionStatus::RUNNING_PREFIX,
             SessionStatus::FAILED_PREFIX
@@ -338,9 +339,11 @@ impl Stop {
         self.last = Some(status.to_string());
         match &self.until {
             Some(until) if until == status => Verdict::Reached,
-            // Abandoned sessions never move again, and a failed stage not
-            // until someone retries it, so waiting on would only time out.
+            // Abandoned and completed sessions never move again by
+            // themselves, and a failed stage not until someone retries it,
+            // so waiting on would only time out.
             _ if status == SessionStatus::ABANDONED
+                || status == SessionStatus::COMPLETED
                 || status.starts_with(SessionStatus::FAILED_PREFIX) =>
             {
                 Verdict::Ended(status.to_string())

@@ -286,6 +286,7 @@ fn kept(e: &SessionEvent) -> bool {
         | Kind::SessionResumed
         | Kind::SessionCancelled
         | Kind::SessionAbandoned
+        | Kind::SessionCompleted
         | Kind::LowConfidence
         | Kind::ClarificationIgnored
         | Kind::SkipIgnored => true,

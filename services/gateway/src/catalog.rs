@@ -2,6 +2,8 @@
 
 mod export;
 
+pub(crate) use export::ExportSlots;
+
 use crate::convert;
 use crate::error::GatewayError;
 use crate::service::Gateway;
@@ -28,7 +30,12 @@ pub fn project_prefix(project_id: ProjectId) -> String {
 /// Where a project's presigned export is kept: outside the project's prefix,
 /// so an export never contains an earlier export.
 pub fn export_key(project: &ProjectRow) -> String {
-    format!("exports/{}/{}.zip", project.id, project.slug)
+    format!("{}{}.zip", export_prefix(project.id), project.slug)
+}
+
+/// Under which prefix a project's exports (and their uploads) are kept.
+fn export_prefix(project_id: ProjectId) -> String {
+    format!("exports/{project_id}/")
 }
 
 fn pipeline(v: pipelines::PipelineVersion, current: bool) -> Pipeline {
@@ -212,6 +219,11 @@ impl Gateway {
         }
         // S3 deletes of a missing key succeed, so this is safe without an export.
         self.blob.delete(&export_key(&project)).await?;
+        // And the uploads of exports that never completed (a gateway that
+        // died mid-export): one listing under the project's export prefix.
+        self.blob
+            .abort_pending_uploads(&export_prefix(project.id))
+            .await?;
         Ok(DeleteProjectResponse {
             objects_deleted: u32::try_from(keys.len()).unwrap_or(u32::MAX),
         })

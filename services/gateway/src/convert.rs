@@ -213,6 +213,7 @@ pub fn session_state(status: &str) -> i32 {
         Ok(SessionStatus::Running(_)) => SessionState::Running,
         Ok(SessionStatus::Failed(_)) => SessionState::Failed,
         Ok(SessionStatus::IterationCompletePendingReview) => SessionState::Review,
+        Ok(SessionStatus::Completed) => SessionState::Completed,
         Ok(SessionStatus::Paused) => SessionState::Paused,
         Ok(SessionStatus::Abandoned) => SessionState::Abandoned,
         Err(_) => SessionState::Unspecified,

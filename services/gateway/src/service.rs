@@ -210,6 +210,8 @@ pub struct Gateway {
     pub(crate) document_limits: DocumentLimits,
     /// Largest export archive of a project (`gateway.max_export_bytes`).
     pub(crate) max_export_bytes: u64,
+    /// Exports in progress per user (`gateway.max_exports_per_user`).
+    pub(crate) export_slots: crate::catalog::ExportSlots,
     shutdown: CancellationToken,
     /// Publishes the planner commands a call enqueues, right after its commit.
     courier: Courier,
@@ -238,6 +240,9 @@ impl Gateway {
             max_prompt_bytes,
             document_limits: document_limits(&GatewayConfig::default()),
             max_export_bytes: GatewayConfig::default().max_export_bytes,
+            export_slots: crate::catalog::ExportSlots::new(
+                GatewayConfig::default().max_exports_per_user,
+            ),
             shutdown,
             courier: Courier::default(),
             watches: watching::Watches::new(GatewayConfig::default().max_watches_per_user),
@@ -251,10 +256,11 @@ impl Gateway {
     }
 
     /// The per-project limits `config` sets: uploaded documents, and the
-    /// size of an export.
+    /// size of an export; and how many exports a user may run at once.
     pub fn with_document_limits(mut self, config: &GatewayConfig) -> Self {
         self.document_limits = document_limits(config);
         self.max_export_bytes = config.max_export_bytes;
+        self.export_slots = crate::catalog::ExportSlots::new(config.max_exports_per_user);
         self
     }
 

@@ -89,6 +89,7 @@ reasons! {
     ProjectBytesLimitReached = "PROJECT_BYTES_LIMIT_REACHED",
     ExportTooLarge = "EXPORT_TOO_LARGE",
     WatchLimitReached = "WATCH_LIMIT_REACHED",
+    ExportLimitReached = "EXPORT_LIMIT_REACHED",
     // INTERNAL
     DatabaseError = "DATABASE_ERROR",
     CorruptStoredData = "CORRUPT_STORED_DATA",

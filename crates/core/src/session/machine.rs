@@ -65,8 +65,13 @@ pub enum SessionEvent {
     Pause,
     /// Nothing happened in the session for the configured idle time.
     IdlePause,
+    /// Idle past its warning: an unfinished session is abandoned, keeping
+    /// where it was so that a resume can bring it back.
+    IdleAbandon,
     Resume,
     Cancel,
+    /// The user ends a session that finished its iteration (CompleteSession).
+    Complete,
     /// A revisit of an earlier stage sends the session back to `to_stage`
     /// (moderate and major impact); `start_now` starts it without the user.
     Rewind {
@@ -134,8 +139,10 @@ impl SessionEvent {
             SessionEvent::ResponsesSubmitted { stage, .. } => format!("responses for {stage}"),
             SessionEvent::Pause => "a pause".into(),
             SessionEvent::IdlePause => "an idle pause".into(),
+            SessionEvent::IdleAbandon => "an idle abandonment".into(),
             SessionEvent::Resume => "a resume".into(),
             SessionEvent::Cancel => "a cancel".into(),
+            SessionEvent::Complete => "a completion".into(),
             SessionEvent::Rewind { to_stage, .. } => format!("a rewind to {to_stage}"),
             SessionEvent::FlagForReview => "a revisit".into(),
             SessionEvent::RegenerateDocument { stage, .. } => {
@@ -152,9 +159,13 @@ impl SessionEvent {
 /// - `pending_<s>`/`running_<s>` → `pending_<next>` or review when `s` completes;
 /// - `pending_<s>`/`running_<s>` → `failed_<s>` when a job of `s` failed for
 ///   good and nothing else of it runs; a retry of `s` → `running_<s>`;
-/// - review → `pending_<first>` of a new iteration when the user submits responses;
-/// - pending, running, failed (and review, when idle) → `paused` → back where it was;
-/// - anything → `abandoned`, which is final.
+/// - review → `pending_<first>` of a new iteration when the user submits
+///   responses, or → `completed` (read-only, final) when the user ends it;
+/// - pending, running, failed → `paused` → back where it was; finished work
+///   (review, completed) never pauses or is abandoned on a timer;
+/// - an idle unfinished session → `abandoned` keeping where it was, and a
+///   resume brings it back; anything but `completed` → `abandoned` for good
+///   on a cancel.
 ///
 /// A paused session still records what happens to it: a stage that completes
 /// while paused moves `paused_from`, so a resume continues from there and a
@@ -168,10 +179,41 @@ pub fn transition(
         event: event.describe(),
     };
     match (&from.status, event) {
-        (SessionStatus::Abandoned, _) => Err(invalid()),
+        (SessionStatus::Completed, _) => Err(invalid()),
+        (SessionStatus::Abandoned, _) => abandoned(from, event).ok_or_else(invalid),
         (_, SessionEvent::Cancel) => Ok(to(SessionStatus::Abandoned, vec![])),
         (SessionStatus::Paused, _) => paused(from, event).ok_or_else(invalid),
         (status, event) => active(status, event).ok_or_else(invalid),
+    }
+}
+
+/// Where an idle abandonment leaves an unfinished session: abandoned, with
+/// the status a resume returns to. Finished work is never abandoned idle.
+fn abandon_idle(status: &SessionStatus) -> Option<Transition> {
+    use SessionStatus as S;
+    match status {
+        S::Pending(_) | S::Running(_) | S::Failed(_) => Some(Transition {
+            to: SessionState {
+                status: S::Abandoned,
+                paused_from: Some(status.clone()),
+            },
+            effects: vec![],
+        }),
+        _ => None,
+    }
+}
+
+/// An idle-abandoned session (it kept where it was) takes a resume, back
+/// there, or a cancel, which ends it for good; a cancelled one takes nothing.
+fn abandoned(from: &SessionState, event: &SessionEvent) -> Option<Transition> {
+    let was = from.paused_from.as_ref()?;
+    match event {
+        SessionEvent::Resume => Some(Transition {
+            to: SessionState::new(was.clone()),
+            effects: vec![SessionEffect::DispatchWaiting],
+        }),
+        SessionEvent::Cancel => Some(to(SessionStatus::Abandoned, vec![])),
+        _ => None,
     }
 }
 
@@ -222,17 +264,17 @@ fn active(status: &SessionStatus, event: &SessionEvent) -> Option<Transition> {
             Some(to(status, effects))
         }
         (_, Ev::ResponsesSubmitted { next, first, .. }) => submitted(status, next, first),
-        (S::Pending(_) | S::Running(_) | S::Failed(_), Ev::Pause)
-        | (
-            S::Pending(_) | S::Running(_) | S::Failed(_) | S::IterationCompletePendingReview,
-            Ev::IdlePause,
-        ) => Some(Transition {
-            to: SessionState {
-                status: S::Paused,
-                paused_from: Some(status.clone()),
-            },
-            effects: vec![],
-        }),
+        (S::IterationCompletePendingReview, Ev::Complete) => Some(to(S::Completed, vec![])),
+        (_, Ev::IdleAbandon) => abandon_idle(status),
+        (S::Pending(_) | S::Running(_) | S::Failed(_), Ev::Pause | Ev::IdlePause) => {
+            Some(Transition {
+                to: SessionState {
+                    status: S::Paused,
+                    paused_from: Some(status.clone()),
+                },
+                effects: vec![],
+            })
+        }
         (
             S::Pending(_) | S::IterationCompletePendingReview,
             Ev::Rewind {
@@ -274,6 +316,11 @@ fn paused(from: &SessionState, event: &SessionEvent) -> Option<Transition> {
             to: SessionState::new(was.clone()),
             effects: vec![SessionEffect::DispatchWaiting],
         }),
+        Ev::IdleAbandon => abandon_idle(was),
+        // A session paused at review before review stopped pausing.
+        Ev::Complete if *was == SessionStatus::IterationCompletePendingReview => {
+            Some(to(SessionStatus::Completed, vec![]))
+        }
         // The retried jobs are dispatched when the session resumes.
         Ev::RetryStage { .. }
         | Ev::StartStage { .. }
@@ -365,6 +412,12 @@ mod tests {
             paused_from: Some(status),
         }
     }
+    fn abandoned_from(status: S) -> SessionState {
+        SessionState {
+            status: S::Abandoned,
+            paused_from: Some(status),
+        }
+    }
     fn start(s: &str) -> E {
         E::StartStage { stage: s.into() }
     }
@@ -385,6 +438,11 @@ mod tests {
                 paused_from(S::IterationCompletePendingReview),
             ),
             ("abandoned", state(S::Abandoned)),
+            (
+                "abandoned idle from running_b",
+                abandoned_from(running("b")),
+            ),
+            ("completed", state(S::Completed)),
         ]
     }
 
@@ -424,8 +482,10 @@ mod tests {
             ),
             ("pause", Ev::Pause),
             ("idle pause", Ev::IdlePause),
+            ("idle abandon", Ev::IdleAbandon),
             ("resume", Ev::Resume),
             ("cancel", Ev::Cancel),
+            ("complete", Ev::Complete),
             (
                 "rewind to b",
                 Ev::Rewind {
@@ -452,8 +512,21 @@ mod tests {
         let ok = |s: SessionState, e: Vec<SessionEffect>| Some((s, e));
         let plan_b = || E::PlanRootJobs { stage: "b".into() };
         match (state_name, event_name) {
-            ("abandoned", _) => None,
+            ("abandoned" | "completed", _) => None,
+            ("abandoned idle from running_b", "resume") => {
+                ok(state(running("b")), vec![E::DispatchWaiting])
+            }
+            ("abandoned idle from running_b", "cancel") => ok(state(S::Abandoned), vec![]),
+            ("abandoned idle from running_b", _) => None,
             (_, "cancel") => ok(state(S::Abandoned), vec![]),
+            ("review" | "paused from review", "complete") => ok(state(S::Completed), vec![]),
+            ("pending_b" | "running_b" | "failed_b" | "pending_c", "idle abandon") => {
+                let name_state = states().into_iter().find(|(n, _)| *n == state_name)?.1;
+                ok(abandoned_from(name_state.status), vec![])
+            }
+            ("paused from pending_b", "idle abandon") => ok(abandoned_from(pending("b")), vec![]),
+            ("paused from running_b", "idle abandon") => ok(abandoned_from(running("b")), vec![]),
+            ("paused from failed_b", "idle abandon") => ok(abandoned_from(failed("b")), vec![]),
             ("pending_b", "start b") => ok(state(pending("b")), vec![plan_b()]),
             ("paused from pending_b", "start b") => ok(paused_from(pending("b")), vec![plan_b()]),
             ("pending_b", "root of b started") => ok(state(running("b")), vec![]),
@@ -480,7 +553,7 @@ mod tests {
                 let name_state = states().into_iter().find(|(n, _)| *n == state_name)?.1;
                 ok(paused_from(name_state.status), vec![])
             }
-            ("pending_b" | "running_b" | "failed_b" | "pending_c" | "review", "idle pause") => {
+            ("pending_b" | "running_b" | "failed_b" | "pending_c", "idle pause") => {
                 let name_state = states().into_iter().find(|(n, _)| *n == state_name)?.1;
                 ok(paused_from(name_state.status), vec![])
             }

@@ -91,6 +91,14 @@ pub fn funds_notice(paused_jobs: i64, user_id: &str) -> String {
     )
 }
 
+/// The notice of a session abandoned while idle and unfinished (`was` is
+/// where it stopped): nothing was lost, and a resume brings it back.
+pub fn idle_abandoned_notice(session_id: &str, was: &str) -> String {
+    format!(
+        "abandoned after a long idle spell at {was}; its documents are kept. To continue where it stopped: dialectic session resume --session {session_id} (dialectic session cancel --session {session_id} ends it for good)"
+    )
+}
+
 /// The notice of a session whose `stage` failed: the first failed step
 /// (`jobs` latest failure first), why, the others if any, and the command
 /// that retries them.

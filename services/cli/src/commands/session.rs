@@ -10,10 +10,11 @@ use crate::output::{Out, Render, lines};
 use crate::{format, json, progress};
 use anyhow::Result;
 use dialectic_proto::v1::{
-    BlackboardEntry, CancelSessionRequest, GetBlackboardRequest, ListSessionRevisionsRequest,
-    ListSessionsRequest, PauseSessionRequest, Project, ProjectDocument, ResumeSessionRequest,
-    RetryStageRequest, RetryStageResponse, RevisitStageRequest, RevisitStageResponse, Session,
-    SessionRevision, StageResponse, SubmitStageResponsesRequest,
+    BlackboardEntry, CancelSessionRequest, CompleteSessionRequest, GetBlackboardRequest,
+    ListSessionRevisionsRequest, ListSessionsRequest, PauseSessionRequest, Project,
+    ProjectDocument, ResumeSessionRequest, RetryStageRequest, RetryStageResponse,
+    RevisitStageRequest, RevisitStageResponse, Session, SessionRevision, StageResponse,
+    SubmitStageResponsesRequest,
 };
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -32,6 +33,7 @@ pub async fn dispatch(gateway: &Gateway, out: Out, command: SessionCommand) -> R
         SessionCommand::Pause(a) => change(gateway, out, &a.session, Lifecycle::Pause).await,
         SessionCommand::Resume(a) => change(gateway, out, &a.session, Lifecycle::Resume).await,
         SessionCommand::Cancel(a) => change(gateway, out, &a.session, Lifecycle::Cancel).await,
+        SessionCommand::Complete(a) => change(gateway, out, &a.session, Lifecycle::Complete).await,
         SessionCommand::Retry(a) => retry(gateway, out, &a.session, a.stage, a.model).await,
         SessionCommand::Revisit(a) => {
             revisit(gateway, out, &a.session, &a.stage, &a.impact, &a.reason).await
@@ -246,12 +248,13 @@ pub async fn submit(
     Ok(())
 }
 
-/// Pause, resume or cancel: the same call shape, a different RPC.
+/// Pause, resume, cancel or complete: the same call shape, a different RPC.
 #[derive(Clone, Copy)]
 pub enum Lifecycle {
     Pause,
     Resume,
     Cancel,
+    Complete,
 }
 
 pub async fn change(gateway: &Gateway, out: Out, session: &str, change: Lifecycle) -> Result<()> {
@@ -271,6 +274,10 @@ pub async fn change(gateway: &Gateway, out: Out, session: &str, change: Lifecycl
                     Lifecycle::Cancel => {
                         let request = gateway.request(CancelSessionRequest { session_id });
                         c.cancel_session(request).await
+                    }
+                    Lifecycle::Complete => {
+                        let request = gateway.request(CompleteSessionRequest { session_id });
+                        c.complete_session(request).await
                     }
                 }
             }

@@ -7,6 +7,11 @@
 //! caller's stream (`ExportProject`) or into an S3 multipart upload
 //! (`GetExportUrl`). An export holds a few chunks in memory, never the
 //! archive, whatever its size.
+//!
+//! A user has at most `gateway.max_exports_per_user` exports in progress in
+//! one gateway process. An upload that does not complete is aborted, whether
+//! the export failed or its caller went away (the upload aborts itself as it
+//! drops: see [`dialectic_blob::MultipartUpload`]).
 
 use super::{export_key, project_prefix};
 use crate::convert;
@@ -18,6 +23,8 @@ use dialectic_core::ids::{ProjectId, UserId};
 use dialectic_core::zip::{StreamingZip, ZipError, archive_size};
 use dialectic_proto::v1::{ExportChunk, ExportUrl};
 use dialectic_store::projects::{self, ProjectRow};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -203,6 +210,67 @@ async fn write_archive<T>(
         .map_err(|_| Halt::ReaderGone)
 }
 
+/// Exports in progress in this process, by user, against
+/// `gateway.max_exports_per_user`.
+pub(crate) struct ExportSlots {
+    /// 0: no cap.
+    max_per_user: u32,
+    held: Arc<Mutex<HashMap<UserId, u32>>>,
+}
+
+/// One export's slot, given back as it drops: with the export's task or
+/// handler, whether it finished, failed or was cancelled.
+pub(crate) struct ExportSlot {
+    held: Arc<Mutex<HashMap<UserId, u32>>>,
+    user: UserId,
+}
+
+impl ExportSlots {
+    pub(crate) fn new(max_per_user: u32) -> Self {
+        Self {
+            max_per_user,
+            held: Arc::default(),
+        }
+    }
+
+    /// A slot for one more export of `user`'s, or RESOURCE_EXHAUSTED
+    /// `EXPORT_LIMIT_REACHED` at the cap.
+    fn admit(&self, user: UserId) -> Result<ExportSlot, GatewayError> {
+        // Only map updates happen under the lock: a poisoned one is consistent.
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = held.entry(user).or_default();
+        if self.max_per_user > 0 && *count >= self.max_per_user {
+            return Err(GatewayError::Exhausted {
+                reason: Reason::ExportLimitReached,
+                message: format!(
+                    "{count} of your exports are in progress, the most one user may run at once \
+                     (gateway.max_exports_per_user = {}); export again once one ends",
+                    self.max_per_user
+                ),
+                limit: i64::from(self.max_per_user),
+                current: i64::from(*count),
+            });
+        }
+        *count += 1;
+        Ok(ExportSlot {
+            held: self.held.clone(),
+            user,
+        })
+    }
+}
+
+impl Drop for ExportSlot {
+    fn drop(&mut self) {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = held.get_mut(&self.user) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                held.remove(&self.user);
+            }
+        }
+    }
+}
+
 /// Parts of [`UPLOAD_PART_BYTES`], or larger for an archive that would
 /// otherwise take more parts than S3 allows.
 fn part_bytes(size: u64) -> usize {
@@ -255,11 +323,14 @@ impl Gateway {
         user: UserId,
         project_id: &str,
     ) -> Result<ReceiverStream<Result<ExportChunk, Status>>, GatewayError> {
+        let slot = self.export_slots.admit(user)?;
         let plan = self.plan_export(user, project_id).await?;
         let blob = self.blob.clone();
         let (tx, rx) = mpsc::channel(EXPORT_CHUNKS_IN_FLIGHT);
         tokio::spawn(
             async move {
+                // Held while the archive is written, until the reader hangs up.
+                let _slot = slot;
                 let mut file_name = format!("{}.zip", plan.project.slug);
                 let wrap = |data| {
                     Ok(ExportChunk {
@@ -283,12 +354,15 @@ impl Gateway {
 
     /// Writes the project's archive under `exports/` by multipart upload, as
     /// it is made, and presigns it. The key keeps the previous export until
-    /// the new one is complete; a failed one leaves no parts behind.
+    /// the new one is complete; a failed one leaves no parts behind, and
+    /// neither does one whose caller goes away (tonic then drops this
+    /// future, and with it the upload, which aborts itself).
     pub(crate) async fn export_url(
         &self,
         user: UserId,
         project_id: &str,
     ) -> Result<ExportUrl, GatewayError> {
+        let _slot = self.export_slots.admit(user)?;
         let plan = self.plan_export(user, project_id).await?;
         let key = export_key(&plan.project);
         let mut upload = self.blob.start_upload(&key, "application/zip").await?;
@@ -317,6 +391,8 @@ impl Gateway {
             )),
         };
         if let Some(e) = failure {
+            // Awaited here, so the parts are gone before the caller hears of
+            // the failure; a failed abort is tried again as `upload` drops.
             if let Err(abort) = upload.abort().await {
                 tracing::warn!(error = %abort, key, "could not abort the export's upload");
             }
@@ -372,6 +448,32 @@ mod tests {
         assert_eq!(part_bytes(1 << 30), UPLOAD_PART_BYTES);
         let huge = 200 * 1024 * 1024 * 1024u64;
         assert!(part_bytes(huge) as u64 * MAX_PARTS as u64 >= huge);
+    }
+
+    #[test]
+    fn a_user_holds_at_most_the_cap_of_exports_and_a_dropped_one_frees_its_slot() {
+        let slots = ExportSlots::new(2);
+        let (alice, bob) = (UserId::new(), UserId::new());
+        let first = slots.admit(alice).expect("first");
+        let _second = slots.admit(alice).expect("second");
+        match slots.admit(alice) {
+            Err(GatewayError::Exhausted {
+                reason: Reason::ExportLimitReached,
+                limit: 2,
+                current: 2,
+                message,
+            }) => assert!(message.contains("max_exports_per_user"), "{message}"),
+            Err(other) => panic!("third: {other}"),
+            Ok(_) => panic!("third: admitted past the cap"),
+        }
+        let _bobs = slots.admit(bob).expect("another user's own slots");
+        drop(first);
+        let _third = slots.admit(alice).expect("a dropped export frees its slot");
+        assert!(slots.admit(alice).is_err());
+
+        let uncapped = ExportSlots::new(0);
+        let held: Vec<_> = (0..50).map(|_| uncapped.admit(alice)).collect();
+        assert!(held.iter().all(Result::is_ok), "0: no cap");
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! the work itself lives in the inherent methods.
 
 use super::*;
-use dialectic_proto::v1::{ListSessionRevisionsRequest, ListSessionRevisionsResponse};
+use dialectic_proto::v1::{
+    CompleteSessionRequest, ListSessionRevisionsRequest, ListSessionRevisionsResponse,
+};
 use dialectic_store::wallets;
 
 /// The ids a request names, recorded on its span so a trace or log line of
@@ -28,7 +30,7 @@ macro_rules! names {
 }
 
 names!(session_id: GetSessionRequest, GetBlackboardRequest, ListStageDocumentsRequest,
-    PauseSessionRequest, CancelSessionRequest, RevisitStageRequest, RegenerateDocumentRequest,
+    PauseSessionRequest, CancelSessionRequest, CompleteSessionRequest, RevisitStageRequest, RegenerateDocumentRequest,
     WatchSessionRequest, ListSessionRevisionsRequest);
 names!(project_id: GetProjectRequest, StartSessionRequest, DeleteProjectRequest,
     ListSessionsRequest, AddProjectDocumentRequest, QueryRequest, ListProjectDocumentsRequest,
@@ -206,6 +208,7 @@ dialectic_service! {
     // Cancel abandons the session (the planner applies it): claims refuse its
     // jobs, so only what already runs finishes; watchers' streams end.
     cancel_session(CancelSessionRequest) -> Session: |gw, user, req| async move { gw.session_command(user, &req.session_id, Command::Cancel).await };
+    complete_session(CompleteSessionRequest) -> Session: |gw, user, req| async move { gw.session_command(user, &req.session_id, Command::Complete).await };
     get_session(GetSessionRequest) -> Session: |gw, user, req| async move { gw.session_of(user, &req.session_id).await };
     get_blackboard(GetBlackboardRequest) -> GetBlackboardResponse: |gw, user, req| gw.blackboard(user, req);
     list_stage_documents(ListStageDocumentsRequest) -> ListStageDocumentsResponse: |gw, user, req| gw.list_documents(user, req);

@@ -85,6 +85,13 @@ impl PlannerService for Api {
         self.session_event(request, SessionEvent::Cancel).await
     }
 
+    async fn complete(
+        &self,
+        request: Request<SessionCommand>,
+    ) -> Result<Response<SessionCommandResult>, Status> {
+        self.session_event(request, SessionEvent::Complete).await
+    }
+
     async fn submit_stage_responses(
         &self,
         request: Request<SubmitStageResponsesCommand>,

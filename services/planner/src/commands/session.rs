@@ -1,7 +1,8 @@
-//! Pause, Resume and Cancel: one session event each. A pause lets running
-//! jobs finish their attempt and claims nothing new until a resume; a resume
-//! returns where the session was and dispatches what waited; a cancel is for
-//! good (claims refuse an abandoned session's jobs).
+//! Pause, Resume, Cancel and Complete: one session event each. A pause lets
+//! running jobs finish their attempt and claims nothing new until a resume; a
+//! resume returns where the session was (also from an idle abandonment) and
+//! dispatches what waited; a cancel is for good (claims refuse an abandoned
+//! session's jobs); a completion ends finished work, read-only.
 
 use super::lock_session;
 use crate::engine::{Engine, PlannerError, session_event};
@@ -16,6 +17,7 @@ pub(crate) fn name(event: &SessionEvent) -> &'static str {
         SessionEvent::Pause => "pause",
         SessionEvent::Resume => "resume",
         SessionEvent::Cancel => "cancel",
+        SessionEvent::Complete => "complete",
         _ => "session_event",
     }
 }
@@ -28,6 +30,10 @@ fn progress(event: &SessionEvent) -> (EventKind, &'static str) {
         SessionEvent::Cancel => (
             EventKind::SessionCancelled,
             "cancelled by the user; running jobs finish, nothing new starts",
+        ),
+        SessionEvent::Complete => (
+            EventKind::SessionCompleted,
+            "completed by the user; read-only from now on, still listed, exported and queried",
         ),
         _ => (EventKind::SessionStatus, ""),
     }

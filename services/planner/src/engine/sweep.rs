@@ -112,15 +112,16 @@ impl Engine {
             report.idle_warned += 1;
             let mut event = session_event(&session, EventKind::IdleWarning);
             event.message = format!(
-                "no activity for {warn} s; the session is abandoned (its documents kept) after {grace} s more unless it moves"
+                "no activity for {warn} s; the session is abandoned (its documents kept, a resume brings it back) after {grace} s more unless it moves"
             );
             unit.events.push(event);
         }
         self.finish(unit).await
     }
 
-    /// Idle `abandon_after_warn_secs` more after its warning, a session is
-    /// abandoned (core's machine: like a cancel), its objects kept.
+    /// Idle `abandon_after_warn_secs` more after its warning, an unfinished
+    /// session is abandoned, its objects kept and where it was remembered, so
+    /// a resume brings it back (core's machine; finished work is never reached).
     async fn abandon_idle_sessions(&self, report: &mut SweepReport) -> Result<(), PlannerError> {
         let (warn, grace) = (
             self.config.abandon_warn_secs,
@@ -129,7 +130,7 @@ impl Engine {
         let mut unit = self.begin(None).await?;
         for session in sessions::lock_sessions_to_abandon(&mut unit.tx, grace, BATCH).await? {
             let Some(applied) = self
-                .try_session_event(&mut unit, &session, &SessionEvent::Cancel)
+                .try_session_event(&mut unit, &session, &SessionEvent::IdleAbandon)
                 .await?
             else {
                 continue;
@@ -137,7 +138,11 @@ impl Engine {
             report.abandoned += 1;
             tracing::info!(session_id = %session.id, "idle session abandoned");
             let mut event = session_event(&applied, EventKind::SessionAbandoned);
-            event.message = format!("abandoned after {} s without activity", warn + grace);
+            event.message = format!(
+                "abandoned after {} s without activity; its documents are kept and `dialectic session resume --session {}` continues it",
+                warn + grace,
+                session.id
+            );
             unit.events.push(event);
         }
         self.finish(unit).await
