@@ -52,6 +52,7 @@ reasons! {
     HoldClosed = "HOLD_CLOSED",
     TransitionRefused = "TRANSITION_REFUSED",
     SessionNotAtReview = "SESSION_NOT_AT_REVIEW",
+    SessionCompleted = "SESSION_COMPLETED",
     NothingToRetry = "NOTHING_TO_RETRY",
     DocumentNotRegenerable = "DOCUMENT_NOT_REGENERABLE",
     ExportUnwritable = "EXPORT_UNWRITABLE",
