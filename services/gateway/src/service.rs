@@ -13,7 +13,9 @@ use dialectic_core::job::JobStatus;
 use dialectic_core::paths::{FileKind, PathContext};
 use dialectic_core::position::{Position, StepTally, item_documents};
 use dialectic_core::progress::EventKind;
-use dialectic_core::session::{SessionStatus, failed_stage_notice, funds_notice};
+use dialectic_core::session::{
+    SessionStatus, failed_stage_notice, funds_notice, idle_abandoned_notice,
+};
 use dialectic_core::slug::slugify;
 use dialectic_proto::v1::dialectic_service_server::DialecticService;
 use dialectic_proto::v1::executor::executor_service_client::ExecutorServiceClient;
@@ -70,11 +72,24 @@ pub(crate) enum Command {
     Pause,
     Resume,
     Cancel,
+    Complete,
+}
+
+/// Where an idle-abandoned session stopped (a resume returns there); None
+/// for any other session, a cancelled one included.
+fn idle_abandoned_at(row: &SessionRow) -> Option<String> {
+    match (row.status.as_str(), &row.paused_from) {
+        (SessionStatus::ABANDONED, Some(was)) => Some(was.clone()),
+        _ => None,
+    }
 }
 
 /// A watch ends once the session waits for the user's review or is over.
 fn ends_watch(status: &str) -> bool {
-    matches!(status, SessionStatus::REVIEW | SessionStatus::ABANDONED)
+    matches!(
+        status,
+        SessionStatus::REVIEW | SessionStatus::ABANDONED | SessionStatus::COMPLETED
+    )
 }
 
 /// How long a cached read lives: also the bound on staleness should an
@@ -329,8 +344,8 @@ impl Gateway {
         }
     }
 
-    /// Pause, resume or cancel: the planner applies it once the caller is
-    /// known to own the session (another user's session is NOT_FOUND).
+    /// Pause, resume, cancel or complete: the planner applies it once the
+    /// caller is known to own the session (another user's session is NOT_FOUND).
     pub(crate) async fn session_command(
         &self,
         user: UserId,
@@ -347,6 +362,7 @@ impl Gateway {
             Command::Pause => planner.pause(message).await,
             Command::Resume => planner.resume(message).await,
             Command::Cancel => planner.cancel(message).await,
+            Command::Complete => planner.complete(message).await,
         }
         .map_err(GatewayError::Planner)?;
         let row = sessions::session_for_user(self.store.pool(), user, id).await?;
@@ -443,10 +459,12 @@ impl Gateway {
                 .filter(|(_, _, status, _)| status == JobStatus::PausedNsf.as_str())
                 .map(|r| r.3)
                 .sum();
-            let notice = match self.failed_stage_notice(&row).await? {
-                Some(failed) => failed,
-                None if paused > 0 => funds_notice(paused, &row.user_id.to_string()),
-                None => convert::low_confidence_notice(
+            let failed = self.failed_stage_notice(&row).await?;
+            let notice = match (failed, idle_abandoned_at(&row)) {
+                (Some(failed), _) => failed,
+                (None, Some(was)) => idle_abandoned_notice(&row.id.to_string(), &was),
+                (None, None) if paused > 0 => funds_notice(paused, &row.user_id.to_string()),
+                (None, None) => convert::low_confidence_notice(
                     &gates::kept_low(self.store.pool(), row.id).await?,
                 ),
             };
@@ -971,6 +989,13 @@ impl Gateway {
             ));
         }
         let (resource, root) = self.document_root(user, id).await?;
+        let session = sessions::session_for_user(self.store.pool(), user, root.session_id).await?;
+        if session.status == SessionStatus::COMPLETED {
+            return Err(GatewayError::refused(
+                Reason::SessionCompleted,
+                format!("session {} is completed and read-only", session.id),
+            ));
+        }
         let identity = root.id;
         let mut context = PathContext::deconstruct(&root.raw_response_storage_path)
             .map_err(|e| GatewayError::Internal(format!("document path: {e}")))?;
