@@ -52,15 +52,16 @@ pub(crate) fn convert(
         None => numbering::Numbering::default(),
     };
     let blocks = body::parse(&document)?;
-    let markdown = body::render(&blocks, &styles, numbering);
+    let (markdown, pages) = body::render(&blocks, &styles, numbering);
     progress(1, 1);
-    if markdown.trim().is_empty() {
+    // Anchors alone are no text.
+    if markdown
+        .lines()
+        .all(|l| l.trim().is_empty() || l.starts_with("<!-- page "))
+    {
         return Err(ConvertError::NoText);
     }
-    Ok(Converted {
-        markdown,
-        pages: None,
-    })
+    Ok(Converted { markdown, pages })
 }
 
 fn corrupt(error: ZipError) -> ConvertError {

@@ -70,7 +70,9 @@ impl Default for Limits {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Converted {
     pub markdown: String,
-    /// A PDF's page count; `None` for a DOCX, which has no fixed pages.
+    /// A PDF's page count; for a DOCX, which has no fixed pages, the pages
+    /// its page breaks mark (explicit, or where Word last laid pages out),
+    /// `None` when it has none.
     pub pages: Option<u32>,
 }
 

@@ -93,6 +93,62 @@ fn a_docx_keeps_numbered_headings_and_tables() {
     assert_eq!(markdown, expected);
 }
 
+/// Pages begin at an explicit page break and where Word last laid a page
+/// out; the rendered break Word writes after an explicit one is the same
+/// page, a page beginning inside a paragraph or table is anchored after it,
+/// and a DOCX without breaks has no page anchors.
+#[test]
+fn docx_page_breaks_become_page_anchors() {
+    let body = [
+        paragraph(Some("Title"), "Amendment No. 2"),
+        paragraph(None, "Effective Date: 1 June 2023"),
+        // An explicit break in its own paragraph; Word then marks the next
+        // paragraph's start as rendered on a new page: one page, not two.
+        r#"<w:p><w:r><w:br w:type="page"/></w:r></w:p>"#.to_string(),
+        r#"<w:p><w:r><w:lastRenderedPageBreak/><w:t>Budget on page two.</w:t></w:r></w:p>"#
+            .to_string(),
+        // Word wrapped this paragraph onto page three.
+        r#"<w:p><w:r><w:t>A long clause that</w:t></w:r><w:r><w:lastRenderedPageBreak/><w:t xml:space="preserve"> runs over.</w:t></w:r></w:p>"#
+            .to_string(),
+        r#"<w:tbl><w:tr><w:tc><w:p><w:r><w:t>Item</w:t></w:r></w:p></w:tc></w:tr><w:tr><w:tc><w:p><w:r><w:lastRenderedPageBreak/><w:t>Fees</w:t></w:r></w:p></w:tc></w:tr></w:tbl>"#
+            .to_string(),
+        // An explicit break with no rendered one (a file no Word saved);
+        // page 4, begun in the table, holds nothing after it: no anchor.
+        r#"<w:p><w:r><w:br w:type="page"/><w:t>Schedule</w:t></w:r></w:p>"#.to_string(),
+        // A line break that is not a page break starts no page.
+        r#"<w:p><w:r><w:t>Signed</w:t><w:br/><w:t>by both</w:t></w:r></w:p>"#.to_string(),
+    ]
+    .concat();
+    let bytes = fixtures::docx(&body, Some(HEADING_STYLES), None).expect("fixture");
+    let converted = to_markdown(&bytes, Kind::Docx, &Limits::default()).expect("converts");
+    let expected = "<!-- page 1 -->\n\n\
+        # Amendment No. 2\n\n\
+        Effective Date: 1 June 2023\n\n\
+        <!-- page 2 -->\n\n\
+        Budget on page two.\n\n\
+        A long clause that runs over.\n\n\
+        <!-- page 3 -->\n\n\
+        | Item |\n| --- |\n| Fees |\n\n\
+        <!-- page 5 -->\n\n\
+        Schedule\n\n\
+        Signed by both\n";
+    assert_eq!(converted.markdown, expected);
+    assert_eq!(converted.pages, Some(5));
+
+    let unpaged = to_markdown(
+        &fixtures::amendment_docx().expect("fixture"),
+        Kind::Docx,
+        &Limits::default(),
+    )
+    .expect("converts");
+    assert!(
+        !unpaged.markdown.contains("<!-- page"),
+        "{}",
+        unpaged.markdown
+    );
+    assert_eq!(unpaged.pages, None);
+}
+
 #[test]
 fn docx_files_no_code_of_ours_wrote_convert() {
     // Its tables hold a nested table and empty cells: the empty ones go.

@@ -1,11 +1,20 @@
 //! `word/document.xml`: paragraphs (with their style and numbering) and
 //! tables, in order, then rendered as markdown.
+//!
+//! A DOCX has no fixed pages, but it says where pages began: an explicit
+//! page break (`w:br w:type="page"`) and, in a file Word saved, where each
+//! page began when Word last laid it out (`w:lastRenderedPageBreak`). Both
+//! become `<!-- page N -->` anchors, as a PDF's pages do, so a citation can
+//! name a page. Anchors fall between blocks: a page that begins inside a
+//! paragraph or table is marked after it (the block is cited on the page it
+//! starts on). A file with neither kind of break gets no anchors: its pages
+//! are unknown, and "page 1" for all of it would be wrong.
 
 use crate::ConvertError;
 use crate::docx::numbering::{Label, Numbering};
 use crate::docx::styles::Styles;
 use crate::docx::xml::{attribute, local, malformed, reference};
-use crate::markdown::{heading, one_line, table};
+use crate::markdown::{heading, one_line, page_anchor, table};
 use quick_xml::Reader;
 use quick_xml::events::Event;
 
@@ -16,12 +25,16 @@ pub(crate) struct Paragraph {
     level: Option<usize>,
     outline: Option<usize>,
     text: String,
+    /// Pages that began before any of its text: anchored before it.
+    breaks_before: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Block {
     Paragraph(Paragraph),
     Table(Vec<Vec<String>>),
+    /// A new page begins here.
+    PageBreak,
 }
 
 /// Where the walk is: open paragraphs (a text box nests one in another),
@@ -35,6 +48,12 @@ struct Walk {
     in_run: bool,
     /// Depth inside `mc:Fallback`, which repeats the chosen content.
     skipping: usize,
+    /// Text was read since the last page break counted: Word marks the page
+    /// an explicit break starts again with a rendered break, which must not
+    /// count twice, and a rendered break before any text starts no page.
+    text_since_break: bool,
+    /// Pages that began inside the open top-level block, anchored after it.
+    breaks_after: u32,
 }
 
 pub(crate) fn parse(part: &[u8]) -> Result<Vec<Block>, ConvertError> {
@@ -91,6 +110,11 @@ impl Walk {
             }
             (b"r", _) => self.in_run = true,
             (b"t", _) => self.in_text = true,
+            (b"br", _) if self.in_run && attribute(b"type").as_deref() == Some("page") => {
+                self.page_break();
+                self.push_text(" ");
+            }
+            (b"lastRenderedPageBreak", _) if self.text_since_break => self.page_break(),
             (b"tab" | b"br" | b"cr", _) if self.in_run => self.push_text(" "),
             (b"tbl", _) => self.tables.push(Vec::new()),
             (b"tr", _) => {
@@ -128,6 +152,27 @@ impl Walk {
     fn push_text(&mut self, text: &str) {
         if let Some(paragraph) = self.paragraphs.last_mut() {
             paragraph.text.push_str(text);
+            self.text_since_break |= !text.trim().is_empty();
+        }
+    }
+
+    /// A page begins here: before the open paragraph when none of its text
+    /// came yet and it is not in a table, else after the open block.
+    fn page_break(&mut self) {
+        self.text_since_break = false;
+        match self.paragraphs.last_mut() {
+            Some(p) if self.tables.is_empty() && p.text.trim().is_empty() => p.breaks_before += 1,
+            _ => self.breaks_after += 1,
+        }
+    }
+
+    /// The pages that began inside the block just finished, once the
+    /// outermost block is done.
+    fn flush_breaks(&mut self) {
+        if self.tables.is_empty() && self.paragraphs.is_empty() {
+            for _ in 0..std::mem::take(&mut self.breaks_after) {
+                self.blocks.push(Block::PageBreak);
+            }
         }
     }
 
@@ -146,7 +191,13 @@ impl Walk {
                 }
                 cell.push_str(paragraph.text.trim());
             }
-            None => self.blocks.push(Block::Paragraph(paragraph)),
+            None => {
+                for _ in 0..paragraph.breaks_before {
+                    self.blocks.push(Block::PageBreak);
+                }
+                self.blocks.push(Block::Paragraph(paragraph));
+                self.flush_breaks();
+            }
         }
     }
 
@@ -167,15 +218,34 @@ impl Walk {
             None if !rows.is_empty() => self.blocks.push(Block::Table(rows)),
             None => {}
         }
+        self.flush_breaks();
     }
 }
 
-/// The blocks as markdown, separated by blank lines. Numbering is counted as
-/// Word counts it, empty paragraphs included.
-pub(crate) fn render(blocks: &[Block], styles: &Styles, mut numbering: Numbering) -> String {
+/// The blocks as markdown, separated by blank lines, and the pages their
+/// page breaks mark (None when they have none). Numbering is counted as Word
+/// counts it, empty paragraphs included.
+pub(crate) fn render(
+    blocks: &[Block],
+    styles: &Styles,
+    mut numbering: Numbering,
+) -> (String, Option<u32>) {
+    let paged = blocks.iter().any(|b| matches!(b, Block::PageBreak));
+    let mut page = 1;
     let mut out: Vec<String> = Vec::new();
+    if paged {
+        out.push(page_anchor(page));
+    }
     for block in blocks {
         match block {
+            Block::PageBreak => {
+                // A page with nothing on it needs no anchor of its own.
+                if out.last().is_some_and(|l| l.starts_with("<!-- page ")) {
+                    out.pop();
+                }
+                page += 1;
+                out.push(page_anchor(page));
+            }
             // Layout tables with nothing in them say nothing.
             Block::Table(rows) if rows.iter().flatten().all(|cell| cell.trim().is_empty()) => {}
             Block::Table(rows) => out.push(table(rows).trim_end().to_string()),
@@ -188,7 +258,7 @@ pub(crate) fn render(blocks: &[Block], styles: &Styles, mut numbering: Numbering
     }
     let mut markdown = out.join("\n\n");
     markdown.push('\n');
-    markdown
+    (markdown, paged.then_some(page))
 }
 
 fn paragraph_line(
@@ -245,6 +315,7 @@ mod tests {
             .map(|block| match block {
                 Block::Paragraph(p) => p.text.clone(),
                 Block::Table(rows) => format!("{rows:?}"),
+                Block::PageBreak => "page break".to_string(),
             })
             .collect();
         assert_eq!(texts, vec!["Box", "Fees & costs", r#"[["A x", "B"]]"#]);
