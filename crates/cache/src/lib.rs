@@ -107,6 +107,11 @@ pub fn events_channel(session_id: &str) -> String {
     format!("session:{session_id}:events")
 }
 
+/// Set while an API key (by its hash) counts as lately revoked.
+pub fn revoked_key(key_hash: &str) -> String {
+    format!("revoked_key:{key_hash}")
+}
+
 pub fn progress_key(session_id: &str) -> String {
     format!("session:{session_id}:progress")
 }
@@ -138,6 +143,24 @@ impl Cache {
             conn,
             progress_ttl_secs,
         })
+    }
+
+    /// Records that the API key with this hash was revoked, for `ttl_secs`
+    /// (at least the gateways' `gateway.last_known_secs`): a gateway that
+    /// cannot ask Postgres about a key asks here, so a revoked key is never
+    /// honoured from what the gateway remembers of it.
+    pub async fn key_revoked(&self, key_hash: &str, ttl_secs: u64) -> Result<(), CacheError> {
+        let mut conn = self.conn.clone();
+        let _: () = conn
+            .set_ex(revoked_key(key_hash), 1, ttl_secs.max(1))
+            .await?;
+        Ok(())
+    }
+
+    /// Whether [`Cache::key_revoked`] recorded this key hash lately.
+    pub async fn is_key_revoked(&self, key_hash: &str) -> Result<bool, CacheError> {
+        let mut conn = self.conn.clone();
+        Ok(conn.exists(revoked_key(key_hash)).await?)
     }
 
     pub async fn ping(&self) -> Result<(), CacheError> {

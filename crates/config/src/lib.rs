@@ -215,9 +215,11 @@ pub struct GatewayConfig {
     pub max_exports_per_user: u32,
     /// For how long after Postgres last confirmed them the gateway may still
     /// use which user an API key belongs to and which sessions a user owns,
-    /// while Postgres is unreachable: `WatchSession` and authentication keep
-    /// answering through a failover. A key revoked in that window works until
-    /// Postgres answers again. 0: no such memory (every call needs Postgres).
+    /// for `WatchSession` only and only while its readiness loop finds
+    /// Postgres down (not on a busy pool): progress streams keep answering
+    /// through a failover. A revoked key is refused all the same (the
+    /// revocation is published to Redis, which the gateway asks first).
+    /// 0: no such memory (every call needs Postgres).
     pub last_known_secs: u64,
     /// Origins whose web pages may call the API through gRPC-Web (served
     /// beside gRPC on `listen`), comma-separated: `https://app.example.com`.
@@ -335,7 +337,7 @@ impl Default for GatewayConfig {
             max_watches_per_user: 16,
             max_export_bytes: 1024 * 1024 * 1024,
             max_exports_per_user: 2,
-            last_known_secs: 600,
+            last_known_secs: 120,
             web_origins: String::new(),
             tls_cert: String::new(),
             tls_key: String::new(),

@@ -111,6 +111,18 @@ pub async fn check_store(store: &Store) -> Result<(), Unmet> {
     }
 }
 
+/// How long Postgres has to answer a connection of the check's own: with the
+/// pool's acquire timeout before it, inside the checks' 5 s.
+const UNPOOLED_PING_TIMEOUT: Duration = Duration::from_millis(1500);
+
+/// Whether Postgres answers outside the pool, within [`UNPOOLED_PING_TIMEOUT`].
+async fn answers_unpooled(store: &Store) -> bool {
+    matches!(
+        tokio::time::timeout(UNPOOLED_PING_TIMEOUT, store.ping_unpooled()).await,
+        Ok(Ok(()))
+    )
+}
+
 /// What a service depends on.
 #[derive(Clone, Default)]
 pub struct Dependencies {
@@ -120,6 +132,11 @@ pub struct Dependencies {
     pub cache: Option<Arc<std::sync::OnceLock<dialectic_cache::Cache>>>,
     /// One flag per broker connection (consumers, relay), set while connected.
     pub broker: Vec<Arc<AtomicBool>>,
+    /// Set by each round of checks while Postgres is down: it refuses or
+    /// drops connections of its own, not merely a pool whose connections are
+    /// all busy. The gateway reads it before answering from what it
+    /// remembers (its last-known key owners).
+    pub postgres_down: Arc<AtomicBool>,
 }
 
 impl Dependencies {
@@ -135,7 +152,13 @@ impl Dependencies {
     pub async fn check(&self) -> Vec<Unmet> {
         let mut results = Vec::new();
         if let Some(store) = &self.store {
-            results.push(("postgres", check_store(store).await));
+            let result = check_store(store).await;
+            let down = match &result {
+                Err(unmet) if !unmet.refuses_traffic => !answers_unpooled(store).await,
+                _ => false,
+            };
+            self.postgres_down.store(down, Ordering::Relaxed);
+            results.push(("postgres", result));
         }
         if !self.broker.is_empty() {
             let connected = self.broker.iter().all(|up| up.load(Ordering::Relaxed));

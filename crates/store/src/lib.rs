@@ -159,6 +159,17 @@ impl Store {
         Ok(())
     }
 
+    /// Postgres answers on a connection of its own, outside the pool: tells
+    /// a Postgres that is down from a pool whose connections are all busy
+    /// (both time out an acquire).
+    pub async fn ping_unpooled(&self) -> Result<(), StoreError> {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect_with(&self.pool.connect_options()).await?;
+        sqlx::query("SELECT 1").execute(&mut conn).await?;
+        conn.close().await?;
+        Ok(())
+    }
+
     /// Applies the SQL migrations, then installs each shipped pipeline file
     /// whose newest installed version differs from it.
     pub async fn migrate(&self) -> Result<Vec<pipelines::Installed>, StoreError> {

@@ -268,12 +268,43 @@ async fn admin(settings: &Settings, command: AdminCommand) -> anyhow::Result<()>
             let hash = dialectic_core::apikey::hash(key.trim());
             if dialectic_store::auth::revoke_key(pool, &hash).await? {
                 eprintln!("revoked");
+                publish_revocation(settings, &hash).await;
             } else {
                 bail!("no live key matches");
             }
         }
     }
     Ok(())
+}
+
+/// Tells the gateways, through Redis, that a key is revoked: one that cannot
+/// ask Postgres (an outage, a busy pool) refuses it all the same, for as
+/// long as it may remember the key's owner (`gateway.last_known_secs`).
+async fn publish_revocation(settings: &Settings, key_hash: &str) {
+    let ttl = settings.gateway.last_known_secs.saturating_add(60);
+    // runtime's connect retries until told to stop: give it 10 s.
+    let give_up = CancellationToken::new();
+    let timer = {
+        let give_up = give_up.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            give_up.cancel();
+        })
+    };
+    let published = match dialectic_runtime::cache(settings, &give_up).await {
+        Some(cache) => cache
+            .key_revoked(key_hash, ttl)
+            .await
+            .map_err(|e| e.to_string()),
+        None => Err("Redis did not answer in 10 s".to_string()),
+    };
+    timer.abort();
+    if let Err(e) = published {
+        eprintln!(
+            "warning: the revocation is not published to Redis ({e}); while Postgres is down a \
+             gateway may still stream progress to this key for up to gateway.last_known_secs"
+        );
+    }
 }
 
 fn selected(names: &[String]) -> anyhow::Result<Vec<(&'static str, StartFn)>> {

@@ -73,6 +73,8 @@ async fn start_gateway(
     let cache = Arc::new(OnceLock::new());
     let bootstrap = bootstrap_key(&settings);
     let work_shutdown = shutdown.child_token();
+    // Set by the readiness loop while Postgres is down (not merely busy).
+    let postgres_down = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (courier, courier_task) = Courier::from_settings(&store, &settings, &work_shutdown);
     let gateway = Gateway::new(
         store.clone(),
@@ -86,7 +88,7 @@ async fn start_gateway(
     .with_courier(courier)
     .with_document_limits(&settings.gateway)
     .with_watch_limits(&settings.gateway)
-    .with_last_known(&settings.gateway);
+    .with_last_known(&settings.gateway, postgres_down.clone());
     let server = dialectic_runtime::start_grpc_web(
         SERVICE_NAME,
         &settings.gateway.listen,
@@ -107,6 +109,7 @@ async fn start_gateway(
         store: Some(store),
         blob: Some(blob),
         cache: Some(cache),
+        postgres_down,
         // Read cache and progress stream: without Redis reads go to Postgres
         // and WatchSession answers UNAVAILABLE; everything else works.
         ..Default::default()

@@ -206,6 +206,14 @@ pub struct Internal {
     pub executor: ExecutorServiceClient<InternalChannel>,
 }
 
+/// The refusal of a key Postgres (or Redis, for a revocation) disowns.
+fn unknown_key() -> GatewayError {
+    GatewayError::Unauthenticated(
+        "unknown or revoked API key; an administrator creates keys with `dialecticd admin create-key`"
+            .into(),
+    )
+}
+
 /// Limits past what Postgres counts in a bigint are no limit at all.
 fn document_limits(config: &GatewayConfig) -> DocumentLimits {
     DocumentLimits {
@@ -261,7 +269,7 @@ impl Gateway {
             shutdown,
             courier: Courier::default(),
             watches: watching::Watches::new(GatewayConfig::default().max_watches_per_user),
-            last_known: LastKnown::new(GatewayConfig::default().last_known_secs),
+            last_known: LastKnown::new(GatewayConfig::default().last_known_secs, Arc::default()),
         }
     }
 
@@ -285,14 +293,25 @@ impl Gateway {
         self
     }
 
-    /// How long key and session owners are remembered for Postgres outages.
-    pub fn with_last_known(mut self, config: &GatewayConfig) -> Self {
-        self.last_known = LastKnown::new(config.last_known_secs);
+    /// How long key and session owners are remembered for Postgres outages,
+    /// and the readiness loop's flag that says when one is on.
+    pub fn with_last_known(
+        mut self,
+        config: &GatewayConfig,
+        postgres_down: Arc<std::sync::atomic::AtomicBool>,
+    ) -> Self {
+        self.last_known = LastKnown::new(config.last_known_secs, postgres_down);
         self
     }
 
-    /// The user whose API key the call carries; UNAUTHENTICATED without a valid one.
-    async fn caller(&self, metadata: &MetadataMap) -> Result<UserId, GatewayError> {
+    /// The user whose API key the call carries; UNAUTHENTICATED without a
+    /// valid one. `outlasts_postgres`: the call may be authenticated from
+    /// the last-known owners during a Postgres outage (`WatchSession` only).
+    async fn caller(
+        &self,
+        metadata: &MetadataMap,
+        outlasts_postgres: bool,
+    ) -> Result<UserId, GatewayError> {
         let header = match metadata.get(AUTHORIZATION) {
             Some(v) => Some(v.to_str().map_err(|_| {
                 GatewayError::Unauthenticated("authorization metadata is not valid text".into())
@@ -309,21 +328,44 @@ impl Gateway {
         }
         let owner = match auth::owner_of_key(self.store.pool(), &hash).await {
             Ok(owner) => owner.map(|o| o.user_id),
-            Err(e) if e.is_unreachable() => match self.last_known.owner_of_key(&hash) {
-                Some(user) => {
-                    tracing::debug!("Postgres unreachable: the key's owner as last confirmed");
-                    return Ok(user);
-                }
-                None => return Err(e.into()),
-            },
+            Err(e) if e.is_unreachable() => {
+                return self
+                    .caller_without_postgres(&hash, outlasts_postgres, e)
+                    .await;
+            }
             Err(e) => return Err(e.into()),
         };
         self.last_known.key_confirmed(&hash, owner);
-        owner.ok_or_else(|| {
-            GatewayError::Unauthenticated(
-                "unknown or revoked API key; an administrator creates keys with `dialecticd admin create-key`".into(),
-            )
-        })
+        owner.ok_or_else(unknown_key)
+    }
+
+    /// Postgres did not answer for the key. A key Redis lists as revoked is
+    /// UNAUTHENTICATED. Its last-known owner answers only for a call that
+    /// outlasts Postgres, while the readiness loop holds Postgres down (a
+    /// busy pool times out too, and must never open this door), and once
+    /// Redis said the key is not revoked; anything else is the store's error.
+    async fn caller_without_postgres(
+        &self,
+        key_hash: &str,
+        outlasts_postgres: bool,
+        error: dialectic_store::StoreError,
+    ) -> Result<UserId, GatewayError> {
+        let revoked = match self.cache.get() {
+            Some(cache) => cache.is_key_revoked(key_hash).await.ok(),
+            None => None,
+        };
+        if revoked == Some(true) {
+            return Err(unknown_key());
+        }
+        if outlasts_postgres
+            && revoked == Some(false)
+            && self.last_known.in_outage()
+            && let Some(user) = self.last_known.owner_of_key(key_hash)
+        {
+            tracing::debug!("Postgres down: the key's owner as last confirmed");
+            return Ok(user);
+        }
+        Err(error.into())
     }
 
     /// `user`'s session, or None while Postgres is unreachable if Postgres
@@ -339,7 +381,13 @@ impl Gateway {
                 self.last_known.session_confirmed(user, id);
                 Ok(Some(row))
             }
-            Err(e) if e.is_unreachable() && self.last_known.owns_session(user, id) => Ok(None),
+            Err(e)
+                if e.is_unreachable()
+                    && self.last_known.in_outage()
+                    && self.last_known.owns_session(user, id) =>
+            {
+                Ok(None)
+            }
             Err(e) => Err(e.into()),
         }
     }

@@ -13,6 +13,9 @@ use dialectic_store::wallets;
 pub(crate) trait Names {
     /// Calls that continue a session's trace (its stage runs join it).
     const JOINS_SESSION_TRACE: bool = false;
+    /// Calls a Postgres outage need not cut: authenticated from the key's
+    /// last-known owner while Postgres is down (`WatchSession` only).
+    const OUTLASTS_POSTGRES: bool = false;
 
     fn named_ids(&self) -> Vec<(&'static str, &str)> {
         Vec::new()
@@ -31,7 +34,15 @@ macro_rules! names {
 
 names!(session_id: GetSessionRequest, GetBlackboardRequest, ListStageDocumentsRequest,
     PauseSessionRequest, CancelSessionRequest, CompleteSessionRequest, RevisitStageRequest, RegenerateDocumentRequest,
-    WatchSessionRequest, ListSessionRevisionsRequest);
+    ListSessionRevisionsRequest);
+
+/// A progress stream rides out a Postgres failover (see `last_known`).
+impl Names for WatchSessionRequest {
+    const OUTLASTS_POSTGRES: bool = true;
+    fn named_ids(&self) -> Vec<(&'static str, &str)> {
+        vec![("session_id", self.session_id.as_str())]
+    }
+}
 names!(project_id: GetProjectRequest, StartSessionRequest, DeleteProjectRequest,
     ListSessionsRequest, AddProjectDocumentRequest, QueryRequest, ListProjectDocumentsRequest,
     ExportProjectRequest);
@@ -86,7 +97,9 @@ impl Gateway {
         Work: FnOnce(UserId, Req) -> Fut,
         Fut: Future<Output = Result<Resp, GatewayError>>,
     {
-        let user = self.caller(request.metadata()).await?;
+        let user = self
+            .caller(request.metadata(), Req::OUTLASTS_POSTGRES)
+            .await?;
         let req = request.into_inner();
         let span = tracing::info_span!(
             "rpc",
