@@ -21,6 +21,7 @@ pub mod position;
 pub mod project_documents;
 pub mod projects;
 pub mod query;
+pub mod query_history;
 pub mod recipe_edit;
 pub mod recipes;
 pub mod regenerate;

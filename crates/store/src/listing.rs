@@ -100,5 +100,10 @@ pub async fn delete_project(
         .bind(project_id)
         .execute(&mut **tx)
         .await?;
+    // The questions asked of it go with it (the row is only marked deleted).
+    sqlx::query("DELETE FROM dialectic_query_history WHERE project_id = $1")
+        .bind(project_id)
+        .execute(&mut **tx)
+        .await?;
     Ok(sessions)
 }

@@ -64,6 +64,9 @@ pub enum Command {
     /// Projects: create, list, show, delete; their uploads, questions, export.
     #[command(subcommand)]
     Project(ProjectCommand),
+    /// A project's questions: `query history` lists them with their answers.
+    #[command(subcommand)]
+    Query(QueryCommand),
     /// Sessions: start one, follow it, review its stages, pause, resume, cancel, retry.
     #[command(subcommand)]
     Session(SessionCommand),
@@ -126,6 +129,21 @@ pub enum ProjectCommand {
     Ask(Ask),
     /// Export a project as a zip in the seed folder structure.
     Export(Export),
+}
+
+#[derive(Subcommand)]
+pub enum QueryCommand {
+    /// The questions asked of a project, newest first: classification,
+    /// latency, cost and the start of each answer (`--output json` for all of it).
+    History(QueryHistory),
+}
+
+#[derive(Args)]
+pub struct QueryHistory {
+    #[arg(long)]
+    pub project: String,
+    #[arg(long, default_value_t = 50)]
+    pub limit: u32,
 }
 
 #[derive(Args)]

@@ -8,7 +8,7 @@
 
 use dialectic_proto::v1::{
     BlackboardEntry, DeleteProjectResponse, DocumentChunk, ExportUrl, InstallPipelineResponse,
-    Model, Pipeline, Project, ProjectDocument, QueryResponse, RecipeSummary,
+    Model, Pipeline, Project, ProjectDocument, QueryHistoryEntry, QueryResponse, RecipeSummary,
     RegenerateDocumentResponse, RetryStageResponse, RevisitStageResponse, Session, SessionEvent,
     SessionRevision, StageDocument, StageRecipe, Wallet,
 };
@@ -68,6 +68,7 @@ json_of! {
     recipe(StageRecipe) => "dialectic.v1.StageRecipe";
     export_url(ExportUrl) => "dialectic.v1.ExportUrl";
     answer(QueryResponse) => "dialectic.v1.QueryResponse";
+    history_entry(QueryHistoryEntry) => "dialectic.v1.QueryHistoryEntry";
     revisit(RevisitStageResponse) => "dialectic.v1.RevisitStageResponse";
     retry(RetryStageResponse) => "dialectic.v1.RetryStageResponse";
     chunk(DocumentChunk) => "dialectic.v1.DocumentChunk";

@@ -15,7 +15,9 @@ mod progress;
 use anyhow::Result;
 use clap::Parser;
 use cli::{AuthCommand, Cli, Command};
-use commands::{auth, completion, context, doc, model, pipeline, project, recipe, session, wallet};
+use commands::{
+    auth, completion, context, doc, model, pipeline, project, query, recipe, session, wallet,
+};
 use config::{FileConfig, Location};
 use exit::{Failed, Kind};
 use gateway::{Gateway, Target};
@@ -114,6 +116,7 @@ async fn dispatch(
 ) -> Result<()> {
     match command {
         Command::Project(c) => project::dispatch(gateway, out, c).await,
+        Command::Query(c) => query::dispatch(gateway, out, c).await,
         Command::Session(c) => session::dispatch(gateway, out, c).await,
         Command::Doc(c) => doc::dispatch(gateway, out, c).await,
         Command::Pipeline(c) => pipeline::dispatch(gateway, out, c).await,

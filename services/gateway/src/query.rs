@@ -4,6 +4,8 @@
 //! read cache (`cache_keys:{project}`), so every change an answer could rest
 //! on — a rendered, edited, regenerated or archived document, an upload, a
 //! revisit, a deletion — drops the project's answers with its other reads.
+//! Every question, answered fresh or from the cache, is kept in the project's
+//! query history (`ListQueryHistory`) with its latency and cost.
 
 use crate::error::GatewayError;
 use crate::service::{Gateway, optional};
@@ -12,11 +14,14 @@ use dialectic_core::ids::{ProjectId, QueryId, ResourceId, UserId};
 use dialectic_core::query::{self, SourceKind, cache_name};
 use dialectic_proto::v1::executor::{AnswerRequest, AnswerResponse};
 use dialectic_proto::v1::{
-    Citation, CitationSourceKind, DocumentContent, QueryRequest, QueryResponse, StageDocument,
+    Citation, CitationSourceKind, DocumentContent, ListQueryHistoryRequest,
+    ListQueryHistoryResponse, QueryHistoryEntry, QueryRequest, QueryResponse, StageDocument,
 };
 use dialectic_store::projects;
 use dialectic_store::query::cited_source;
+use dialectic_store::query_history::{self, NewQuestion, QuestionRow};
 use prost::Message;
+use std::time::Instant;
 
 /// The longest question accepted, in characters.
 pub const MAX_QUESTION_CHARS: usize = 4_000;
@@ -64,13 +69,83 @@ fn response(answer: AnswerResponse) -> QueryResponse {
     }
 }
 
+/// A kept question as the API lists it.
+fn history_entry(row: QuestionRow) -> Result<QueryHistoryEntry, GatewayError> {
+    let response = QueryResponse::decode(row.response.as_slice()).map_err(|e| {
+        GatewayError::Internal(format!("stored answer of question {}: {e}", row.id))
+    })?;
+    Ok(QueryHistoryEntry {
+        query_id: row.id.to_string(),
+        text: row.question,
+        response: Some(response),
+        latency_ms: u32::try_from(row.latency_ms).unwrap_or(u32::MAX),
+        model: row.model,
+        user_id: row.user_id.to_string(),
+        asked_at: Some(crate::convert::timestamp(row.created_at)),
+    })
+}
+
 impl Gateway {
+    /// Answers the question and keeps it in the project's history.
     pub(crate) async fn query(
         &self,
         user: UserId,
         req: QueryRequest,
     ) -> Result<QueryResponse, GatewayError> {
+        let started = Instant::now();
         let project = ProjectId::parse(&req.project_id)?;
+        let (id, answer) = self.answer(user, project, &req).await?;
+        let question = NewQuestion {
+            id,
+            project_id: project,
+            user_id: user,
+            question: req.text.trim(),
+            model: req.model.trim(),
+            query_type: &answer.query_type,
+            latency_ms: i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX),
+            cost: answer.cost,
+            cached: answer.cached,
+            response: &answer.encode_to_vec(),
+        };
+        // The answer was paid for: a history that cannot be written is logged,
+        // not a reason to withhold it.
+        if let Err(e) = query_history::record(self.store.pool(), &question).await {
+            tracing::warn!(error = %e, query_id = %id, "could not keep the question in the history");
+        }
+        Ok(answer)
+    }
+
+    /// The project's questions, newest first (another user's is NOT_FOUND).
+    pub(crate) async fn list_query_history(
+        &self,
+        user: UserId,
+        req: ListQueryHistoryRequest,
+    ) -> Result<ListQueryHistoryResponse, GatewayError> {
+        let project = ProjectId::parse(&req.project_id)?;
+        projects::project_for_user(self.store.pool(), user, project).await?;
+        let limit = crate::convert::page_size(req.page_size);
+        let after = crate::convert::parse_page_token(&req.page_token)
+            .map_err(|e| GatewayError::bad("page_token", e))?;
+        let rows = query_history::list(self.store.pool(), project, limit, after).await?;
+        let next_page_token = crate::convert::next_token(&rows, limit, |r| (r.created_at, r.id));
+        let entries = rows
+            .into_iter()
+            .map(history_entry)
+            .collect::<Result<_, _>>()?;
+        Ok(ListQueryHistoryResponse {
+            entries,
+            next_page_token,
+        })
+    }
+
+    /// The answer to a question (from the cache when it has one) and the id
+    /// the question is kept under.
+    async fn answer(
+        &self,
+        user: UserId,
+        project: ProjectId,
+        req: &QueryRequest,
+    ) -> Result<(QueryId, QueryResponse), GatewayError> {
         projects::project_for_user(self.store.pool(), user, project).await?;
         let text = req.text.trim();
         if text.is_empty() {
@@ -105,10 +180,11 @@ impl Gateway {
             {
                 hit.cached = true;
                 hit.cost = 0;
-                return Ok(hit);
+                return Ok((QueryId::new(), hit));
             }
             lookup = Some(found);
         }
+        let query_id = QueryId::new();
         let answer = self
             .executor()
             .answer(AnswerRequest {
@@ -116,7 +192,7 @@ impl Gateway {
                 user_id: user.to_string(),
                 text: text.to_string(),
                 model: req.model.trim().to_string(),
-                query_id: QueryId::new().to_string(),
+                query_id: query_id.to_string(),
             })
             .await
             .map_err(GatewayError::Executor)?
@@ -138,7 +214,7 @@ impl Gateway {
                 }
             }
         }
-        Ok(answer)
+        Ok((query_id, answer))
     }
 
     /// `GetDocumentContent` of a cited source that is no document row: a

@@ -8,6 +8,7 @@ pub mod doc;
 pub mod model;
 pub mod pipeline;
 pub mod project;
+pub mod query;
 pub mod recipe;
 pub mod session;
 pub mod wallet;

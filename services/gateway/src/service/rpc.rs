@@ -4,7 +4,8 @@
 
 use super::*;
 use dialectic_proto::v1::{
-    CompleteSessionRequest, ListSessionRevisionsRequest, ListSessionRevisionsResponse,
+    CompleteSessionRequest, ListQueryHistoryRequest, ListQueryHistoryResponse,
+    ListSessionRevisionsRequest, ListSessionRevisionsResponse,
 };
 use dialectic_store::wallets;
 
@@ -45,6 +46,7 @@ impl Names for WatchSessionRequest {
 }
 names!(project_id: GetProjectRequest, StartSessionRequest, DeleteProjectRequest,
     ListSessionsRequest, AddProjectDocumentRequest, QueryRequest, ListProjectDocumentsRequest,
+    ListQueryHistoryRequest,
     ExportProjectRequest);
 names!(resource_id: GetDocumentContentRequest, SaveDocumentEditRequest);
 
@@ -244,6 +246,7 @@ dialectic_service! {
     list_project_documents(ListProjectDocumentsRequest) -> ListProjectDocumentsResponse: |gw, user, req| async move { gw.list_project_documents(user, &req.project_id).await };
     // The question stays out of the span (only project_id is recorded): it may be confidential.
     query(QueryRequest) -> QueryResponse: |gw, user, req| Gateway::query(gw, user, req);
+    list_query_history(ListQueryHistoryRequest) -> ListQueryHistoryResponse: |gw, user, req| Gateway::list_query_history(gw, user, req);
     revisit_stage(RevisitStageRequest) -> RevisitStageResponse: |gw, user, req| Gateway::revisit_stage(gw, user, req);
     list_session_revisions(ListSessionRevisionsRequest) -> ListSessionRevisionsResponse: |gw, user, req| Gateway::session_revisions(gw, user, req);
     regenerate_document(RegenerateDocumentRequest) -> RegenerateDocumentResponse: |gw, user, req| Gateway::regenerate_document(gw, user, req);
