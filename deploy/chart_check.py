@@ -72,6 +72,12 @@ def every_option(prod):
     v["modelKeys"] = {"existingSecret": "", "values": {"OPENAI_API_KEY": "sk-test"},
                       "services": ["executor", "indexer"]}
     v["topologySpread"] = {"zone": True, "hostname": False, "maxSkew": 2}
+    v["models"] = [
+        {"name": "gpt-5-mini", "provider": "openai", "key_env": "OPENAI_API_KEY", "context_window": 400000,
+         "max_output": 128000, "reasoning": True, "reasoning_effort": "low", "fallback": "simulated",
+         "input_cost": 0.25, "output_cost": 2},
+        {"name": "simulated", "provider": "simulated", "context_window": 16384, "max_output": 4096},
+    ]
     # Production names its own service-keys Secret; here the fallback: keys
     # derived from a token secret given in values (rendered, checksummed).
     v["internal"] = {"existingSecret": "", "tokenSecret": "x" * 48,
@@ -256,6 +262,57 @@ def check_shape(docs, label, values):
         if hook != "pre-install,pre-upgrade":
             fail(f"{label}: migrate Job hook is {hook}")
         check_migrate_extensions(job, label, values)
+    migrate = [doc for (kind, name), doc in by.items() if kind == "Job" and name.startswith("dialectic-migrate")]
+    if migrate:
+        check_models(by, label, values, migrate[0])
+
+
+# Fields that would hold a model's key itself (dialecticd model sync refuses them too).
+INLINE_KEY_FIELDS = {"key", "api_key", "apikey", "api-key", "key_value", "secret", "token", "password"}
+MODELS_FILE = "/etc/dialectic/models/models.json"
+
+
+def check_models(by, label, values, job):
+    """`models:` values: rendered as a models file the migrate Job syncs after
+    the migrations (`migrate --sync-models`), mounted from a ConfigMap that
+    exists before the Job; no key is in it, only variable names."""
+    declared = values.get("models") or []
+    config = by.get(("ConfigMap", "dialectic-models"))
+    c = job["spec"]["template"]["spec"]["containers"][0]
+    if not declared:
+        if config or c["args"] != ["migrate"]:
+            fail(f"{label}: no models declared, yet the chart renders a models file or syncs one: {c['args']}")
+        return
+    if not config:
+        fail(f"{label}: models are declared but no ConfigMap dialectic-models renders them")
+        return
+    try:
+        rendered = json.loads(config["data"]["models.json"])
+    except (KeyError, ValueError) as e:
+        fail(f"{label}: the models ConfigMap holds no models.json that parses: {e}")
+        return
+    if rendered != {"models": declared}:
+        fail(f"{label}: the rendered models file is not the declared models: {rendered}")
+    for m in rendered.get("models", []):
+        inline = INLINE_KEY_FIELDS & {k.lower() for k in m}
+        if inline:
+            fail(f"{label}: model {m.get('name')} holds a key inline ({sorted(inline)})")
+        env = m.get("key_env")
+        if env is not None and (not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", env) or KEYLIKE.fullmatch(env)):
+            fail(f"{label}: model {m.get('name')}: key_env {env[:6]!r}… is not a variable name")
+    hook = job["metadata"].get("annotations", {}).get("helm.sh/hook")
+    if hook and (config["metadata"].get("annotations", {}).get("helm.sh/hook") != hook or int(
+            config["metadata"]["annotations"].get("helm.sh/hook-weight", "0")) >= int(
+            job["metadata"]["annotations"].get("helm.sh/hook-weight", "0"))):
+        fail(f"{label}: the models ConfigMap is not in place before the migrate hook Job")
+    if c["args"] != ["migrate", "--sync-models", MODELS_FILE]:
+        fail(f"{label}: the migrate Job does not sync {MODELS_FILE} after migrating: {c['args']}")
+    volumes = {v["name"]: v for v in job["spec"]["template"]["spec"].get("volumes", [])}
+    mounted = [m for m in c.get("volumeMounts", [])
+               if volumes.get(m["name"], {}).get("configMap", {}).get("name") == "dialectic-models"]
+    if not mounted or MODELS_FILE != mounted[0]["mountPath"].rstrip("/") + "/models.json":
+        fail(f"{label}: the migrate Job does not mount the models file at {MODELS_FILE}")
+    print(f"ok   {label}: {len(declared)} models rendered into the migrate Job's models file, no key inline")
 
 
 QUICKSTART = {"postgres": 5432, "rabbitmq": 5672, "redis": 6379, "s3": 9000}
@@ -868,6 +925,10 @@ def main():
     expect_rejected(chart, {"gateway": {"tls": {"secretName": "gw-tls"}}, "tests": {"session": {"apiKeySecret": "k"}}},
                     "a session test against a TLS gateway without an https:// tests.session.gatewayUrl")
     expect_rejected(chart, {"tests": {"session": {"timeoutSeconds": "5m"}}}, "a string for tests.session.timeoutSeconds")
+    model = {"name": "m", "provider": "openai", "context_window": 8, "max_output": 4}
+    expect_rejected(chart, {"models": [{**model, "api_key": "sk-live-0123456789"}]}, "a model key inline (api_key)")
+    expect_rejected(chart, {"models": [{**model, "key_env": "sk-live-0123456789"}]}, "a key in place of key_env's variable name")
+    expect_rejected(chart, {"models": [{"name": "m", "provider": "openai"}]}, "a model without its context window")
     expect_crd_schemas_reject()
 
     if failures:

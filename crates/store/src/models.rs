@@ -392,8 +392,10 @@ pub fn check_key_env(var: &str) -> Result<(), ModelError> {
     if !plausible {
         return Err(invalid(
             "key_env",
+            // Not echoed: what was given may be the key itself.
             format!(
-                "{var:?} is not an environment variable name (letters, digits and _, e.g. OPENAI_API_KEY); it names the variable that holds the key, never the key itself"
+                "the value given ({} characters) is not an environment variable name (letters, digits and _, e.g. OPENAI_API_KEY); it names the variable that holds the key, never the key itself",
+                var.chars().count()
             ),
         ));
     }
@@ -568,6 +570,140 @@ pub async fn remove(pool: &PgPool, name: &str) -> Result<Removed, ModelError> {
         .await?;
     tx.commit().await?;
     Ok(Removed::Deactivated)
+}
+
+/// What [`sync`] did, by model name (each list sorted).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyncReport {
+    pub added: Vec<String>,
+    /// Changed, or active again.
+    pub updated: Vec<String>,
+    /// Active before and absent from the file: new sessions no longer see
+    /// them; sessions already on them keep running.
+    pub retired: Vec<String>,
+    pub unchanged: Vec<String>,
+}
+
+impl SyncReport {
+    /// Whether the registry was written to.
+    pub fn changed(&self) -> bool {
+        !(self.added.is_empty() && self.updated.is_empty() && self.retired.is_empty())
+    }
+}
+
+/// Reconciles the registry with a declared set of models (a models file):
+/// each is added, or updated when its row differs, and every active model
+/// the set leaves out is retired (deactivated, as `remove` does; rows are
+/// never deleted, so sessions and jobs that reference them keep running).
+/// A model already as declared is not written, so a second sync of the same
+/// set changes nothing. All or nothing, in one transaction; concurrent syncs
+/// and registrations wait for it.
+pub async fn sync(pool: &PgPool, specs: &[ModelSpec]) -> Result<SyncReport, ModelError> {
+    let mut names = std::collections::BTreeSet::new();
+    for spec in specs {
+        spec.validate()?;
+        if !names.insert(spec.name.trim()) {
+            return Err(invalid(
+                "name",
+                format!("model {:?} is declared twice", spec.name.trim()),
+            ));
+        }
+    }
+    // Every model left active must fall back to one that stays active.
+    for spec in specs {
+        if let Some(fallback) = spec.fallback.as_deref().map(str::trim)
+            && !names.contains(fallback)
+        {
+            return Err(invalid(
+                "fallback",
+                format!(
+                    "model {:?} falls back to {fallback:?}, which the file does not declare (models it leaves out are retired)",
+                    spec.name.trim()
+                ),
+            ));
+        }
+    }
+    let mut tx = pool.begin().await?;
+    // Against `register` and `remove` (row locks) and another sync: the
+    // retirement below reads every row, so the table is held for the sync.
+    sqlx::query("LOCK TABLE ai_providers IN SHARE ROW EXCLUSIVE MODE")
+        .execute(&mut *tx)
+        .await?;
+    let rows = sqlx::query_as::<_, RegisteredModel>(
+        "SELECT id, api_identifier, name, provider, context_window_tokens, max_output_tokens,
+                input_token_cost_rate, output_token_cost_rate, tokenizer, secret_name, config,
+                is_active
+           FROM ai_providers",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let existing: std::collections::BTreeMap<&str, &RegisteredModel> = rows
+        .iter()
+        .map(|r| (r.api_identifier.as_str(), r))
+        .collect();
+    let mut report = SyncReport::default();
+    for spec in specs {
+        let name = spec.name.trim().to_string();
+        match existing.get(name.as_str()) {
+            Some(row) if declared_as(row, spec) => report.unchanged.push(name),
+            Some(_) => {
+                upsert(&mut tx, spec).await?;
+                report.updated.push(name);
+            }
+            None => {
+                upsert(&mut tx, spec).await?;
+                report.added.push(name);
+            }
+        }
+    }
+    for row in &rows {
+        if row.is_active && !names.contains(row.api_identifier.as_str()) {
+            sqlx::query("UPDATE ai_providers SET is_active = false WHERE id = $1")
+                .bind(row.id)
+                .execute(&mut *tx)
+                .await?;
+            report.retired.push(row.api_identifier.clone());
+        }
+    }
+    tx.commit().await?;
+    for list in [
+        &mut report.added,
+        &mut report.updated,
+        &mut report.retired,
+        &mut report.unchanged,
+    ] {
+        list.sort();
+    }
+    Ok(report)
+}
+
+/// Whether `row` is active and already holds what `spec` states: what
+/// [`upsert`] would write, with the config keys a spec manages compared and
+/// the others (kept by an upsert) ignored.
+fn declared_as(row: &RegisteredModel, spec: &ModelSpec) -> bool {
+    let name = spec.name.trim();
+    let managed: Map<String, Value> = row
+        .config
+        .0
+        .as_object()
+        .map(|config| {
+            config
+                .iter()
+                .filter(|(k, _)| MANAGED_KEYS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    row.is_active
+        && row.name == spec.display_name.as_deref().map_or(name, str::trim)
+        && row.provider == spec.provider.as_str()
+        && i64::from(row.context_window_tokens) == i64::from(spec.context_window)
+        && i64::from(row.max_output_tokens) == i64::from(spec.max_output)
+        && row.input_token_cost_rate == spec.input_cost.unwrap_or(1.0)
+        && row.output_token_cost_rate == spec.output_cost.unwrap_or(1.0)
+        && row.tokenizer == spec.tokenizer.trim()
+        && row.secret_name.as_deref() == spec.key_env.as_deref().map(str::trim)
+        && Value::Object(managed) == spec.config()
 }
 
 /// A model row as `model list` shows it, active or not.

@@ -39,7 +39,11 @@ enum Command {
         services: Vec<String>,
     },
     /// Apply database migrations (waits for Postgres) and exit.
-    Migrate,
+    Migrate {
+        /// Then `model sync` this models file (the chart's migrate Job).
+        #[arg(long, value_name = "FILE")]
+        sync_models: Option<std::path::PathBuf>,
+    },
     /// Administration that talks to the database directly.
     #[command(subcommand)]
     Admin(AdminCommand),
@@ -412,7 +416,7 @@ fn main() -> anyhow::Result<()> {
         Command::Run { services } if services.len() == 1 && services[0] != "all" => {
             services[0].clone()
         }
-        Command::Migrate => "migrate".to_string(),
+        Command::Migrate { .. } => "migrate".to_string(),
         Command::Admin(_) | Command::Pipeline(_) | Command::Model(_) => "admin".to_string(),
         Command::Run { .. } | Command::Drain { .. } | Command::Keys(_) | Command::SecretHook(_) => {
             "dialecticd".to_string()
@@ -426,7 +430,13 @@ fn main() -> anyhow::Result<()> {
             _ => Some(dialectic_runtime::init_telemetry(&trace_name, &settings)?),
         };
         match command {
-            Command::Migrate => migrate(&settings).await,
+            Command::Migrate { sync_models } => {
+                migrate(&settings).await?;
+                match sync_models {
+                    Some(file) => models::sync_file(&settings, &file).await,
+                    None => Ok(()),
+                }
+            }
             Command::Run { services } => run(settings, &services).await,
             Command::Admin(command) => admin(&settings, command).await,
             Command::Model(command) => models::run(&settings, command).await,

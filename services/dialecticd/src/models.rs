@@ -3,7 +3,7 @@
 //! `dialectic_store::models`; this file turns flags into a spec and results
 //! into lines a person or a script reads.
 
-use anyhow::anyhow;
+use anyhow::{anyhow, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use dialectic_config::Settings;
 use dialectic_core::structured::StructuredOutput;
@@ -24,6 +24,15 @@ pub enum ModelCommand {
     List {
         #[arg(long, value_enum, default_value_t = Output::Text)]
         output: Output,
+    },
+    /// Reconcile the registry with a models file (TOML, or JSON as the Helm
+    /// chart renders it): add and update the models it declares, retire every
+    /// active model it leaves out (sessions already on one keep running).
+    /// Keys are named (key_env), never inline. Syncing the same file again
+    /// changes nothing.
+    Sync {
+        /// The models file: `[[models]]` tables with `model add`'s settings.
+        file: std::path::PathBuf,
     },
     /// Remove a model: new sessions, fallbacks and ListModels no longer see
     /// it; what it wrote stays. Refused while an active model falls back to it.
@@ -172,6 +181,7 @@ pub async fn run(settings: &Settings, command: ModelCommand) -> anyhow::Result<(
                 ),
             }
         }
+        ModelCommand::Sync { file } => sync_file(settings, &file).await?,
         ModelCommand::Remove { name } => {
             let done = models::remove(pool, &name).await.map_err(explain)?;
             println!("{}", removed_line(name.trim(), done));
@@ -184,6 +194,193 @@ pub async fn run(settings: &Settings, command: ModelCommand) -> anyhow::Result<(
         }
     }
     Ok(())
+}
+
+/// `dialecticd model sync FILE` (and `migrate --sync-models FILE`).
+pub async fn sync_file(settings: &Settings, file: &std::path::Path) -> anyhow::Result<()> {
+    // Read and checked whole before the database is touched.
+    let specs = read_models_file(settings, file)?;
+    let store = dialectic_runtime::store(settings)?;
+    let report = models::sync(store.pool(), &specs)
+        .await
+        .map_err(explain_file)?;
+    print!("{}", sync_lines(&report));
+    Ok(())
+}
+
+/// Fields that would hold a key itself; a models file lives in Git.
+const INLINE_KEY_FIELDS: [&str; 8] = [
+    "key",
+    "api_key",
+    "apikey",
+    "api-key",
+    "key_value",
+    "secret",
+    "token",
+    "password",
+];
+
+/// One `[[models]]` entry: `model add`'s settings under their flag names
+/// (`_` for `-`). Unknown fields are refused, so a misspelt one is not
+/// silently left at its default.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeclaredModel {
+    name: String,
+    provider: String,
+    display_name: Option<String>,
+    base_url: Option<String>,
+    /// The NAME of the variable holding the key (the chart fills it from a
+    /// Secret), never the key.
+    key_env: Option<String>,
+    context_window: u32,
+    max_output: u32,
+    structured_output: Option<String>,
+    max_concurrency: Option<u32>,
+    requests_per_minute: Option<u64>,
+    tokens_per_minute: Option<u64>,
+    fallback: Option<String>,
+    input_cost: Option<f64>,
+    output_cost: Option<f64>,
+    tokenizer: Option<String>,
+    token_limit_param: Option<String>,
+    #[serde(default)]
+    reasoning: bool,
+    reasoning_effort: Option<String>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelsFile {
+    #[serde(default)]
+    models: Vec<DeclaredModel>,
+}
+
+/// Reads and checks a models file: TOML, or JSON (`.json`, or text that
+/// starts with `{`, as the chart renders it with toJson).
+pub fn read_models_file(
+    settings: &Settings,
+    file: &std::path::Path,
+) -> anyhow::Result<Vec<ModelSpec>> {
+    let text =
+        std::fs::read_to_string(file).map_err(|e| anyhow!("reading {}: {e}", file.display()))?;
+    parse_models(
+        settings,
+        &text,
+        file.extension().is_some_and(|e| e == "json"),
+    )
+    .map_err(|e| anyhow!("{}: {e}", file.display()))
+}
+
+fn parse_models(
+    settings: &Settings,
+    text: &str,
+    json_file: bool,
+) -> anyhow::Result<Vec<ModelSpec>> {
+    let raw: Value = if json_file || text.trim_start().starts_with('{') {
+        serde_json::from_str(text)?
+    } else {
+        serde_json::to_value(toml::from_str::<toml::Table>(text)?)?
+    };
+    // Before the typed read, so an inline key is named as such rather than
+    // as an unknown field, and never echoed.
+    for (i, model) in raw["models"].as_array().into_iter().flatten().enumerate() {
+        let name = model["name"].as_str().unwrap_or("?");
+        if let Some(field) = model.as_object().and_then(|m| {
+            m.keys()
+                .find(|k| INLINE_KEY_FIELDS.contains(&k.to_ascii_lowercase().as_str()))
+        }) {
+            bail!(
+                "models[{i}] ({name}): {field:?} would put the key itself in the file (and in Git); name the environment variable that holds it instead: key_env = \"OPENAI_API_KEY\" (the chart sets it from a Secret)"
+            );
+        }
+    }
+    let file: ModelsFile = serde_json::from_value(raw)?;
+    file.models
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let name = m.name.clone();
+            let spec = declared_spec(m).map_err(|e| anyhow!("models[{i}] ({name}): {e}"))?;
+            check_file_key_env(settings, &spec)
+                .map_err(|e| anyhow!("models[{i}] ({name}): {e}"))?;
+            spec.validate()
+                .map_err(|e| anyhow!("models[{i}] ({name}): {}", explain_file(e)))?;
+            Ok(spec)
+        })
+        .collect()
+}
+
+/// `key_env` against the executors' rules, as [`check_key_env`] checks the
+/// flag, named as in the file.
+fn check_file_key_env(settings: &Settings, spec: &ModelSpec) -> anyhow::Result<()> {
+    let Some(var) = spec.key_env.as_deref() else {
+        return Ok(());
+    };
+    models::check_key_env(var).map_err(explain_file)?;
+    dialectic_core::secrets::check_key_name(var, &settings.executor.model_key_prefixes)
+        .map_err(|e| anyhow!("invalid key_env: {e}"))
+}
+
+fn declared_spec(m: DeclaredModel) -> anyhow::Result<ModelSpec> {
+    Ok(ModelSpec {
+        name: m.name,
+        display_name: m.display_name,
+        provider: parse_provider(&m.provider)?,
+        base_url: m.base_url,
+        key_env: m.key_env,
+        context_window: m.context_window,
+        max_output: m.max_output,
+        structured_output: m
+            .structured_output
+            .as_deref()
+            .map(parse_dialect)
+            .transpose()?,
+        max_concurrency: m.max_concurrency,
+        requests_per_minute: m.requests_per_minute,
+        tokens_per_minute: m.tokens_per_minute,
+        fallback: m.fallback,
+        input_cost: m.input_cost,
+        output_cost: m.output_cost,
+        tokenizer: parse_tokenizer(m.tokenizer.as_deref().unwrap_or("cl100k_base"))?,
+        token_limit_param: m
+            .token_limit_param
+            .as_deref()
+            .map(parse_token_limit_param)
+            .transpose()?,
+        reasoning: m.reasoning,
+        reasoning_effort: m.reasoning_effort,
+    })
+}
+
+/// The store's error, with the field at fault spelled as in the file.
+fn explain_file(error: ModelError) -> anyhow::Error {
+    match error {
+        ModelError::Invalid { field, reason } => anyhow!("invalid {field}: {reason}"),
+        other => explain(other),
+    }
+}
+
+/// `added 1 (a), updated 0, retired 2 (b, c), unchanged 3`.
+fn sync_lines(report: &models::SyncReport) -> String {
+    let part = |verb: &str, names: &[String]| {
+        if names.is_empty() || verb == "unchanged" {
+            format!("{verb} {}", names.len())
+        } else {
+            format!("{verb} {} ({})", names.len(), names.join(", "))
+        }
+    };
+    let mut out = format!(
+        "models: {}, {}, {}, {}\n",
+        part("added", &report.added),
+        part("updated", &report.updated),
+        part("retired", &report.retired),
+        part("unchanged", &report.unchanged)
+    );
+    if !report.changed() {
+        out.push_str("the registry already matches the file; nothing changed\n");
+    }
+    out
 }
 
 /// `--key-env` against the rules the executors apply, before anything is
@@ -523,6 +720,65 @@ mod tests {
             reason: "empty".into(),
         });
         assert_eq!(e.to_string(), "invalid NAME: empty");
+    }
+
+    const FILE: &str = r#"
+[[models]]
+name = "gpt-5-mini"
+provider = "openai"
+key_env = "OPENAI_API_KEY"
+context_window = 400000
+max_output = 128000
+reasoning = true
+reasoning_effort = "low"
+input_cost = 0.25
+"#;
+
+    #[test]
+    fn a_models_file_reads_as_toml_or_as_the_charts_json() {
+        let settings = Settings::default();
+        let toml = parse_models(&settings, FILE, false).expect("toml");
+        let json = parse_models(
+            &settings,
+            r#"{"models":[{"name":"gpt-5-mini","provider":"openai","key_env":"OPENAI_API_KEY","context_window":400000,"max_output":128000,"reasoning":true,"reasoning_effort":"low","input_cost":0.25}]}"#,
+            true,
+        )
+        .expect("json");
+        assert_eq!(toml, json);
+        assert_eq!(toml[0].key_env.as_deref(), Some("OPENAI_API_KEY"));
+        assert_eq!(toml[0].tokenizer, "cl100k_base", "the add default");
+        assert!(
+            parse_models(&settings, "", false)
+                .expect("empty")
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn an_inline_key_or_an_unknown_field_is_refused() {
+        let settings = Settings::default();
+        for field in ["api_key", "key", "Token"] {
+            let text = FILE.replace(
+                "key_env = \"OPENAI_API_KEY\"",
+                &format!("{field} = \"sk-abcdef0123\""),
+            );
+            let error = parse_models(&settings, &text, false)
+                .expect_err("inline key")
+                .to_string();
+            assert!(
+                error.contains(&format!("{field:?} would put the key itself in the file"))
+                    && !error.contains("sk-abcdef0123"),
+                "{error}"
+            );
+        }
+        let typo = parse_models(&settings, &FILE.replace("max_output", "max_outptu"), false)
+            .expect_err("unknown field")
+            .to_string();
+        assert!(typo.contains("max_outptu"), "{typo}");
+        let bad = parse_models(&settings, &FILE.replace("\"openai\"", "\"ollama\""), false)
+            .expect_err("unknown provider")
+            .to_string();
+        assert!(bad.contains("models[0] (gpt-5-mini)"), "{bad}");
     }
 
     #[test]
