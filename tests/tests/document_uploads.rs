@@ -130,6 +130,61 @@ async fn pdf_and_docx_uploads_are_converted_kept_and_exported() {
     env.teardown().await;
 }
 
+/// The conversion limits are the operator's (`gateway.max_upload_pages`,
+/// `gateway.max_upload_unpacked_bytes`): files the defaults take are refused
+/// past tighter ones, naming the file and the limit, with nothing stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conversion_limits_come_from_the_configuration() {
+    let mut env = TestEnv::new().await;
+    env.start_all_with(|s| {
+        s.gateway.max_upload_pages = 1;
+        s.gateway.max_upload_unpacked_bytes = 4096;
+    })
+    .await;
+    let mut client = env.gateway().await;
+    let project = client
+        .create_project(CreateProjectRequest {
+            name: "Limits".into(),
+            initial_user_prompt: "Analyse the agreement.".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("project")
+        .into_inner()
+        .id;
+    let pdf = fixtures::base_agreement_pdf().expect("pdf fixture");
+    let cases: [(&str, Vec<u8>, &str); 2] = [
+        ("two pages.pdf", pdf, "it has 2 pages; the limit is 1"),
+        (
+            "styles.docx",
+            KNOWN_STYLES.to_vec(),
+            "expands past the limit",
+        ),
+    ];
+    for (name, content, reason) in cases {
+        let refused = client
+            .add_project_document(upload(&project, name, content))
+            .await
+            .expect_err("over the configured limit");
+        assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+        assert!(
+            refused.message().contains(name) && refused.message().contains(reason),
+            "{name}: {}",
+            refused.message()
+        );
+    }
+    let listed = client
+        .list_project_documents(ListProjectDocumentsRequest {
+            project_id: project.clone(),
+        })
+        .await
+        .expect("list")
+        .into_inner()
+        .documents;
+    assert!(listed.is_empty(), "nothing stored: {listed:?}");
+    env.teardown().await;
+}
+
 /// Each hostile or unreadable file: INVALID_ARGUMENT naming the file and
 /// the reason, in well under 2 s, with no object and no row left.
 async fn refused_files_store_nothing(

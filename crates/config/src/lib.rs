@@ -197,6 +197,13 @@ pub struct GatewayConfig {
     /// Most bytes of uploaded documents one project may hold, counted as the
     /// stored text; an upload that would pass it is RESOURCE_EXHAUSTED.
     pub max_document_bytes_per_project: u64,
+    /// Most pages a PDF upload may have; a longer one is refused, naming the
+    /// file, and nothing is stored.
+    pub max_upload_pages: u32,
+    /// Most bytes a PDF or DOCX upload may unpack to (a PDF's decompressed
+    /// page content, a DOCX's unzipped parts), counted as they are read, so a
+    /// zip bomb is refused before it is: memory stays bounded by this.
+    pub max_upload_unpacked_bytes: u64,
     /// Most `WatchSession` streams one user may hold open at once in one
     /// gateway process (each replica counts its own); the next is
     /// RESOURCE_EXHAUSTED until one ends. 0: no cap.
@@ -334,6 +341,8 @@ impl Default for GatewayConfig {
             max_message_bytes: 4 * 1024 * 1024,
             max_documents_per_project: 1000,
             max_document_bytes_per_project: 256 * 1024 * 1024,
+            max_upload_pages: 1000,
+            max_upload_unpacked_bytes: 64 * 1024 * 1024,
             max_watches_per_user: 16,
             max_export_bytes: 1024 * 1024 * 1024,
             max_exports_per_user: 2,

@@ -7,6 +7,7 @@
 use crate::convert;
 use crate::error::GatewayError;
 use crate::service::{Gateway, optional, uploaded_text};
+use dialectic_config::GatewayConfig;
 use dialectic_convert::{Kind, Limits, to_markdown};
 use dialectic_core::error::Reason;
 use dialectic_core::ids::{ProjectId, ResourceId, UserId};
@@ -30,15 +31,17 @@ const UPLOAD_EXTENSIONS: [&str; 5] = ["md", "markdown", "txt", "pdf", "docx"];
 /// so a burst of uploads waits here rather than starving the gateway.
 static CONVERSIONS: Semaphore = Semaphore::const_new(2);
 
-/// What one conversion may cost. The upload itself is already capped by the
-/// gateway's message size; unpacking is held well below what two
-/// conversions at once may hold in memory.
-const CONVERSION_LIMITS: Limits = Limits {
-    max_bytes: 64 * 1024 * 1024,
-    max_pages: 1000,
-    max_expanded_bytes: 64 * 1024 * 1024,
-    max_zip_entries: 10_000,
-};
+/// What one conversion may cost (`gateway.max_upload_pages`,
+/// `gateway.max_upload_unpacked_bytes`). The file itself is already capped
+/// by the gateway's message size.
+pub(crate) fn conversion_limits(config: &GatewayConfig) -> Limits {
+    Limits {
+        max_bytes: config.max_message_bytes,
+        max_pages: config.max_upload_pages,
+        max_expanded_bytes: usize::try_from(config.max_upload_unpacked_bytes).unwrap_or(usize::MAX),
+        ..Limits::default()
+    }
+}
 
 fn document(row: ProjectDocumentRow) -> ProjectDocument {
     ProjectDocument {
@@ -148,13 +151,14 @@ async fn convert_upload(
     file_name: &str,
     kind: Kind,
     content: Vec<u8>,
+    limits: Limits,
 ) -> Result<Upload, GatewayError> {
     let _permit = CONVERSIONS
         .acquire()
         .await
         .map_err(|e| GatewayError::Internal(format!("conversion workers: {e}")))?;
     let (content, converted) = tokio::task::spawn_blocking(move || {
-        let converted = to_markdown(&content, kind, &CONVERSION_LIMITS);
+        let converted = to_markdown(&content, kind, &limits);
         (content, converted)
     })
     .await
@@ -189,7 +193,9 @@ impl Gateway {
         let file_name = upload_name(&req)?;
         let file_name = file_name.as_str();
         let upload = match Kind::from_file_name(file_name) {
-            Some(kind) => convert_upload(file_name, kind, req.content).await?,
+            Some(kind) => {
+                convert_upload(file_name, kind, req.content, self.conversion_limits).await?
+            }
             None => Upload {
                 text: upload_text(file_name, &req.content, self.max_upload_bytes())?,
                 original: None,

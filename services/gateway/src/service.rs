@@ -229,6 +229,8 @@ pub struct Gateway {
     internal: Internal,
     bootstrap: Option<BootstrapKey>,
     max_prompt_bytes: usize,
+    /// What converting one PDF or DOCX upload may cost.
+    pub(crate) conversion_limits: dialectic_convert::Limits,
     /// How much each project may hold of uploaded documents.
     pub(crate) document_limits: DocumentLimits,
     /// Largest export archive of a project (`gateway.max_export_bytes`).
@@ -262,6 +264,7 @@ impl Gateway {
             bootstrap,
             max_prompt_bytes,
             document_limits: document_limits(&GatewayConfig::default()),
+            conversion_limits: crate::documents::conversion_limits(&GatewayConfig::default()),
             max_export_bytes: GatewayConfig::default().max_export_bytes,
             export_slots: crate::catalog::ExportSlots::new(
                 GatewayConfig::default().max_exports_per_user,
@@ -282,6 +285,7 @@ impl Gateway {
     /// size of an export; and how many exports a user may run at once.
     pub fn with_document_limits(mut self, config: &GatewayConfig) -> Self {
         self.document_limits = document_limits(config);
+        self.conversion_limits = crate::documents::conversion_limits(config);
         self.max_export_bytes = config.max_export_bytes;
         self.export_slots = crate::catalog::ExportSlots::new(config.max_exports_per_user);
         self
