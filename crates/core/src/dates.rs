@@ -99,7 +99,8 @@ fn days_in_month(year: u32, month: u32) -> u32 {
     }
 }
 
-const MONTHS: [&str; 12] = [
+/// The months' English names, January first.
+pub const MONTHS: [&str; 12] = [
     "january",
     "february",
     "march",

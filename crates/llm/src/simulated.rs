@@ -349,21 +349,6 @@ fn typed_value(request: &ChatRequest, key: &str) -> serde_json::Value {
     }
 }
 
-const MONTHS: [&str; 12] = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-];
-
 /// Prompt directive: a date the step asks for is copied as the input writes
 /// it after its first "Effective " (to the sentence's end), not put in
 /// YYYY-MM-DD, as a model ignoring the format its prompt asks for would:
@@ -405,7 +390,7 @@ fn first_date(text: &str) -> Option<String> {
             return Some(word.to_string());
         }
         let day: u32 = word.parse().ok().filter(|d| (1..=31).contains(d))?;
-        let month = MONTHS
+        let month = dialectic_core::dates::MONTHS
             .iter()
             .position(|m| words.get(i + 1).is_some_and(|w| w.eq_ignore_ascii_case(m)))?;
         let year: u32 = words.get(i + 2)?.parse().ok().filter(|y| *y >= 1000)?;
