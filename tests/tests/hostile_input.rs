@@ -6,16 +6,16 @@
 
 use dialectic_e2e::{TestEnv, eventually};
 use dialectic_proto::v1::{
-    AddProjectDocumentRequest, CancelSessionRequest, CreateProjectRequest, CreditWalletRequest,
-    DeleteProjectRequest, EditStageRecipeRequest, ExportProjectRequest, GetBlackboardRequest,
-    GetDocumentContentRequest, GetProjectRequest, GetSessionRequest, GetStageRecipeRequest,
-    GetWalletRequest, InstallPipelineRequest, ListModelsRequest, ListPipelinesRequest,
-    ListProjectDocumentsRequest, ListProjectsRequest, ListRecipesRequest,
-    ListSessionRevisionsRequest, ListSessionsRequest, ListStageDocumentsRequest,
-    ListWalletTransactionsRequest, PauseSessionRequest, QueryRequest, RecipeEdge,
-    RegenerateDocumentRequest, ResumeSessionRequest, RetryStageRequest, RevisitStageRequest,
-    SaveDocumentEditRequest, StageResponse, StartSessionRequest, SubmitStageResponsesRequest,
-    WatchSessionRequest,
+    AddProjectDocumentRequest, CancelSessionRequest, CompleteSessionRequest, CreateProjectRequest,
+    CreditWalletRequest, DeleteProjectRequest, EditStageRecipeRequest, ExportProjectRequest,
+    GetBlackboardRequest, GetDocumentContentRequest, GetProjectRequest, GetSessionRequest,
+    GetStageRecipeRequest, GetWalletRequest, InstallPipelineRequest, ListModelsRequest,
+    ListPipelinesRequest, ListProjectDocumentsRequest, ListProjectsRequest,
+    ListQueryHistoryRequest, ListRecipesRequest, ListSessionRevisionsRequest, ListSessionsRequest,
+    ListStageDocumentsRequest, ListWalletTransactionsRequest, PauseSessionRequest, QueryRequest,
+    RecipeEdge, RegenerateDocumentRequest, ResumeSessionRequest, RetryStageRequest,
+    RevisitStageRequest, SaveDocumentEditRequest, StageResponse, StartSessionRequest,
+    SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use dialectic_runtime::error_status::{self, StatusExt};
 use prost::Message;
@@ -362,6 +362,20 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
             ),
         ));
         cases.push((
+            "ListQueryHistory",
+            what,
+            code,
+            done(
+                client
+                    .list_query_history(ListQueryHistoryRequest {
+                        project_id: id.clone(),
+                        page_size: 10,
+                        page_token: String::new(),
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
             "ExportProject",
             what,
             code,
@@ -392,6 +406,18 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
             done(
                 client
                     .cancel_session(CancelSessionRequest {
+                        session_id: id.clone(),
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
+            "CompleteSession",
+            what,
+            code,
+            done(
+                client
+                    .complete_session(CompleteSessionRequest {
                         session_id: id.clone(),
                     })
                     .await,
@@ -645,6 +671,16 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
         "a question over 4,000 characters",
         Code::InvalidArgument,
         client.query(question(&project.id, "why ".repeat(1_001)))
+    );
+    case!(
+        "ListQueryHistory",
+        "a page token no list call returned",
+        Code::InvalidArgument,
+        client.list_query_history(ListQueryHistoryRequest {
+            project_id: project.id.clone(),
+            page_size: 10,
+            page_token: "not-a-token".into(),
+        })
     );
     // Calls that take no ids still answer.
     case!(
