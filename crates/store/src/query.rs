@@ -23,7 +23,7 @@ pub async fn analysis(
     Ok(sqlx::query_scalar(
         "SELECT id FROM dialectic_sessions
          WHERE project_id = $1 AND status <> $3
-         ORDER BY (status IN ($2, $4) OR paused_from = $2) DESC, created_at DESC, id DESC
+         ORDER BY (status IN ($2, $4) OR paused_from IS NOT DISTINCT FROM $2) DESC, created_at DESC, id DESC
          LIMIT 1",
     )
     .bind(project_id)
