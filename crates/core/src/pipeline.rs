@@ -503,11 +503,10 @@ content = "# {{title}}\n\n{{content}}\n"
         }
     }
 
-    /// The README's minimal example and the shipped files are valid pipelines.
+    /// The documented minimal example (docs/pipeline-files.md) and the shipped files are valid pipelines.
     #[test]
     fn the_readme_example_and_every_shipped_file_are_valid() {
-        let readme = include_str!("../../../README.md");
-        let section = &readme[readme.find("## Pipeline files").expect("section")..];
+        let section = include_str!("../../../docs/pipeline-files.md");
         let start = section.find("```toml\n").expect("example") + "```toml\n".len();
         let example = &section[start..start + section[start..].find("```").expect("end")];
         let file = PipelineFile::parse(example).expect("the README example parses");

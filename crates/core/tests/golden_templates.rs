@@ -119,8 +119,7 @@ fn renderer_fallback(cases: &mut Vec<Case>) {
 }
 
 fn readme_example(cases: &mut Vec<Case>) {
-    let readme = read("README.md");
-    let section = &readme[readme.find("## Pipeline files").expect("section")..];
+    let section = read("docs/pipeline-files.md");
     let start = section.find("```toml\n").expect("example") + "```toml\n".len();
     let example = &section[start..start + section[start..].find("```").expect("end")];
     pipeline_cases("readme", example, cases);

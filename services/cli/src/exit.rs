@@ -1,6 +1,6 @@
 //! Exit codes by kind of failure, so a script can tell "try again later" from
 //! "you typed it wrong" without parsing messages. The gRPC status codes map
-//! here and nowhere else; the README's "Exit codes" table lists the same.
+//! here and nowhere else; docs/running.md's exit-code table lists the same.
 
 use std::fmt;
 use std::process::ExitCode;

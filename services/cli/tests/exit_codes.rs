@@ -1,4 +1,4 @@
-//! The real binary's exit codes (README, "Exit codes"), against gateways
+//! The real binary's exit codes (docs/running.md, exit codes), against gateways
 //! that are not there or never answer; none of this needs the stack.
 
 use std::net::{SocketAddr, TcpListener};

@@ -50,12 +50,12 @@ enum Command {
     /// Pipeline files: one TOML file per process (docs/pipelines.md).
     #[command(subcommand)]
     Pipeline(PipelineCommand),
-    /// Models sessions may use: register, list, remove (README, "Against a
+    /// Models sessions may use: register, list, remove (docs/models.md, "Against a
     /// real, OpenAI-compatible model").
     #[command(subcommand)]
     Model(models::ModelCommand),
     /// Service keys: each service signs its internal calls with its own
-    /// Ed25519 key (`internal.key_dir`; README, "Service identity").
+    /// Ed25519 key (`internal.key_dir`; docs/running.md, "Service identity").
     #[command(subcommand)]
     Keys(KeysCommand),
     /// The chart's secret hook: generate keys in this process and create the
