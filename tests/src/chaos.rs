@@ -718,6 +718,7 @@ async fn start_session(gateway: &str, key: &str, index: usize, models: &[String]
                 description: String::new(),
                 client_request_id: format!("{request_id}-session"),
                 auto_advance: true,
+                ..Default::default()
             })
             .await
             .ok()?

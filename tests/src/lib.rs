@@ -642,6 +642,7 @@ pub async fn upload_documents(
                 file_name: name.to_string(),
                 content: text.as_bytes().to_vec(),
                 client_request_id: String::new(),
+                ..Default::default()
             })
             .await
             .unwrap_or_else(|e| panic!("upload {name}: {e}"));
@@ -680,6 +681,7 @@ pub async fn register_llama_cpp_model(
         token_limit_param: Some(dialectic_store::models::TokenLimitParam::MaxTokens),
         reasoning: false,
         reasoning_effort: None,
+        prices: None,
     };
     dialectic_store::models::register(env.store.pool(), &spec)
         .await
@@ -876,6 +878,7 @@ pub async fn start_project_session(
             description: String::new(),
             client_request_id: String::new(),
             auto_advance,
+            ..Default::default()
         })
         .await
         .expect("start session")

@@ -46,6 +46,7 @@ async fn processing_job(env: &TestEnv) -> JobId {
             description: None,
             client_request_id: None,
             auto_advance: false,
+            pushback: Default::default(),
         },
     )
     .await
@@ -211,7 +212,17 @@ async fn a_dead_attempts_recorded_call_is_captured_not_released() {
         .await
         .expect("wallet");
     let (job, attempt, hold_id) = held_attempt(&env, wallet.id).await;
-    ledger::record_usage(&pool, hold_id, 700)
+    // What the call used and cost in money goes with it (issue 56, "Prices").
+    let usage = ledger::CallUsage {
+        input_tokens: 600,
+        output_tokens: 100,
+        cached_input_tokens: 200,
+        money: Some(dialectic_core::price::Money {
+            currency: "USD".into(),
+            nanos: 1_525_000,
+        }),
+    };
+    ledger::record_call_usage(&pool, hold_id, 700, Some(&usage))
         .await
         .expect("usage");
     assert_eq!(
@@ -257,6 +268,19 @@ async fn a_dead_attempts_recorded_call_is_captured_not_released() {
     .fetch_one(&pool)
     .await
     .expect("the capture row");
+    let recorded: (i64, i64, i64, String, i64) = sqlx::query_as(
+        "SELECT input_tokens, output_tokens, cached_input_tokens, money_currency, money_nanos
+           FROM token_wallet_transactions WHERE hold_id = $1 AND kind = 'capture'",
+    )
+    .bind(hold_id)
+    .fetch_one(&pool)
+    .await
+    .expect("the capture's usage");
+    assert_eq!(
+        recorded,
+        (600, 100, 200, "USD".to_string(), 1_525_000),
+        "the sweep's capture carries the call's usage and money"
+    );
     assert_eq!(key, ledger::capture_key(job, attempt));
     env.teardown().await;
 }

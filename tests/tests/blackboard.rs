@@ -154,6 +154,7 @@ async fn entries_reach_later_steps_survive_a_lost_redis_copy_and_clear_on_revisi
             impact: "moderate".into(),
             reason: "new facts".into(),
             impact_level: 0,
+            dry_run: false,
         })
         .await
         .expect("revisit");

@@ -101,6 +101,7 @@ async fn set_up(env: &TestEnv, recipe: &Recipe) -> Fixture {
             description: None,
             client_request_id: None,
             auto_advance: false,
+            pushback: Default::default(),
         },
     )
     .await

@@ -28,6 +28,7 @@ fn upload(project: &str, name: &str, content: Vec<u8>) -> AddProjectDocumentRequ
         file_name: name.into(),
         content,
         client_request_id: String::new(),
+        ..Default::default()
     }
 }
 

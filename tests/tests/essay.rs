@@ -173,7 +173,7 @@ async fn the_essay_runs_section_by_section_paragraph_by_paragraph_and_revisits()
     let done = position(&mut client, &session_id).await;
     assert_eq!(
         done.summary,
-        "stage 4 of 4 (Paragraph writing): Assemble the final essay"
+        "stage 4 of 4 (Paragraph writing): Check the voice"
     );
     assert_eq!(done.stage_percent, 100);
     let essays =
@@ -191,6 +191,7 @@ async fn the_essay_runs_section_by_section_paragraph_by_paragraph_and_revisits()
             impact: "major".into(),
             reason: "two sections merge".into(),
             impact_level: 0,
+            dry_run: false,
         })
         .await
         .expect("revisit");
@@ -445,6 +446,12 @@ async fn a_moderate_revisit_of_the_outline_reruns_only_what_the_edit_changed() {
     assert_eq!(essays.len(), 1, "{essays:?}");
     let drafts = stage_documents(&mut client, &session_id, "paragraph_writing", "draft").await;
     assert_eq!(drafts.len(), 1, "{drafts:?}");
+    let fact_checks =
+        stage_documents(&mut client, &session_id, "paragraph_writing", "fact_check").await;
+    assert_eq!(fact_checks.len(), 1, "{fact_checks:?}");
+    let voice_checks =
+        stage_documents(&mut client, &session_id, "paragraph_writing", "voice_check").await;
+    assert_eq!(voice_checks.len(), 1, "{voice_checks:?}");
 
     let outline = stage_documents(&mut client, &session_id, "essay_structuring", "outline").await;
     let outline = outline[0].resource_id.clone();
@@ -482,6 +489,7 @@ async fn a_moderate_revisit_of_the_outline_reruns_only_what_the_edit_changed() {
             impact: "moderate".into(),
             reason: "section 2 goes".into(),
             impact_level: 0,
+            dry_run: false,
         })
         .await
         .expect("moderate")
@@ -496,13 +504,15 @@ async fn a_moderate_revisit_of_the_outline_reruns_only_what_the_edit_changed() {
         .iter()
         .chain(&essays)
         .chain(&drafts)
+        .chain(&fact_checks)
+        .chain(&voice_checks)
         .filter(|d| d.resource_id != first_map.resource_id)
         .map(|d| dialectic_core::revisit::archived_name(file_name(&d.storage_key), 1))
         .collect();
     expected.sort();
     assert_eq!(
         archived, expected,
-        "the changed maps, the draft holding changed paragraphs and the essay, not section 1's map"
+        "the changed maps, the draft holding changed paragraphs, the essay and the fact and voice checks of the draft, not section 1's map"
     );
     let current = stage_documents(
         &mut client,
@@ -604,6 +614,7 @@ async fn a_moderate_revisit_of_the_outline_reruns_only_what_the_edit_changed() {
             impact: "moderate".into(),
             reason: "rethink the whole outline".into(),
             impact_level: 0,
+            dry_run: false,
         })
         .await
         .expect("second moderate")
@@ -611,8 +622,8 @@ async fn a_moderate_revisit_of_the_outline_reruns_only_what_the_edit_changed() {
     assert_eq!(again.revision, 2);
     assert_eq!(
         again.archived.len(),
-        4,
-        "both maps, the draft and the essay: {:?}",
+        6,
+        "both maps, the draft, the essay and the fact and voice checks: {:?}",
         again.archived
     );
     assert!(

@@ -121,6 +121,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
         description: String::new(),
         client_request_id: String::new(),
         auto_advance: false,
+        ..Default::default()
     };
     let session_id = |id: &str| GetSessionRequest {
         session_id: id.to_string(),
@@ -331,6 +332,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                         file_name: "brief.md".into(),
                         content: b"A brief.".to_vec(),
                         client_request_id: String::new(),
+                        ..Default::default()
                     })
                     .await,
             ),
@@ -435,6 +437,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                         impact: "major".into(),
                         reason: "hostile".into(),
                         impact_level: 0,
+                        dry_run: false,
                     })
                     .await,
             ),

@@ -25,6 +25,10 @@ max_output = 8192
 tokenizer = "estimate"
 fallback = "sync-b"
 max_concurrency = 4
+price_input_per_mtok = 1.25
+price_output_per_mtok = 10.0
+price_cached_input_per_mtok = 0.125
+currency = "USD"
 
 [[models]]
 name = "sync-b"
@@ -157,6 +161,21 @@ async fn a_models_file_syncs_once_and_retiring_a_model_spares_its_running_sessio
     assert!(
         third.starts_with("models: added 0, updated 1 (sync-a), retired 0, unchanged 1"),
         "{third}"
+    );
+    // So is a changed price (prices are compared exactly, not as floats).
+    let repriced = files.write(
+        "repriced.toml",
+        &BOTH
+            .replace("max_concurrency = 4", "max_concurrency = 2")
+            .replace(
+                "price_output_per_mtok = 10.0",
+                "price_output_per_mtok = 10.000000001",
+            ),
+    );
+    let fourth = synced(&env, &repriced).await;
+    assert!(
+        fourth.starts_with("models: added 0, updated 1 (sync-a), retired 0, unchanged 1"),
+        "{fourth}"
     );
 
     // A session on sync-a runs its first stage, then sync-a is retired.

@@ -173,6 +173,7 @@ async fn one_session_is_one_trace_and_every_service_serves_metrics() {
             description: String::new(),
             client_request_id: String::new(),
             auto_advance: false,
+            ..Default::default()
         })
         .await
         .expect("start session")

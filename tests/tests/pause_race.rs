@@ -82,6 +82,7 @@ async fn running_thesis(env: &TestEnv, project: ProjectId) -> (SessionId, JobId)
             description: None,
             client_request_id: None,
             auto_advance: true,
+            pushback: Default::default(),
         },
     )
     .await

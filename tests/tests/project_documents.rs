@@ -54,6 +54,7 @@ fn upload(project: &str, (name, text): (&str, &str), request: &str) -> AddProjec
         file_name: name.into(),
         content: text.as_bytes().to_vec(),
         client_request_id: request.into(),
+        ..Default::default()
     }
 }
 
@@ -217,6 +218,7 @@ async fn refused_uploads_write_nothing(
                 file_name: name.into(),
                 content,
                 client_request_id: String::new(),
+                ..Default::default()
             })
             .await
             .expect_err("refused");

@@ -358,6 +358,7 @@ async fn compound_questions_run_their_parts_in_parallel_and_strangers_get_not_fo
             file_name: STACK[0].0.into(),
             content: STACK[0].1.as_bytes().to_vec(),
             client_request_id: String::new(),
+            ..Default::default()
         })
         .await
         .expect("upload");

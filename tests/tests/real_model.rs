@@ -7,15 +7,84 @@
 //! The server's address comes from `DIALECTIC_LOCAL_MODEL_URL` (README's test
 //! command sets it). Without it the test fails and says how to start one;
 //! `DIALECTIC_SKIP_LOCAL_MODEL=1` skips it on a machine that cannot build one.
+//!
+//! The writer uploads two sources and two writing samples first, so the
+//! argument maps, the paragraphs and the fact-check read them on the real
+//! model too.
 
 use dialectic_core::structured::StructuredOutput;
 use dialectic_e2e::{TestEnv, eventually, register_llama_cpp_model};
 use dialectic_proto::v1::{
-    GetDocumentContentRequest, GetSessionRequest, ListStageDocumentsRequest,
+    AddProjectDocumentRequest, CreateProjectRequest, DocumentRole, GetDocumentContentRequest,
+    GetSessionRequest, ListStageDocumentsRequest, StartSessionRequest,
 };
 
 const PROMPT: &str = "A short essay arguing that every town should plant more street trees: \
     shade, cleaner air and calmer streets.";
+
+/// The writer's uploads: two sources the fact-check holds quotes against,
+/// two samples of their prose the paragraphs read for voice.
+const UPLOADS: [(&str, DocumentRole, &str); 4] = [
+    (
+        "shade-study.md",
+        DocumentRole::Source,
+        "Streets lined with mature trees were on average 4 degrees cooler on summer afternoons. \
+         The study measured 120 streets over three summers.",
+    ),
+    (
+        "air-report.md",
+        DocumentRole::Source,
+        "Tree cover along roads removed a measurable share of fine particulate matter. \
+         The effect was largest where the canopy closed over the street.",
+    ),
+    (
+        "sample-one.md",
+        DocumentRole::WritingSample,
+        "I like short sentences. I say what I mean, then I show why. No jargon.",
+    ),
+    (
+        "sample-two.md",
+        DocumentRole::WritingSample,
+        "Our town is small. That is its strength: a good idea can be tried by Friday.",
+    ),
+];
+
+/// Creates an essay project with [`UPLOADS`] and starts a session on `model`.
+async fn essay_session(client: &mut dialectic_e2e::GatewayClient, model: &str) -> String {
+    let project = client
+        .create_project(CreateProjectRequest {
+            name: "Street trees".into(),
+            initial_user_prompt: PROMPT.into(),
+            pipeline: "essay".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("create project")
+        .into_inner();
+    for (name, role, text) in UPLOADS {
+        client
+            .add_project_document(AddProjectDocumentRequest {
+                project_id: project.id.clone(),
+                file_name: name.into(),
+                content: text.as_bytes().to_vec(),
+                role: role.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_or_else(|e| panic!("upload {name}: {e}"));
+    }
+    client
+        .start_session(StartSessionRequest {
+            project_id: project.id,
+            models: vec![model.into()],
+            auto_advance: true,
+            ..Default::default()
+        })
+        .await
+        .expect("start session")
+        .into_inner()
+        .id
+}
 
 /// The local server, or None when this run skips real models.
 fn local_model() -> Option<(String, String)> {
@@ -54,7 +123,7 @@ async fn the_essay_pipeline_finishes_on_the_local_llama_cpp_model() {
     .await;
     env.start_all().await;
     let mut client = env.gateway().await;
-    let (_, session_id) = env.new_session_on("essay", PROMPT, &[&name], true).await;
+    let session_id = essay_session(&mut client, &name).await;
 
     let session = uuid::Uuid::parse_str(&session_id).expect("uuid");
     let finished = eventually(1_800, "the essay session to reach review", || {
@@ -93,6 +162,29 @@ async fn the_essay_pipeline_finishes_on_the_local_llama_cpp_model() {
     eprintln!("{jobs} model jobs, {attempts} attempts ({per_job:.2} per job)");
     assert!(per_job <= 2.0, "{attempts} attempts for {jobs} jobs");
 
+    // Whatever a 135M model claims, the stored fact-check calls a claim
+    // verified only with a quote one of the sources holds.
+    let check = stored_reply(&env, session, "fact_check").await;
+    eprintln!("the fact-check: {check}");
+    let claims = check["claims"].as_array().expect("a claims array");
+    let verified = claims.iter().filter(|c| c["verdict"] == "verified");
+    let squeeze = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    for claim in verified {
+        let quote = squeeze(claim["quote"].as_str().unwrap_or_default());
+        assert!(
+            UPLOADS
+                .iter()
+                .any(|(name, role, text)| *role == DocumentRole::Source
+                    && claim["source"] == *name
+                    && squeeze(text).contains(&quote)),
+            "a verified claim quotes its source: {claim}"
+        );
+    }
+    assert_eq!(
+        check["sources_verified"].as_u64(),
+        Some(claims.iter().filter(|c| c["verdict"] == "verified").count() as u64)
+    );
+
     let essay = final_essay(&mut client, &session_id).await;
     eprintln!("the final essay:\n{essay}");
     // What a 135M model writes varies from run to run: prose, a run-on word,
@@ -112,19 +204,25 @@ async fn the_essay_pipeline_finishes_on_the_local_llama_cpp_model() {
     env.teardown().await;
 }
 
-/// The `content` of the final essay's stored reply (all its turns'), as the model wrote it.
-async fn final_reply_content(env: &TestEnv, session: uuid::Uuid) -> String {
+/// The stored reply (all its turns') of the session's `document_key`.
+async fn stored_reply(env: &TestEnv, session: uuid::Uuid, document_key: &str) -> serde_json::Value {
     let key: String = sqlx::query_scalar(
         "SELECT raw_response_storage_path FROM dialectic_contributions
-          WHERE session_id = $1 AND document_key = 'final_essay' AND is_latest_edit",
+          WHERE session_id = $1 AND document_key = $2 AND is_latest_edit",
     )
     .bind(session)
+    .bind(document_key)
     .fetch_one(env.store.pool())
     .await
-    .expect("the final essay's reply");
+    .unwrap_or_else(|e| panic!("the {document_key} reply: {e}"));
     let whole = dialectic_core::paths::whole_document_key(&key);
     let raw = env.blob.get_string(&whole).await.expect("the stored reply");
-    let reply: serde_json::Value = serde_json::from_str(&raw).expect("stored JSON");
+    serde_json::from_str(&raw).expect("stored JSON")
+}
+
+/// The `content` of the final essay's stored reply (all its turns'), as the model wrote it.
+async fn final_reply_content(env: &TestEnv, session: uuid::Uuid) -> String {
+    let reply = stored_reply(env, session, "final_essay").await;
     reply["content"]
         .as_str()
         .expect("a content string")

@@ -96,6 +96,7 @@ fn custom_step(key: &str, after: &[&str], before: &[&str]) -> CustomStep {
             iteration: Default::default(),
             items: None,
             order_by: None,
+            role: None,
         }],
         inputs_relevance: json(
             r#"[{"document_key": "header_context", "type": "header_context", "relevance": 1.0}]"#,
@@ -109,6 +110,7 @@ fn custom_step(key: &str, after: &[&str], before: &[&str]) -> CustomStep {
             publishes: vec![],
             confidence_gate: None,
             schema: None,
+            verify_claims: None,
         }],
         after: after.iter().map(|k| k.to_string()).collect(),
         before: before.iter().map(|k| k.to_string()).collect(),

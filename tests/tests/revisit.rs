@@ -60,6 +60,7 @@ async fn a_major_revisit_of_thesis_archives_later_documents_and_reruns_them() {
             impact: "huge".into(),
             reason: String::new(),
             impact_level: 0,
+            dry_run: false,
         })
         .await
         .expect_err("unknown impact");
@@ -74,6 +75,7 @@ async fn a_major_revisit_of_thesis_archives_later_documents_and_reruns_them() {
             impact: String::new(),
             reason: "reworded".into(),
             impact_level: RevisitImpact::Minor.into(),
+            dry_run: false,
         })
         .await
         .expect("minor")
@@ -124,6 +126,7 @@ async fn a_major_revisit_of_thesis_archives_later_documents_and_reruns_them() {
             impact: "major".into(),
             reason: "now a repair café too".into(),
             impact_level: 0,
+            dry_run: false,
         })
         .await
         .expect("major")
@@ -235,6 +238,7 @@ async fn a_moderate_revisit_archives_later_documents_and_waits_for_the_user() {
             impact: "moderate".into(),
             reason: "the synthesis dropped the membership fee".into(),
             impact_level: 0,
+            dry_run: false,
         })
         .await
         .expect("moderate")
@@ -341,6 +345,7 @@ async fn a_minor_revisit_flags_later_documents_until_edited_or_submitted() {
             impact: "minor".into(),
             reason: "reworded".into(),
             impact_level: 0,
+            dry_run: false,
         })
         .await
         .expect("minor");

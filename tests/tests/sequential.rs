@@ -63,6 +63,7 @@ async fn track(cut_off_notes: bool) -> Tracked {
                 file_name: name.into(),
                 content: text.as_bytes().to_vec(),
                 client_request_id: String::new(),
+                ..Default::default()
             })
             .await
             .expect("upload");

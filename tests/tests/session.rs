@@ -379,6 +379,7 @@ async fn a_paused_session_starts_nothing_new_and_resumes_where_it_stopped() {
             description: String::new(),
             client_request_id: String::new(),
             auto_advance: false,
+            ..Default::default()
         })
         .await
         .expect("session")

@@ -54,6 +54,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
         description: String::new(),
         client_request_id: "start-once".into(),
         auto_advance: false,
+        ..Default::default()
     };
     let session = client
         .start_session(start())
@@ -302,6 +303,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
                     impact: "major".into(),
                     reason: String::new(),
                     impact_level: 0,
+                    dry_run: false,
                 })
                 .await
                 .map(drop),

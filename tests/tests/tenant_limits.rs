@@ -19,6 +19,7 @@ fn upload(project: &str, name: &str, text: &str, request: &str) -> AddProjectDoc
         file_name: name.into(),
         content: text.as_bytes().to_vec(),
         client_request_id: request.into(),
+        ..Default::default()
     }
 }
 

@@ -60,6 +60,7 @@ async fn thesis_runs_end_to_end_through_every_service() {
             description: String::new(),
             client_request_id: String::new(),
             auto_advance: false,
+            ..Default::default()
         })
         .await
         .expect("start session")

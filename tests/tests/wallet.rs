@@ -226,6 +226,7 @@ async fn repeated_calls_change_nothing_and_bad_calls_write_nothing() {
         hold_id: first.id.clone(),
         amount,
         idempotency_key: key.into(),
+        usage: None,
     };
     let over = client
         .capture(capture("k0", 41))
@@ -363,6 +364,7 @@ async fn a_session_pauses_when_the_wallet_runs_dry_and_resumes_after_a_credit() 
                 description: String::new(),
                 client_request_id: String::new(),
                 auto_advance: false,
+                ..Default::default()
             },
         ))
         .await

@@ -316,6 +316,11 @@ fn check_step(
     if let Some(problem) = step.skip_only_when.and_then(|c| c.problem()) {
         problems.add(&format!("{place}.skip_only_when"), problem);
     }
+    if let Some(prompt) = &step.prompt
+        && let Err(e) = crate::prompt::check_template(prompt)
+    {
+        problems.add(&format!("{place}.prompt"), e.to_string());
+    }
     if !matches!(step.job_type.as_str(), "PLAN" | "EXECUTE") {
         problems.add(
             &format!("{place}.job_type"),
@@ -355,6 +360,14 @@ fn check_step(
     for (index, output) in step.outputs.iter().enumerate() {
         if let Some(gate) = &output.confidence_gate {
             check_gate(gate, output, &format!("{place}.outputs[{index}]"), problems);
+        }
+        if let Some(items) = &output.verify_claims
+            && !output.required_keys.contains(items)
+        {
+            problems.add(
+                &format!("{place}.outputs[{index}].verify_claims"),
+                format!("{items:?} must be among the required keys (the reply's array of claims)"),
+            );
         }
         for entry_type in output.publishes.iter().filter(|t| !is_slug(t)) {
             problems.add(
@@ -415,6 +428,12 @@ fn check_input(
         problems.add(
             &format!("{place}.order_by"),
             "only a project_document rule can be ordered by what a step extracted from each upload",
+        );
+    }
+    if rule.role.is_some() && rule.kind != "project_document" {
+        problems.add(
+            &format!("{place}.role"),
+            "only a project_document rule reads uploads by their role",
         );
     }
     // A stage reads itself or stages before it; the iteration before may be any.

@@ -190,6 +190,22 @@ pub fn assemble(
     }
 }
 
+/// The session settings a step's prompt reads as template variables:
+/// `{% if pushback == "minimal" %}…{% endif %}`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PromptSettings {
+    pub pushback: crate::pushback::Pushback,
+}
+
+/// A step's prompt with the session's settings filled in. A prompt with no
+/// template syntax is sent as written.
+pub fn fill_step_prompt(prompt: &str, settings: PromptSettings) -> String {
+    if !prompt.contains("{{") && !prompt.contains("{%") {
+        return prompt.to_string();
+    }
+    fill_template(prompt, &[("pushback", settings.pushback.as_str())])
+}
+
 /// A document template minijinja cannot parse or render, with its line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -535,5 +551,16 @@ mod tests {
             fill_template(runaway, &[("content", &content)]),
             runaway.replace("{{content}}", &content)
         );
+    }
+
+    #[test]
+    fn a_step_prompt_reads_the_sessions_pushback() {
+        use crate::pushback::Pushback;
+        let prompt = "Argue.{% if pushback == \"minimal\" %} Only fatal flaws.{% else %} Every flaw.{% endif %} ({{ pushback }})";
+        let at = |pushback| fill_step_prompt(prompt, PromptSettings { pushback });
+        assert_eq!(at(Pushback::Minimal), "Argue. Only fatal flaws. (minimal)");
+        assert_eq!(at(Pushback::Full), "Argue. Every flaw. (full)");
+        let plain = "Reply with {\"content\": ...} as JSON.";
+        assert_eq!(fill_step_prompt(plain, PromptSettings::default()), plain);
     }
 }

@@ -105,6 +105,10 @@ pub struct InputRule {
     /// amendments in effective-date order), not in upload order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order_by: Option<OrderBy>,
+    /// A `project_document` rule reads only the uploads of this role
+    /// (writing samples, sources, ...); none: every upload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<crate::document_role::DocumentRole>,
 }
 
 /// Orders uploads by the value `key` of the JSON document `document_key`
@@ -279,6 +283,10 @@ pub struct OutputRule {
     /// that take structured output (`structured::reply_schema`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<serde_json::Value>,
+    /// The reply's array of claims to check against the session's `source`
+    /// uploads before it is stored (`fact_check::check_claims`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_claims: Option<String>,
 }
 
 impl OutputRule {
@@ -847,6 +855,7 @@ pub(crate) mod tests {
             publishes: vec![],
             confidence_gate: None,
             schema: None,
+            verify_claims: None,
         }];
         apply_output_overrides(
             &mut outputs,
@@ -1192,6 +1201,7 @@ pub(crate) mod tests {
             publishes: vec![],
             confidence_gate: None,
             schema: None,
+            verify_claims: None,
         };
         let by_name = OutputRule {
             document_key: "x".into(),
@@ -1202,6 +1212,7 @@ pub(crate) mod tests {
             publishes: vec![],
             confidence_gate: None,
             schema: None,
+            verify_claims: None,
         };
         let json = OutputRule {
             document_key: "x".into(),
@@ -1212,6 +1223,7 @@ pub(crate) mod tests {
             publishes: vec![],
             confidence_gate: None,
             schema: None,
+            verify_claims: None,
         };
         assert!(md.is_markdown() && by_name.is_markdown() && !json.is_markdown());
     }

@@ -63,6 +63,97 @@ pub fn archived_name(file_name: &str, version: u32) -> String {
     }
 }
 
+/// Where a document's archived version goes: its name (`name.v{N}.md`) and
+/// key, beside the current one.
+pub fn archived_version(storage_path: &str, file_name: &str, version: u32) -> (String, String) {
+    let name = archived_name(file_name, version);
+    let key = format!("{storage_path}/{name}");
+    (name, key)
+}
+
+/// Which later documents a revisit archives, before any is looked at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Archives {
+    Nothing,
+    /// Those downstream of what changed (`affected`).
+    ByLineage,
+    /// Every document of these stages.
+    AllOf(Vec<String>),
+}
+
+/// What a revisit of one impact does to the later stages it reached (seed
+/// 003 "Assessment Process" steps 3–5). A preview and the revisit itself
+/// both start from this value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reach {
+    pub needs_review: Vec<String>,
+    pub archives: Archives,
+    /// The stages that run again at once.
+    pub reruns: Vec<String>,
+}
+
+/// `reached`: the later stages this iteration has already run, in order.
+pub fn reach(impact: Impact, reached: &[String]) -> Reach {
+    match impact {
+        Impact::Minor => Reach {
+            needs_review: reached.to_vec(),
+            archives: Archives::Nothing,
+            reruns: Vec::new(),
+        },
+        Impact::Moderate => Reach {
+            needs_review: Vec::new(),
+            archives: Archives::ByLineage,
+            reruns: Vec::new(),
+        },
+        Impact::Major => Reach {
+            needs_review: Vec::new(),
+            archives: Archives::AllOf(reached.to_vec()),
+            reruns: reached.to_vec(),
+        },
+    }
+}
+
+/// The text a stored reply or edit holds (what a rendered document shows of
+/// it): its `content` string, or its JSON when the output is structured.
+pub fn document_text(raw: &str) -> Result<String, serde_json::Error> {
+    let value: serde_json::Value = serde_json::from_str(raw)?;
+    let shown = match value.get("content") {
+        Some(serde_json::Value::String(s)) => return Ok(s.clone()),
+        Some(other) => other,
+        None => &value,
+    };
+    serde_json::to_string_pretty(shown)
+}
+
+/// What a later step reads of a stored reply or edit: the JSON itself
+/// (pretty, so a diff is by line) of a structured output a document only
+/// shows, else the document's text.
+pub fn read_text(raw: &str, json_backed: bool) -> Result<String, serde_json::Error> {
+    if !json_backed {
+        return document_text(raw);
+    }
+    let value: serde_json::Value = serde_json::from_str(raw)?;
+    serde_json::to_string_pretty(&value)
+}
+
+/// A unified diff (3 lines of context) of `before` against `after`, under
+/// the two labels; empty when they differ at most in trailing whitespace.
+pub fn unified_diff(before: &str, after: &str, before_label: &str, after_label: &str) -> String {
+    // A missing last newline is no change a reader cares about.
+    let (before, after) = (
+        format!("{}\n", before.trim_end()),
+        format!("{}\n", after.trim_end()),
+    );
+    if before == after {
+        return String::new();
+    }
+    similar::TextDiff::from_lines(&before, &after)
+        .unified_diff()
+        .context_radius(3)
+        .header(before_label, after_label)
+        .to_string()
+}
+
 /// A finished job of a stage after the revised one, as a moderate revisit
 /// weighs it (see `affected`).
 #[derive(Debug, Clone)]
@@ -224,7 +315,53 @@ mod tests {
     }
 
     #[test]
+    fn each_impact_reaches_what_seed_003_says() {
+        let reached = vec!["b".to_string(), "c".to_string()];
+        let minor = reach(Impact::Minor, &reached);
+        assert_eq!(
+            (minor.needs_review.as_slice(), &minor.archives),
+            (reached.as_slice(), &Archives::Nothing)
+        );
+        assert!(minor.reruns.is_empty());
+        let moderate = reach(Impact::Moderate, &reached);
+        assert_eq!(moderate.archives, Archives::ByLineage);
+        assert!(moderate.needs_review.is_empty() && moderate.reruns.is_empty());
+        let major = reach(Impact::Major, &reached);
+        assert_eq!(major.archives, Archives::AllOf(reached.clone()));
+        assert_eq!(major.reruns, reached);
+    }
+
+    #[test]
+    fn a_diff_shows_the_changed_lines_under_its_labels() {
+        let diff = unified_diff("a\nb\nc\n", "a\nB\nc\n", "read", "now");
+        assert!(diff.starts_with("--- read\n+++ now\n"), "{diff}");
+        assert!(diff.contains("-b\n+B\n"), "{diff}");
+        assert_eq!(unified_diff("same\n", "same\n", "read", "now"), "");
+    }
+
+    #[test]
+    fn document_text_is_the_content_or_the_json() {
+        assert_eq!(document_text(r#"{"content": "Hi"}"#).expect("json"), "Hi");
+        assert_eq!(
+            document_text(r#"{"sections": [1]}"#).expect("json"),
+            "{\n  \"sections\": [\n    1\n  ]\n}"
+        );
+        assert!(document_text("not json").is_err());
+        let shown = r#"{"content": "Hi", "sections": [1]}"#;
+        assert_eq!(read_text(shown, false).expect("json"), "Hi");
+        assert!(
+            read_text(shown, true)
+                .expect("json")
+                .contains("\"sections\"")
+        );
+    }
+
+    #[test]
     fn archived_versions_keep_the_extension() {
+        assert_eq!(
+            archived_version("s/p", "doc.md", 2),
+            ("doc.v2.md".to_string(), "s/p/doc.v2.md".to_string())
+        );
         assert_eq!(
             archived_name("simulated_0_business_case_critique.md", 1),
             "simulated_0_business_case_critique.v1.md"

@@ -351,6 +351,7 @@ mod tests {
             publishes: vec![],
             confidence_gate: None,
             schema: None,
+            verify_claims: None,
         }
     }
 

@@ -15,9 +15,10 @@ pub use openai::{
 };
 
 pub use simulated::{
-    CLARIFY_QUESTION, DROP_KEY_ALWAYS_DIRECTIVE, DROP_KEY_DIRECTIVE, INPUTS_HEADING, INPUTS_KEY,
-    LOW_CONFIDENCE_DIRECTIVE, MALFORMED_DIRECTIVE, STRAY_FINDING_DIRECTIVE, STRAY_FINDING_TYPE,
-    SimulatedProvider, SimulatedSettings, input_line, recorded_call_times, recorded_requests,
+    CLAIMS_KEY, CLARIFY_QUESTION, DROP_KEY_ALWAYS_DIRECTIVE, DROP_KEY_DIRECTIVE, INPUTS_HEADING,
+    INPUTS_KEY, INVENTED_QUOTE, LOW_CONFIDENCE_DIRECTIVE, MALFORMED_DIRECTIVE, SOURCES_HEADER,
+    STRAY_FINDING_DIRECTIVE, STRAY_FINDING_TYPE, SimulatedProvider, SimulatedSettings, input_line,
+    recorded_call_times, recorded_requests,
 };
 pub use simulated_query::{COMPOUND_DIRECTIVE, FABRICATE_DIRECTIVE, FABRICATED_QUOTE};
 
@@ -54,6 +55,11 @@ pub struct ChatResponse {
     pub finish_reason: FinishReason,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// The part of `input_tokens` the provider read from its prompt cache
+    /// (priced apart, `core::price`); 0 when it reported none. Defaulted so
+    /// recordings made before it was kept still read.
+    #[serde(default)]
+    pub cached_input_tokens: u64,
     /// True when the provider reported no usage and the counts are our own.
     pub usage_estimated: bool,
     /// The provider's reply as it came, stored beside the chunk for audit and replay.

@@ -445,6 +445,8 @@ struct Collected {
     usage: Option<(u64, u64)>,
     /// Anthropic reports input tokens at the start and output tokens at the end.
     input: Option<u64>,
+    /// Input tokens read from the provider's prompt cache (part of the input).
+    cached: u64,
     raw_events: Vec<serde_json::Value>,
 }
 
@@ -453,7 +455,11 @@ impl Collected {
         match event["type"].as_str() {
             // Anthropic, streamed and whole.
             Some("message_start") => {
-                self.input = event["message"]["usage"]["input_tokens"].as_u64();
+                let usage = &event["message"]["usage"];
+                self.cached = anthropic_cache_reads(usage);
+                self.input = usage["input_tokens"]
+                    .as_u64()
+                    .map(|i| i.saturating_add(self.cached));
             }
             Some("content_block_delta") => {
                 // A reply tool's input streams as JSON text.
@@ -485,7 +491,8 @@ impl Collected {
                     event["usage"]["input_tokens"].as_u64(),
                     event["usage"]["output_tokens"].as_u64(),
                 ) {
-                    self.usage = Some((input, output));
+                    self.cached = anthropic_cache_reads(&event["usage"]);
+                    self.usage = Some((input.saturating_add(self.cached), output));
                 }
             }
             _ => {}
@@ -505,9 +512,18 @@ impl Collected {
             output_tokens(&event["usage"]),
         ) {
             self.usage = Some((input, output));
+            self.cached = event["usage"]["prompt_tokens_details"]["cached_tokens"]
+                .as_u64()
+                .unwrap_or(0);
         }
         self.raw_events.push(event);
     }
+}
+
+/// Anthropic counts prompt-cache reads apart from `input_tokens`; they are
+/// input the call read, so they are added to it (and priced as cached).
+fn anthropic_cache_reads(usage: &Value) -> u64 {
+    usage["cache_read_input_tokens"].as_u64().unwrap_or(0)
 }
 
 /// An OpenAI usage object's output tokens, reasoning included: Chat
@@ -957,6 +973,12 @@ impl ModelProvider for OpenAiProvider {
             finish_reason: finish_reason(collected.finish.as_deref()),
             input_tokens,
             output_tokens,
+            // Estimated counts know nothing of a cache.
+            cached_input_tokens: if usage_estimated {
+                0
+            } else {
+                collected.cached.min(input_tokens)
+            },
             usage_estimated,
             raw: serde_json::Value::Array(collected.raw_events),
             text: collected.text,
@@ -1077,6 +1099,24 @@ mod tests {
         let unknown = of(json!({"token_limit_param": "n_predict"})).expect_err("unknown");
         assert!(unknown.to_string().contains("\"n_predict\""), "{unknown}");
         assert!(of(json!({"token_limit_param": 3})).is_err());
+    }
+
+    #[test]
+    fn prompt_cache_reads_are_counted_as_cached_input() {
+        // OpenAI: cached_tokens are a part of prompt_tokens.
+        let mut openai = Collected::default();
+        openai.absorb(json!({"choices": [], "usage": {"prompt_tokens": 2006,
+            "completion_tokens": 300, "prompt_tokens_details": {"cached_tokens": 1920}}}));
+        assert_eq!((openai.usage, openai.cached), (Some((2006, 300)), 1920));
+        // Anthropic: cache reads are apart from input_tokens, so added to them.
+        let mut anthropic = Collected::default();
+        anthropic.absorb(json!({"type": "message_start", "message": {"usage":
+            {"input_tokens": 50, "cache_read_input_tokens": 1000}}}));
+        anthropic.absorb(
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 7}}),
+        );
+        assert_eq!((anthropic.usage, anthropic.cached), (Some((1050, 7)), 1000));
     }
 
     #[test]

@@ -349,6 +349,62 @@ fn typed_value(request: &ChatRequest, key: &str) -> serde_json::Value {
     }
 }
 
+/// A reply key the simulator fills with claims to fact-check, as a model
+/// would: one verified claim quoting the first sentence of each source in
+/// the prompt (sections whose header starts with [`SOURCES_HEADER`]), one
+/// it calls verified on a quote no source holds, and one it defers.
+pub const CLAIMS_KEY: &str = "claims";
+pub const SOURCES_HEADER: &str = "--- The writer's sources";
+/// The quote the simulator invents for a claim no source supports.
+pub const INVENTED_QUOTE: &str = "Every town that owns its library building saves money.";
+
+fn simulated_claims(prompt: &str) -> serde_json::Value {
+    let claim = |n: usize, verdict: &str, quote: &str, reason: &str| {
+        serde_json::json!({"paragraph": n, "claim": format!("claim {n}"), "verdict": verdict,
+            "source": "", "quote": quote, "reason": reason})
+    };
+    let mut claims: Vec<serde_json::Value> = source_sections(prompt)
+        .filter_map(first_sentence)
+        .enumerate()
+        .map(|(i, quote)| claim(i + 1, "verified", &quote, ""))
+        .collect();
+    let n = claims.len();
+    claims.push(claim(n + 1, "verified", INVENTED_QUOTE, ""));
+    claims.push(claim(
+        n + 2,
+        "deferred",
+        "",
+        "no source covers the town's budget",
+    ));
+    serde_json::Value::Array(claims)
+}
+
+/// A text's first sentence: up to a full stop followed by whitespace or the
+/// end, within its first paragraph.
+fn first_sentence(text: &str) -> Option<String> {
+    let paragraph = text.split("\n\n").next().unwrap_or_default();
+    let end = paragraph
+        .char_indices()
+        .find(|(i, c)| {
+            *c == '.'
+                && paragraph[i + 1..]
+                    .chars()
+                    .next()
+                    .is_none_or(char::is_whitespace)
+        })
+        .map_or(paragraph.len(), |(i, _)| i + 1);
+    let sentence = paragraph[..end].trim();
+    (!sentence.is_empty()).then(|| sentence.to_string())
+}
+
+/// The text of each source section of a prompt, in order.
+fn source_sections(prompt: &str) -> impl Iterator<Item = &str> {
+    prompt.split(SOURCES_HEADER).skip(1).map(|rest| {
+        let body = rest.split_once('\n').map_or("", |(_, body)| body);
+        body.split("\n--- ").next().unwrap_or_default().trim()
+    })
+}
+
 /// Prompt directive: a date the step asks for is copied as the input writes
 /// it after its first "Effective " (to the sentence's end), not put in
 /// YYYY-MM-DD, as a model ignoring the format its prompt asks for would:
@@ -501,6 +557,7 @@ impl SimulatedProvider {
                     .map(|m| estimate_tokens(&m.content))
                     .sum(),
                 output_tokens: estimate_tokens(&text),
+                cached_input_tokens: 0,
                 raw: serde_json::json!({ "text": text }),
                 text,
                 finish_reason: FinishReason::Stop,
@@ -536,6 +593,10 @@ impl SimulatedProvider {
             if !more {
                 for key in request.required_keys.iter().filter(|k| *k != "content") {
                     let date = date_as_written(first_user).or_else(|| first_date(first_user));
+                    if key == CLAIMS_KEY {
+                        reply[key.as_str()] = simulated_claims(first_user);
+                        continue;
+                    }
                     reply[key.as_str()] = match (items_for(first_user, key), date) {
                         (Some(n), _) => (1..=n)
                             .map(|i| format!("{} {key} item {i} of {n}", request.model))
@@ -595,6 +656,7 @@ impl SimulatedProvider {
             finish_reason,
             input_tokens,
             output_tokens,
+            cached_input_tokens: cached_tokens(request),
             usage_estimated: false,
             raw,
         })
@@ -615,6 +677,16 @@ fn prompt_tokens(request: &ChatRequest) -> u64 {
             .sum::<u64>()
 }
 
+/// The part of a prompt a provider's cache would hold: the system
+/// instruction, the prefix every call of a step repeats. Deterministic, so
+/// prices of cache reads are exercised offline.
+fn cached_tokens(request: &ChatRequest) -> u64 {
+    request
+        .system_instruction
+        .as_deref()
+        .map_or(0, estimate_tokens)
+}
+
 /// A whole reply in one turn, usage counted as the other replies count it.
 fn plain_reply(request: &ChatRequest, text: String) -> ChatResponse {
     let input_tokens = prompt_tokens(request);
@@ -625,6 +697,7 @@ fn plain_reply(request: &ChatRequest, text: String) -> ChatResponse {
         finish_reason: FinishReason::Stop,
         input_tokens,
         output_tokens,
+        cached_input_tokens: cached_tokens(request),
         usage_estimated: false,
     }
 }

@@ -18,6 +18,7 @@ use chrono::{DateTime, Utc};
 use dialectic_core::ids::{JobId, SessionId, TransactionId, UserId, WalletId};
 use dialectic_core::job::JobStatus;
 use dialectic_core::ledger::LedgerKind;
+use dialectic_core::price::Money;
 use sqlx::PgPool;
 
 /// The kinds that close a hold, bound into SQL as `kind = ANY(..)`: taken
@@ -49,11 +50,66 @@ pub struct Transaction {
     pub purpose: Option<String>,
     pub expires_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
+    /// A model call's capture (or late debit): the provider's token counts.
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub cached_input_tokens: Option<i64>,
+    /// ... and its cost in money as priced at the call; None when unpriced.
+    pub money_currency: Option<String>,
+    pub money_nanos: Option<i64>,
+}
+
+impl Transaction {
+    /// What the call this entry charged cost in money, when its model was priced.
+    pub fn money(&self) -> Option<Money> {
+        Some(Money {
+            currency: self.money_currency.clone()?,
+            nanos: self.money_nanos?,
+        })
+    }
 }
 
 const TX_COLUMNS: &str =
     "id, wallet_id, kind, amount, balance_after, held_after, idempotency_key, reason, hold_id,
-    session_id, job_id, attempt, purpose, expires_at, created_at";
+    session_id, job_id, attempt, purpose, expires_at, created_at,
+    input_tokens, output_tokens, cached_input_tokens, money_currency, money_nanos";
+
+/// What a model call used and cost in money, recorded on its capture so that
+/// a later change of the model's prices does not rewrite what was charged.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallUsage {
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    /// The part of `input_tokens` read from the provider's prompt cache.
+    pub cached_input_tokens: i64,
+    /// None when the model was unpriced.
+    pub money: Option<Money>,
+}
+
+/// The usage columns' values, in ENTRY_COLUMNS' order: input, output and
+/// cached input tokens, money's currency and nanos.
+type UsageColumns<'a> = (
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<&'a str>,
+    Option<i64>,
+);
+
+impl CallUsage {
+    fn columns(usage: Option<&CallUsage>) -> UsageColumns<'_> {
+        match usage {
+            None => (None, None, None, None, None),
+            Some(u) => (
+                Some(u.input_tokens),
+                Some(u.output_tokens),
+                Some(u.cached_input_tokens),
+                u.money.as_ref().map(|m| m.currency.as_str()),
+                u.money.as_ref().map(|m| m.nanos),
+            ),
+        }
+    }
+}
 
 /// What a hold is for; part of its identity for idempotency.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -74,6 +130,7 @@ struct Entry<'a> {
     hold_id: Option<TransactionId>,
     refs: &'a References,
     expires_in_secs: Option<i64>,
+    usage: Option<&'a CallUsage>,
 }
 
 /// The arguments a key was first used with, in one comparable string.
@@ -173,7 +230,8 @@ where
 /// The columns a ledger row is written with.
 const ENTRY_COLUMNS: &str =
     "(id, wallet_id, kind, amount, balance_after, held_after, idempotency_key, request_hash, reason, hold_id,
-      session_id, job_id, attempt, purpose, expires_at)";
+      session_id, job_id, attempt, purpose, expires_at,
+      input_tokens, output_tokens, cached_input_tokens, money_currency, money_nanos)";
 
 /// Moves the wallet's balances and appends the ledger row in one statement:
 /// the wallet row stays locked from here to the commit, so every round trip
@@ -198,13 +256,15 @@ async fn write_where(
     held_delta: i64,
     guard: &str,
 ) -> Result<Option<Transaction>, LedgerError> {
+    let usage = CallUsage::columns(e.usage);
     Ok(sqlx::query_as::<_, Transaction>(&format!(
         "WITH wallet AS (
            UPDATE token_wallets SET balance = balance + $2, held = held + $3, updated_at = now()
            WHERE id = $1 {guard} RETURNING balance, held)
          INSERT INTO token_wallet_transactions {ENTRY_COLUMNS}
          SELECT $4, $1, $5, $6, wallet.balance, wallet.held, $7, $8, $9, $10, $11, $12, $13, $14,
-                CASE WHEN $15::bigint IS NULL THEN NULL ELSE now() + make_interval(secs => $15::double precision) END
+                CASE WHEN $15::bigint IS NULL THEN NULL ELSE now() + make_interval(secs => $15::double precision) END,
+                $16, $17, $18, $19, $20
          FROM wallet
          RETURNING {TX_COLUMNS}"
     ))
@@ -223,6 +283,11 @@ async fn write_where(
     .bind(e.refs.attempt)
     .bind(e.refs.purpose.as_deref())
     .bind(e.expires_in_secs)
+    .bind(usage.0)
+    .bind(usage.1)
+    .bind(usage.2)
+    .bind(usage.3)
+    .bind(usage.4)
     .fetch_optional(executor)
     .await?)
 }
@@ -269,6 +334,7 @@ async fn hold_once(
         hold_id: None,
         refs,
         expires_in_secs: Some(expires_in_secs.max(1)),
+        usage: None,
     };
     // Nearly every hold is a new key on a wallet that can afford it: one
     // autocommitted statement, so the wallet row is locked only while it runs.
@@ -356,7 +422,21 @@ pub async fn capture(
     amount: i64,
     key: &str,
 ) -> Result<Transaction, LedgerError> {
-    once_more_after_key_race(|| capture_once(pool, wallet_id, hold_id, amount, key)).await
+    capture_call(pool, wallet_id, hold_id, amount, key, None).await
+}
+
+/// [`capture`] of a model call, recording what it used and cost in money
+/// (`usage`) on the capture. The usage is not part of the request's
+/// identity: a replay under the same key returns the first capture as it was.
+pub async fn capture_call(
+    pool: &PgPool,
+    wallet_id: WalletId,
+    hold_id: TransactionId,
+    amount: i64,
+    key: &str,
+    usage: Option<&CallUsage>,
+) -> Result<Transaction, LedgerError> {
+    once_more_after_key_race(|| capture_once(pool, wallet_id, hold_id, amount, key, usage)).await
 }
 
 async fn capture_once(
@@ -365,6 +445,7 @@ async fn capture_once(
     hold_id: TransactionId,
     amount: i64,
     key: &str,
+    usage: Option<&CallUsage>,
 ) -> Result<Transaction, LedgerError> {
     if key.trim().is_empty() {
         return Err(LedgerError::EmptyKey);
@@ -385,6 +466,7 @@ async fn capture_once(
         amount,
         key,
         request: &request,
+        usage,
     };
     if let Some(written) = capture_at_once(pool, &capture).await? {
         return Ok(written);
@@ -402,6 +484,7 @@ async fn capture_once(
                 hold_id,
                 amount,
                 available: locked.balance - locked.held,
+                usage,
             };
             return late_debit(tx, late, key, request).await;
         }
@@ -423,6 +506,7 @@ async fn capture_once(
         hold_id: Some(hold_id),
         refs: &refs,
         expires_in_secs: None,
+        usage,
     };
     let written = write(&mut tx, &entry, -amount, -held).await?;
     tx.commit().await?;
@@ -435,6 +519,7 @@ struct Capture<'a> {
     amount: i64,
     key: &'a str,
     request: &'a str,
+    usage: Option<&'a CallUsage>,
 }
 
 /// The common capture (a new key, an open hold of this wallet at least as
@@ -447,6 +532,7 @@ async fn capture_at_once(
     pool: &PgPool,
     c: &Capture<'_>,
 ) -> Result<Option<Transaction>, LedgerError> {
+    let usage = CallUsage::columns(c.usage);
     let written = sqlx::query_as::<_, Transaction>(&format!(
         "WITH found AS MATERIALIZED (SELECT * FROM token_wallet_transactions WHERE id = $2),
          hold AS (
@@ -464,7 +550,8 @@ async fn capture_at_once(
          INSERT INTO token_wallet_transactions {ENTRY_COLUMNS}
          SELECT $6, $1, $9, $3, wallet.balance, wallet.held_after, $4, $5,
                 CASE WHEN $3 < wallet.held THEN 'the rest of the hold is released' END, $2,
-                wallet.session_id, wallet.job_id, wallet.attempt, wallet.purpose, NULL
+                wallet.session_id, wallet.job_id, wallet.attempt, wallet.purpose, NULL,
+                $10, $11, $12, $13, $14
          FROM wallet
          RETURNING {TX_COLUMNS}"
     ))
@@ -477,6 +564,11 @@ async fn capture_at_once(
     .bind(LedgerKind::Hold.as_str())
     .bind(closing_kinds())
     .bind(LedgerKind::Capture.as_str())
+    .bind(usage.0)
+    .bind(usage.1)
+    .bind(usage.2)
+    .bind(usage.3)
+    .bind(usage.4)
     .fetch_optional(pool)
     .await;
     match written {
@@ -518,11 +610,12 @@ fn expire_key(hold_id: TransactionId) -> String {
     format!("expire:{hold_id}")
 }
 
-struct LateDebit {
+struct LateDebit<'a> {
     wallet_id: WalletId,
     hold_id: TransactionId,
     amount: i64,
     available: i64,
+    usage: Option<&'a CallUsage>,
 }
 
 /// A call whose worker was given up for dead (frozen past its lease) but that
@@ -530,7 +623,7 @@ struct LateDebit {
 /// gone) under the capture's key, from what the wallet has available.
 async fn late_debit(
     mut tx: Tx<'_>,
-    late: LateDebit,
+    late: LateDebit<'_>,
     key: &str,
     request: String,
 ) -> Result<Transaction, LedgerError> {
@@ -539,6 +632,7 @@ async fn late_debit(
         hold_id,
         amount,
         available,
+        usage,
     } = late;
     if amount > available {
         return Err(LedgerError::InsufficientFunds {
@@ -574,6 +668,7 @@ async fn late_debit(
         hold_id: Some(hold_id),
         refs: &refs,
         expires_in_secs: None,
+        usage,
     };
     let written = write(&mut tx, &entry, -amount, 0).await?;
     tx.commit().await?;
@@ -623,6 +718,7 @@ async fn release_once(
         hold_id: Some(hold_id),
         refs: &refs,
         expires_in_secs: None,
+        usage: None,
     };
     let written = write(&mut tx, &entry, 0, -held).await?;
     tx.commit().await?;
@@ -668,6 +764,7 @@ async fn credit_once(
         hold_id: None,
         refs: &References::default(),
         expires_in_secs: None,
+        usage: None,
     };
     let written = write(&mut tx, &entry, amount, 0).await?;
     tx.commit().await?;
@@ -736,6 +833,28 @@ pub async fn session_cost(pool: &PgPool, session_id: SessionId) -> Result<i64, L
     .await?)
 }
 
+/// What a session's captured model calls cost in money, per currency
+/// (sorted by currency), summed from the money each capture recorded when its
+/// call was made. Unpriced calls add nothing; no priced call, no row.
+pub async fn session_money(
+    pool: &PgPool,
+    session_id: SessionId,
+) -> Result<Vec<Money>, LedgerError> {
+    let sums: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT money_currency, sum(money_nanos)::bigint FROM token_wallet_transactions
+         WHERE session_id = $1 AND kind = $2 AND money_currency IS NOT NULL
+         GROUP BY 1 ORDER BY 1",
+    )
+    .bind(session_id)
+    .bind(LedgerKind::Capture.as_str())
+    .fetch_all(pool)
+    .await?;
+    Ok(sums
+        .into_iter()
+        .map(|(currency, nanos)| Money { currency, nanos })
+        .collect())
+}
+
 pub async fn is_admin(pool: &PgPool, user_id: UserId) -> Result<bool, LedgerError> {
     Ok(
         sqlx::query_scalar("SELECT is_admin FROM users WHERE id = $1")
@@ -769,18 +888,69 @@ pub async fn record_usage(
     hold_id: TransactionId,
     amount: i64,
 ) -> Result<(), LedgerError> {
+    record_call_usage(pool, hold_id, amount, None).await
+}
+
+/// [`record_usage`] with the call's token counts and money, which the
+/// sweep's capture then carries as the executor's own would.
+pub async fn record_call_usage(
+    pool: &PgPool,
+    hold_id: TransactionId,
+    amount: i64,
+    usage: Option<&CallUsage>,
+) -> Result<(), LedgerError> {
     if amount < 0 {
         return Err(LedgerError::NonPositiveAmount(amount));
     }
+    let (input, output, cached, currency, nanos) = CallUsage::columns(usage);
     sqlx::query(
-        "INSERT INTO model_call_usage (hold_id, amount) VALUES ($1, $2)
+        "INSERT INTO model_call_usage
+           (hold_id, amount, input_tokens, output_tokens, cached_input_tokens, money_currency, money_nanos)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
          ON CONFLICT (hold_id) DO NOTHING",
     )
     .bind(hold_id)
     .bind(amount)
+    .bind(input)
+    .bind(output)
+    .bind(cached)
+    .bind(currency)
+    .bind(nanos)
     .execute(pool)
     .await?;
     Ok(())
+}
+
+/// A `model_call_usage` row as the sweep reads it.
+#[derive(sqlx::FromRow)]
+struct RecordedUsage {
+    wallet_id: WalletId,
+    id: TransactionId,
+    job_id: JobId,
+    attempt: i32,
+    amount: Option<i64>,
+    input_tokens: Option<i64>,
+    output_tokens: Option<i64>,
+    cached_input_tokens: Option<i64>,
+    money_currency: Option<String>,
+    money_nanos: Option<i64>,
+}
+
+impl RecordedUsage {
+    /// The usage to capture with, when the executor recorded token counts
+    /// (a row written before they were kept has none).
+    fn usage(&self) -> Option<CallUsage> {
+        Some(CallUsage {
+            input_tokens: self.input_tokens?,
+            output_tokens: self.output_tokens?,
+            cached_input_tokens: self.cached_input_tokens.unwrap_or(0),
+            money: self
+                .money_currency
+                .clone()
+                .zip(self.money_nanos)
+                .map(|(currency, nanos)| Money { currency, nanos }),
+        })
+    }
 }
 
 /// The key a held model call is captured under, by its executor or by the sweep.
@@ -807,8 +977,10 @@ pub struct Settled {
 /// was made and the hold is
 /// released (DESIGN §3.11: when the attempt is given up, not at its expiry).
 pub async fn settle_abandoned(pool: &PgPool, limit: i64) -> Result<Settled, LedgerError> {
-    let abandoned: Vec<(WalletId, TransactionId, JobId, i32, Option<i64>)> = sqlx::query_as(
-        "SELECT h.wallet_id, h.id, h.job_id, h.attempt, u.amount
+    let abandoned: Vec<RecordedUsage> = sqlx::query_as(
+        "SELECT h.wallet_id, h.id, h.job_id, h.attempt, u.amount,
+                u.input_tokens, u.output_tokens, u.cached_input_tokens,
+                u.money_currency, u.money_nanos
            FROM token_wallet_transactions h
            LEFT JOIN model_call_usage u ON u.hold_id = h.id
          WHERE h.kind = $3 AND h.job_id IS NOT NULL AND h.attempt IS NOT NULL
@@ -825,9 +997,19 @@ pub async fn settle_abandoned(pool: &PgPool, limit: i64) -> Result<Settled, Ledg
     .fetch_all(pool)
     .await?;
     let mut settled = Settled::default();
-    for (wallet, hold_id, job_id, attempt, usage) in abandoned {
-        let result = match usage {
-            Some(amount) => capture(pool, wallet, hold_id, amount, &capture_key(job_id, attempt))
+    for recorded in abandoned {
+        let usage = recorded.usage();
+        let RecordedUsage {
+            wallet_id: wallet,
+            id: hold_id,
+            job_id,
+            attempt,
+            amount,
+            ..
+        } = recorded;
+        let key = capture_key(job_id, attempt);
+        let result = match amount {
+            Some(amount) => capture_call(pool, wallet, hold_id, amount, &key, usage.as_ref())
                 .await
                 .map(|_| settled.captured += 1),
             None => release(

@@ -8,6 +8,7 @@
 use crate::StoreError;
 pub use crate::error::ModelError;
 use dialectic_core::ids::ModelId;
+use dialectic_core::price::{self, Prices};
 use dialectic_core::structured::StructuredOutput;
 use serde_json::{Map, Value};
 use sqlx::PgPool;
@@ -168,6 +169,8 @@ pub struct ModelSpec {
     pub reasoning: bool,
     /// OpenAI dialect: a reasoning model's `reasoning_effort`.
     pub reasoning_effort: Option<String>,
+    /// What its tokens cost in money; None: unpriced (costs show no money).
+    pub prices: Option<Prices>,
 }
 
 fn invalid(field: &'static str, reason: impl Into<String>) -> ModelError {
@@ -187,6 +190,7 @@ impl ModelSpec {
         }
         self.check_limits()?;
         self.check_costs()?;
+        self.check_prices()?;
         self.check_endpoint()?;
         if let Some(var) = &self.key_env {
             check_key_env(var)?;
@@ -278,6 +282,35 @@ impl ModelSpec {
             }
         }
         Ok(())
+    }
+
+    fn check_prices(&self) -> Result<(), ModelError> {
+        let Some(prices) = &self.prices else {
+            return Ok(());
+        };
+        price::check_currency(&prices.currency).map_err(|e| invalid("currency", e.to_string()))?;
+        let each = [
+            ("price_input_per_mtok", Some(prices.input_per_mtok)),
+            ("price_output_per_mtok", Some(prices.output_per_mtok)),
+            ("price_cached_input_per_mtok", prices.cached_input_per_mtok),
+        ];
+        match each.into_iter().find(|(_, p)| p.is_some_and(|p| p < 0)) {
+            Some((field, _)) => Err(invalid(field, "must be a price of 0 or more")),
+            None => Ok(()),
+        }
+    }
+
+    /// The price columns as stored: (input, output, cached input, currency).
+    fn price_columns(&self) -> (Option<i64>, Option<i64>, Option<i64>, &str) {
+        match &self.prices {
+            Some(p) => (
+                Some(p.input_per_mtok),
+                Some(p.output_per_mtok),
+                p.cached_input_per_mtok,
+                p.currency.as_str(),
+            ),
+            None => (None, None, None, price::DEFAULT_CURRENCY),
+        }
     }
 
     fn check_endpoint(&self) -> Result<(), ModelError> {
@@ -491,11 +524,14 @@ pub async fn register(pool: &PgPool, spec: &ModelSpec) -> Result<Registered, Mod
 async fn upsert(tx: &mut crate::Tx<'_>, spec: &ModelSpec) -> Result<ModelId, ModelError> {
     let name = spec.name.trim();
     let display = spec.display_name.as_deref().map_or(name, str::trim);
+    let (input, output, cached, currency) = spec.price_columns();
     Ok(sqlx::query_scalar(
         "INSERT INTO ai_providers AS p
            (api_identifier, name, provider, context_window_tokens, max_output_tokens,
-            input_token_cost_rate, output_token_cost_rate, tokenizer, secret_name, config, is_active)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, true)
+            input_token_cost_rate, output_token_cost_rate, tokenizer, secret_name, config, is_active,
+            price_input_nanos_per_mtok, price_output_nanos_per_mtok,
+            price_cached_input_nanos_per_mtok, price_currency)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, true, $12, $13, $14, $15)
          ON CONFLICT (api_identifier) DO UPDATE SET
            name = EXCLUDED.name,
            provider = EXCLUDED.provider,
@@ -506,7 +542,11 @@ async fn upsert(tx: &mut crate::Tx<'_>, spec: &ModelSpec) -> Result<ModelId, Mod
            tokenizer = EXCLUDED.tokenizer,
            secret_name = EXCLUDED.secret_name,
            config = (p.config - $11::text[]) || EXCLUDED.config,
-           is_active = true
+           is_active = true,
+           price_input_nanos_per_mtok = EXCLUDED.price_input_nanos_per_mtok,
+           price_output_nanos_per_mtok = EXCLUDED.price_output_nanos_per_mtok,
+           price_cached_input_nanos_per_mtok = EXCLUDED.price_cached_input_nanos_per_mtok,
+           price_currency = EXCLUDED.price_currency
          RETURNING id",
     )
     .bind(name)
@@ -520,6 +560,10 @@ async fn upsert(tx: &mut crate::Tx<'_>, spec: &ModelSpec) -> Result<ModelId, Mod
     .bind(spec.key_env.as_deref().map(str::trim))
     .bind(Json(spec.config()))
     .bind(&MANAGED_KEYS[..])
+    .bind(input)
+    .bind(output)
+    .bind(cached)
+    .bind(currency)
     .fetch_one(&mut **tx)
     .await?)
 }
@@ -629,12 +673,12 @@ pub async fn sync(pool: &PgPool, specs: &[ModelSpec]) -> Result<SyncReport, Mode
     sqlx::query("LOCK TABLE ai_providers IN SHARE ROW EXCLUSIVE MODE")
         .execute(&mut *tx)
         .await?;
-    let rows = sqlx::query_as::<_, RegisteredModel>(
+    let rows = sqlx::query_as::<_, RegisteredModel>(&format!(
         "SELECT id, api_identifier, name, provider, context_window_tokens, max_output_tokens,
                 input_token_cost_rate, output_token_cost_rate, tokenizer, secret_name, config,
-                is_active
-           FROM ai_providers",
-    )
+                is_active, {PRICE_COLUMNS}
+           FROM ai_providers"
+    ))
     .fetch_all(&mut *tx)
     .await?;
     let existing: std::collections::BTreeMap<&str, &RegisteredModel> = rows
@@ -703,6 +747,7 @@ fn declared_as(row: &RegisteredModel, spec: &ModelSpec) -> bool {
         && row.output_token_cost_rate == spec.output_cost.unwrap_or(1.0)
         && row.tokenizer == spec.tokenizer.trim()
         && row.secret_name.as_deref() == spec.key_env.as_deref().map(str::trim)
+        && row.prices.prices() == spec.prices
         && Value::Object(managed) == spec.config()
 }
 
@@ -723,7 +768,42 @@ pub struct RegisteredModel {
     pub secret_name: Option<String>,
     pub config: Json<Value>,
     pub is_active: bool,
+    #[sqlx(flatten)]
+    pub prices: PriceColumns,
 }
+
+/// A row's price columns (`ai_providers.price_*`), read as stored.
+#[derive(Debug, Clone, Default, PartialEq, Eq, sqlx::FromRow, serde::Deserialize)]
+pub struct PriceColumns {
+    #[serde(default)]
+    pub price_input_nanos_per_mtok: Option<i64>,
+    #[serde(default)]
+    pub price_output_nanos_per_mtok: Option<i64>,
+    #[serde(default)]
+    pub price_cached_input_nanos_per_mtok: Option<i64>,
+    #[serde(default = "default_currency")]
+    pub price_currency: String,
+}
+
+fn default_currency() -> String {
+    price::DEFAULT_CURRENCY.to_string()
+}
+
+impl PriceColumns {
+    /// The model's prices; None when it is unpriced (the table's CHECK keeps
+    /// input and output priced together).
+    pub fn prices(&self) -> Option<Prices> {
+        Some(Prices {
+            currency: self.price_currency.clone(),
+            input_per_mtok: self.price_input_nanos_per_mtok?,
+            output_per_mtok: self.price_output_nanos_per_mtok?,
+            cached_input_per_mtok: self.price_cached_input_nanos_per_mtok,
+        })
+    }
+}
+
+const PRICE_COLUMNS: &str = "price_input_nanos_per_mtok, price_output_nanos_per_mtok,
+    price_cached_input_nanos_per_mtok, price_currency";
 
 impl RegisteredModel {
     pub fn settings(&self) -> ModelSettings {
@@ -733,12 +813,12 @@ impl RegisteredModel {
 
 /// Every model row, removed ones too, by name.
 pub async fn list(pool: &PgPool) -> Result<Vec<RegisteredModel>, ModelError> {
-    Ok(sqlx::query_as::<_, RegisteredModel>(
+    Ok(sqlx::query_as::<_, RegisteredModel>(&format!(
         "SELECT id, api_identifier, name, provider, context_window_tokens, max_output_tokens,
                 input_token_cost_rate, output_token_cost_rate, tokenizer, secret_name, config,
-                is_active
-           FROM ai_providers ORDER BY api_identifier",
-    )
+                is_active, {PRICE_COLUMNS}
+           FROM ai_providers ORDER BY api_identifier"
+    ))
     .fetch_all(pool)
     .await?)
 }
@@ -758,11 +838,17 @@ pub struct ModelRow {
     pub secret_name: Option<String>,
     /// Provider settings such as `base_url`.
     pub config: Json<serde_json::Value>,
+    /// What its tokens cost in money, as priced now (`prices()`).
+    #[sqlx(flatten)]
+    #[serde(flatten)]
+    pub prices: PriceColumns,
 }
 
 pub(crate) const MODEL_COLUMNS: &str =
     "id, api_identifier, name, provider, context_window_tokens, max_output_tokens,
-    input_token_cost_rate, output_token_cost_rate, tokenizer, secret_name, config";
+    input_token_cost_rate, output_token_cost_rate, tokenizer, secret_name, config,
+    price_input_nanos_per_mtok, price_output_nanos_per_mtok,
+    price_cached_input_nanos_per_mtok, price_currency";
 
 pub async fn active_models(pool: &PgPool) -> Result<Vec<ModelRow>, StoreError> {
     Ok(sqlx::query_as::<_, ModelRow>(&format!(
@@ -874,6 +960,7 @@ mod tests {
             token_limit_param: Some(TokenLimitParam::MaxTokens),
             reasoning: false,
             reasoning_effort: None,
+            prices: None,
         }
     }
 
@@ -884,6 +971,42 @@ mod tests {
             Err(ModelError::Invalid { field, reason }) => (field, reason),
             other => panic!("expected a refusal, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn prices_are_checked_and_stored_as_given() {
+        let priced = |currency: &str, cached: Option<i64>| Prices {
+            currency: currency.into(),
+            input_per_mtok: 1_250_000_000,
+            output_per_mtok: 10_000_000_000,
+            cached_input_per_mtok: cached,
+        };
+        let mut s = spec();
+        s.prices = Some(priced("EUR", Some(125_000_000)));
+        s.validate().expect("valid");
+        assert_eq!(
+            s.price_columns(),
+            (
+                Some(1_250_000_000),
+                Some(10_000_000_000),
+                Some(125_000_000),
+                "EUR"
+            )
+        );
+        assert_eq!(spec().price_columns(), (None, None, None, "USD"));
+        let (field, _) = refused(|s| s.prices = Some(priced("usd", None)));
+        assert_eq!(field, "currency");
+        let (field, _) = refused(|s| s.prices = Some(priced("USD", Some(-1))));
+        assert_eq!(field, "price_cached_input_per_mtok");
+        // Read back: input and output make a price; cached is optional.
+        let row = PriceColumns {
+            price_input_nanos_per_mtok: Some(1_250_000_000),
+            price_output_nanos_per_mtok: Some(10_000_000_000),
+            price_cached_input_nanos_per_mtok: None,
+            price_currency: "USD".into(),
+        };
+        assert_eq!(row.prices(), Some(priced("USD", None)));
+        assert_eq!(PriceColumns::default().prices(), None);
     }
 
     #[test]

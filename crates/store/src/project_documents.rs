@@ -5,13 +5,14 @@
 use crate::StoreError;
 use crate::inputs::InputDoc;
 use chrono::{DateTime, Utc};
+use dialectic_core::document_role::{self, DocumentRole};
 use dialectic_core::ids::{ProjectId, ResourceId, SessionId, UserId};
 use sqlx::PgPool;
 
 /// `dialectic_project_resources.resource_type` of an uploaded document.
 pub const PROJECT_DOCUMENT: &str = "project_document";
 
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProjectDocumentRow {
     pub id: ResourceId,
     pub project_id: ProjectId,
@@ -25,12 +26,57 @@ pub struct ProjectDocumentRow {
     pub created_at: DateTime<Utc>,
     /// 1 for the first upload of the project.
     pub position: i64,
+    /// What the upload is to the project; none: read only by rules naming no role.
+    pub role: Option<DocumentRole>,
+}
+
+/// A row as stored: the role is text in `resource_description`.
+#[derive(sqlx::FromRow)]
+struct StoredRow {
+    id: ResourceId,
+    project_id: ProjectId,
+    file_name: String,
+    storage_path: String,
+    size_bytes: i64,
+    content_hash: String,
+    chunks: i32,
+    created_at: DateTime<Utc>,
+    position: i64,
+    role: Option<String>,
+}
+
+impl TryFrom<StoredRow> for ProjectDocumentRow {
+    type Error = StoreError;
+
+    fn try_from(r: StoredRow) -> Result<Self, StoreError> {
+        Ok(ProjectDocumentRow {
+            role: stored_role(r.role)?,
+            id: r.id,
+            project_id: r.project_id,
+            file_name: r.file_name,
+            storage_path: r.storage_path,
+            size_bytes: r.size_bytes,
+            content_hash: r.content_hash,
+            chunks: r.chunks,
+            created_at: r.created_at,
+            position: r.position,
+        })
+    }
+}
+
+fn stored_role(text: Option<String>) -> Result<Option<DocumentRole>, StoreError> {
+    text.map(|t| {
+        t.parse()
+            .map_err(|e| StoreError::Corrupt(format!("upload role: {e}")))
+    })
+    .transpose()
 }
 
 const COLUMNS: &str = "id, project_id, file_name, storage_path, size_bytes,
     COALESCE(resource_description->>'content_hash', '') AS content_hash,
     COALESCE((resource_description->>'chunks')::int, 0) AS chunks, created_at,
-    row_number() OVER (PARTITION BY project_id ORDER BY created_at, id) AS position";
+    row_number() OVER (PARTITION BY project_id ORDER BY created_at, id) AS position,
+    resource_description->>'role' AS role";
 
 pub struct NewProjectDocument<'a> {
     pub id: ResourceId,
@@ -44,6 +90,7 @@ pub struct NewProjectDocument<'a> {
     pub content_hash: &'a str,
     pub chunks: u32,
     pub client_request_id: Option<&'a str>,
+    pub role: Option<DocumentRole>,
 }
 
 /// How much one project may hold of uploaded documents.
@@ -166,7 +213,8 @@ async fn insert_row(
            (id, project_id, user_id, resource_type, file_name, storage_bucket, storage_path, mime_type,
             size_bytes, resource_description, client_request_id)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,
-                 jsonb_build_object('content_hash', $10::text, 'chunks', $11::int), $12)",
+                 jsonb_strip_nulls(jsonb_build_object('content_hash', $10::text,
+                     'chunks', $11::int, 'role', $13::text)), $12)",
     )
     .bind(d.id)
     .bind(d.project_id)
@@ -180,6 +228,7 @@ async fn insert_row(
     .bind(d.content_hash)
     .bind(d.chunks as i32)
     .bind(d.client_request_id)
+    .bind(d.role.map(DocumentRole::as_str))
     .execute(executor)
     .await?;
     Ok(())
@@ -234,33 +283,59 @@ pub async fn list(
     executor: impl sqlx::PgExecutor<'_>,
     project_id: ProjectId,
 ) -> Result<Vec<ProjectDocumentRow>, StoreError> {
-    Ok(sqlx::query_as(&format!(
+    let rows: Vec<StoredRow> = sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM dialectic_project_resources
           WHERE project_id = $1 AND resource_type = $2 ORDER BY created_at, id"
     ))
     .bind(project_id)
     .bind(PROJECT_DOCUMENT)
     .fetch_all(executor)
-    .await?)
+    .await?;
+    rows.into_iter().map(ProjectDocumentRow::try_from).collect()
 }
 
-/// What a `project_document` rule reads: the session's project's uploads in
-/// upload order, all of them, or the one whose file name `document_key` names
-/// (`*` or none: all). The executor reads these; the planner fans a
-/// `per_source_document` step out over them.
+/// Which of a project's uploads a `project_document` rule reads: the one
+/// whose file name `document_key` names (`*` or none: any), of `role` when
+/// the rule names one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UploadSelector<'a> {
+    pub document_key: Option<&'a str>,
+    pub role: Option<DocumentRole>,
+}
+
+impl UploadSelector<'_> {
+    fn admits(&self, file_name: &str, role: Option<DocumentRole>) -> bool {
+        let named = match self.document_key {
+            None | Some("*") => true,
+            Some(key) => key == file_name,
+        };
+        named && document_role::admits(self.role, role)
+    }
+}
+
+impl<'a> From<&'a dialectic_core::recipe::InputRule> for UploadSelector<'a> {
+    fn from(rule: &'a dialectic_core::recipe::InputRule) -> Self {
+        UploadSelector {
+            document_key: rule.document_key.as_deref(),
+            role: rule.role,
+        }
+    }
+}
+
+/// What a `project_document` rule reads: the session's project's uploads the
+/// selector admits, in upload order. The executor reads these; the planner
+/// fans a `per_source_document` step out over them.
 pub async fn for_rule(
     executor: impl sqlx::PgExecutor<'_>,
     session_id: SessionId,
-    document_key: Option<&str>,
+    selector: UploadSelector<'_>,
 ) -> Result<Vec<InputDoc>, StoreError> {
     let uploaded = session_inputs(executor, session_id).await?;
-    Ok(match document_key {
-        None | Some("*") => uploaded,
-        Some(file_name) => uploaded
-            .into_iter()
-            .filter(|d| d.document_key == file_name)
-            .collect(),
-    })
+    Ok(uploaded
+        .into_iter()
+        .filter(|(doc, role)| selector.admits(&doc.document_key, *role))
+        .map(|(doc, _)| doc)
+        .collect())
 }
 
 /// The uploaded documents of a session's project, in upload order, as inputs
@@ -268,9 +343,10 @@ pub async fn for_rule(
 async fn session_inputs(
     executor: impl sqlx::PgExecutor<'_>,
     session_id: SessionId,
-) -> Result<Vec<InputDoc>, StoreError> {
-    let rows: Vec<(ResourceId, String, String)> = sqlx::query_as(
-        "SELECT r.id, r.storage_path, r.file_name FROM dialectic_project_resources r
+) -> Result<Vec<(InputDoc, Option<DocumentRole>)>, StoreError> {
+    let rows: Vec<(ResourceId, String, String, Option<String>)> = sqlx::query_as(
+        "SELECT r.id, r.storage_path, r.file_name, r.resource_description->>'role'
+           FROM dialectic_project_resources r
            JOIN dialectic_sessions s ON s.project_id = r.project_id
           WHERE s.id = $1 AND r.resource_type = $2 ORDER BY r.created_at, r.id",
     )
@@ -278,16 +354,18 @@ async fn session_inputs(
     .bind(PROJECT_DOCUMENT)
     .fetch_all(executor)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(id, storage_key, file_name)| InputDoc {
-            id: id.into(),
-            storage_key,
-            document_key: file_name,
-            model_id: None,
-            from_resource: true,
+    rows.into_iter()
+        .map(|(id, storage_key, file_name, role)| {
+            let doc = InputDoc {
+                id: id.into(),
+                storage_key,
+                document_key: file_name,
+                model_id: None,
+                from_resource: true,
+            };
+            Ok((doc, stored_role(role)?))
         })
-        .collect())
+        .collect()
 }
 
 /// What a step of the stage wrote under `document_key` from each upload it

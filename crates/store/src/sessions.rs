@@ -7,6 +7,7 @@ use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
 use dialectic_core::ids::{ModelId, ProjectId, SessionId, StageId, UserId};
 use dialectic_core::job::JobStatus;
+use dialectic_core::pushback::Pushback;
 use dialectic_core::session::{SessionState, SessionStatus};
 
 #[derive(Debug, Clone, sqlx::FromRow, serde::Deserialize)]
@@ -27,6 +28,10 @@ pub struct SessionRow {
     pub paused_from: Option<String>,
     /// The pipeline version it runs (None: a row an older build wrote).
     pub pipeline_version: Option<i32>,
+    /// How hard its critique steps push back (prompts' `{{ pushback }}`).
+    #[sqlx(try_from = "String")]
+    #[serde(default)]
+    pub pushback: Pushback,
 }
 
 impl SessionRow {
@@ -57,7 +62,8 @@ pub(crate) fn session_process(session: &str) -> String {
 }
 
 pub(crate) const SESSION_COLUMNS: &str = "id, project_id, user_id, status, iteration_count, current_stage_id, selected_model_ids, auto_advance, created_at, updated_at, revision, paused_from,
-    (SELECT t.version FROM dialectic_process_templates t WHERE t.id = process_template_id) AS pipeline_version";
+    (SELECT t.version FROM dialectic_process_templates t WHERE t.id = process_template_id) AS pipeline_version,
+    pushback";
 
 pub struct NewSession<'a> {
     pub id: SessionId,
@@ -67,6 +73,7 @@ pub struct NewSession<'a> {
     pub description: Option<&'a str>,
     pub client_request_id: Option<&'a str>,
     pub auto_advance: bool,
+    pub pushback: Pushback,
 }
 
 /// Inserts the session at `pending_<first stage>` of the newest version of
@@ -77,8 +84,8 @@ pub async fn insert_session(
 ) -> Result<(SessionRow, bool), StoreError> {
     let inserted = sqlx::query_as::<_, SessionRow>(&format!(
         "INSERT INTO dialectic_sessions (id, project_id, user_id, status, current_stage_id, selected_model_ids,
-                                         session_description, client_request_id, auto_advance, process_template_id)
-         SELECT $1, p.id, $3, $8 || st.slug, st.id, $4, $5, $6, $7, t.id
+                                         session_description, client_request_id, auto_advance, process_template_id, pushback)
+         SELECT $1, p.id, $3, $8 || st.slug, st.id, $4, $5, $6, $7, t.id, $9
          FROM dialectic_projects p
          JOIN dialectic_process_templates pinned ON pinned.id = p.process_template_id
          JOIN LATERAL (SELECT id, starting_stage_id FROM dialectic_process_templates v
@@ -97,6 +104,7 @@ pub async fn insert_session(
     .bind(s.client_request_id)
     .bind(s.auto_advance)
     .bind(SessionStatus::PENDING_PREFIX)
+    .bind(s.pushback.as_str())
     .fetch_optional(&mut **tx)
     .await?;
     if let Some(row) = inserted {

@@ -54,6 +54,7 @@ async fn upload(db: &TestDb, project: ProjectId, name: &str) -> ResourceId {
             content_hash: "h",
             chunks: 1,
             client_request_id: None,
+            role: None,
         },
         &DocumentLimits {
             max_documents: 100,

@@ -120,7 +120,8 @@ pub enum ProjectCommand {
     Delete(ProjectRef),
     /// Upload documents to a project (UTF-8 text or markdown, PDF with a
     /// text layer, DOCX; PDF and DOCX are converted to markdown), in order;
-    /// steps read them through `project_document` input rules.
+    /// steps read them through `project_document` input rules, by role when
+    /// a rule names one (`--role writing_sample`, or `source=notes.md`).
     AddDoc(AddDocs),
     /// A project's uploaded documents, in upload order.
     Docs(ProjectRef),
@@ -170,8 +171,13 @@ pub struct ProjectRef {
 pub struct AddDocs {
     #[arg(long)]
     pub project: String,
-    #[arg(required = true)]
-    pub files: Vec<PathBuf>,
+    /// The role of every file that names none: source, writing_sample,
+    /// context, constraint or success_criteria.
+    #[arg(long, value_parser = crate::commands::project::role_arg)]
+    pub role: Option<dialectic_core::document_role::DocumentRole>,
+    /// FILE, or ROLE=FILE for a file of its own role.
+    #[arg(required = true, value_parser = crate::commands::project::upload_arg)]
+    pub files: Vec<crate::commands::project::Upload>,
 }
 
 #[derive(Args)]
@@ -228,7 +234,9 @@ pub enum SessionCommand {
     /// Revisit an earlier stage after changing it (seed 003 change impact):
     /// minor flags later stages; moderate archives, as .v{N}, the later
     /// documents downstream of what changed; major archives them all and
-    /// re-runs from the stage after it at once.
+    /// re-runs from the stage after it at once. `--dry-run` changes nothing
+    /// and shows what each impact would do, and the diff of each edited
+    /// document against what the later stages read.
     Revisit(Revisit),
     /// A session's blackboard: the findings its steps published, by type.
     Blackboard(Blackboard),
@@ -253,6 +261,9 @@ pub struct StartSession {
     /// Start each next stage as soon as one completes, without stage responses.
     #[arg(long)]
     pub auto_advance: bool,
+    /// How hard critique steps push back: full (the default), light or minimal.
+    #[arg(long, value_parser = format::pushback)]
+    pub pushback: Option<dialectic_core::pushback::Pushback>,
 }
 
 #[derive(Args)]
@@ -297,10 +308,14 @@ pub struct Revisit {
     pub session: String,
     #[arg(long)]
     pub stage: String,
-    #[arg(long, value_parser = ["minor", "moderate", "major"])]
-    pub impact: String,
+    #[arg(long, value_parser = ["minor", "moderate", "major"], required_unless_present = "dry_run")]
+    pub impact: Option<String>,
     #[arg(long, default_value = "")]
     pub reason: String,
+    /// Change nothing: show what minor, moderate and major would each flag,
+    /// archive and re-run, and what changed in the edited documents.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Args)]
@@ -326,13 +341,17 @@ pub struct RunArgs {
     /// Wait at each stage for `dialectic session submit` instead of advancing by itself.
     #[arg(long)]
     pub no_auto_advance: bool,
+    /// How hard critique steps push back: full (the default), light or minimal.
+    #[arg(long, value_parser = format::pushback)]
+    pub pushback: Option<dialectic_core::pushback::Pushback>,
     #[arg(long, default_value_t = 300)]
     pub timeout_secs: u64,
     /// Upload this file (text, markdown, PDF or DOCX) to the project before
     /// the session starts (repeat for several, in order; e.g. a base
-    /// agreement, then its amendments).
-    #[arg(long = "doc")]
-    pub docs: Vec<PathBuf>,
+    /// agreement, then its amendments). ROLE=FILE gives it a role:
+    /// `--doc writing_sample=old-essay.md --doc source=paper.pdf`.
+    #[arg(long = "doc", value_parser = crate::commands::project::upload_arg)]
+    pub docs: Vec<crate::commands::project::Upload>,
 }
 
 #[derive(Subcommand)]
@@ -488,6 +507,32 @@ pub(crate) mod tests {
         assert!(!parses(&with(&["--pipeline", "notes"])), "no prompt");
         assert!(!parses(&with(&["--prompt", "x", "--prompt-file", "p.md"])));
         assert!(parses(&["project", "add-doc", "--project", "P", "a.md"]));
+        assert!(parses(&[
+            "project",
+            "add-doc",
+            "--project",
+            "P",
+            "--role",
+            "source",
+            "a.md",
+            "writing_sample=b.md"
+        ]));
+        assert!(
+            !parses(&["project", "add-doc", "--project", "P", "sample=b.md"]),
+            "unknown role"
+        );
+        assert!(
+            !parses(&[
+                "project",
+                "add-doc",
+                "--project",
+                "P",
+                "--role",
+                "x",
+                "a.md"
+            ]),
+            "unknown --role"
+        );
         assert!(
             !parses(&["project", "add-doc", "--project", "P"]),
             "no file"

@@ -3,8 +3,8 @@
 use dialectic_core::error::grpc_code_name;
 use dialectic_core::session::SessionStatus;
 use dialectic_proto::v1::{
-    Model, QueryResponse, Session, SessionEvent, SessionRevision, SessionState, StageDocument,
-    Wallet,
+    Model, Money, QueryResponse, Session, SessionEvent, SessionRevision, SessionState,
+    StageDocument, Wallet,
 };
 use tonic::Status;
 use tonic_types::StatusExt;
@@ -35,15 +35,35 @@ pub fn event(e: &SessionEvent) -> String {
     }
 }
 
+/// An amount exactly, every significant decimal: `$0.0123` for dollars,
+/// `0.0123 EUR` for any other currency.
+pub fn money(m: &Money) -> String {
+    let nanos = i128::from(m.units) * 1_000_000_000 + i128::from(m.nanos);
+    let amount = dialectic_core::price::decimal(i64::try_from(nanos).unwrap_or(i64::MAX));
+    match m.currency_code.as_str() {
+        "USD" => format!("${amount}"),
+        code => format!("{amount} {code}"),
+    }
+}
+
+/// ` ($0.0123)` after a token count when the session's calls were priced.
+fn spent(s: &Session) -> String {
+    s.spent
+        .as_ref()
+        .map(|m| format!(" ({})", money(m)))
+        .unwrap_or_default()
+}
+
 pub fn session(s: &Session) -> String {
     let mut out = format!(
-        "session {}\nstatus: {}\nstage: {}  iteration: {}\nmodels: {}\ncost: {} tokens\n",
+        "session {}\nstatus: {}\nstage: {}  iteration: {}\nmodels: {}\ncost: {} tokens{}\n",
         s.id,
         s.status,
         or_dash(&s.current_stage),
         s.iteration,
         s.models.join(", "),
-        s.cost
+        s.cost,
+        spent(s)
     );
     // A failed stage's jobs are all over: its percent would read as done.
     let failed = s.state() == SessionState::Failed;
@@ -103,8 +123,12 @@ pub fn summary(s: &Session, documents: &[StageDocument]) -> String {
         ));
     }
     out.push_str(&format!(
-        "session {} is {} (iteration {}), cost {} tokens\n",
-        s.id, s.status, s.iteration, s.cost
+        "session {} is {} (iteration {}), cost {} tokens{}\n",
+        s.id,
+        s.status,
+        s.iteration,
+        s.cost,
+        spent(s)
     ));
     for skip in &s.skipped_steps {
         out.push_str(&format!("skipped {}: {}\n", skip.step_key, skip.reason));
@@ -141,10 +165,13 @@ pub fn wallet(w: &Wallet) -> String {
         w.wallet_id, w.total, w.held, w.available
     );
     for t in &w.history {
+        // A priced call's money beside its tokens; `-` keeps the columns.
+        let cost = t.money.as_ref().map_or_else(|| "-".to_string(), money);
         out.push_str(&format!(
-            "  {:<8} {:>10}  balance {:>10}  {}\n",
+            "  {:<8} {:>10} {:>14}  balance {:>10}  {}\n",
             t.kind,
             t.amount,
+            cost,
             t.balance_after,
             or_dash(&t.reason)
         ));
@@ -163,6 +190,7 @@ pub fn models(models: &[Model]) -> String {
         "STRUCTURED",
         "LIMITS",
         "FALLBACK",
+        "PRICE /MTOK (IN/CACHED/OUT)",
         "DISPLAY NAME",
     ];
     let mut rows = vec![header.map(str::to_string).to_vec()];
@@ -175,10 +203,24 @@ pub fn models(models: &[Model]) -> String {
             or_dash(&m.structured_output).to_string(),
             limits(m),
             or_dash(&m.fallback_model).to_string(),
+            prices(m),
             m.name.clone(),
         ]
     }));
     table(&rows)
+}
+
+/// A model's prices per million tokens (`$1.25/$0.125/$10`; cache reads at
+/// the input price when they have none of their own), `-` when unpriced.
+fn prices(m: &Model) -> String {
+    let Some(p) = &m.prices else {
+        return "-".into();
+    };
+    let (Some(input), Some(output)) = (&p.input_per_mtok, &p.output_per_mtok) else {
+        return "-".into();
+    };
+    let cached = p.cached_input_per_mtok.as_ref().unwrap_or(input);
+    format!("{}/{}/{}", money(input), money(cached), money(output))
 }
 
 /// A model's call caps (`2 at once, 60 req/min, 90000 tok/min`), `-` for none.
@@ -270,6 +312,13 @@ fn code_name(s: &Status) -> &'static str {
 
 /// `--until`'s value parser: a session status's shape (a typo such as
 /// `iteration_complete_pending_reviw` is a usage error before any call).
+/// `--pushback`: full, light or minimal.
+pub fn pushback(value: &str) -> Result<dialectic_core::pushback::Pushback, String> {
+    value
+        .parse()
+        .map_err(|e: dialectic_core::pushback::UnknownPushback| e.to_string())
+}
+
 pub fn until_status(value: &str) -> Result<String, String> {
     match SessionStatus::parse(value) {
         Ok(status) if status.stage() != Some("") => Ok(value.to_string()),
@@ -401,6 +450,7 @@ pub fn answer(a: &QueryResponse) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dialectic_proto::v1::{ModelPrices, WalletTransaction};
     use std::collections::HashMap;
     use tonic::Code;
     use tonic_types::ErrorDetails;
@@ -452,6 +502,11 @@ mod tests {
                 fallback_model: "simulated".into(),
                 max_concurrency: 2,
                 tokens_per_minute: 90000,
+                prices: Some(ModelPrices {
+                    input_per_mtok: Some(usd(1, 250_000_000)),
+                    output_per_mtok: Some(usd(10, 0)),
+                    cached_input_per_mtok: Some(usd(0, 125_000_000)),
+                }),
                 ..Default::default()
             },
         ];
@@ -461,7 +516,7 @@ mod tests {
         assert!(lines[0].starts_with("NAME       PROVIDER           CONTEXT  OUTPUT  STRUCTURED"));
         assert!(
             lines[2].starts_with(
-                "qwen2.5    openai-compatible  8192     1024    json_object_schema  2 at once, 90000 tok/min  simulated  Qwen 2.5 on llama.cpp"
+                "qwen2.5    openai-compatible  8192     1024    json_object_schema  2 at once, 90000 tok/min  simulated  $1.25/$0.125/$10             Qwen 2.5 on llama.cpp"
             ),
             "{text}"
         );
@@ -480,8 +535,62 @@ mod tests {
                 "json_schema",
                 "-",
                 "-",
+                "-",
                 "Simulated (default)"
             ]
+        );
+    }
+
+    fn usd(units: i64, nanos: i32) -> Money {
+        Money {
+            currency_code: "USD".into(),
+            units,
+            nanos,
+        }
+    }
+
+    #[test]
+    fn money_is_shown_exactly_beside_tokens() {
+        let session = Session {
+            id: "s1".into(),
+            cost: 12_345,
+            spent: Some(usd(0, 12_300_000)),
+            ..Default::default()
+        };
+        assert!(
+            super::session(&session).contains("cost: 12345 tokens ($0.0123)\n"),
+            "{}",
+            super::session(&session)
+        );
+        let unpriced = Session { cost: 7, ..session };
+        assert!(
+            super::session(&Session {
+                spent: None,
+                ..unpriced
+            })
+            .contains("cost: 7 tokens\n")
+        );
+        let euros = Money {
+            currency_code: "EUR".into(),
+            units: 2,
+            nanos: 500_000_001,
+        };
+        assert_eq!(money(&euros), "2.500000001 EUR");
+        let wallet = Wallet {
+            history: vec![WalletTransaction {
+                kind: "capture".into(),
+                amount: 120,
+                balance_after: 880,
+                money: Some(usd(0, 1_500)),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert!(
+            super::wallet(&wallet)
+                .contains("  capture         120     $0.0000015  balance        880  -\n"),
+            "{}",
+            super::wallet(&wallet)
         );
     }
 

@@ -5,6 +5,7 @@ use crate::exit::{Failed, Kind};
 use crate::output::note;
 use crate::{format, progress};
 use anyhow::{Result, anyhow};
+use dialectic_core::pushback::Pushback;
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{
     CreateProjectRequest, GetProjectRequest, GetSessionRequest, ListPipelinesRequest,
@@ -495,6 +496,7 @@ impl Gateway {
         project: &str,
         models: &[String],
         auto_advance: bool,
+        pushback: Option<Pushback>,
     ) -> Result<Session> {
         let message = StartSessionRequest {
             project_id: project.to_string(),
@@ -502,6 +504,7 @@ impl Gateway {
             description: String::new(),
             client_request_id: client_request_id(),
             auto_advance,
+            pushback: pushback.map_or(0, api_pushback),
         };
         Ok(self
             .call(|mut c| {
@@ -738,6 +741,15 @@ pub fn client_request_id() -> String {
         .map(|d| d.as_nanos())
         .unwrap_or(0);
     format!("cli-{}-{nanos}", std::process::id())
+}
+
+/// Pushback levels cross the API by name: `PUSHBACK_LIGHT` is `light`.
+fn api_pushback(level: Pushback) -> i32 {
+    dialectic_proto::v1::Pushback::from_str_name(&format!(
+        "PUSHBACK_{}",
+        level.as_str().to_ascii_uppercase()
+    ))
+    .map_or(0, Into::into)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 use anyhow::{anyhow, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use dialectic_config::Settings;
+use dialectic_core::price::{self, Prices};
 use dialectic_core::structured::StructuredOutput;
 use dialectic_store::models::{
     self, ModelError, ModelSpec, ProviderKind, Registered, RegisteredModel, Removed,
@@ -116,6 +117,39 @@ pub struct AddArgs {
     /// high or xhigh (default: the provider's).
     #[arg(long, value_name = "EFFORT", requires = "reasoning")]
     reasoning_effort: Option<String>,
+    /// Price per million input tokens in --currency, e.g. 1.25 (exact to a
+    /// billionth). Without prices the model is unpriced: costs show no money.
+    #[arg(long, value_name = "PRICE", value_parser = parse_price, requires = "price_output_per_mtok")]
+    price_input_per_mtok: Option<i64>,
+    /// Price per million output tokens, e.g. 10.
+    #[arg(long, value_name = "PRICE", value_parser = parse_price, requires = "price_input_per_mtok")]
+    price_output_per_mtok: Option<i64>,
+    /// Price per million input tokens read from the provider's prompt cache,
+    /// e.g. 0.125 (default: the input price).
+    #[arg(long, value_name = "PRICE", value_parser = parse_price, requires = "price_input_per_mtok")]
+    price_cached_input_per_mtok: Option<i64>,
+    /// The prices' ISO 4217 currency (default USD).
+    #[arg(long, value_name = "CODE", requires = "price_input_per_mtok")]
+    currency: Option<String>,
+}
+
+fn parse_price(text: &str) -> Result<i64, price::PriceError> {
+    price::parse_decimal(text)
+}
+
+/// The prices a registration states, when it states any.
+fn prices(
+    input: Option<i64>,
+    output: Option<i64>,
+    cached: Option<i64>,
+    currency: Option<String>,
+) -> Option<Prices> {
+    Some(Prices {
+        currency: currency.unwrap_or_else(|| price::DEFAULT_CURRENCY.to_string()),
+        input_per_mtok: input?,
+        output_per_mtok: output?,
+        cached_input_per_mtok: cached,
+    })
 }
 
 fn parse_token_limit_param(text: &str) -> Result<TokenLimitParam, models::UnknownTokenLimitParam> {
@@ -157,6 +191,12 @@ impl AddArgs {
             token_limit_param: self.token_limit_param,
             reasoning: self.reasoning,
             reasoning_effort: self.reasoning_effort,
+            prices: prices(
+                self.price_input_per_mtok,
+                self.price_output_per_mtok,
+                self.price_cached_input_per_mtok,
+                self.currency,
+            ),
         }
     }
 }
@@ -247,6 +287,51 @@ struct DeclaredModel {
     #[serde(default)]
     reasoning: bool,
     reasoning_effort: Option<String>,
+    /// Prices per million tokens, a number (`1.25`) or a string (`"1.25"`).
+    price_input_per_mtok: Option<DeclaredPrice>,
+    price_output_per_mtok: Option<DeclaredPrice>,
+    price_cached_input_per_mtok: Option<DeclaredPrice>,
+    currency: Option<String>,
+}
+
+/// A price as a file writes it.
+#[derive(Debug, serde::Deserialize)]
+#[serde(untagged)]
+enum DeclaredPrice {
+    Number(f64),
+    Text(String),
+}
+
+impl DeclaredPrice {
+    /// In nanos, exactly as written: a number is read back from its shortest
+    /// decimal form (what was typed, e.g. 0.15, not 0.1499999…), never rounded.
+    fn nanos(&self, field: &str) -> anyhow::Result<i64> {
+        let text = match self {
+            DeclaredPrice::Number(n) => format!("{n}"),
+            DeclaredPrice::Text(t) => t.clone(),
+        };
+        price::parse_decimal(&text).map_err(|e| anyhow!("invalid {field}: {e}"))
+    }
+}
+
+/// A file's prices: input and output together, cached and currency only with them.
+fn declared_prices(m: &DeclaredModel) -> anyhow::Result<Option<Prices>> {
+    let nanos = |p: &Option<DeclaredPrice>, field| p.as_ref().map(|p| p.nanos(field)).transpose();
+    let input = nanos(&m.price_input_per_mtok, "price_input_per_mtok")?;
+    let output = nanos(&m.price_output_per_mtok, "price_output_per_mtok")?;
+    let cached = nanos(
+        &m.price_cached_input_per_mtok,
+        "price_cached_input_per_mtok",
+    )?;
+    if input.is_some() != output.is_some() {
+        bail!("price_input_per_mtok and price_output_per_mtok are given together or not at all");
+    }
+    if input.is_none() && (cached.is_some() || m.currency.is_some()) {
+        bail!(
+            "price_cached_input_per_mtok and currency need price_input_per_mtok and price_output_per_mtok"
+        );
+    }
+    Ok(prices(input, output, cached, m.currency.clone()))
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -323,6 +408,7 @@ fn check_file_key_env(settings: &Settings, spec: &ModelSpec) -> anyhow::Result<(
 }
 
 fn declared_spec(m: DeclaredModel) -> anyhow::Result<ModelSpec> {
+    let prices = declared_prices(&m)?;
     Ok(ModelSpec {
         name: m.name,
         display_name: m.display_name,
@@ -350,6 +436,7 @@ fn declared_spec(m: DeclaredModel) -> anyhow::Result<ModelSpec> {
             .transpose()?,
         reasoning: m.reasoning,
         reasoning_effort: m.reasoning_effort,
+        prices,
     })
 }
 
@@ -489,6 +576,7 @@ fn table(rows: &[RegisteredModel]) -> String {
         "WIRE",
         "FALLBACK",
         "KEY ENV",
+        "PRICE /MTOK (IN/CACHED/OUT)",
         "ACTIVE",
     ];
     let mut cells = vec![header.map(str::to_string).to_vec()];
@@ -505,10 +593,27 @@ fn table(rows: &[RegisteredModel]) -> String {
             wire(m),
             or_dash(s.fallback_model.as_deref()),
             or_dash(m.secret_name.as_deref()),
+            price_cell(m),
             if m.is_active { "yes" } else { "no" }.to_string(),
         ]
     }));
     aligned(&cells)
+}
+
+/// `1.25/0.125/10 USD` per million tokens (the input price again when
+/// cache reads have none of their own), `-` when unpriced.
+fn price_cell(m: &RegisteredModel) -> String {
+    let Some(p) = m.prices.prices() else {
+        return "-".into();
+    };
+    let cached = p.cached_input_per_mtok.unwrap_or(p.input_per_mtok);
+    format!(
+        "{}/{}/{} {}",
+        price::decimal(p.input_per_mtok),
+        price::decimal(cached),
+        price::decimal(p.output_per_mtok),
+        p.currency
+    )
 }
 
 /// Columns padded to their widest cell, two spaces apart; the last unpadded.
@@ -557,6 +662,11 @@ fn json(m: &RegisteredModel) -> Value {
         "token_limit_param": s.token_limit_param,
         "reasoning": s.reasoning,
         "reasoning_effort": s.reasoning_effort,
+        // Decimal strings: exact, as a file may declare them.
+        "price_input_per_mtok": m.prices.price_input_nanos_per_mtok.map(price::decimal),
+        "price_output_per_mtok": m.prices.price_output_nanos_per_mtok.map(price::decimal),
+        "price_cached_input_per_mtok": m.prices.price_cached_input_nanos_per_mtok.map(price::decimal),
+        "currency": m.prices.price_currency,
         "active": m.is_active,
     })
 }
@@ -779,6 +889,68 @@ input_cost = 0.25
             .expect_err("unknown provider")
             .to_string();
         assert!(bad.contains("models[0] (gpt-5-mini)"), "{bad}");
+    }
+
+    #[test]
+    fn prices_read_exactly_from_a_file_or_flags() {
+        let settings = Settings::default();
+        let priced = FILE.to_string()
+            + "price_input_per_mtok = 1.25\nprice_output_per_mtok = 10\nprice_cached_input_per_mtok = 0.15\n";
+        let spec = &parse_models(&settings, &priced, false).expect("priced")[0];
+        let expected = Prices {
+            currency: "USD".into(),
+            input_per_mtok: 1_250_000_000,
+            output_per_mtok: 10_000_000_000,
+            cached_input_per_mtok: Some(150_000_000),
+        };
+        assert_eq!(spec.prices.as_ref(), Some(&expected));
+        let json = r#"{"models":[{"name":"m","provider":"simulated","context_window":8,"max_output":4,
+            "price_input_per_mtok":"1.25","price_output_per_mtok":10,"price_cached_input_per_mtok":0.15}]}"#;
+        let from_json = &parse_models(&settings, json, true).expect("json")[0];
+        assert_eq!(from_json.prices.as_ref(), Some(&expected));
+        let half = FILE.to_string() + "price_input_per_mtok = 1.25\n";
+        let error = parse_models(&settings, &half, false)
+            .expect_err("input without output")
+            .to_string();
+        assert!(error.contains("together"), "{error}");
+        let euro = priced + "currency = \"eur\"\n";
+        let error = parse_models(&settings, &euro, false)
+            .expect_err("lower-case currency")
+            .to_string();
+        assert!(error.contains("invalid currency"), "{error}");
+        let base = [
+            "add",
+            "m",
+            "--provider",
+            "simulated",
+            "--context-window",
+            "8",
+        ];
+        let Ok(ModelCommand::Add(args)) = parse(
+            &[
+                &base[..],
+                &["--max-output", "4", "--price-input-per-mtok", "1.25"],
+                &[
+                    "--price-output-per-mtok",
+                    "10",
+                    "--price-cached-input-per-mtok",
+                    "0.15",
+                ],
+            ]
+            .concat(),
+        ) else {
+            panic!("add parses");
+        };
+        assert_eq!(args.spec().prices, Some(expected));
+        let alone = [
+            &base[..],
+            &["--max-output", "4", "--price-input-per-mtok", "1"],
+        ]
+        .concat();
+        assert!(
+            parse(&alone).is_err(),
+            "an input price needs an output price"
+        );
     }
 
     #[test]

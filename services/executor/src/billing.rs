@@ -5,14 +5,18 @@
 
 use dialectic_core::ids::UserId;
 use dialectic_core::job::INSUFFICIENT_BALANCE;
+use dialectic_core::price::{self, CallTokens};
 use dialectic_core::prompt::ChatRequest;
 use dialectic_core::tokens::{cost, estimate_tokens};
+use dialectic_llm::ChatResponse;
 use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
-use dialectic_proto::v1::wallet::{CaptureRequest, GetBalanceRequest, HoldRequest, ReleaseRequest};
+use dialectic_proto::v1::wallet::{
+    CallUsage, CaptureRequest, GetBalanceRequest, HoldRequest, ReleaseRequest,
+};
 use dialectic_runtime::service_auth::InternalChannel;
 use dialectic_runtime::worker::AttemptError;
 use dialectic_store::jobs::JobRow;
-use dialectic_store::ledger;
+use dialectic_store::ledger::{self, CallUsage as RecordedUsage};
 use dialectic_store::models::ModelRow;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -70,6 +74,42 @@ pub fn estimate(request: &ChatRequest, model: &ModelRow) -> i64 {
         model.output_token_cost_rate,
     )
     .max(1)
+}
+
+/// What a call used, and cost in money at the model's prices as the call
+/// found them (None when the model is unpriced): recorded on its capture.
+pub fn usage(model: &ModelRow, response: &ChatResponse) -> RecordedUsage {
+    let tokens = CallTokens {
+        input: response.input_tokens,
+        output: response.output_tokens,
+        cached_input: response.cached_input_tokens.min(response.input_tokens),
+    };
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    RecordedUsage {
+        input_tokens: count(tokens.input),
+        output_tokens: count(tokens.output),
+        cached_input_tokens: count(tokens.cached_input),
+        money: model
+            .prices
+            .prices()
+            .map(|prices| price::call_cost(&prices, tokens)),
+    }
+}
+
+/// The usage as the wallet's capture carries it.
+fn wire_usage(usage: &RecordedUsage) -> CallUsage {
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    CallUsage {
+        input_tokens: count(usage.input_tokens),
+        output_tokens: count(usage.output_tokens),
+        cached_input_tokens: count(usage.cached_input_tokens),
+        currency_code: usage
+            .money
+            .as_ref()
+            .map(|m| m.currency.clone())
+            .unwrap_or_default(),
+        money_nanos: usage.money.as_ref().map_or(0, |m| m.nanos),
+    }
 }
 
 /// What a call is charged: its cost, never more than was held.
@@ -171,8 +211,9 @@ impl Billing {
         key: &str,
         hold: &Hold,
         actual: i64,
+        usage: &RecordedUsage,
     ) -> Result<(), AttemptError> {
-        self.capture_keyed(format!("capture:{key}"), hold, actual)
+        self.capture_keyed(format!("capture:{key}"), hold, actual, usage)
             .await
     }
 
@@ -183,9 +224,10 @@ impl Billing {
         job: &JobRow,
         hold: &Hold,
         actual: i64,
+        usage: &RecordedUsage,
     ) -> Result<(), AttemptError> {
         let key = ledger::capture_key(job.id, job.attempt_count);
-        self.capture_keyed(key, hold, actual).await
+        self.capture_keyed(key, hold, actual, usage).await
     }
 
     async fn capture_keyed(
@@ -193,6 +235,7 @@ impl Billing {
         idempotency_key: String,
         hold: &Hold,
         actual: i64,
+        usage: &RecordedUsage,
     ) -> Result<(), AttemptError> {
         self.client
             .clone()
@@ -201,6 +244,7 @@ impl Billing {
                 hold_id: hold.hold_id.clone(),
                 amount: charged(hold, actual),
                 idempotency_key,
+                usage: Some(wire_usage(usage)),
             })
             .await
             .map_err(|s| wallet_error("capture", s))?;
@@ -283,6 +327,7 @@ impl crate::compress::ContextWallet for Billing {
                 hold_id: hold.id,
                 amount,
                 idempotency_key: format!("index-capture:{key}"),
+                usage: None,
             })
             .await
             .map_err(|s| wallet_error("indexing capture", s))?;

@@ -72,8 +72,11 @@ impl Executor {
                 self.store.clone(),
                 billing.clone(),
                 job.clone(),
-                hold,
-                actual,
+                Charge {
+                    hold,
+                    actual,
+                    usage: billing::usage(model, &response),
+                },
             ));
             charging
                 .instrument(info_span!("charge"))
@@ -127,6 +130,14 @@ fn count_call(model: &ModelRow, response: &ChatResponse, actual: i64) {
     metrics::MODEL_COST.add(&[label], actual as f64);
 }
 
+/// What a call that happened is charged: its cost in wallet units and what
+/// it used and cost in money.
+struct Charge {
+    hold: Hold,
+    actual: i64,
+    usage: ledger::CallUsage,
+}
+
 /// The call happened: write down what it cost, then capture. Once the
 /// usage row is written the charge is durable: the capture runs in the
 /// background, off the job's critical path, and when it cannot reach the
@@ -139,22 +150,26 @@ async fn charge(
     store: Store,
     billing: Arc<Billing>,
     job: JobRow,
-    hold: Hold,
-    actual: i64,
+    charge: Charge,
 ) -> Result<(), AttemptError> {
+    let Charge {
+        hold,
+        actual,
+        usage,
+    } = charge;
     let give_up = Instant::now() + CHARGE_PATIENCE;
     let mut delay = Duration::from_millis(200);
     loop {
-        if record_usage(&store, &hold, billing::charged(&hold, actual)).await {
+        if record_usage(&store, &hold, billing::charged(&hold, actual), &usage).await {
             tokio::spawn(async move {
-                if let Err(e) = billing.capture(&job, &hold, actual).await {
+                if let Err(e) = billing.capture(&job, &hold, actual, &usage).await {
                     tracing::warn!(job_id = %job.id, error = %e,
                         "capture failed; the wallet's sweep captures the recorded usage");
                 }
             });
             return Ok(());
         }
-        match billing.capture(&job, &hold, actual).await {
+        match billing.capture(&job, &hold, actual, &usage).await {
             Ok(()) => return Ok(()),
             Err(e) if Instant::now() >= give_up => return Err(e),
             Err(e) => {
@@ -166,12 +181,12 @@ async fn charge(
     }
 }
 
-async fn record_usage(store: &Store, hold: &Hold, amount: i64) -> bool {
+async fn record_usage(store: &Store, hold: &Hold, amount: i64, usage: &ledger::CallUsage) -> bool {
     let Ok(hold_id) = TransactionId::parse(&hold.hold_id) else {
         tracing::warn!(hold_id = %hold.hold_id, "the wallet's hold id is not a UUID");
         return false;
     };
-    match ledger::record_usage(store.pool(), hold_id, amount).await {
+    match ledger::record_call_usage(store.pool(), hold_id, amount, Some(usage)).await {
         Ok(()) => true,
         Err(e) => {
             tracing::warn!(error = %e, "could not record the call's usage");

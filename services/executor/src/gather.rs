@@ -5,8 +5,9 @@
 
 use crate::{Executor, permanent, retryable};
 use dialectic_core::blackboard;
+use dialectic_core::document_role::DocumentRole;
 use dialectic_core::fanout::SourceDoc;
-use dialectic_core::ids::ModelId;
+use dialectic_core::ids::{ModelId, SessionId};
 use dialectic_core::payload::JobPayload;
 use dialectic_core::prompt::ResourceDocument;
 use dialectic_core::recipe::{InputRule, ObjectFilter, RecipeStep};
@@ -209,6 +210,31 @@ impl Executor {
     }
 }
 
+impl Executor {
+    /// The session's `source` uploads as (file name, text): what a claim
+    /// check (`verify_claims`) holds quotes against.
+    pub(crate) async fn source_texts(
+        &self,
+        session_id: SessionId,
+    ) -> Result<Vec<(String, String)>, AttemptError> {
+        let selector = project_documents::UploadSelector {
+            document_key: None,
+            role: Some(DocumentRole::Source),
+        };
+        let uploads = project_documents::for_rule(self.store.pool(), session_id, selector).await?;
+        let mut texts = Vec::with_capacity(uploads.len());
+        for upload in uploads {
+            let text = self
+                .blob
+                .get_string(&upload.storage_key)
+                .await
+                .map_err(|e| retryable("storage", e))?;
+            texts.push((upload.document_key, text));
+        }
+        Ok(texts)
+    }
+}
+
 /// A `per_item` job's item: entry `index` of the JSON array `key`, as JSON.
 fn item_of(content: &str, key: &str, index: usize) -> Option<String> {
     let value: serde_json::Value = serde_json::from_str(content).ok()?;
@@ -312,8 +338,7 @@ async fn matching(
             inputs::feedback(conn, job.session_id, lookup.stage, lookup.iteration).await?
         }
         "project_document" => {
-            project_documents::for_rule(conn, job.session_id, lookup.rule.document_key.as_deref())
-                .await?
+            project_documents::for_rule(conn, job.session_id, lookup.rule.into()).await?
         }
         other if lookup.rule.required => {
             return Err(permanent(

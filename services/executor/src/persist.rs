@@ -8,6 +8,7 @@ use crate::attempt::Attempt;
 use crate::call::Reply;
 use crate::chain::Chain;
 use crate::{Executor, INVALID_REPLY, compress, permanent, retryable};
+use dialectic_core::fact_check::{SourceText, check_claims};
 use dialectic_core::ids::ContributionId;
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::paths::{DocumentName, FileKind, Lineage};
@@ -214,7 +215,7 @@ impl Executor {
             FinishReason::Length => parse_cut_off_json,
             _ => parse_model_json,
         };
-        let (value, sanitized) = read(&reply.response.text).map_err(|e| {
+        let (mut value, sanitized) = read(&reply.response.text).map_err(|e| {
             tracing::debug!(excerpt = %e.excerpt, "the malformed reply began");
             retryable("malformed_json", e)
         })?;
@@ -233,10 +234,14 @@ impl Executor {
             self.max_continuations,
         );
         // A continued document's last turn: merged once, checked, then stored.
-        let whole = chain
+        let mut whole = chain
             .filter(|_| !turn.continuation_needed)
             .map(|c| c.whole_with(&value));
         check_shape(&attempt.step, whole.as_ref().unwrap_or(&value), turn)?;
+        if !turn.continuation_needed {
+            self.verify_claims(attempt, whole.as_mut().unwrap_or(&mut value))
+                .await?;
+        }
         let skip_steps = planned_skips(&attempt.step, &value)?;
         let reply_whole = whole.as_ref().unwrap_or(&value);
         let blackboard = published_entries(&attempt.step, reply_whole, turn)?;
@@ -278,6 +283,36 @@ impl Executor {
                 Err(e)
             }
         }
+    }
+
+    /// A step whose output says `verify_claims`: its claims are held against
+    /// the session's sources before anything is stored, so a claim is stored
+    /// verified only with a quote a source holds.
+    async fn verify_claims(
+        &self,
+        attempt: &Attempt<'_>,
+        reply: &mut Value,
+    ) -> Result<(), AttemptError> {
+        let Some(items) = attempt
+            .step
+            .own_output()
+            .and_then(|o| o.verify_claims.as_deref())
+        else {
+            return Ok(());
+        };
+        let texts = self.source_texts(attempt.job.session_id).await?;
+        let sources: Vec<SourceText<'_>> = texts
+            .iter()
+            .map(|(name, text)| SourceText { name, text })
+            .collect();
+        let tally = check_claims(reply, items, &sources, &self.quote_rules);
+        tracing::info!(
+            verified = tally.verified,
+            deferred = tally.deferred,
+            sources = sources.len(),
+            "claims checked against the sources"
+        );
+        Ok(())
     }
 
     /// The record failed, so the retry writes its chunk under the next
@@ -513,6 +548,7 @@ mod tests {
             publishes: vec![],
             confidence_gate: None,
             schema: None,
+            verify_claims: None,
         }];
         step
     }
@@ -523,6 +559,7 @@ mod tests {
             finish_reason,
             input_tokens: 0,
             output_tokens: 0,
+            cached_input_tokens: 0,
             usage_estimated: true,
             raw: Value::Null,
         }

@@ -368,7 +368,7 @@ impl Asking<'_> {
         let charged = match (&self.executor.billing, &hold) {
             (Some(billing), Some(hold)) => {
                 billing
-                    .capture_for(&key, hold, actual)
+                    .capture_for(&key, hold, actual, &billing::usage(&self.model, &response))
                     .await
                     .map_err(status)?;
                 billing::charged(hold, actual)

@@ -9,7 +9,10 @@ use dialectic_cache::{Cache, ProgressEvent};
 use dialectic_core::context::Context;
 use dialectic_core::payload::JobPayload;
 use dialectic_core::progress::EventKind;
-use dialectic_core::prompt::{ChatRequest, Message, PromptConstructionPayload, REJECTED_REPLY};
+use dialectic_core::prompt::{
+    ChatRequest, Message, PromptConstructionPayload, PromptSettings, REJECTED_REPLY,
+    fill_step_prompt,
+};
 use dialectic_core::recipe::{OutputRule, RecipeStep};
 use dialectic_core::structured;
 use dialectic_runtime::worker::AttemptError;
@@ -95,12 +98,7 @@ impl Executor {
             conversation_history: Vec::new(),
             resource_documents: resources,
             current_user_prompt: with_retry_note(
-                with_clarification(
-                    step.prompt_template.clone().unwrap_or_else(|| {
-                        format!("Write the {} document as JSON.", step.output_type)
-                    }),
-                    &attempt.payload,
-                ),
+                with_clarification(step_prompt(attempt), &attempt.payload),
                 attempt.job,
             ),
         };
@@ -178,6 +176,18 @@ fn hints(planned_documents: &[String], step: &RecipeStep) -> Vec<String> {
 /// Failures the model can mend by answering again: its last reply was not
 /// JSON, or not the JSON its step asked for.
 const MENDABLE: [&str; 2] = ["malformed_json", INVALID_REPLY];
+
+/// The step's prompt, with the session's settings (`{{ pushback }}`) filled in.
+fn step_prompt(attempt: &Attempt<'_>) -> String {
+    let step = &attempt.step;
+    let settings = PromptSettings {
+        pushback: attempt.session.pushback,
+    };
+    match &step.prompt_template {
+        Some(prompt) => fill_step_prompt(prompt, settings),
+        None => format!("Write the {} document as JSON.", step.output_type),
+    }
+}
 
 /// A retry after a refused reply tells the model why it was refused.
 fn with_retry_note(prompt: String, job: &JobRow) -> String {

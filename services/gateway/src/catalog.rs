@@ -50,7 +50,13 @@ fn pipeline(v: pipelines::PipelineVersion, current: bool) -> Pipeline {
 }
 
 pub fn transaction(t: ledger::Transaction) -> WalletTransaction {
+    let money = t.money().as_ref().map(convert::money);
+    let count = |n: Option<i64>| n.and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
     WalletTransaction {
+        money,
+        input_tokens: count(t.input_tokens),
+        output_tokens: count(t.output_tokens),
+        cached_input_tokens: count(t.cached_input_tokens),
         id: t.id.to_string(),
         transaction_kind: convert::transaction_kind(t.kind.as_str()),
         kind: t.kind.to_string(),
@@ -65,7 +71,17 @@ pub fn transaction(t: ledger::Transaction) -> WalletTransaction {
 
 /// The wallet's ledger entry as the public API shows a transaction.
 fn entry(e: dialectic_proto::v1::wallet::LedgerEntry) -> WalletTransaction {
+    let usage = e.usage.unwrap_or_default();
     WalletTransaction {
+        money: (!usage.currency_code.is_empty()).then(|| {
+            convert::money(&dialectic_core::price::Money {
+                currency: usage.currency_code,
+                nanos: usage.money_nanos,
+            })
+        }),
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        cached_input_tokens: usage.cached_input_tokens,
         id: e.id,
         transaction_kind: convert::transaction_kind(&e.kind),
         kind: e.kind,

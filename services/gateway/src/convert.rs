@@ -1,16 +1,19 @@
 //! Pure mappings between rows, cache events and API messages.
 
+use crate::error::GatewayError;
 use chrono::{DateTime, Utc};
 use dialectic_cache::ProgressEvent;
 use dialectic_core::blackboard::StoredEntry;
 use dialectic_core::ids::ModelId;
 use dialectic_core::job::{JobStatus, JobType};
 use dialectic_core::progress::EventKind;
+use dialectic_core::pushback::Pushback;
 use dialectic_core::session::SessionStatus;
 use dialectic_proto::v1::{BlackboardEntry, SessionPosition};
 use dialectic_proto::v1::{JobStatus as ApiJobStatus, JobType as ApiJobType, SessionEventKind};
 use dialectic_proto::v1::{Model, Project, SessionEvent, StageDocument, StageJobCounts};
-use dialectic_proto::v1::{SessionState, TransactionKind};
+use dialectic_proto::v1::{ModelPrices, Money};
+use dialectic_proto::v1::{Pushback as ApiPushback, SessionState, TransactionKind};
 use dialectic_store::gates::LowConfidence;
 use dialectic_store::models::{ModelRow, ModelSettings};
 use dialectic_store::projects::ProjectRow;
@@ -133,6 +136,41 @@ pub fn project(row: ProjectRow) -> Project {
     }
 }
 
+/// An amount of money as the API shows it (google.type.Money's split).
+pub fn money(m: &dialectic_core::price::Money) -> Money {
+    let (units, nanos) = m.units_and_nanos();
+    Money {
+        currency_code: m.currency.clone(),
+        units,
+        nanos,
+    }
+}
+
+/// A session's spending: one sum when its priced calls share a currency;
+/// none when no call was priced or they were priced in several.
+pub fn spent(mut sums: Vec<dialectic_core::price::Money>) -> Option<Money> {
+    match (sums.pop(), sums.is_empty()) {
+        (Some(sum), true) => Some(money(&sum)),
+        _ => None,
+    }
+}
+
+/// A model's prices as the API shows them; None when unpriced.
+fn prices(row: &ModelRow) -> Option<ModelPrices> {
+    let prices = row.prices.prices()?;
+    let per_mtok = |nanos| {
+        money(&dialectic_core::price::Money {
+            currency: prices.currency.clone(),
+            nanos,
+        })
+    };
+    Some(ModelPrices {
+        input_per_mtok: Some(per_mtok(prices.input_per_mtok)),
+        output_per_mtok: Some(per_mtok(prices.output_per_mtok)),
+        cached_input_per_mtok: prices.cached_input_per_mtok.map(per_mtok),
+    })
+}
+
 /// A model row as clients see it: what they need to pick one and size a
 /// request, never where it is served from or which variable holds its key.
 pub fn model(row: &ModelRow) -> Model {
@@ -151,6 +189,7 @@ pub fn model(row: &ModelRow) -> Model {
             .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
         requests_per_minute: settings.requests_per_minute.unwrap_or(0),
         tokens_per_minute: settings.tokens_per_minute.unwrap_or(0),
+        prices: prices(row),
     }
 }
 
@@ -200,6 +239,26 @@ pub fn job_status(status: Option<JobStatus>) -> i32 {
 
 pub fn job_kind(job_type: &str) -> i32 {
     typed("JOB_TYPE", job_type, ApiJobType::from_str_name)
+}
+
+/// A session's pushback, typed.
+pub fn pushback(level: Pushback) -> i32 {
+    typed("PUSHBACK", level.as_str(), ApiPushback::from_str_name)
+}
+
+/// A StartSession's pushback: unspecified is full; a number the proto does
+/// not define is refused.
+pub fn pushback_of(value: i32) -> Result<Pushback, GatewayError> {
+    let bad = || GatewayError::bad("pushback", format!("pushback {value} is not a Pushback"));
+    match ApiPushback::try_from(value).map_err(|_| bad())? {
+        ApiPushback::Unspecified => Ok(Pushback::default()),
+        level => level
+            .as_str_name()
+            .trim_start_matches("PUSHBACK_")
+            .to_ascii_lowercase()
+            .parse()
+            .map_err(|_| bad()),
+    }
 }
 
 pub fn transaction_kind(kind: &str) -> i32 {
@@ -355,6 +414,17 @@ mod tests {
 
     /// Every kind and job status core names has its enum value: one added
     /// to core but not to the proto fails here.
+    #[test]
+    fn every_pushback_level_crosses_the_api_and_back() {
+        for level in Pushback::ALL {
+            let api = pushback(level);
+            assert_ne!(api, 0, "{level} has no Pushback");
+            assert_eq!(pushback_of(api).ok(), Some(level));
+        }
+        assert_eq!(pushback_of(0).ok(), Some(Pushback::Full));
+        assert!(pushback_of(42).is_err());
+    }
+
     #[test]
     fn every_event_kind_and_job_status_is_typed() {
         for kind in EventKind::ALL {

@@ -9,12 +9,14 @@ use crate::error::GatewayError;
 use crate::service::{Gateway, optional, uploaded_text};
 use dialectic_config::GatewayConfig;
 use dialectic_convert::{Kind, Limits, to_markdown};
+use dialectic_core::document_role::DocumentRole;
 use dialectic_core::error::Reason;
 use dialectic_core::ids::{ProjectId, ResourceId, UserId};
 use dialectic_core::paths::project_document_key;
 use dialectic_proto::v1::indexer::{IndexRequest, IndexResponse};
 use dialectic_proto::v1::{
-    AddProjectDocumentRequest, ListProjectDocumentsResponse, ProjectDocument,
+    AddProjectDocumentRequest, DocumentRole as ApiRole, ListProjectDocumentsResponse,
+    ProjectDocument,
 };
 use dialectic_store::StoreError;
 use dialectic_store::project_documents::{
@@ -54,6 +56,32 @@ fn document(row: ProjectDocumentRow) -> ProjectDocument {
         chunks: u32::try_from(row.chunks).unwrap_or(0),
         storage_key: row.storage_path,
         created_at: Some(convert::timestamp(row.created_at)),
+        role: api_role(row.role).into(),
+    }
+}
+
+/// Roles cross the API by name: `DOCUMENT_ROLE_WRITING_SAMPLE` is `writing_sample`.
+const ROLE_PREFIX: &str = "DOCUMENT_ROLE_";
+
+fn api_role(role: Option<DocumentRole>) -> ApiRole {
+    role.and_then(|r| {
+        ApiRole::from_str_name(&format!("{ROLE_PREFIX}{}", r.as_str().to_ascii_uppercase()))
+    })
+    .unwrap_or(ApiRole::Unspecified)
+}
+
+/// The upload's role; a number the proto does not define is refused.
+fn upload_role(req: &AddProjectDocumentRequest) -> Result<Option<DocumentRole>, GatewayError> {
+    let bad = || GatewayError::bad("role", format!("role {} is not a DocumentRole", req.role));
+    match ApiRole::try_from(req.role).map_err(|_| bad())? {
+        ApiRole::Unspecified => Ok(None),
+        role => {
+            let name = role.as_str_name().trim_start_matches(ROLE_PREFIX);
+            name.to_ascii_lowercase()
+                .parse()
+                .map(Some)
+                .map_err(|_| bad())
+        }
     }
 }
 
@@ -190,6 +218,7 @@ impl Gateway {
         {
             return Ok(document(first));
         }
+        let role = upload_role(&req)?;
         let file_name = upload_name(&req)?;
         let file_name = file_name.as_str();
         let upload = match Kind::from_file_name(file_name) {
@@ -224,6 +253,7 @@ impl Gateway {
             content_hash: &indexed.content_hash,
             chunks: indexed.chunks,
             client_request_id: request_id,
+            role,
         };
         let recorded =
             project_documents::insert(self.store.pool(), &new, &self.document_limits).await;
@@ -329,5 +359,30 @@ impl Gateway {
         Ok(ListProjectDocumentsResponse {
             documents: rows.into_iter().map(document).collect(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_role_crosses_the_api_and_back() {
+        for role in DocumentRole::ALL {
+            let api = api_role(Some(role));
+            assert_ne!(api, ApiRole::Unspecified, "{role} has no DocumentRole twin");
+            let req = AddProjectDocumentRequest {
+                role: api.into(),
+                ..Default::default()
+            };
+            assert_eq!(upload_role(&req).ok(), Some(Some(role)));
+        }
+        let none = AddProjectDocumentRequest::default();
+        assert_eq!(upload_role(&none).ok(), Some(None));
+        let unknown = AddProjectDocumentRequest {
+            role: 99,
+            ..Default::default()
+        };
+        assert!(upload_role(&unknown).is_err());
     }
 }

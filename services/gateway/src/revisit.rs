@@ -2,12 +2,12 @@
 
 use crate::error::GatewayError;
 use crate::service::Gateway;
-use dialectic_core::ids::{SessionId, UserId};
+use dialectic_core::ids::{ModelId, SessionId, UserId};
 use dialectic_core::revisit::Impact;
 use dialectic_proto::v1::planner::RevisitStageCommand;
 use dialectic_proto::v1::{
-    ListSessionRevisionsRequest, ListSessionRevisionsResponse, RevisitImpact, RevisitStageRequest,
-    RevisitStageResponse, SessionRevision,
+    ListSessionRevisionsRequest, ListSessionRevisionsResponse, RevisitImpact, RevisitPreview,
+    RevisitStageRequest, RevisitStageResponse, SessionRevision,
 };
 use dialectic_store::{revisit, sessions};
 
@@ -44,7 +44,12 @@ impl Gateway {
         req: RevisitStageRequest,
     ) -> Result<RevisitStageResponse, GatewayError> {
         let session_id = SessionId::parse(&req.session_id)?;
-        let impact = impact_of(&req)?;
+        // A dry run answers for every impact level: naming one is optional.
+        let impact = match impact_of(&req) {
+            Ok(impact) => Some(impact),
+            Err(_) if req.dry_run && unnamed(&req) => None,
+            Err(e) => return Err(e),
+        };
         let stage = req.stage_slug.trim();
         if stage.is_empty() {
             return Err(GatewayError::bad(
@@ -58,21 +63,49 @@ impl Gateway {
             .revisit_stage(tonic::Request::new(RevisitStageCommand {
                 session_id: session.id.to_string(),
                 stage_slug: stage.to_string(),
-                impact: impact.as_str().to_string(),
+                impact: impact.map(Impact::as_str).unwrap_or_default().to_string(),
                 reason: req.reason.trim().to_string(),
+                dry_run: req.dry_run,
             }))
             .await
             .map_err(GatewayError::Planner)?
             .into_inner();
-        self.invalidate(session.project_id).await;
+        if !req.dry_run {
+            self.invalidate(session.project_id).await;
+        }
         let session = sessions::session_for_user(self.store.pool(), user, session.id).await?;
+        let mut previews = done.previews;
+        self.name_models(&mut previews).await?;
         Ok(RevisitStageResponse {
             session: Some(self.session_view(session, false).await?),
             needs_review: done.needs_review,
             archived: done.archived,
             revision: done.revision,
+            previews,
+            diffs: done.diffs,
         })
     }
+
+    /// Fills each previewed document's model name (the planner gives its id).
+    async fn name_models(&self, previews: &mut [RevisitPreview]) -> Result<(), GatewayError> {
+        let ids: Vec<ModelId> = previews
+            .iter()
+            .flat_map(|p| &p.archived)
+            .filter_map(|d| d.model_id.parse().ok())
+            .collect();
+        let names = self.model_names(&ids).await?;
+        for doc in previews.iter_mut().flat_map(|p| &mut p.archived) {
+            if let Some(name) = doc.model_id.parse().ok().and_then(|id| names.get(&id)) {
+                doc.model.clone_from(name);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Neither `impact_level` nor `impact` names a level.
+fn unnamed(req: &RevisitStageRequest) -> bool {
+    req.impact_level == i32::from(RevisitImpact::Unspecified) && req.impact.trim().is_empty()
 }
 
 /// The typed `impact_level`, or the older `impact` string when it is unspecified.

@@ -504,6 +504,11 @@ impl Gateway {
         } else {
             Vec::new()
         };
+        let spent = if with_jobs {
+            convert::spent(ledger::session_money(self.store.pool(), row.id).await?)
+        } else {
+            None
+        };
         let (jobs, cost, notice) = if with_jobs {
             let rows = jobs::session_counts(self.store.pool(), row.id).await?;
             let paused: i64 = rows
@@ -553,6 +558,8 @@ impl Gateway {
             skipped_steps,
             position,
             needs_review_stages,
+            pushback: convert::pushback(row.pushback),
+            spent,
         })
     }
 
@@ -860,6 +867,7 @@ impl Gateway {
                 description: optional(&req.description),
                 client_request_id: optional(&req.client_request_id),
                 auto_advance: req.auto_advance,
+                pushback: convert::pushback_of(req.pushback)?,
             },
         )
         .await?;

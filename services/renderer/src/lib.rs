@@ -59,15 +59,10 @@ struct Renderer {
 }
 
 /// The text a chunk contributes: its `content` field, or the whole JSON when a
-/// model wrote structured content.
+/// model wrote structured content (a revisit preview diffs the same text).
 fn chunk_text(raw: &str) -> Result<String, AttemptError> {
-    let value: serde_json::Value =
-        serde_json::from_str(raw).map_err(|e| AttemptError::permanent("corrupt_chunk", e))?;
-    Ok(match value.get("content") {
-        Some(serde_json::Value::String(s)) => s.clone(),
-        Some(other) => serde_json::to_string_pretty(other).unwrap_or_default(),
-        None => serde_json::to_string_pretty(&value).unwrap_or_default(),
-    })
+    dialectic_core::revisit::document_text(raw)
+        .map_err(|e| AttemptError::permanent("corrupt_chunk", e))
 }
 
 /// What a document shows of its step's output.

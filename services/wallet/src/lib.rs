@@ -7,7 +7,7 @@ use dialectic_core::ids::{InvalidId, TransactionId, UserId, WalletId};
 use dialectic_core::service_auth::ServiceName;
 use dialectic_proto::v1::wallet::wallet_service_server::{WalletService, WalletServiceServer};
 use dialectic_proto::v1::wallet::{
-    Balance, CaptureRequest, CreditRequest, GetBalanceRequest, HoldRequest, LedgerEntry,
+    Balance, CallUsage, CaptureRequest, CreditRequest, GetBalanceRequest, HoldRequest, LedgerEntry,
     ListTransactionsRequest, ListTransactionsResponse, ReleaseRequest,
 };
 use dialectic_runtime::error_status;
@@ -176,6 +176,7 @@ fn timestamp(at: chrono::DateTime<chrono::Utc>) -> prost_types::Timestamp {
 }
 
 pub fn entry(t: Transaction) -> LedgerEntry {
+    let usage = call_usage(&t);
     LedgerEntry {
         id: t.id.to_string(),
         wallet_id: t.wallet_id.to_string(),
@@ -192,7 +193,55 @@ pub fn entry(t: Transaction) -> LedgerEntry {
         purpose: t.purpose.unwrap_or_default(),
         expires_at: t.expires_at.map(timestamp),
         created_at: Some(timestamp(t.created_at)),
+        usage,
     }
+}
+
+/// The usage a model call's entry recorded; None for any other entry.
+fn call_usage(t: &Transaction) -> Option<CallUsage> {
+    let count = |n: Option<i64>| n.and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
+    t.input_tokens?;
+    let money = t.money();
+    Some(CallUsage {
+        input_tokens: count(t.input_tokens),
+        output_tokens: count(t.output_tokens),
+        cached_input_tokens: count(t.cached_input_tokens),
+        currency_code: money
+            .as_ref()
+            .map(|m| m.currency.clone())
+            .unwrap_or_default(),
+        money_nanos: money.map_or(0, |m| m.nanos),
+    })
+}
+
+/// A capture's usage as the ledger records it: counts that fit its columns,
+/// money in a currency code and never negative.
+fn recorded_usage(usage: &CallUsage) -> Result<ledger::CallUsage, WalletError> {
+    let count = |field: &'static str, n: u64| {
+        i64::try_from(n).map_err(|_| WalletError::bad(field, format!("{field} is too large")))
+    };
+    let money = if usage.currency_code.is_empty() {
+        None
+    } else {
+        dialectic_core::price::check_currency(&usage.currency_code)
+            .map_err(|e| WalletError::bad("usage.currency_code", e.to_string()))?;
+        if usage.money_nanos < 0 {
+            return Err(WalletError::bad(
+                "usage.money_nanos",
+                "a call's cost is never negative",
+            ));
+        }
+        Some(dialectic_core::price::Money {
+            currency: usage.currency_code.clone(),
+            nanos: usage.money_nanos,
+        })
+    };
+    Ok(ledger::CallUsage {
+        input_tokens: count("usage.input_tokens", usage.input_tokens)?,
+        output_tokens: count("usage.output_tokens", usage.output_tokens)?,
+        cached_input_tokens: count("usage.cached_input_tokens", usage.cached_input_tokens)?,
+        money,
+    })
 }
 
 fn page_token(t: &Transaction) -> String {
@@ -282,13 +331,15 @@ impl WalletService for Wallet {
     ) -> Result<Response<LedgerEntry>, Status> {
         let r = request.into_inner();
         let t = async {
+            let usage = r.usage.as_ref().map(recorded_usage).transpose()?;
             Ok::<_, WalletError>(
-                ledger::capture(
+                ledger::capture_call(
                     self.store.pool(),
                     id::<WalletId>("wallet_id", &r.wallet_id)?,
                     id::<TransactionId>("hold_id", &r.hold_id)?,
                     r.amount,
                     &r.idempotency_key,
+                    usage.as_ref(),
                 )
                 .await?,
             )

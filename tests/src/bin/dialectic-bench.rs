@@ -412,6 +412,7 @@ async fn start_sessions(
                         description: String::new(),
                         client_request_id: String::new(),
                         auto_advance: false,
+                        ..Default::default()
                     })
                     .await
                     .map(|_| ())

@@ -108,6 +108,7 @@ impl TestDb {
                 description: None,
                 client_request_id: None,
                 auto_advance: false,
+                pushback: Default::default(),
             },
         )
         .await

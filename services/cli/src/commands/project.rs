@@ -6,10 +6,12 @@ use crate::output::{Out, Render, lines};
 use crate::{format, json};
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use dialectic_core::document_role::DocumentRole;
 use dialectic_proto::v1::{
     AddProjectDocumentRequest, CreateProjectRequest, DeleteProjectRequest, DeleteProjectResponse,
-    ExportProjectRequest, ExportUrl, GetProjectRequest, ListProjectDocumentsRequest,
-    ListProjectsRequest, Project, ProjectDocument, PromptFile, QueryRequest, QueryResponse,
+    DocumentRole as ApiRole, ExportProjectRequest, ExportUrl, GetProjectRequest,
+    ListProjectDocumentsRequest, ListProjectsRequest, Project, ProjectDocument, PromptFile,
+    QueryRequest, QueryResponse,
 };
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -96,10 +98,60 @@ impl Render for DeleteProjectResponse {
 }
 
 pub fn project_document_line(d: &ProjectDocument) -> String {
+    let role = match d.role() {
+        ApiRole::Unspecified => String::new(),
+        role => format!(", {}", role_name(role)),
+    };
     format!(
-        "{}  {:>2}. {}  ({} bytes, {} chunks indexed)",
+        "{}  {:>2}. {}  ({} bytes, {} chunks indexed{role})",
         d.resource_id, d.position, d.file_name, d.size_bytes, d.chunks
     )
+}
+
+/// Roles cross the API by name: `DOCUMENT_ROLE_WRITING_SAMPLE` is `writing_sample`.
+const ROLE_PREFIX: &str = "DOCUMENT_ROLE_";
+
+fn role_name(role: ApiRole) -> String {
+    role.as_str_name()
+        .trim_start_matches(ROLE_PREFIX)
+        .to_ascii_lowercase()
+}
+
+fn api_role(role: Option<DocumentRole>) -> i32 {
+    role.and_then(|r| {
+        ApiRole::from_str_name(&format!("{ROLE_PREFIX}{}", r.as_str().to_ascii_uppercase()))
+    })
+    .map_or(0, Into::into)
+}
+
+/// A file to upload and the role it has in the project.
+#[derive(Debug, Clone)]
+pub struct Upload {
+    pub role: Option<DocumentRole>,
+    pub path: PathBuf,
+}
+
+pub fn role_arg(text: &str) -> Result<DocumentRole, String> {
+    text.parse()
+        .map_err(|e: dialectic_core::document_role::UnknownRole| e.to_string())
+}
+
+/// FILE or ROLE=FILE. A prefix that looks like a role name (letters and
+/// underscores) must be one, so a typo is refused rather than read as a path.
+pub fn upload_arg(text: &str) -> Result<Upload, String> {
+    if let Some((prefix, path)) = text.split_once('=')
+        && !prefix.is_empty()
+        && prefix.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+    {
+        return Ok(Upload {
+            role: Some(role_arg(prefix)?),
+            path: path.into(),
+        });
+    }
+    Ok(Upload {
+        role: None,
+        path: text.into(),
+    })
 }
 
 impl Render for Vec<ProjectDocument> {
@@ -150,7 +202,7 @@ pub async fn dispatch(gateway: &Gateway, out: Out, command: ProjectCommand) -> R
         ProjectCommand::Create(a) => create(gateway, out, &a.name, &a.prompt).await,
         ProjectCommand::Show(a) => show(gateway, out, &a.project).await,
         ProjectCommand::Delete(a) => delete(gateway, out, &a.project).await,
-        ProjectCommand::AddDoc(a) => add_docs(gateway, out, &a.project, &a.files).await,
+        ProjectCommand::AddDoc(a) => add_docs(gateway, out, &a.project, a.role, &a.files).await,
         ProjectCommand::Docs(a) => docs(gateway, out, &a.project).await,
         ProjectCommand::Ask(a) => ask(gateway, out, &a.project, a.model, &a.question).await,
         ProjectCommand::Export(a) => {
@@ -235,9 +287,23 @@ pub async fn delete(gateway: &Gateway, out: Out, project: &str) -> Result<()> {
     Ok(())
 }
 
-/// Uploads each file in turn (their order is the order steps read them in).
-pub async fn add_docs(gateway: &Gateway, out: Out, project: &str, files: &[PathBuf]) -> Result<()> {
-    out.show(&upload_docs(gateway, project, files).await?);
+/// Uploads each file in turn (their order is the order steps read them in);
+/// `role` is the role of those that name none.
+pub async fn add_docs(
+    gateway: &Gateway,
+    out: Out,
+    project: &str,
+    role: Option<DocumentRole>,
+    files: &[Upload],
+) -> Result<()> {
+    let files: Vec<Upload> = files
+        .iter()
+        .map(|f| Upload {
+            role: f.role.or(role),
+            path: f.path.clone(),
+        })
+        .collect();
+    out.show(&upload_docs(gateway, project, &files).await?);
     Ok(())
 }
 
@@ -246,11 +312,12 @@ pub async fn add_docs(gateway: &Gateway, out: Out, project: &str, files: &[PathB
 pub async fn upload_docs(
     gateway: &Gateway,
     project: &str,
-    files: &[PathBuf],
+    files: &[Upload],
 ) -> Result<Vec<ProjectDocument>> {
     let mut uploaded = Vec::with_capacity(files.len());
-    for file in files {
+    for Upload { role, path: file } in files {
         let content = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+        let role = api_role(*role);
         let file_name = file
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -263,6 +330,7 @@ pub async fn upload_docs(
                     file_name: file_name.clone(),
                     content: content.clone(),
                     client_request_id: request_id.clone(),
+                    role,
                 });
                 async move { c.add_project_document(request).await }
             })

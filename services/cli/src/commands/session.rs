@@ -3,7 +3,8 @@
 
 use super::doc::Listed;
 use super::project::{PromptSource, upload_docs};
-use crate::cli::{RunArgs, SessionCommand};
+use crate::cli::Revisit;
+use crate::cli::{RunArgs, SessionCommand, StartSession};
 use crate::exit::{Failed, Kind};
 use crate::gateway::Gateway;
 use crate::output::{Out, Render, lines};
@@ -16,15 +17,14 @@ use dialectic_proto::v1::{
     RevisitStageRequest, RevisitStageResponse, Session, SessionRevision, StageResponse,
     SubmitStageResponsesRequest,
 };
+use dialectic_proto::v1::{RevisitImpact, RevisitPreview};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
 pub async fn dispatch(gateway: &Gateway, out: Out, command: SessionCommand) -> Result<()> {
     match command {
         SessionCommand::List(a) => list(gateway, out, &a.project).await,
-        SessionCommand::Start(a) => {
-            start(gateway, out, &a.project, &a.models, a.auto_advance).await
-        }
+        SessionCommand::Start(a) => start(gateway, out, a).await,
         SessionCommand::Status(a) => status(gateway, out, &a.session).await,
         SessionCommand::Watch(a) => watch(gateway, out, &a.session, a.until.as_deref()).await,
         SessionCommand::Submit(a) => {
@@ -35,9 +35,7 @@ pub async fn dispatch(gateway: &Gateway, out: Out, command: SessionCommand) -> R
         SessionCommand::Cancel(a) => change(gateway, out, &a.session, Lifecycle::Cancel).await,
         SessionCommand::Complete(a) => change(gateway, out, &a.session, Lifecycle::Complete).await,
         SessionCommand::Retry(a) => retry(gateway, out, &a.session, a.stage, a.model).await,
-        SessionCommand::Revisit(a) => {
-            revisit(gateway, out, &a.session, &a.stage, &a.impact, &a.reason).await
-        }
+        SessionCommand::Revisit(a) => revisit(gateway, out, a).await,
         SessionCommand::Blackboard(a) => blackboard(gateway, out, &a.session, a.entry_type).await,
         SessionCommand::History(a) => history(gateway, out, &a.session).await,
     }
@@ -53,6 +51,7 @@ pub async fn run_args(gateway: &Gateway, out: Out, args: RunArgs) -> Result<()> 
         auto_advance: !args.no_auto_advance,
         timeout: Duration::from_secs(args.timeout_secs),
         docs: &args.docs,
+        pushback: args.pushback,
     };
     run(gateway, out, plan).await
 }
@@ -96,6 +95,9 @@ impl Render for RevisitStageResponse {
         let mut text = self.session.as_ref().map_or(String::new(), |s| {
             format!("{} {} (revision {})\n", s.id, s.status, self.revision)
         });
+        if !self.previews.is_empty() {
+            text.push_str(&revisit_preview(self));
+        }
         for stage in &self.needs_review {
             text.push_str(&format!("needs review: {stage}\n"));
         }
@@ -191,14 +193,10 @@ impl Render for RunSummary {
     }
 }
 
-pub async fn start(
-    gateway: &Gateway,
-    out: Out,
-    project: &str,
-    models: &[String],
-    auto_advance: bool,
-) -> Result<()> {
-    let session = gateway.start_session(project, models, auto_advance).await?;
+pub async fn start(gateway: &Gateway, out: Out, a: StartSession) -> Result<()> {
+    let session = gateway
+        .start_session(&a.project, &a.models, a.auto_advance, a.pushback)
+        .await?;
     out.show(&Moved(session));
     Ok(())
 }
@@ -287,22 +285,81 @@ pub async fn change(gateway: &Gateway, out: Out, session: &str, change: Lifecycl
     Ok(())
 }
 
-pub async fn revisit(
-    gateway: &Gateway,
-    out: Out,
-    session: &str,
-    stage: &str,
-    impact: &str,
-    reason: &str,
-) -> Result<()> {
+/// `--dry-run`'s answer: what each impact level would do, then the diffs.
+fn revisit_preview(r: &RevisitStageResponse) -> String {
+    let mut text = String::from("dry run: nothing was changed\n");
+    for p in &r.previews {
+        text.push_str(&preview_lines(p));
+    }
+    for d in &r.diffs {
+        text.push_str(&format!(
+            "\nedited {} {} ({}) since the later stages read it:\n{}",
+            d.stage_slug,
+            d.document_key,
+            dash(&d.model),
+            d.unified_diff
+        ));
+    }
+    if r.diffs.is_empty() {
+        text.push_str("\nno edit of the stage since the later stages read it\n");
+    }
+    text
+}
+
+fn preview_lines(p: &RevisitPreview) -> String {
+    let level = match RevisitImpact::try_from(p.impact_level) {
+        Ok(RevisitImpact::Minor) => "minor",
+        Ok(RevisitImpact::Moderate) => "moderate",
+        Ok(RevisitImpact::Major) => "major",
+        _ => "unspecified",
+    };
+    if !p.refused.is_empty() {
+        return format!("{level}: refused: {}\n", p.refused);
+    }
+    let mut text = format!(
+        "{level}: session {} (revision {})\n",
+        p.session_status, p.revision
+    );
+    if !p.needs_review.is_empty() {
+        text.push_str(&format!(
+            "  flags for review: {}\n",
+            p.needs_review.join(", ")
+        ));
+    }
+    if !p.reruns.is_empty() {
+        text.push_str(&format!("  re-runs at once: {}\n", p.reruns.join(", ")));
+    }
+    if p.archived.is_empty() && p.needs_review.is_empty() {
+        text.push_str("  archives nothing\n");
+    }
+    for d in &p.archived {
+        text.push_str(&format!(
+            "  archives {} {} ({}): {} -> {}\n",
+            d.stage_slug,
+            d.document_key,
+            dash(&d.model),
+            d.storage_key,
+            // Beside the current one: its name says where.
+            d.archived_key.rsplit('/').next().unwrap_or_default()
+        ));
+    }
+    text
+}
+
+fn dash(value: &str) -> &str {
+    if value.is_empty() { "-" } else { value }
+}
+
+pub async fn revisit(gateway: &Gateway, out: Out, args: Revisit) -> Result<()> {
     let done = gateway
         .call(|mut c| {
             let request = gateway.request(RevisitStageRequest {
-                session_id: session.to_string(),
-                stage_slug: stage.to_string(),
-                impact: impact.to_string(),
-                reason: reason.to_string(),
+                session_id: args.session.clone(),
+                stage_slug: args.stage.clone(),
+                impact: args.impact.clone().unwrap_or_default(),
+                reason: args.reason.clone(),
                 impact_level: 0,
+                dry_run: args.dry_run,
             });
             async move { c.revisit_stage(request).await }
         })
@@ -395,7 +452,8 @@ pub struct RunPlan<'a> {
     pub until: &'a str,
     pub auto_advance: bool,
     pub timeout: Duration,
-    pub docs: &'a [std::path::PathBuf],
+    pub docs: &'a [super::project::Upload],
+    pub pushback: Option<dialectic_core::pushback::Pushback>,
 }
 
 /// Create, start, watch to `until`, then list the documents.
@@ -414,7 +472,7 @@ pub async fn run(gateway: &Gateway, out: Out, plan: RunPlan<'_>) -> Result<()> {
         out.step(super::project::project_document_line(document));
     }
     let session = gateway
-        .start_session(&project.id, plan.models, plan.auto_advance)
+        .start_session(&project.id, plan.models, plan.auto_advance, plan.pushback)
         .await?;
     out.step(format!("session {} {}", session.id, session.status));
     let deadline = Instant::now() + plan.timeout;

@@ -15,6 +15,7 @@
 
 use super::revisit::Revision;
 use crate::engine::{Engine, PlannerError, Unit};
+use chrono::{DateTime, Utc};
 use dialectic_core::blackboard;
 use dialectic_core::ids::JobId;
 use dialectic_core::paths::whole_document_key;
@@ -71,6 +72,36 @@ pub(super) async fn affected_jobs(
         "moderate revisit: the later jobs downstream of the change"
     );
     Ok(affected)
+}
+
+/// When the later stages read the revised stage: since the first of them
+/// started, and since the last revisit that sent the session back (an edit
+/// such a revisit weighed is not this one's change). None: nothing read it.
+async fn read_at(
+    unit: &mut Unit,
+    session: &SessionRow,
+    first_start: Option<DateTime<Utc>>,
+) -> Result<Option<DateTime<Utc>>, PlannerError> {
+    let last_rewind = revisit::last_rewind_at(&mut unit.tx, session.id).await?;
+    Ok(first_start.max(last_rewind))
+}
+
+/// The revised stage's edits a revisit weighs as its change (made after the
+/// later stages read the stage, oldest first), and when they read it.
+pub(super) async fn edits_since_read(
+    unit: &mut Unit,
+    session: &SessionRow,
+    revision: &Revision<'_>,
+) -> Result<(Vec<EditRow>, Option<DateTime<Utc>>), PlannerError> {
+    let iteration = session.iteration_count.max(1);
+    let rows = revisit::later_jobs(&mut unit.tx, session.id, iteration, &revision.reached).await?;
+    let since = read_at(unit, session, rows.iter().map(|r| r.started_at).min()).await?;
+    let edits = revisit::edits(&mut unit.tx, session.id, iteration, revision.stage).await?;
+    let edits = edits
+        .into_iter()
+        .filter(|e| since.is_some_and(|t| e.created_at > t))
+        .collect();
+    Ok((edits, since))
 }
 
 fn payload_of(row: &LaterJobRow) -> Result<JobPayload, PlannerError> {
@@ -156,11 +187,8 @@ impl<'a> Changes<'a> {
     ) -> Result<Self, PlannerError> {
         let iteration = session.iteration_count.max(1);
         let edits = revisit::edits(&mut unit.tx, session.id, iteration, stage).await?;
-        // Since the later stages started, and since the last revisit that sent
-        // the session back: an edit such a revisit weighed is not this one's change.
         let first_start = jobs.iter().map(|(r, _)| r.started_at).min();
-        let last_rewind = revisit::last_rewind_at(&mut unit.tx, session.id).await?;
-        let since = first_start.max(last_rewind);
+        let since = read_at(unit, session, first_start).await?;
         let wholesale = !edits
             .iter()
             .any(|e| since.is_some_and(|t| e.created_at > t));

@@ -10,6 +10,7 @@ pub(crate) mod regenerate;
 mod render_edit;
 mod retry;
 mod revisit;
+mod revisit_preview;
 mod session;
 mod submit;
 

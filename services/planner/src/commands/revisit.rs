@@ -4,13 +4,18 @@
 //! lineage (see `lineage.rs`), and keeps the rest for the re-run to adopt;
 //! major archives every later document. Both send the session back to the
 //! stage after the revised one (major also starts it at once).
+//!
+//! A revisit is planned first (`plan`, a value) and then carried out
+//! (`apply`); a dry run (`revisit_preview.rs`) returns the plans of every
+//! impact level and applies none, so a preview cannot drift from the revisit.
 
 use super::lineage;
 use super::lock_session;
+use super::revisit_preview;
 use crate::engine::{Engine, PlannerError, Unit, parse_id};
-use dialectic_core::ids::{ResourceId, SessionId};
-use dialectic_core::revisit::{Impact, archived_name};
-use dialectic_core::session::{SessionEvent, SessionStatus};
+use dialectic_core::ids::{JobId, ResourceId, SessionId};
+use dialectic_core::revisit::{Archives, Impact, archived_version, reach};
+use dialectic_core::session::{SessionEffect, SessionEvent, SessionStatus, transition};
 use dialectic_proto::v1::planner::{RevisitStageCommand, RevisitStageResult};
 use dialectic_store::resources::{self, ResourceRow};
 use dialectic_store::revisit::{self, NewRevision};
@@ -22,44 +27,140 @@ pub(crate) async fn revisit(
     command: RevisitStageCommand,
 ) -> Result<RevisitStageResult, PlannerError> {
     let session_id = parse_id::<SessionId>(&command.session_id)?;
-    let impact =
-        Impact::parse(&command.impact).map_err(|e| PlannerError::BadMessage(e.to_string()))?;
-    let stage = command.stage_slug.trim();
     let mut unit = engine
         .begin(dialectic_telemetry::current_traceparent().as_deref())
         .await?;
     let session = lock_session(&mut unit, session_id).await?;
-    let stage_row = stages::stage_in_process(&mut *unit.tx, session.id, stage).await?;
-    let reached = reached_stages(&mut unit, &session, stage).await?;
-    let unfinished = revisit::unfinished_jobs(&mut unit.tx, session.id).await?;
-    if unfinished > 0 {
-        return Err(PlannerError::Refused(format!(
-            "{unfinished} job(s) of this session are not finished (e.g. still rendering); revisit once they are"
-        )));
+    let revision = Revision::read(&mut unit, &session, &command).await?;
+    if command.dry_run {
+        return revisit_preview::preview(engine, unit, &session, &revision).await;
     }
-    let revision = Revision {
-        stage,
-        impact,
-        reason: Some(command.reason.trim()).filter(|r| !r.is_empty()),
-        reached,
-    };
-    if !impact.rewinds() {
-        return flag_for_review(engine, unit, &session, revision).await;
-    }
-    let next = stage_row.next_stage_slug.clone().ok_or_else(|| {
-        PlannerError::Refused(format!(
-            "{stage} is the last stage; nothing after it depends on it"
-        ))
-    })?;
-    rewind(engine, unit, &session, revision, next).await
+    let impact =
+        Impact::parse(&command.impact).map_err(|e| PlannerError::BadMessage(e.to_string()))?;
+    let plan = plan(engine, &mut unit, &session, &revision, impact).await?;
+    apply(engine, unit, &session, &revision, plan).await
 }
 
 pub(super) struct Revision<'a> {
     pub(super) stage: &'a str,
-    impact: Impact,
     reason: Option<&'a str>,
     /// The later stages this iteration has already run.
     pub(super) reached: Vec<String>,
+    /// The stage after the revised one (None: it is the last).
+    next: Option<String>,
+}
+
+impl<'a> Revision<'a> {
+    /// What every impact level shares; refused while jobs of the session run.
+    async fn read(
+        unit: &mut Unit,
+        session: &SessionRow,
+        command: &'a RevisitStageCommand,
+    ) -> Result<Self, PlannerError> {
+        let stage = command.stage_slug.trim();
+        let stage_row = stages::stage_in_process(&mut *unit.tx, session.id, stage).await?;
+        let reached = reached_stages(unit, session, stage).await?;
+        let unfinished = revisit::unfinished_jobs(&mut unit.tx, session.id).await?;
+        if unfinished > 0 {
+            return Err(PlannerError::Refused(format!(
+                "{unfinished} job(s) of this session are not finished (e.g. still rendering); revisit once they are"
+            )));
+        }
+        Ok(Revision {
+            stage,
+            reason: Some(command.reason.trim()).filter(|r| !r.is_empty()),
+            reached,
+            next: stage_row.next_stage_slug,
+        })
+    }
+}
+
+/// What a revisit of one impact level will do, decided and named before
+/// anything is written.
+pub(super) struct Plan {
+    pub(super) impact: Impact,
+    event: SessionEvent,
+    /// The session's status afterwards.
+    pub(super) status_after: SessionStatus,
+    /// The session's revision afterwards; archived names carry it.
+    pub(super) version: i32,
+    pub(super) needs_review: Vec<String>,
+    archive: Archive,
+    /// The documents it archives, each with the (name, key) its archived
+    /// version is written to.
+    pub(super) documents: Vec<(ResourceRow, (String, String))>,
+    pub(super) reruns: Vec<String>,
+}
+
+/// Which rows an archive takes out of later inputs.
+enum Archive {
+    Nothing,
+    Jobs(Vec<JobId>),
+    Stages(Vec<String>),
+}
+
+/// The one place a revisit decides what it flags, archives and re-runs.
+/// Reads only: a dry run plans every level in a transaction it rolls back.
+pub(super) async fn plan(
+    engine: &Engine,
+    unit: &mut Unit,
+    session: &SessionRow,
+    revision: &Revision<'_>,
+    impact: Impact,
+) -> Result<Plan, PlannerError> {
+    let event = event_of(impact, revision)?;
+    let t = transition(&session.state()?, &event)?;
+    let begins = t.effects.contains(&SessionEffect::BeginRevision);
+    let version = session.revision + i32::from(begins);
+    let reach = reach(impact, &revision.reached);
+    let iteration = session.iteration_count.max(1);
+    let (archive, documents) = match reach.archives {
+        Archives::Nothing => (Archive::Nothing, Vec::new()),
+        Archives::ByLineage => {
+            let jobs = lineage::affected_jobs(engine, unit, session, revision).await?;
+            let documents = revisit::documents_of_jobs(&mut unit.tx, session.id, &jobs).await?;
+            (Archive::Jobs(jobs), documents)
+        }
+        Archives::AllOf(stages) => {
+            let documents =
+                revisit::documents(&mut unit.tx, session.id, iteration, &stages).await?;
+            (Archive::Stages(stages), documents)
+        }
+    };
+    let number = u32::try_from(version).unwrap_or(1);
+    let documents = documents
+        .into_iter()
+        .map(|doc| {
+            let target = archived_version(&doc.storage_path, &doc.file_name, number);
+            (doc, target)
+        })
+        .collect();
+    Ok(Plan {
+        impact,
+        event,
+        status_after: t.to.status,
+        version,
+        needs_review: reach.needs_review,
+        archive,
+        documents,
+        reruns: reach.reruns,
+    })
+}
+
+fn event_of(impact: Impact, revision: &Revision<'_>) -> Result<SessionEvent, PlannerError> {
+    if !impact.rewinds() {
+        return Ok(SessionEvent::FlagForReview);
+    }
+    let next = revision.next.clone().ok_or_else(|| {
+        PlannerError::Refused(format!(
+            "{} is the last stage; nothing after it depends on it",
+            revision.stage
+        ))
+    })?;
+    Ok(SessionEvent::Rewind {
+        to_stage: next,
+        start_now: impact.restarts_at_once(),
+    })
 }
 
 /// The later stages this iteration has already run: up to where the session
@@ -84,152 +185,102 @@ async fn reached_stages(
     }
 }
 
-async fn flag_for_review(
+/// Carries `plan` out in one transaction, then removes the archived
+/// documents' old objects.
+async fn apply(
     engine: &Engine,
     mut unit: Unit,
     session: &SessionRow,
-    revision: Revision<'_>,
+    revision: &Revision<'_>,
+    plan: Plan,
 ) -> Result<RevisitStageResult, PlannerError> {
-    engine
-        .apply_session_event(&mut unit, session, &SessionEvent::FlagForReview)
-        .await?;
-    // The flag is kept per document: ListStageDocuments and GetSession show it.
-    resources::flag_for_review(
-        &mut unit.tx,
-        session.id,
-        session.iteration_count.max(1),
-        &revision.reached,
-    )
-    .await?;
-    unit.stale_projects.push(session.project_id);
-    record(
-        &mut unit,
-        session,
-        &revision,
-        session.revision,
-        &revision.reached,
-        &[],
-    )
-    .await?;
-    engine.finish(unit).await?;
-    Ok(RevisitStageResult {
-        needs_review: revision.reached,
-        archived: Vec::new(),
-        revision: u32::try_from(session.revision).unwrap_or(0),
-    })
-}
-
-async fn rewind(
-    engine: &Engine,
-    mut unit: Unit,
-    session: &SessionRow,
-    revision: Revision<'_>,
-    next: String,
-) -> Result<RevisitStageResult, PlannerError> {
-    let event = SessionEvent::Rewind {
-        to_stage: next,
-        start_now: revision.impact.restarts_at_once(),
-    };
     let applied = engine
-        .apply_session_event(&mut unit, session, &event)
+        .apply_session_event(&mut unit, session, &plan.event)
         .await?;
-    let version = applied.revision;
+    if applied.revision != plan.version {
+        // The session row is locked, so this is a bug, not a race: write nothing.
+        return Err(PlannerError::Unavailable(format!(
+            "the revisit planned revision {} but the session moved to {}",
+            plan.version, applied.revision
+        )));
+    }
     let iteration = session.iteration_count.max(1);
-    let (documents, archived) = match revision.impact {
-        Impact::Moderate => {
-            let affected = lineage::affected_jobs(engine, &mut unit, session, &revision).await?;
-            let documents = revisit::documents_of_jobs(&mut unit.tx, session.id, &affected).await?;
-            let archived = copy_to_archive(engine, &documents, version).await?;
-            revisit::archive_jobs(
-                &mut unit.tx,
-                session.id,
-                &affected,
-                &renamed(&documents, &archived),
-            )
-            .await?;
-            blackboard::clear_jobs(&mut unit.tx, session.id, &affected).await?;
-            (documents, archived)
-        }
-        _ => {
-            let documents =
-                revisit::documents(&mut unit.tx, session.id, iteration, &revision.reached).await?;
-            let archived = copy_to_archive(engine, &documents, version).await?;
-            revisit::archive(
-                &mut unit.tx,
-                session.id,
-                iteration,
-                &revision.reached,
-                &renamed(&documents, &archived),
-            )
-            .await?;
-            // The stages that run again publish afresh (seed 004 §7: re-processing clears the board).
-            blackboard::clear_stages(&mut unit.tx, session.id, iteration, &revision.reached)
+    copy_to_archive(engine, &plan.documents).await?;
+    let renamed: Vec<(ResourceId, String)> = plan
+        .documents
+        .iter()
+        .map(|(doc, (name, _))| (doc.id, name.clone()))
+        .collect();
+    match &plan.archive {
+        Archive::Nothing => {
+            // The flag is kept per document: ListStageDocuments and GetSession show it.
+            resources::flag_for_review(&mut unit.tx, session.id, iteration, &plan.needs_review)
                 .await?;
-            (documents, archived)
         }
-    };
-    let keys: Vec<String> = archived.into_iter().map(|(_, key)| key).collect();
-    record(&mut unit, session, &revision, version, &[], &keys).await?;
-    unit.cleared_boards.push(session.id);
+        Archive::Jobs(jobs) => {
+            revisit::archive_jobs(&mut unit.tx, session.id, jobs, &renamed).await?;
+            blackboard::clear_jobs(&mut unit.tx, session.id, jobs).await?;
+            unit.cleared_boards.push(session.id);
+        }
+        Archive::Stages(stages) => {
+            revisit::archive(&mut unit.tx, session.id, iteration, stages, &renamed).await?;
+            // The stages that run again publish afresh (seed 004 §7: re-processing clears the board).
+            blackboard::clear_stages(&mut unit.tx, session.id, iteration, stages).await?;
+            unit.cleared_boards.push(session.id);
+        }
+    }
+    let keys: Vec<String> = plan
+        .documents
+        .iter()
+        .map(|(_, (_, key))| key.clone())
+        .collect();
+    record(&mut unit, session, revision, &plan, &keys).await?;
     unit.stale_projects.push(session.project_id);
     engine.finish(unit).await?;
     // The current names now hold nothing the pipeline uses; the re-run writes them again.
-    for doc in &documents {
+    for (doc, _) in &plan.documents {
         if let Err(e) = engine.blob.delete(&doc.key()).await {
             tracing::warn!(key = %doc.key(), error = %e, "could not remove an archived document's old object");
         }
     }
     Ok(RevisitStageResult {
-        needs_review: Vec::new(),
+        needs_review: plan.needs_review,
         archived: keys,
-        revision: u32::try_from(version).unwrap_or(0),
+        revision: u32::try_from(plan.version).unwrap_or(0),
+        ..Default::default()
     })
 }
 
-fn renamed(documents: &[ResourceRow], archived: &[(String, String)]) -> Vec<(ResourceId, String)> {
-    documents
-        .iter()
-        .zip(archived)
-        .map(|(doc, (name, _))| (doc.id, name.clone()))
-        .collect()
-}
-
-/// Copies each document to its archived name (name, key). Copies come before
-/// the commit: if the transaction then fails, an extra copy is harmless.
+/// Copies each document to its archived key. Copies come before the
+/// commit: if the transaction then fails, an extra copy is harmless.
 async fn copy_to_archive(
     engine: &Engine,
-    documents: &[ResourceRow],
-    version: i32,
-) -> Result<Vec<(String, String)>, PlannerError> {
-    let mut archived = Vec::with_capacity(documents.len());
-    for doc in documents {
-        let name = archived_name(&doc.file_name, u32::try_from(version).unwrap_or(1));
-        let key = format!("{}/{name}", doc.storage_path);
+    documents: &[(ResourceRow, (String, String))],
+) -> Result<(), PlannerError> {
+    for (doc, (_, key)) in documents {
         let body = engine.blob.get(&doc.key()).await?;
-        engine.blob.put(&key, body, &doc.mime_type).await?;
-        archived.push((name, key));
+        engine.blob.put(key, body, &doc.mime_type).await?;
     }
-    Ok(archived)
+    Ok(())
 }
 
 async fn record(
     unit: &mut Unit,
     session: &SessionRow,
     revision: &Revision<'_>,
-    number: i32,
-    needs_review: &[String],
+    plan: &Plan,
     archived: &[String],
 ) -> Result<(), PlannerError> {
     revisit::record(
         &mut unit.tx,
         &NewRevision {
             session_id: session.id,
-            revision: number,
+            revision: plan.version,
             stage_slug: revision.stage,
             iteration: session.iteration_count.max(1),
-            impact: revision.impact.as_str(),
+            impact: plan.impact.as_str(),
             reason: revision.reason,
-            needs_review,
+            needs_review: &plan.needs_review,
             archived,
         },
     )

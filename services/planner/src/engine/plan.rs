@@ -320,9 +320,8 @@ impl Engine {
         rule: &dialectic_core::recipe::InputRule,
     ) -> Result<Vec<inputs::InputDoc>, PlannerError> {
         if rule.kind == "project_document" {
-            let key = rule.document_key.as_deref();
             let mut uploads =
-                project_documents::for_rule(&mut *unit.tx, root.session_id, key).await?;
+                project_documents::for_rule(&mut *unit.tx, root.session_id, rule.into()).await?;
             if let Some(order) = &rule.order_by {
                 // Boxed: one more inline await level overflows the layout
                 // query depth of the service's whole future.

@@ -42,9 +42,10 @@ impl Engine {
         asked: &[QueueSkipStep],
     ) -> Result<(), PlannerError> {
         let rules = skips::step_rules(&mut unit.tx, job.session_id).await?;
-        let documents = project_documents::for_rule(&mut *unit.tx, job.session_id, None)
-            .await?
-            .len();
+        let documents =
+            project_documents::for_rule(&mut *unit.tx, job.session_id, Default::default())
+                .await?
+                .len();
         let asked = asked
             .iter()
             .map(|s| SkipStep {

@@ -40,6 +40,7 @@ pub(super) fn markdown(mut step: RecipeStep) -> RecipeStep {
         publishes: vec![],
         confidence_gate: None,
         schema: None,
+        verify_claims: None,
     });
     step
 }

@@ -1,0 +1,368 @@
+//! Uploads with a role (issue 55 Deliver 1) and the session's pushback
+//! (Deliver 4), through all six services with the simulated model: a
+//! `project_document` rule with a role reads exactly the uploads of that
+//! role, the essay's argument maps read the writer's sources and its
+//! paragraphs the writing samples, the dialectic's headers read the typed
+//! context documents, and the thesis prompt argues as hard as the session
+//! asked, with the thesis document showing its claim type. The essay's
+//! fact-check verifies a claim only by a quote a source holds (Deliver 3).
+
+use dialectic_core::prompt::ChatRequest;
+use dialectic_e2e::{GatewayClient, TestEnv, document_text, session_requests, stage_documents};
+use dialectic_proto::v1::{
+    AddProjectDocumentRequest, CreateProjectRequest, DocumentRole, ListProjectDocumentsRequest,
+    ProjectDocument, Pushback, StartSessionRequest,
+};
+use std::collections::BTreeSet;
+
+const ESSAY_PROMPT: &str = "An essay arguing that towns should own their libraries' buildings. \
+    [[simulate:items:sections:2]] [[simulate:items:paragraphs:1]]";
+
+async fn create_project(client: &mut GatewayClient, pipeline: &str, prompt: &str) -> String {
+    client
+        .create_project(CreateProjectRequest {
+            name: "Roles".into(),
+            initial_user_prompt: prompt.into(),
+            pipeline: pipeline.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("create project")
+        .into_inner()
+        .id
+}
+
+async fn upload(
+    client: &mut GatewayClient,
+    project_id: &str,
+    name: &str,
+    role: DocumentRole,
+) -> ProjectDocument {
+    client
+        .add_project_document(AddProjectDocumentRequest {
+            project_id: project_id.into(),
+            file_name: name.into(),
+            content: format!("The text of {name}.").into_bytes(),
+            role: role.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("upload {name}: {e}"))
+        .into_inner()
+}
+
+async fn start(
+    client: &mut GatewayClient,
+    project_id: &str,
+    auto_advance: bool,
+    pushback: Pushback,
+) -> String {
+    let session = client
+        .start_session(StartSessionRequest {
+            project_id: project_id.into(),
+            models: vec!["simulated".into()],
+            auto_advance,
+            pushback: pushback.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("start session")
+        .into_inner();
+    let expected = match pushback {
+        Pushback::Unspecified => Pushback::Full,
+        other => other,
+    };
+    assert_eq!(
+        session.pushback(),
+        expected,
+        "the session keeps its pushback"
+    );
+    session.id
+}
+
+/// The session's recorded requests writing `output_type`: those reading an
+/// object of its folder, or its seed prompt (whose input id is the session's),
+/// as a step reading only the prompt and uploads does.
+fn requests_of(session_id: &str, output_type: &str) -> Vec<ChatRequest> {
+    let mut requests = session_requests(session_id, output_type);
+    if requests.is_empty() {
+        requests = dialectic_llm::recorded_requests()
+            .into_iter()
+            .filter(|r| r.output_type == output_type)
+            .filter(|r| r.inputs.iter().any(|i| i.id == session_id))
+            .collect();
+    }
+    requests
+}
+
+/// Storage keys of the uploads (`project_document` inputs) each recorded
+/// request of the session writing `output_type` read.
+fn uploads_read(session_id: &str, output_type: &str) -> Vec<BTreeSet<String>> {
+    let requests = requests_of(session_id, output_type);
+    assert!(!requests.is_empty(), "no recorded {output_type} request");
+    requests
+        .iter()
+        .map(|r| {
+            r.inputs
+                .iter()
+                .filter(|i| i.kind == "project_document")
+                .filter_map(|i| i.storage_key.clone())
+                .collect()
+        })
+        .collect()
+}
+
+/// The prompt text of the session's (first) request writing `output_type`.
+fn prompt_of(session_id: &str, output_type: &str) -> String {
+    let requests = requests_of(session_id, output_type);
+    let request = requests
+        .first()
+        .unwrap_or_else(|| panic!("no recorded {output_type} request"));
+    request
+        .messages
+        .iter()
+        .map(|m| m.content.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn voice_profile(client: &mut GatewayClient, session_id: &str) -> String {
+    let profile = stage_documents(client, session_id, "thesis_development", "voice_profile").await;
+    let text = document_text(client, &profile[0].resource_id).await;
+    assert!(text.starts_with("# Voice profile"), "{text}");
+    text
+}
+
+const MINIMAL: &str = "Push back only on what would make the thesis false";
+const FULL: &str = "Push back in full";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_essay_reads_sources_and_samples_by_role_and_argues_at_the_sessions_pushback() {
+    let mut env = TestEnv::new().await;
+    env.start_all_recording().await;
+    let mut client = env.gateway().await;
+    let project = create_project(&mut client, "essay", ESSAY_PROMPT).await;
+    let source = upload(&mut client, &project, "census.md", DocumentRole::Source).await;
+    let sample = upload(
+        &mut client,
+        &project,
+        "my-blog.md",
+        DocumentRole::WritingSample,
+    )
+    .await;
+    let untyped = upload(&mut client, &project, "notes.md", DocumentRole::Unspecified).await;
+    assert_eq!(source.role(), DocumentRole::Source);
+    assert_eq!(sample.role(), DocumentRole::WritingSample);
+    let listed = client
+        .list_project_documents(ListProjectDocumentsRequest {
+            project_id: project.clone(),
+        })
+        .await
+        .expect("list")
+        .into_inner()
+        .documents;
+    let roles: Vec<(String, DocumentRole)> = listed
+        .iter()
+        .map(|d| (d.file_name.clone(), d.role()))
+        .collect();
+    assert_eq!(
+        roles,
+        vec![
+            ("census.md".into(), DocumentRole::Source),
+            ("my-blog.md".into(), DocumentRole::WritingSample),
+            ("notes.md".into(), DocumentRole::Unspecified),
+        ]
+    );
+    let refused = client
+        .add_project_document(AddProjectDocumentRequest {
+            project_id: project.clone(),
+            file_name: "x.md".into(),
+            content: b"x".to_vec(),
+            role: 99,
+            ..Default::default()
+        })
+        .await
+        .expect_err("an unknown role");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+    assert!(refused.message().contains("role"), "{refused:?}");
+
+    let minimal = start(&mut client, &project, true, Pushback::Minimal).await;
+    env.wait_for_session(&minimal, "iteration_complete_pending_review", true)
+        .await;
+    let only = |doc: &ProjectDocument| BTreeSet::from([doc.storage_key.clone()]);
+    let maps = uploads_read(&minimal, "argument_map");
+    assert_eq!(maps.len(), 2, "one argument map per section");
+    assert!(maps.iter().all(|read| *read == only(&source)), "{maps:?}");
+    let paragraphs = uploads_read(&minimal, "paragraph");
+    assert!(
+        paragraphs.iter().all(|read| *read == only(&sample)),
+        "{paragraphs:?}"
+    );
+    assert!(
+        !maps
+            .iter()
+            .chain(&paragraphs)
+            .any(|r| r.contains(&untyped.storage_key)),
+        "no rule of the essay reads an upload without a role"
+    );
+    let thesis_prompt = prompt_of(&minimal, "thesis_statement");
+    assert!(thesis_prompt.contains(MINIMAL), "{thesis_prompt}");
+    assert!(!thesis_prompt.contains(FULL), "{thesis_prompt}");
+    assert!(
+        !thesis_prompt.contains("{%"),
+        "the template is filled: {thesis_prompt}"
+    );
+    let thesis = stage_documents(
+        &mut client,
+        &minimal,
+        "thesis_development",
+        "thesis_statement",
+    )
+    .await;
+    let text = document_text(&mut client, &thesis[0].resource_id).await;
+    assert!(
+        text.contains("*Claim type: "),
+        "the thesis shows its claim type: {text}"
+    );
+
+    // Seed 003's fact-check: the claim quoting the source is verified and
+    // names it; the one the model called verified on an invented quote, and
+    // the one it deferred, are deferred with their reasons.
+    let log = stage_documents(&mut client, &minimal, "paragraph_writing", "fact_check").await;
+    let log = document_text(&mut client, &log[0].resource_id).await;
+    assert!(log.contains("1 claim(s) verified"), "{log}");
+    assert!(
+        log.contains("Verified by census.md: \"The text of census.md.\""),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!(
+            "Deferred: the quote {:?} occurs in none of the sources",
+            dialectic_llm::INVENTED_QUOTE
+        )),
+        "{log}"
+    );
+    assert!(
+        log.contains("Deferred: no source covers the town's budget"),
+        "{log}"
+    );
+
+    // Seed 003's voice: the profile reads the sample, each paragraph is
+    // checked against it in the voice-check log.
+    let profiles = uploads_read(&minimal, "voice_profile");
+    assert_eq!(
+        profiles,
+        vec![only(&sample)],
+        "the profile reads the samples"
+    );
+    let voice_log =
+        stage_documents(&mut client, &minimal, "paragraph_writing", "voice_check").await;
+    let voice_log = document_text(&mut client, &voice_log[0].resource_id).await;
+    assert!(voice_log.starts_with("# Voice-check log"), "{voice_log}");
+    assert!(voice_log.contains("Voice consistency: "), "{voice_log}");
+    let with_sample = voice_profile(&mut client, &minimal).await;
+
+    let full = start(&mut client, &project, false, Pushback::Unspecified).await;
+    env.wait_for_session(&full, "pending_essay_structuring", true)
+        .await;
+    let thesis_prompt = prompt_of(&full, "thesis_statement");
+    assert!(thesis_prompt.contains(FULL), "{thesis_prompt}");
+    assert!(!thesis_prompt.contains(MINIMAL), "{thesis_prompt}");
+
+    // Without writing samples the profile is read from the idea alone, and
+    // differs from the one the sample shaped.
+    let bare = create_project(&mut client, "essay", ESSAY_PROMPT).await;
+    let unsampled = start(&mut client, &bare, false, Pushback::Unspecified).await;
+    env.wait_for_session(&unsampled, "pending_essay_structuring", true)
+        .await;
+    assert_eq!(
+        uploads_read(&unsampled, "voice_profile"),
+        vec![BTreeSet::new()]
+    );
+    let without_sample = voice_profile(&mut client, &unsampled).await;
+    assert_ne!(with_sample, without_sample, "the samples shape the profile");
+    env.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_dialectic_headers_read_the_typed_context_documents() {
+    let mut env = TestEnv::new().await;
+    env.start_all_recording().await;
+    let mut client = env.gateway().await;
+    let project = create_project(&mut client, "", "A tool library for a small town.").await;
+    let typed = [
+        upload(&mut client, &project, "where.md", DocumentRole::Context).await,
+        upload(&mut client, &project, "limits.md", DocumentRole::Constraint).await,
+        upload(
+            &mut client,
+            &project,
+            "goals.md",
+            DocumentRole::SuccessCriteria,
+        )
+        .await,
+    ];
+    let other = [
+        upload(&mut client, &project, "paper.md", DocumentRole::Source).await,
+        upload(&mut client, &project, "notes.md", DocumentRole::Unspecified).await,
+    ];
+    let refused = client
+        .start_session(StartSessionRequest {
+            project_id: project.clone(),
+            pushback: 42,
+            ..Default::default()
+        })
+        .await
+        .expect_err("an unknown pushback");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+    assert!(refused.message().contains("pushback"), "{refused:?}");
+    let session = start(&mut client, &project, false, Pushback::Unspecified).await;
+    env.wait_for_session(&session, "pending_antithesis", true)
+        .await;
+    // The thesis header's only stored inputs are its uploads (the seed
+    // prompt has no object), so its request is told apart by the project.
+    let folder = format!("projects/{project}/");
+    let requests: Vec<_> = dialectic_llm::recorded_requests()
+        .into_iter()
+        .filter(|r| r.output_type == "header_context")
+        .filter(|r| {
+            r.inputs.iter().any(|i| {
+                i.storage_key
+                    .as_deref()
+                    .is_some_and(|k| k.contains(&folder))
+            })
+        })
+        .collect();
+    assert_eq!(
+        requests.len(),
+        1,
+        "one thesis header reads this project's uploads"
+    );
+    let read: BTreeSet<String> = requests[0]
+        .inputs
+        .iter()
+        .filter(|i| i.kind == "project_document")
+        .filter_map(|i| i.storage_key.clone())
+        .collect();
+    let expected: BTreeSet<String> = typed.iter().map(|d| d.storage_key.clone()).collect();
+    assert_eq!(
+        read, expected,
+        "the thesis header reads exactly the typed uploads"
+    );
+    let sections: Vec<&str> = requests[0]
+        .messages
+        .iter()
+        .map(|m| m.content.as_str())
+        .collect();
+    let prompt = sections.join("\n");
+    assert!(
+        prompt.contains("--- Constraint boundaries (non-negotiable) ---"),
+        "{prompt}"
+    );
+    assert!(
+        !other
+            .iter()
+            .any(|d| prompt.contains(&format!("The text of {}.", d.file_name))),
+        "sources and untyped uploads stay out of the dialectic's headers: {prompt}"
+    );
+    env.teardown().await;
+}
