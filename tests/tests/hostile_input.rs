@@ -12,10 +12,10 @@ use dialectic_proto::v1::{
     GetStageRecipeRequest, GetWalletRequest, InstallPipelineRequest, ListModelsRequest,
     ListPipelinesRequest, ListProjectDocumentsRequest, ListProjectsRequest,
     ListQueryHistoryRequest, ListRecipesRequest, ListSessionRevisionsRequest, ListSessionsRequest,
-    ListStageDocumentsRequest, ListWalletTransactionsRequest, PauseSessionRequest, QueryRequest,
-    RecipeEdge, RegenerateDocumentRequest, ResumeSessionRequest, RetryStageRequest,
-    RevisitStageRequest, SaveDocumentEditRequest, StageResponse, StartSessionRequest,
-    SubmitStageResponsesRequest, WatchSessionRequest,
+    ListStageDocumentsRequest, ListWalletTransactionsRequest, OverrideClaimRequest,
+    PauseSessionRequest, QueryRequest, RecipeEdge, RegenerateDocumentRequest, ResumeSessionRequest,
+    RetryStageRequest, RevisitStageRequest, SaveDocumentEditRequest, StageResponse,
+    StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use dialectic_runtime::error_status::{self, StatusExt};
 use prost::Message;
@@ -293,6 +293,20 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                     .save_document_edit(SaveDocumentEditRequest {
                         resource_id: id.clone(),
                         content: "edited".into(),
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
+            "OverrideClaim",
+            what,
+            code,
+            done(
+                client
+                    .override_claim(OverrideClaimRequest {
+                        resource_id: id.clone(),
+                        claim: 1,
+                        rationale: "I checked it myself".into(),
                     })
                     .await,
             ),

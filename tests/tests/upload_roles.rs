@@ -8,11 +8,14 @@
 //! fact-check verifies a claim only by a quote a source holds (Deliver 3).
 
 use dialectic_core::prompt::ChatRequest;
-use dialectic_e2e::{GatewayClient, TestEnv, document_text, session_requests, stage_documents};
+use dialectic_e2e::{
+    GatewayClient, TestEnv, document_text, eventually, session_requests, stage_documents,
+};
 use dialectic_proto::v1::{
     AddProjectDocumentRequest, CreateProjectRequest, DocumentRole, ListProjectDocumentsRequest,
-    ProjectDocument, Pushback, StartSessionRequest,
+    OverrideClaimRequest, ProjectDocument, Pushback, StartSessionRequest,
 };
+use dialectic_runtime::error_status::StatusExt;
 use std::collections::BTreeSet;
 
 const ESSAY_PROMPT: &str = "An essay arguing that towns should own their libraries' buildings. \
@@ -228,8 +231,10 @@ async fn the_essay_reads_sources_and_samples_by_role_and_argues_at_the_sessions_
     // Seed 003's fact-check: the claim quoting the source is verified and
     // names it; the one the model called verified on an invented quote, and
     // the one it deferred, are deferred with their reasons.
-    let log = stage_documents(&mut client, &minimal, "paragraph_writing", "fact_check").await;
-    let log = document_text(&mut client, &log[0].resource_id).await;
+    let fact_check =
+        stage_documents(&mut client, &minimal, "paragraph_writing", "fact_check").await;
+    let fact_check = fact_check[0].resource_id.clone();
+    let log = document_text(&mut client, &fact_check).await;
     assert!(log.contains("1 claim(s) verified"), "{log}");
     assert!(
         log.contains("Verified by census.md: \"The text of census.md.\""),
@@ -246,6 +251,57 @@ async fn the_essay_reads_sources_and_samples_by_role_and_argues_at_the_sessions_
         log.contains("Deferred: no source covers the town's budget"),
         "{log}"
     );
+
+    // The writer overrides the third claim with a rationale: kept beside
+    // the checked verdict and shown in the log; a claim the log does not
+    // hold, an empty rationale and a document that checks no claims are
+    // refused, naming the field.
+    let rationale = "The town's own budget book says so; I have it on my desk.";
+    let overridden = client
+        .override_claim(OverrideClaimRequest {
+            resource_id: fact_check.clone(),
+            claim: 3,
+            rationale: rationale.into(),
+        })
+        .await
+        .expect("override")
+        .into_inner();
+    assert_eq!(overridden.resource_id, fact_check);
+    let log = eventually(60, "the log rendered with the override", || {
+        let mut client = client.clone();
+        let fact_check = fact_check.clone();
+        async move {
+            let log = document_text(&mut client, &fact_check).await;
+            log.contains(rationale).then_some(log)
+        }
+    })
+    .await;
+    assert!(log.contains("1 overridden by the writer"), "{log}");
+    assert!(
+        log.contains("Deferred: no source covers the town's budget"),
+        "the checked verdict stays: {log}"
+    );
+    let refusals = [
+        (3, fact_check.as_str(), "", "rationale"),
+        (4, fact_check.as_str(), "x", "claim"),
+        (1, thesis[0].resource_id.as_str(), "x", "resource_id"),
+    ];
+    for (claim, resource_id, rationale, field) in refusals {
+        let refused = client
+            .override_claim(OverrideClaimRequest {
+                resource_id: resource_id.into(),
+                claim,
+                rationale: rationale.into(),
+            })
+            .await
+            .expect_err("refused");
+        assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+        let named: Vec<String> = refused
+            .get_details_bad_request()
+            .map(|b| b.field_violations.into_iter().map(|v| v.field).collect())
+            .unwrap_or_default();
+        assert_eq!(named, [field], "{refused:?}");
+    }
 
     // Seed 003's voice: the profile reads the sample, each paragraph is
     // checked against it in the voice-check log.

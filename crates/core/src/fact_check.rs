@@ -65,6 +65,51 @@ pub fn check_claims(
     tally
 }
 
+/// Why a writer's override cannot be recorded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OverrideError {
+    #[error("the document has no claims to override (no `{0}` list)")]
+    NoClaims(String),
+    #[error("claim {number} does not exist: the document holds {count} claim(s), numbered from 1")]
+    NoSuchClaim { number: usize, count: usize },
+}
+
+/// Seed 003's user override: the writer keeps their own view of claim
+/// `number` (1-based) with a rationale. The checked verdict stays as the
+/// check left it; the override is kept beside it (`override`: rationale and
+/// when), and `overrides` counts the claims that carry one. A second
+/// override of the same claim replaces the first.
+pub fn record_override(
+    reply: &mut Value,
+    items: &str,
+    number: usize,
+    rationale: &str,
+    at: &str,
+) -> Result<(), OverrideError> {
+    let claims = reply
+        .get_mut(items)
+        .and_then(Value::as_array_mut)
+        .ok_or_else(|| OverrideError::NoClaims(items.to_string()))?;
+    let count = claims.len();
+    let claim = number
+        .checked_sub(1)
+        .and_then(|i| claims.get_mut(i))
+        .and_then(Value::as_object_mut)
+        .ok_or(OverrideError::NoSuchClaim { number, count })?;
+    claim.insert(
+        "override".into(),
+        serde_json::json!({ "rationale": rationale, "at": at }),
+    );
+    let overrides = claims
+        .iter()
+        .filter(|c| c.get("override").is_some())
+        .count();
+    if let Some(fields) = reply.as_object_mut() {
+        fields.insert("overrides".into(), overrides.into());
+    }
+    Ok(())
+}
+
 /// The name of the source that holds a verified claim's quote, or why the
 /// claim is deferred.
 fn judge(
@@ -219,5 +264,47 @@ mod tests {
             reply["claims"][0]["reason"],
             "no source was uploaded to check it against"
         );
+    }
+
+    #[test]
+    fn an_override_is_kept_beside_the_checked_verdict() {
+        let (mut reply, _) = checked(
+            json!([{"claim": "a", "verdict": "deferred", "reason": "no source covers it"},
+                   {"claim": "b", "verdict": "deferred"}]),
+            &[CENSUS],
+        );
+        record_override(
+            &mut reply,
+            "claims",
+            2,
+            "my own count",
+            "2026-11-29T15:00:00Z",
+        )
+        .expect("recorded");
+        assert_eq!(reply["claims"][1]["verdict"], "deferred");
+        assert_eq!(reply["claims"][1]["override"]["rationale"], "my own count");
+        assert_eq!(reply["overrides"], 1);
+        record_override(&mut reply, "claims", 2, "the town hall says so", "later")
+            .expect("replaced");
+        assert_eq!(
+            reply["claims"][1]["override"]["rationale"],
+            "the town hall says so"
+        );
+        assert_eq!(reply["overrides"], 1);
+        assert_eq!(
+            record_override(&mut reply, "claims", 3, "x", "t"),
+            Err(OverrideError::NoSuchClaim {
+                number: 3,
+                count: 2
+            })
+        );
+        assert_eq!(
+            record_override(&mut reply, "claims", 0, "x", "t"),
+            Err(OverrideError::NoSuchClaim {
+                number: 0,
+                count: 2
+            })
+        );
+        assert!(record_override(&mut json!({}), "claims", 1, "x", "t").is_err());
     }
 }

@@ -384,6 +384,18 @@ pub enum DocCommand {
         #[arg(long)]
         file: PathBuf,
     },
+    /// Keep your view of one claim of a fact-check log with a rationale (the
+    /// checked verdict stays; the log shows both).
+    Override {
+        /// The fact-check document (`doc list`).
+        #[arg(long)]
+        resource: String,
+        /// The claim's number in the log, from 1.
+        #[arg(long)]
+        claim: u32,
+        #[arg(long)]
+        rationale: String,
+    },
 }
 
 #[derive(Subcommand)]

@@ -1,6 +1,7 @@
 //! The `DialecticService` handlers.
 
 use crate::convert;
+use crate::edits::EditTarget;
 use crate::error::GatewayError;
 use crate::last_known::LastKnown;
 use dialectic_blob::BlobStore;
@@ -1048,6 +1049,20 @@ impl Gateway {
                 format!("an edited document may hold at most {MAX_EDIT_BYTES} bytes"),
             ));
         }
+        let target = self.editable_document(user, id).await?;
+        let body = self
+            .edit_body(&target.resource, &target.root, &target.chain, &req.content)
+            .await?;
+        self.store_user_edit(user, &target, body).await
+    }
+
+    /// A stage document the user may edit: its resource, its chain's root
+    /// and the chain; refused once its session is completed.
+    pub(crate) async fn editable_document(
+        &self,
+        user: UserId,
+        id: ResourceId,
+    ) -> Result<EditTarget, GatewayError> {
         let (resource, root) = self.document_root(user, id).await?;
         let session = sessions::session_for_user(self.store.pool(), user, root.session_id).await?;
         if session.status == SessionStatus::COMPLETED {
@@ -1056,6 +1071,34 @@ impl Gateway {
                 format!("session {} is completed and read-only", session.id),
             ));
         }
+        let chain = contributions::document_chain(
+            self.store.pool(),
+            root.session_id,
+            &root.stage_slug,
+            root.id,
+        )
+        .await?;
+        Ok(EditTarget {
+            resource,
+            root,
+            chain,
+        })
+    }
+
+    /// Seed 000 function 5's write: `body` is the document's JSON as a new
+    /// edit version of its chain (latest from now on), re-rendered by a
+    /// RENDER job the planner inserts.
+    pub(crate) async fn store_user_edit(
+        &self,
+        user: UserId,
+        target: &EditTarget,
+        body: Vec<u8>,
+    ) -> Result<StageDocument, GatewayError> {
+        let EditTarget {
+            resource,
+            root,
+            chain,
+        } = target;
         let identity = root.id;
         let mut context = PathContext::deconstruct(&root.raw_response_storage_path)
             .map_err(|e| GatewayError::Internal(format!("document path: {e}")))?;
@@ -1064,13 +1107,6 @@ impl Gateway {
                 "document root is not a chunk".into(),
             ));
         };
-        let chain = contributions::document_chain(
-            self.store.pool(),
-            root.session_id,
-            &root.stage_slug,
-            identity,
-        )
-        .await?;
         let version = chain.iter().map(|c| c.edit_version).max().unwrap_or(1) + 1;
         context.file = FileKind::UserEdit {
             name,
@@ -1079,9 +1115,6 @@ impl Gateway {
         let key = context
             .construct()
             .map_err(|e| GatewayError::Internal(format!("edit storage key: {e}")))?;
-        let body = self
-            .edit_body(&resource, &root, &chain, &req.content)
-            .await?;
         let size = body.len() as i64;
         self.blob.put(&key, body, "application/json").await?;
         let (dir, file_name) = key.rsplit_once('/').unwrap_or(("", key.as_str()));
@@ -1139,7 +1172,7 @@ impl Gateway {
         self.courier.post([command]);
         self.invalidate(resource.project_id).await;
         let names = self.model_names(resource.model_id.as_slice()).await?;
-        Ok(convert::document(&resource, &names))
+        Ok(convert::document(resource, &names))
     }
 
     async fn watch(

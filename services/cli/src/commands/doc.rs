@@ -7,8 +7,8 @@ use crate::{format, json};
 use anyhow::{Context, Result};
 use clap::Args;
 use dialectic_proto::v1::{
-    DocumentChunk, DocumentContent, GetDocumentContentRequest, RegenerateDocumentRequest,
-    RegenerateDocumentResponse, SaveDocumentEditRequest, StageDocument,
+    DocumentChunk, DocumentContent, GetDocumentContentRequest, OverrideClaimRequest,
+    RegenerateDocumentRequest, RegenerateDocumentResponse, SaveDocumentEditRequest, StageDocument,
 };
 use serde_json::Value;
 use std::path::Path;
@@ -173,6 +173,11 @@ pub async fn dispatch(gateway: &Gateway, out: Out, command: DocCommand) -> Resul
         DocCommand::Show { resource } => show(gateway, out, &resource).await,
         DocCommand::Chunks { resource } => chunks(gateway, out, &resource).await,
         DocCommand::Edit { resource, file } => edit(gateway, out, &resource, &file).await,
+        DocCommand::Override {
+            resource,
+            claim,
+            rationale,
+        } => override_claim(gateway, out, &resource, claim, &rationale).await,
         DocCommand::Regenerate(args) => regenerate(gateway, out, args).await,
     }
 }
@@ -221,6 +226,27 @@ pub async fn edit(gateway: &Gateway, out: Out, resource: &str, file: &Path) -> R
                 content: body.clone(),
             });
             async move { c.save_document_edit(request).await }
+        })
+        .await?;
+    out.show(&Saved(document));
+    Ok(())
+}
+
+pub async fn override_claim(
+    gateway: &Gateway,
+    out: Out,
+    resource: &str,
+    claim: u32,
+    rationale: &str,
+) -> Result<()> {
+    let document = gateway
+        .call(|mut c| {
+            let request = gateway.request(OverrideClaimRequest {
+                resource_id: resource.to_string(),
+                claim,
+                rationale: rationale.to_string(),
+            });
+            async move { c.override_claim(request).await }
         })
         .await?;
     out.show(&Saved(document));

@@ -5,7 +5,7 @@
 use super::*;
 use dialectic_proto::v1::{
     CompleteSessionRequest, ListQueryHistoryRequest, ListQueryHistoryResponse,
-    ListSessionRevisionsRequest, ListSessionRevisionsResponse,
+    ListSessionRevisionsRequest, ListSessionRevisionsResponse, OverrideClaimRequest,
 };
 use dialectic_store::wallets;
 
@@ -48,7 +48,7 @@ names!(project_id: GetProjectRequest, StartSessionRequest, DeleteProjectRequest,
     ListSessionsRequest, AddProjectDocumentRequest, QueryRequest, ListProjectDocumentsRequest,
     ListQueryHistoryRequest,
     ExportProjectRequest);
-names!(resource_id: GetDocumentContentRequest, SaveDocumentEditRequest);
+names!(resource_id: GetDocumentContentRequest, SaveDocumentEditRequest, OverrideClaimRequest);
 
 impl Names for SubmitStageResponsesRequest {
     const JOINS_SESSION_TRACE: bool = true;
@@ -230,6 +230,7 @@ dialectic_service! {
     get_document_content(GetDocumentContentRequest) -> DocumentContent: |gw, user, req| gw.document_content(user, req);
     get_document_chunks(GetDocumentContentRequest) -> DocumentChunks: |gw, user, req| async move { gw.document_chunks(user, &req.resource_id).await };
     save_document_edit(SaveDocumentEditRequest) -> StageDocument: |gw, user, req| Gateway::save_document_edit(gw, user, req);
+    override_claim(OverrideClaimRequest) -> StageDocument: |gw, user, req| Gateway::override_claim(gw, user, req);
     credit_wallet(CreditWalletRequest) -> WalletTransaction: |gw, admin, req| gw.credit_as_admin(admin, req);
     get_wallet(GetWalletRequest) -> Wallet: |gw, user, req| gw.wallet_view(user, req.history);
     list_models(ListModelsRequest) -> ListModelsResponse: |gw, _, _| gw.models();
