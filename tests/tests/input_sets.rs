@@ -80,6 +80,24 @@ impl Session<'_> {
         .expect("rendered documents")
     }
 
+    /// The project's uploads a `project_document` rule reads: those of its
+    /// role (any, when it names none), in upload order.
+    async fn uploaded(&self, rule: &InputRule) -> Vec<Stored> {
+        sqlx::query_as(
+            "SELECT r.storage_path AS key, r.file_name AS document_key, NULL::uuid AS model_id
+               FROM dialectic_project_resources r
+               JOIN dialectic_sessions s ON s.project_id = r.project_id
+              WHERE s.id = $1 AND r.resource_type = 'project_document'
+                AND ($2::text IS NULL OR r.resource_description->>'role' = $2)
+              ORDER BY r.created_at, r.id",
+        )
+        .bind(self.id)
+        .bind(rule.role.map(|r| r.as_str()))
+        .fetch_all(self.env.store.pool())
+        .await
+        .expect("uploads")
+    }
+
     /// Contributions, one per document: a continued one's last turn, named
     /// by the key its chain assembled.
     async fn contributed(
@@ -156,6 +174,7 @@ impl Session<'_> {
                     rendered
                 }
             }
+            "project_document" => self.uploaded(rule).await,
             other => panic!("no rule of kind {other} in the dialectic recipes"),
         }
     }

@@ -64,17 +64,9 @@ async fn the_shipped_pipeline_file_is_the_seeded_pipeline() {
         .iter()
         .map(|v| (v.slug.as_str(), v.version))
         .collect();
-    // The early migrations seeded the dialectic pipeline as it was before
-    // uploads had roles; its file has read typed uploads since, so migrating
-    // installed the file as version 2, once.
     assert_eq!(
         listed,
-        [
-            ("contract_stack", 1),
-            ("dialectic", 2),
-            ("dialectic", 1),
-            ("essay", 1)
-        ],
+        [("contract_stack", 1), ("dialectic", 1), ("essay", 1)],
         "migrating installs no second copy"
     );
     let again = env.store.migrate().await.expect("migrate again");
