@@ -10,7 +10,8 @@ use dialectic_blob::BlobStore;
 use dialectic_config::{ConfigArgs, Settings};
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{
-    CreateProjectRequest, GetSessionRequest, SessionEvent, StartSessionRequest, WatchSessionRequest,
+    CreateProjectRequest, DocumentRole, GetSessionRequest, SessionEvent, StartSessionRequest,
+    WatchSessionRequest,
 };
 use dialectic_runtime::{CancellationToken, Running, StartFn};
 use dialectic_store::Store;
@@ -635,18 +636,62 @@ pub async fn upload_documents(
     project_id: &str,
     files: &[(&str, &str)],
 ) {
-    for (name, text) in files {
+    let files: Vec<Upload> = files
+        .iter()
+        .map(|(name, text)| (*name, DocumentRole::Unspecified, *text))
+        .collect();
+    upload_with_roles(client, project_id, &files).await;
+}
+
+/// A document to upload: its file name, its role and its text.
+pub type Upload<'a> = (&'a str, DocumentRole, &'a str);
+
+pub async fn upload_with_roles(client: &mut GatewayClient, project_id: &str, files: &[Upload<'_>]) {
+    for (name, role, text) in files {
         client
             .add_project_document(dialectic_proto::v1::AddProjectDocumentRequest {
                 project_id: project_id.to_string(),
                 file_name: name.to_string(),
                 content: text.as_bytes().to_vec(),
-                client_request_id: String::new(),
+                role: (*role).into(),
                 ..Default::default()
             })
             .await
             .unwrap_or_else(|e| panic!("upload {name}: {e}"));
     }
+}
+
+/// Creates a project on `pipeline` from `prompt`, uploads `files` to it and
+/// starts an auto-advancing session on `model`; returns the session id.
+pub async fn start_uploaded_session(
+    client: &mut GatewayClient,
+    pipeline: &str,
+    prompt: String,
+    files: &[Upload<'_>],
+    model: &str,
+) -> String {
+    let project = client
+        .create_project(CreateProjectRequest {
+            name: format!("{pipeline} with {} uploads", files.len()),
+            initial_user_prompt: prompt,
+            pipeline: pipeline.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("create project")
+        .into_inner();
+    upload_with_roles(client, &project.id, files).await;
+    client
+        .start_session(StartSessionRequest {
+            project_id: project.id,
+            models: vec![model.into()],
+            auto_advance: true,
+            ..Default::default()
+        })
+        .await
+        .expect("start session")
+        .into_inner()
+        .id
 }
 
 /// Registers a model served by a llama.cpp server at `url` as
@@ -901,7 +946,8 @@ pub fn refusal(status: &tonic::Status) -> (tonic::Code, String, String, String) 
 /// The recorded requests (`start_all_recording`) of one session that write
 /// `output_type`, in the order they were made. The tests of one file share
 /// the transcript, so a session's requests are told apart by the session
-/// folder of the objects they read.
+/// folder of the objects they read, or by its seed prompt (an input whose id
+/// is the session's), which a step reading only the prompt and uploads reads.
 pub fn session_requests(
     session_id: &str,
     output_type: &str,
@@ -917,9 +963,10 @@ pub fn session_requests(
         .filter(|r| r.output_type == output_type)
         .filter(|r| {
             r.inputs.iter().any(|i| {
-                i.storage_key
-                    .as_deref()
-                    .is_some_and(|k| k.contains(&folder))
+                i.id == session_id
+                    || i.storage_key
+                        .as_deref()
+                        .is_some_and(|k| k.contains(&folder))
             })
         })
         .collect()

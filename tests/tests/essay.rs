@@ -402,7 +402,85 @@ async fn essay_documents_are_readable_and_an_outline_edit_steers_the_fan_out() {
         .await
         .expect_err("the draft is not edited as a whole");
     assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+    edit_the_first_paragraph(&mut client, &session_id, &draft).await;
     env.teardown().await;
+}
+
+/// Issue 55 item 5: each paragraph is a document of its own; the writer's
+/// edit of the first assembles the draft again from it and flags the second,
+/// which continued the text it replaced, for review.
+async fn edit_the_first_paragraph(client: &mut GatewayClient, session_id: &str, draft: &str) {
+    let mut paragraphs =
+        stage_documents(client, session_id, "paragraph_writing", "paragraph").await;
+    paragraphs.sort_by(|a, b| a.storage_key.cmp(&b.storage_key));
+    assert_eq!(
+        paragraphs.len(),
+        2,
+        "a document per paragraph: {paragraphs:?}"
+    );
+    assert!(paragraphs.iter().all(|p| !p.needs_review), "{paragraphs:?}");
+    let first = document_text(client, &paragraphs[0].resource_id).await;
+    let second = document_text(client, &paragraphs[1].resource_id).await;
+    assert!(first.starts_with("# Paragraph 1\n\n"), "{first}");
+    assert!(second.starts_with("# Paragraph 2\n\n"), "{second}");
+    let old_text = first.trim_start_matches("# Paragraph 1").trim();
+    assert!(draft.contains(old_text), "{old_text:?} not in {draft}");
+    const REWRITTEN: &str = "The writer rewrote this opening paragraph by hand.";
+    client
+        .save_document_edit(SaveDocumentEditRequest {
+            resource_id: paragraphs[0].resource_id.clone(),
+            content: format!("# Paragraph 1\n\n{REWRITTEN}\n"),
+        })
+        .await
+        .expect("a paragraph is edited on its own");
+    let drafts = stage_documents(client, session_id, "paragraph_writing", "draft").await;
+    let draft_id = drafts[0].resource_id.clone();
+    let reassembled = eventually(60, "the draft assembled from the edit", || {
+        let mut client = client.clone();
+        let draft_id = draft_id.clone();
+        async move {
+            let now = document_text(&mut client, &draft_id).await;
+            now.contains(REWRITTEN).then_some(now)
+        }
+    })
+    .await;
+    let second_text = second.trim_start_matches("# Paragraph 2").trim();
+    assert!(
+        !reassembled.contains(old_text)
+            && reassembled.find(REWRITTEN) < reassembled.find(second_text),
+        "the edit replaces the first paragraph, before the second: {reassembled}"
+    );
+    let now = stage_documents(client, session_id, "paragraph_writing", "paragraph").await;
+    let flagged: Vec<(String, bool)> = paragraphs
+        .iter()
+        .map(|p| {
+            let listed = now.iter().find(|n| n.resource_id == p.resource_id);
+            (
+                p.resource_id.clone(),
+                listed.is_some_and(|n| n.needs_review),
+            )
+        })
+        .collect();
+    assert_eq!(
+        flagged,
+        [
+            (paragraphs[0].resource_id.clone(), false),
+            (paragraphs[1].resource_id.clone(), true)
+        ],
+        "only the paragraph after the edited one is flagged"
+    );
+    assert_eq!(
+        document_text(client, &paragraphs[0].resource_id).await,
+        format!("# Paragraph 1\n\n{REWRITTEN}\n")
+    );
+    let session = client
+        .get_session(GetSessionRequest {
+            session_id: session_id.to_string(),
+        })
+        .await
+        .expect("session")
+        .into_inner();
+    assert_eq!(session.needs_review_stages, ["paragraph_writing"]);
 }
 
 /// Issue 40: a moderate revisit archives only what depends on the change,
@@ -452,6 +530,13 @@ async fn a_moderate_revisit_of_the_outline_reruns_only_what_the_edit_changed() {
     let voice_checks =
         stage_documents(&mut client, &session_id, "paragraph_writing", "voice_check").await;
     assert_eq!(voice_checks.len(), 1, "{voice_checks:?}");
+    // Each paragraph is a document too: the first, which read only the kept
+    // map, stays; those after the first changed link go.
+    let mut paragraphs =
+        stage_documents(&mut client, &session_id, "paragraph_writing", "paragraph").await;
+    paragraphs.sort_by(|a, b| a.storage_key.cmp(&b.storage_key));
+    assert_eq!(paragraphs.len(), 3, "{paragraphs:?}");
+    let later_paragraphs = &paragraphs[1..];
 
     let outline = stage_documents(&mut client, &session_id, "essay_structuring", "outline").await;
     let outline = outline[0].resource_id.clone();
@@ -506,13 +591,14 @@ async fn a_moderate_revisit_of_the_outline_reruns_only_what_the_edit_changed() {
         .chain(&drafts)
         .chain(&fact_checks)
         .chain(&voice_checks)
+        .chain(later_paragraphs)
         .filter(|d| d.resource_id != first_map.resource_id)
         .map(|d| dialectic_core::revisit::archived_name(file_name(&d.storage_key), 1))
         .collect();
     expected.sort();
     assert_eq!(
         archived, expected,
-        "the changed maps, the draft holding changed paragraphs, the essay and the fact and voice checks of the draft, not section 1's map"
+        "the changed maps, the paragraphs after the first changed link, the draft holding them, the essay and the fact and voice checks of the draft, not section 1's map or paragraph"
     );
     let current = stage_documents(
         &mut client,
@@ -622,8 +708,8 @@ async fn a_moderate_revisit_of_the_outline_reruns_only_what_the_edit_changed() {
     assert_eq!(again.revision, 2);
     assert_eq!(
         again.archived.len(),
-        6,
-        "both maps, the draft, the essay and the fact and voice checks: {:?}",
+        8,
+        "both maps, both paragraphs, the draft, the essay and the fact and voice checks: {:?}",
         again.archived
     );
     assert!(

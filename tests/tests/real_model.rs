@@ -13,10 +13,9 @@
 //! model too.
 
 use dialectic_core::structured::StructuredOutput;
-use dialectic_e2e::{TestEnv, eventually, register_llama_cpp_model};
+use dialectic_e2e::{TestEnv, eventually, register_llama_cpp_model, start_uploaded_session};
 use dialectic_proto::v1::{
-    AddProjectDocumentRequest, CreateProjectRequest, DocumentRole, GetDocumentContentRequest,
-    GetSessionRequest, ListStageDocumentsRequest, StartSessionRequest,
+    DocumentRole, GetDocumentContentRequest, GetSessionRequest, ListStageDocumentsRequest,
 };
 
 const PROMPT: &str = "A short essay arguing that every town should plant more street trees: \
@@ -48,43 +47,6 @@ const UPLOADS: [(&str, DocumentRole, &str); 4] = [
         "Our town is small. That is its strength: a good idea can be tried by Friday.",
     ),
 ];
-
-/// Creates an essay project with [`UPLOADS`] and starts a session on `model`.
-async fn essay_session(client: &mut dialectic_e2e::GatewayClient, model: &str) -> String {
-    let project = client
-        .create_project(CreateProjectRequest {
-            name: "Street trees".into(),
-            initial_user_prompt: PROMPT.into(),
-            pipeline: "essay".into(),
-            ..Default::default()
-        })
-        .await
-        .expect("create project")
-        .into_inner();
-    for (name, role, text) in UPLOADS {
-        client
-            .add_project_document(AddProjectDocumentRequest {
-                project_id: project.id.clone(),
-                file_name: name.into(),
-                content: text.as_bytes().to_vec(),
-                role: role.into(),
-                ..Default::default()
-            })
-            .await
-            .unwrap_or_else(|e| panic!("upload {name}: {e}"));
-    }
-    client
-        .start_session(StartSessionRequest {
-            project_id: project.id,
-            models: vec![model.into()],
-            auto_advance: true,
-            ..Default::default()
-        })
-        .await
-        .expect("start session")
-        .into_inner()
-        .id
-}
 
 /// The local server, or None when this run skips real models.
 fn local_model() -> Option<(String, String)> {
@@ -123,7 +85,8 @@ async fn the_essay_pipeline_finishes_on_the_local_llama_cpp_model() {
     .await;
     env.start_all().await;
     let mut client = env.gateway().await;
-    let session_id = essay_session(&mut client, &name).await;
+    let session_id =
+        start_uploaded_session(&mut client, "essay", PROMPT.into(), &UPLOADS, &name).await;
 
     let session = uuid::Uuid::parse_str(&session_id).expect("uuid");
     let finished = eventually(1_800, "the essay session to reach review", || {

@@ -111,6 +111,7 @@ fn custom_step(key: &str, after: &[&str], before: &[&str]) -> CustomStep {
             confidence_gate: None,
             schema: None,
             verify_claims: None,
+            record: None,
         }],
         after: after.iter().map(|k| k.to_string()).collect(),
         before: before.iter().map(|k| k.to_string()).collect(),

@@ -5,13 +5,20 @@
 //! the limit and the project's figure, and leaves no row and no object; a
 //! retry of an upload already recorded still answers it; concurrent uploads
 //! racing for the last slot let exactly one through.
+//!
+//! And per user (issue 57): a user holds at most `gateway.max_projects_per_user`
+//! projects and `gateway.max_document_bytes_per_user` bytes of uploads across
+//! them, deleted projects not counted, with the same refusals and the same
+//! race for the last slot.
 
 use dialectic_e2e::{GatewayClient, TestEnv};
-use dialectic_proto::v1::{AddProjectDocumentRequest, CreateProjectRequest};
+use dialectic_proto::v1::{AddProjectDocumentRequest, CreateProjectRequest, DeleteProjectRequest};
 use tonic::Code;
 
 const MAX_DOCUMENTS: u64 = 3;
 const MAX_BYTES: u64 = 100;
+const MAX_PROJECTS: u64 = 3;
+const MAX_USER_BYTES: u64 = 150;
 
 fn upload(project: &str, name: &str, text: &str, request: &str) -> AddProjectDocumentRequest {
     AddProjectDocumentRequest {
@@ -23,13 +30,17 @@ fn upload(project: &str, name: &str, text: &str, request: &str) -> AddProjectDoc
     }
 }
 
-/// A gateway (with its indexer) whose projects take `MAX_DOCUMENTS`
-/// documents and `MAX_BYTES` bytes.
+/// A gateway (with its indexer, and the planner that deletes projects)
+/// whose projects take `MAX_DOCUMENTS` documents and `MAX_BYTES` bytes, and
+/// whose users take `MAX_PROJECTS` projects and `MAX_USER_BYTES` bytes.
 async fn limited_env() -> (TestEnv, GatewayClient) {
     let mut env = TestEnv::new().await;
     env.settings.gateway.max_documents_per_project = MAX_DOCUMENTS;
     env.settings.gateway.max_document_bytes_per_project = MAX_BYTES;
-    env.start(&["indexer", "gateway"]).await;
+    env.settings.gateway.max_projects_per_user = MAX_PROJECTS;
+    env.settings.gateway.max_document_bytes_per_user = MAX_USER_BYTES;
+    env.start(&["planner", "indexer", "gateway"]).await;
+    env.wait_serving("planner").await;
     env.wait_serving("indexer").await;
     env.wait_serving("gateway").await;
     let client = env.gateway().await;
@@ -147,25 +158,34 @@ async fn the_upload_past_the_byte_limit_is_refused_and_writes_nothing() {
     env.teardown().await;
 }
 
-/// Makes every racer's insert wait inside its transaction (a trigger in this
-/// test's database), so all racers are in flight at once: without the
-/// project lock each one counts the project below its limit before any
-/// other's row commits, and every racer gets through.
-async fn slow_racer_inserts(env: &TestEnv) {
+/// Makes every insert into `table` whose `column` starts `racer` wait
+/// inside its transaction (a trigger in this test's database), so all racers
+/// are in flight at once: without the lock each one counts below its limit
+/// before any other's row commits, and every racer gets through.
+async fn slow_racers(env: &TestEnv, table: &str, column: &str) {
+    let function = format!("slow_{table}");
     for statement in [
-        "CREATE FUNCTION slow_racer() RETURNS trigger LANGUAGE plpgsql AS $$
-         BEGIN
-           IF NEW.file_name LIKE 'racer%' THEN PERFORM pg_sleep(0.5); END IF;
-           RETURN NEW;
-         END $$",
-        "CREATE TRIGGER slow_racer BEFORE INSERT ON dialectic_project_resources
-         FOR EACH ROW EXECUTE FUNCTION slow_racer()",
+        format!(
+            "CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+               IF NEW.{column} LIKE 'racer%' THEN PERFORM pg_sleep(0.5); END IF;
+               RETURN NEW;
+             END $$"
+        ),
+        format!(
+            "CREATE TRIGGER {function} BEFORE INSERT ON {table}
+             FOR EACH ROW EXECUTE FUNCTION {function}()"
+        ),
     ] {
-        sqlx::query(statement)
+        sqlx::query(&statement)
             .execute(env.store.pool())
             .await
             .unwrap_or_else(|e| panic!("{statement}: {e}"));
     }
+}
+
+async fn slow_racer_inserts(env: &TestEnv) {
+    slow_racers(env, "dialectic_project_resources", "file_name").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -202,5 +222,197 @@ async fn concurrent_uploads_for_the_last_slot_let_one_through() {
         stored(&env, &project).await,
         (limit, MAX_DOCUMENTS as usize)
     );
+    env.teardown().await;
+}
+
+/// A new user's client.
+async fn user(env: &TestEnv, name: &str) -> (uuid::Uuid, GatewayClient) {
+    let (id, key) = env.new_user(name).await;
+    (id, env.gateway_with_key(&key).await)
+}
+
+fn project(name: &str, request: &str) -> CreateProjectRequest {
+    CreateProjectRequest {
+        name: name.into(),
+        initial_user_prompt: "Notes on a balcony garden.".into(),
+        client_request_id: request.into(),
+        ..Default::default()
+    }
+}
+
+/// The user's projects, deleted ones not counted.
+async fn projects_held(env: &TestEnv, user: uuid::Uuid) -> i64 {
+    env.count(
+        "SELECT count(*) FROM dialectic_projects WHERE user_id = $1 AND deleted_at IS NULL",
+        user,
+    )
+    .await
+}
+
+/// Prompt objects in the bucket (`projects/{id}/{prompt}.md`): one per
+/// project made and not deleted.
+async fn prompt_objects(env: &TestEnv) -> usize {
+    let keys = env.blob.list("projects/").await.expect("list");
+    keys.iter().filter(|k| k.matches('/').count() == 2).count()
+}
+
+async fn delete(client: &mut GatewayClient, project: &str) {
+    client
+        .delete_project(DeleteProjectRequest {
+            project_id: project.into(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("delete {project}: {e:?}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_project_past_the_users_limit_is_refused_until_one_is_deleted() {
+    let (env, _) = limited_env().await;
+    let (alice, mut client) = user(&env, "alice").await;
+    let mut made = Vec::new();
+    for n in 1..=MAX_PROJECTS {
+        let created = client
+            .create_project(project(&format!("P{n}"), &format!("p{n}")))
+            .await
+            .unwrap_or_else(|e| panic!("project {n} of {MAX_PROJECTS}: {e:?}"));
+        made.push(created.into_inner().id);
+    }
+    let refused = client
+        .create_project(project("Extra", "extra"))
+        .await
+        .expect_err("one past the limit");
+    assert_eq!(
+        dialectic_e2e::refusal(&refused),
+        (
+            Code::ResourceExhausted,
+            "USER_PROJECT_LIMIT_REACHED".into(),
+            MAX_PROJECTS.to_string(),
+            MAX_PROJECTS.to_string()
+        ),
+        "{refused:?}"
+    );
+    let limit = MAX_PROJECTS as i64;
+    assert_eq!(projects_held(&env, alice).await, limit);
+    assert_eq!(prompt_objects(&env).await, MAX_PROJECTS as usize);
+
+    // A retry of a creation that was recorded is answered, not counted.
+    let retried = client
+        .create_project(project("P3", "p3"))
+        .await
+        .expect("a retry of a recorded creation at the limit");
+    assert_eq!(retried.into_inner().id, made[2]);
+
+    // Another user's projects are their own.
+    let (bob, mut theirs) = user(&env, "bob").await;
+    theirs
+        .create_project(project("Bob's", ""))
+        .await
+        .expect("another user is not at alice's limit");
+    assert_eq!(projects_held(&env, bob).await, 1);
+
+    // A deleted project frees its slot, and only that one.
+    delete(&mut client, &made[0]).await;
+    client
+        .create_project(project("Again", "again"))
+        .await
+        .expect("the freed slot");
+    let refused = client
+        .create_project(project("Extra", "extra-2"))
+        .await
+        .expect_err("full again");
+    assert_eq!(
+        dialectic_e2e::refusal(&refused).3,
+        MAX_PROJECTS.to_string(),
+        "{refused:?}"
+    );
+    assert_eq!(projects_held(&env, alice).await, limit);
+    env.teardown().await;
+}
+
+/// Projects named `racer…` race for the user's last slot; the user's lock
+/// lets one through.
+async fn slow_racer_projects(env: &TestEnv) {
+    slow_racers(env, "dialectic_projects", "project_name").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_creations_for_the_last_project_slot_let_one_through() {
+    let (env, _) = limited_env().await;
+    slow_racer_projects(&env).await;
+    let (alice, mut client) = user(&env, "alice").await;
+    for n in 1..MAX_PROJECTS {
+        client
+            .create_project(project(&format!("P{n}"), ""))
+            .await
+            .unwrap_or_else(|e| panic!("project {n}: {e:?}"));
+    }
+    let racing = (0..8).map(|n| {
+        let mut client = client.clone();
+        let request = project(&format!("racer{n}"), "");
+        tokio::spawn(async move { client.create_project(request).await })
+    });
+    let mut passed = 0;
+    for outcome in futures::future::join_all(racing).await {
+        match outcome.expect("racer task") {
+            Ok(_) => passed += 1,
+            Err(status) => assert_eq!(
+                dialectic_e2e::refusal(&status).1,
+                "USER_PROJECT_LIMIT_REACHED",
+                "{status:?}"
+            ),
+        }
+    }
+    assert_eq!(passed, 1, "exactly one racer takes the last slot");
+    assert_eq!(projects_held(&env, alice).await, MAX_PROJECTS as i64);
+    // Racers refused after writing their prompt object removed it again.
+    assert_eq!(prompt_objects(&env).await, MAX_PROJECTS as usize);
+    env.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_upload_past_the_users_byte_limit_is_refused_across_projects() {
+    let (env, _) = limited_env().await;
+    let (_, mut client) = user(&env, "alice").await;
+    let first = new_project(&mut client, "First").await;
+    let second = new_project(&mut client, "Second").await;
+    let forty = "x".repeat(40);
+    for (n, project) in [&first, &first, &second].into_iter().enumerate() {
+        client
+            .add_project_document(upload(project, &format!("{n}.md"), &forty, ""))
+            .await
+            .unwrap_or_else(|e| panic!("upload {n}: {e:?}"));
+    }
+    // The second project would hold 71 of its 100 bytes, but the user's
+    // 120 + 31 would pass 150.
+    let refused = client
+        .add_project_document(upload(&second, "over.md", &"y".repeat(31), ""))
+        .await
+        .expect_err("one byte past the user's limit");
+    assert_eq!(
+        dialectic_e2e::refusal(&refused),
+        (
+            Code::ResourceExhausted,
+            "USER_BYTES_LIMIT_REACHED".into(),
+            MAX_USER_BYTES.to_string(),
+            "120".into()
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(stored(&env, &second).await, (1, 1));
+    assert_eq!(stored(&env, &first).await, (2, 2));
+    client
+        .add_project_document(upload(&second, "fits.md", &"z".repeat(30), ""))
+        .await
+        .expect("an upload that fills the user exactly");
+    assert_eq!(stored(&env, &second).await, (2, 2));
+
+    // A deleted project's bytes no longer count: 70 + 40 fits in 150.
+    delete(&mut client, &first).await;
+    let third = new_project(&mut client, "Third").await;
+    client
+        .add_project_document(upload(&third, "after.md", &forty, ""))
+        .await
+        .expect("the deleted project's bytes are free again");
+    assert_eq!(stored(&env, &third).await, (1, 1));
     env.teardown().await;
 }

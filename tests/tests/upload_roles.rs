@@ -6,13 +6,13 @@
 //! asked, with the thesis document showing its claim type. The essay's
 //! fact-check verifies a claim only by a quote a source holds (Deliver 3).
 
-use dialectic_core::prompt::ChatRequest;
 use dialectic_e2e::{
     GatewayClient, TestEnv, document_text, eventually, session_requests, stage_documents,
 };
 use dialectic_proto::v1::{
-    AddProjectDocumentRequest, CreateProjectRequest, DocumentRole, ListProjectDocumentsRequest,
-    OverrideClaimRequest, ProjectDocument, Pushback, StartSessionRequest,
+    AddProjectDocumentRequest, CompleteSessionRequest, CreateProjectRequest, DocumentRole,
+    ListProjectDocumentsRequest, OverrideClaimRequest, ProjectDocument, Pushback,
+    StartSessionRequest,
 };
 use dialectic_runtime::error_status::StatusExt;
 use std::collections::BTreeSet;
@@ -82,25 +82,10 @@ async fn start(
     session.id
 }
 
-/// The session's recorded requests writing `output_type`: those reading an
-/// object of its folder, or its seed prompt (whose input id is the session's),
-/// as a step reading only the prompt and uploads does.
-fn requests_of(session_id: &str, output_type: &str) -> Vec<ChatRequest> {
-    let mut requests = session_requests(session_id, output_type);
-    if requests.is_empty() {
-        requests = dialectic_llm::recorded_requests()
-            .into_iter()
-            .filter(|r| r.output_type == output_type)
-            .filter(|r| r.inputs.iter().any(|i| i.id == session_id))
-            .collect();
-    }
-    requests
-}
-
 /// Storage keys of the uploads (`project_document` inputs) each recorded
 /// request of the session writing `output_type` read.
 fn uploads_read(session_id: &str, output_type: &str) -> Vec<BTreeSet<String>> {
-    let requests = requests_of(session_id, output_type);
+    let requests = session_requests(session_id, output_type);
     assert!(!requests.is_empty(), "no recorded {output_type} request");
     requests
         .iter()
@@ -116,7 +101,7 @@ fn uploads_read(session_id: &str, output_type: &str) -> Vec<BTreeSet<String>> {
 
 /// The prompt text of the session's (first) request writing `output_type`.
 fn prompt_of(session_id: &str, output_type: &str) -> String {
-    let requests = requests_of(session_id, output_type);
+    let requests = session_requests(session_id, output_type);
     let request = requests
         .first()
         .unwrap_or_else(|| panic!("no recorded {output_type} request"));
@@ -327,6 +312,7 @@ async fn the_essay_reads_sources_and_samples_by_role_and_argues_at_the_sessions_
     assert!(voice_log.starts_with("# Voice-check log"), "{voice_log}");
     assert!(voice_log.contains("Voice consistency: "), "{voice_log}");
     let with_sample = voice_profile(&mut client, &minimal).await;
+    output_record_of_the_essay(&env, &mut client, &minimal).await;
 
     let full = start(&mut client, &project, false, Pushback::Unspecified).await;
     env.wait_for_session(&full, "pending_essay_structuring", true)
@@ -348,4 +334,52 @@ async fn the_essay_reads_sources_and_samples_by_role_and_argues_at_the_sessions_
     let without_sample = voice_profile(&mut client, &unsampled).await;
     assert_ne!(with_sample, without_sample, "the samples shape the profile");
     env.teardown().await;
+}
+
+/// Seed 003's output record at review: the final essay, its word count, the
+/// claims a source verified (the override above changes no verdict) and the
+/// voice score; `completed_at` once the writer completes the session.
+async fn output_record_of_the_essay(env: &TestEnv, client: &mut GatewayClient, session_id: &str) {
+    let output = env
+        .session(session_id)
+        .await
+        .output
+        .expect("an output record at review");
+    let document = output.document.expect("the final essay");
+    assert_eq!(document.document_key, "final_essay");
+    let essay = document_text(client, &document.resource_id).await;
+    let body = essay
+        .strip_prefix("# Final Essay\n")
+        .unwrap_or_else(|| panic!("{essay}"));
+    let words = body
+        .split_whitespace()
+        .filter(|w| w.chars().any(char::is_alphanumeric))
+        .count();
+    assert!(words > 0, "{essay}");
+    assert_eq!(output.word_count as usize, words, "{essay}");
+    let figures: Vec<(&str, f64)> = output
+        .figures
+        .iter()
+        .map(|(k, v)| (k.as_str(), *v))
+        .collect();
+    let mut figures = figures;
+    figures.sort_by(|a, b| a.0.cmp(b.0));
+    assert_eq!(
+        figures,
+        [("sources_verified", 1.0), ("voice_consistency_score", 3.0)]
+    );
+    assert_eq!(output.completed_at, None, "not completed yet");
+    client
+        .complete_session(CompleteSessionRequest {
+            session_id: session_id.to_string(),
+        })
+        .await
+        .expect("complete");
+    let completed = env
+        .session(session_id)
+        .await
+        .output
+        .expect("a completed session keeps its record");
+    assert!(completed.completed_at.is_some(), "{completed:?}");
+    assert_eq!(completed.word_count, output.word_count);
 }

@@ -4,6 +4,7 @@
 
 pub mod board;
 pub mod reads;
+pub mod waits;
 
 /// Lua: deletes every key the set KEYS[1] tracks, then the set (seed 004 §7:
 /// a tracking set instead of a SCAN), in batches `unpack` can take; returns

@@ -197,6 +197,16 @@ pub struct GatewayConfig {
     /// Most bytes of uploaded documents one project may hold, counted as the
     /// stored text; an upload that would pass it is RESOURCE_EXHAUSTED.
     pub max_document_bytes_per_project: u64,
+    /// Most projects one user may hold (deleted ones not counted), so one
+    /// tenant cannot grow the catalog without bound; the next
+    /// `CreateProject` is RESOURCE_EXHAUSTED. Counted in Postgres, so it
+    /// holds across every gateway replica. 0: no cap.
+    pub max_projects_per_user: u64,
+    /// Most bytes of uploaded documents one user may hold across all their
+    /// projects (deleted ones not counted), as `max_document_bytes_per_project`
+    /// counts them; an upload that would pass it is RESOURCE_EXHAUSTED.
+    /// Counted in Postgres, across every replica. 0: no cap.
+    pub max_document_bytes_per_user: u64,
     /// Most pages a PDF upload may have; a longer one is refused, naming the
     /// file, and nothing is stored.
     pub max_upload_pages: u32,
@@ -205,8 +215,9 @@ pub struct GatewayConfig {
     /// zip bomb is refused before it is: memory stays bounded by this.
     pub max_upload_unpacked_bytes: u64,
     /// Most `WatchSession` streams one user may hold open at once in one
-    /// gateway process (each replica counts its own); the next is
-    /// RESOURCE_EXHAUSTED until one ends. 0: no cap.
+    /// gateway process: each replica counts its own, in memory, so a user
+    /// may hold replicas × this many in all (16 on each of 10 replicas:
+    /// 160). The next is RESOURCE_EXHAUSTED until one ends. 0: no cap.
     pub max_watches_per_user: u32,
     /// Largest export archive of one project (`ExportProject`,
     /// `GetExportUrl`), in bytes, as the zip would be: a bigger one is
@@ -341,6 +352,8 @@ impl Default for GatewayConfig {
             max_message_bytes: 4 * 1024 * 1024,
             max_documents_per_project: 1000,
             max_document_bytes_per_project: 256 * 1024 * 1024,
+            max_projects_per_user: 1000,
+            max_document_bytes_per_user: 1024 * 1024 * 1024,
             max_upload_pages: 1000,
             max_upload_unpacked_bytes: 64 * 1024 * 1024,
             max_watches_per_user: 16,

@@ -82,6 +82,11 @@ impl fmt::Debug for GatewayConfig {
                 "max_document_bytes_per_project",
                 &self.max_document_bytes_per_project,
             )
+            .field("max_projects_per_user", &self.max_projects_per_user)
+            .field(
+                "max_document_bytes_per_user",
+                &self.max_document_bytes_per_user,
+            )
             .field("max_upload_pages", &self.max_upload_pages)
             .field("max_upload_unpacked_bytes", &self.max_upload_unpacked_bytes)
             .field("max_watches_per_user", &self.max_watches_per_user)

@@ -15,6 +15,9 @@ use serde_json::{Map, Value};
 
 pub const VERIFIED: &str = "verified";
 pub const DEFERRED: &str = "deferred";
+/// The counts the check writes into the reply, beside its claims.
+pub const SOURCES_VERIFIED: &str = "sources_verified";
+pub const CLAIMS_DEFERRED: &str = "claims_deferred";
 
 /// A source upload as the check reads it.
 #[derive(Debug, Clone, Copy)]
@@ -59,8 +62,8 @@ pub fn check_claims(
         }
     }
     if let Some(fields) = reply.as_object_mut() {
-        fields.insert("sources_verified".into(), tally.verified.into());
-        fields.insert("claims_deferred".into(), tally.deferred.into());
+        fields.insert(SOURCES_VERIFIED.into(), tally.verified.into());
+        fields.insert(CLAIMS_DEFERRED.into(), tally.deferred.into());
     }
     tally
 }

@@ -157,6 +157,19 @@ fn chain(rule: usize, docs: &[SourceDoc]) -> Vec<FanOutJob> {
         .collect()
 }
 
+/// The place (1-based) of a chained job's output in its chain, read back
+/// from the name [`chain`] gives it; None for a name no chain gave.
+pub fn chain_place(lineage: &Lineage) -> Option<u32> {
+    let Lineage::Reducing { source_short } = lineage else {
+        return None;
+    };
+    // Other names lead with an eight-digit short id, never three digits.
+    let (place, _) = source_short.split_once('-')?;
+    (place.len() == 3 && place.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| place.parse().ok())
+        .flatten()
+}
+
 /// The jobs one step creates under one root, given its anchors (the first and,
 /// for pairwise, second `document` rules, with what they matched).
 pub fn fan_out(strategy: Granularity, anchors: &[Anchor]) -> Result<Vec<FanOutJob>, FanOutError> {
@@ -534,5 +547,27 @@ mod tests {
             ),
             Err(FanOutError::MissingAnchor { .. })
         ));
+    }
+
+    #[test]
+    fn a_chained_name_gives_its_place_back_and_no_other_name_does() {
+        let docs = vec![thesis("a", "base_agreement"), thesis("a", "amendment_one")];
+        let places: Vec<Option<u32>> = fan_out(Granularity::Sequential, &[(0, docs.clone())])
+            .expect("chains")
+            .iter()
+            .map(|j| chain_place(&j.lineage))
+            .collect();
+        assert_eq!(places, [Some(1), Some(2)]);
+        let unchained: Vec<Option<u32>> = fan_out(Granularity::PerSourceDocument, &[(0, docs)])
+            .expect("one per document")
+            .iter()
+            .map(|j| chain_place(&j.lineage))
+            .collect();
+        assert_eq!(unchained, [None, None]);
+        let item = Lineage::Reducing {
+            source_short: "123abcde-01".into(),
+        };
+        assert_eq!(chain_place(&item), None);
+        assert_eq!(chain_place(&Lineage::Plain), None);
     }
 }

@@ -4,13 +4,16 @@
 //! reads one and [`PipelineFile::validate`] checks it whole before anything is
 //! written, naming the place in the file of every problem it finds.
 
+use crate::fact_check;
 use crate::gate::{CONFIDENCE, ConfidenceGate};
 use crate::ids::StepId;
 use crate::job::JobType;
+use crate::output_record::RecordRule;
 use crate::recipe::{
     Granularity, InputIteration, InputRule, ObjectFilter, OutputRule, ProgressBand, Recipe,
     RecipeStep, StepConfig,
 };
+use crate::shape::JsonKind;
 use crate::skip_rule::SkipCondition;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -184,6 +187,19 @@ impl PipelineFile {
                 problems.add(&place, "a second stage with this slug");
             }
             check_stage(stage, &earlier, &place, &mut problems);
+        }
+        let record_documents = self
+            .stages
+            .iter()
+            .flat_map(|stage| &stage.steps)
+            .flat_map(|step| &step.outputs)
+            .filter(|o| o.record.as_ref().is_some_and(|r| r.document))
+            .count();
+        if record_documents > 1 {
+            problems.add(
+                "stages",
+                format!("{record_documents} outputs say record.document; an output record has one document"),
+            );
         }
         problems.into_result()
     }
@@ -369,6 +385,14 @@ fn check_step(
                 format!("{items:?} must be among the required keys (the reply's array of claims)"),
             );
         }
+        if let Some(record) = &output.record {
+            check_record(
+                record,
+                output,
+                &format!("{place}.outputs[{index}].record"),
+                problems,
+            );
+        }
         for entry_type in output.publishes.iter().filter(|t| !is_slug(t)) {
             problems.add(
                 &format!("{place}.outputs[{index}].publishes"),
@@ -409,6 +433,28 @@ fn check_gate(gate: &ConfidenceGate, output: &OutputRule, place: &str, problems:
             &format!("{place}.required_keys"),
             format!("a confidence_gate needs {CONFIDENCE:?} among the required keys"),
         );
+    }
+}
+
+/// A record field must be a number the output always has: a required key
+/// typed a number, or a count the engine's claim check writes.
+fn check_record(record: &RecordRule, output: &OutputRule, place: &str, problems: &mut Problems) {
+    let counted = |field: &str| {
+        output.verify_claims.is_some()
+            && [fact_check::SOURCES_VERIFIED, fact_check::CLAIMS_DEFERRED].contains(&field)
+    };
+    for field in &record.fields {
+        let required = output.required_keys.contains(field)
+            && output.key_types.get(field) == Some(&JsonKind::Number);
+        if !required && !counted(field) {
+            problems.add(
+                &format!("{place}.fields"),
+                format!("{field:?} must be a required key typed a number (key_types), or a count of verify_claims"),
+            );
+        }
+    }
+    if !record.document && record.fields.is_empty() {
+        problems.add(place, "a record rule names the document or a field");
     }
 }
 
@@ -594,6 +640,34 @@ content = "# {{title}}\n\n{{content}}\n"
                 "stages[0] (draft).steps[1] (write).after: no step \"outline\" in this stage",
                 "stages[0] (draft).steps[1] (write).inputs[0].stage_slug: \"review\" is not this stage or one before it",
                 "stages[0] (draft).steps[1] (write).outputs[0].template_filename: no document template \"note.md\" in this stage",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_record_names_numbers_the_output_always_has_and_one_document() {
+        let note = r#"required_keys = ["content"] }]"#;
+        let recorded = MINIMAL.replace(
+            note,
+            r#"required_keys = ["content", "score"], key_types = { score = "number" }, record = { document = true, fields = ["score"] } }]"#,
+        );
+        assert!(problems(&recorded).is_empty(), "{:?}", problems(&recorded));
+        let untyped = MINIMAL.replace(
+            note,
+            r#"required_keys = ["content", "score"], record = { fields = ["score", "words"] } }]"#,
+        );
+        assert_eq!(
+            problems(&untyped),
+            [
+                "stages[0] (draft).steps[1] (write).outputs[0].record.fields: \"score\" must be a required key typed a number (key_types), or a count of verify_claims",
+                "stages[0] (draft).steps[1] (write).outputs[0].record.fields: \"words\" must be a required key typed a number (key_types), or a count of verify_claims",
+            ]
+        );
+        let empty = MINIMAL.replace(note, r#"required_keys = ["content"], record = {} }]"#);
+        assert_eq!(
+            problems(&empty),
+            [
+                "stages[0] (draft).steps[1] (write).outputs[0].record: a record rule names the document or a field"
             ]
         );
     }

@@ -287,6 +287,9 @@ pub struct OutputRule {
     /// uploads before it is stored (`fact_check::check_claims`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify_claims: Option<String>,
+    /// What of the output the session's output record carries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<crate::output_record::RecordRule>,
 }
 
 impl OutputRule {
@@ -856,6 +859,7 @@ pub(crate) mod tests {
             confidence_gate: None,
             schema: None,
             verify_claims: None,
+            record: None,
         }];
         apply_output_overrides(
             &mut outputs,
@@ -1202,6 +1206,7 @@ pub(crate) mod tests {
             confidence_gate: None,
             schema: None,
             verify_claims: None,
+            record: None,
         };
         let by_name = OutputRule {
             document_key: "x".into(),
@@ -1213,6 +1218,7 @@ pub(crate) mod tests {
             confidence_gate: None,
             schema: None,
             verify_claims: None,
+            record: None,
         };
         let json = OutputRule {
             document_key: "x".into(),
@@ -1224,6 +1230,7 @@ pub(crate) mod tests {
             confidence_gate: None,
             schema: None,
             verify_claims: None,
+            record: None,
         };
         assert!(md.is_markdown() && by_name.is_markdown() && !json.is_markdown());
     }

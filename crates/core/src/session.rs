@@ -10,8 +10,8 @@ pub use machine::{
     waits_right_after,
 };
 pub use notice::{
-    FailedJob, credit_command, failed_stage_notice, funds_notice, idle_abandoned_notice,
-    retry_command,
+    FailedJob, SlotWait, credit_command, failed_stage_notice, funds_notice, idle_abandoned_notice,
+    retry_command, slot_notice,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

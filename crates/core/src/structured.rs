@@ -352,6 +352,7 @@ mod tests {
             confidence_gate: None,
             schema: None,
             verify_claims: None,
+            record: None,
         }
     }
 

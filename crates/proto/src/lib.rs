@@ -1,5 +1,6 @@
 //! Generated protobuf messages and gRPC stubs. Nothing hand-written lives here
-//! except the module layout and the descriptor set used for reflection.
+//! except the module layout, the descriptor set used for reflection and how
+//! enum values cross by name (`names`).
 
 #![allow(clippy::all, clippy::pedantic)]
 
@@ -25,6 +26,8 @@ pub mod v1 {
         tonic::include_proto!("dialectic.v1.executor");
     }
 }
+
+pub mod names;
 
 /// Descriptor set of every dialectic proto, served by gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("dialectic_descriptor");

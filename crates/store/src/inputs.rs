@@ -51,6 +51,18 @@ pub async fn earlier_stage_documents(
     if !rendered.is_empty() || document_key == "*" {
         return Ok(rendered);
     }
+    stage_outputs(executor, session_id, stage_slug, iteration, document_key).await
+}
+
+/// The current replies (or edits) of every model under `document_key` in a
+/// stage iteration, one per document however many turns wrote it.
+pub async fn stage_outputs(
+    executor: &mut sqlx::PgConnection,
+    session_id: SessionId,
+    stage_slug: &str,
+    iteration: i32,
+    document_key: &str,
+) -> Result<Vec<InputDoc>, StoreError> {
     let chunks = sqlx::query_as(
         "SELECT id, raw_response_storage_path AS storage_key, document_key, model_id, false AS from_resource
          FROM dialectic_contributions

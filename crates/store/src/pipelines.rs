@@ -5,11 +5,13 @@
 
 use crate::StoreError;
 use crate::recipes::recipe_of_stage;
-use dialectic_core::ids::{PipelineId, PromptId, RecipeInstanceId, StageId, StepId, TemplateId};
+use dialectic_core::ids::{
+    PipelineId, PromptId, RecipeInstanceId, SessionId, StageId, StepId, TemplateId,
+};
 use dialectic_core::pipeline::{
     DocumentTemplateDef, PipelineFile, RelevanceDef, StageDef, StepDef,
 };
-use dialectic_core::recipe::{ProgressBand, Recipe};
+use dialectic_core::recipe::{OutputRule, ProgressBand, Recipe};
 use sqlx::PgPool;
 use sqlx::types::Json;
 use std::collections::BTreeMap;
@@ -537,4 +539,34 @@ async fn install_step(
     .execute(&mut **tx)
     .await?;
     Ok(id)
+}
+
+/// The output rules of a session's pipeline version that its output record
+/// draws on (`record`), with their stages, in stage then step order.
+pub async fn recorded_outputs(
+    pool: &PgPool,
+    session_id: SessionId,
+) -> Result<Vec<(String, OutputRule)>, StoreError> {
+    let rows: Vec<(String, Json<Vec<OutputRule>>)> = sqlx::query_as(
+        "SELECT st.slug, rs.outputs_required
+           FROM dialectic_sessions s
+           JOIN dialectic_process_template_stages pts ON pts.process_template_id = s.process_template_id
+           JOIN dialectic_stages st ON st.id = pts.stage_id
+           JOIN dialectic_recipe_template_steps rs ON rs.template_id = st.recipe_template_id
+          WHERE s.id = $1 AND rs.outputs_required @> '[{\"record\": {}}]'
+          ORDER BY pts.stage_number, rs.step_number",
+    )
+    .bind(session_id)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .flat_map(|(stage, outputs)| {
+            outputs
+                .0
+                .into_iter()
+                .filter(|o| o.record.is_some())
+                .map(move |o| (stage.clone(), o))
+        })
+        .collect())
 }

@@ -93,11 +93,14 @@ pub struct NewProjectDocument<'a> {
     pub role: Option<DocumentRole>,
 }
 
-/// How much one project may hold of uploaded documents.
+/// How much one project, and one user across their projects, may hold of
+/// uploaded documents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DocumentLimits {
     pub max_documents: i64,
     pub max_bytes: i64,
+    /// Bytes of the user's uploads across all their (undeleted) projects.
+    pub max_user_bytes: i64,
 }
 
 /// Which limit an upload would pass.
@@ -105,10 +108,12 @@ pub struct DocumentLimits {
 pub enum Limit {
     Documents,
     Bytes,
+    UserBytes,
 }
 
-/// An upload refused by a limit: the limit, and the project's figure for it
-/// before this upload (documents held, or bytes held).
+/// An upload refused by a limit: the limit, and the project's (or for
+/// `UserBytes` the user's) figure for it before this upload (documents held,
+/// or bytes held).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LimitReached {
     pub limit: Limit,
@@ -116,11 +121,13 @@ pub struct LimitReached {
     pub current: i64,
 }
 
-/// What a project holds of uploaded documents: (documents, bytes).
+/// What a project holds of uploaded documents, and what its owner holds
+/// across all their undeleted projects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Usage {
     pub documents: i64,
     pub bytes: i64,
+    pub user_bytes: i64,
 }
 
 impl DocumentLimits {
@@ -140,6 +147,13 @@ impl DocumentLimits {
                 current: usage.bytes,
             });
         }
+        if usage.user_bytes.saturating_add(size) > self.max_user_bytes {
+            return Some(LimitReached {
+                limit: Limit::UserBytes,
+                max: self.max_user_bytes,
+                current: usage.user_bytes,
+            });
+        }
         None
     }
 }
@@ -155,32 +169,48 @@ pub enum Recorded {
     Refused(LimitReached),
 }
 
-/// The documents and bytes a project's uploads hold.
+/// The documents and bytes a project's uploads hold, and the bytes its
+/// owner's uploads hold across the owner's undeleted projects (this one
+/// counted whatever its state, as the project's own figures are).
 pub async fn usage(
     executor: impl sqlx::PgExecutor<'_>,
     project_id: ProjectId,
 ) -> Result<Usage, StoreError> {
-    let (documents, bytes): (i64, i64) = sqlx::query_as(
-        "SELECT count(*), COALESCE(sum(size_bytes), 0)::bigint FROM dialectic_project_resources
-          WHERE project_id = $1 AND resource_type = $2",
+    let (documents, bytes, user_bytes): (i64, i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE r.project_id = $1),
+                COALESCE(sum(r.size_bytes) FILTER (WHERE r.project_id = $1), 0)::bigint,
+                COALESCE(sum(r.size_bytes), 0)::bigint
+           FROM dialectic_project_resources r
+           JOIN dialectic_projects p ON p.id = r.project_id
+          WHERE p.user_id = (SELECT user_id FROM dialectic_projects WHERE id = $1)
+            AND (p.deleted_at IS NULL OR p.id = $1) AND r.resource_type = $2",
     )
     .bind(project_id)
     .bind(PROJECT_DOCUMENT)
     .fetch_one(executor)
     .await?;
-    Ok(Usage { documents, bytes })
+    Ok(Usage {
+        documents,
+        bytes,
+        user_bytes,
+    })
 }
 
-/// Records an uploaded document unless the project is at one of `limits`.
-/// With a client request id, a repeated upload returns the first document,
-/// even at a limit. The project row is locked for the check and the insert,
-/// so concurrent uploads count one another and only one takes the last slot.
+/// Records an uploaded document unless the project or its owner is at one
+/// of `limits`. With a client request id, a repeated upload returns the
+/// first document, even at a limit. The owner's row and the project's are
+/// locked for the check and the insert, so concurrent uploads (to any of
+/// the owner's projects) count one another and only one takes the last slot.
 pub async fn insert(
     pool: &PgPool,
     d: &NewProjectDocument<'_>,
     limits: &DocumentLimits,
 ) -> Result<Recorded, StoreError> {
     let mut tx = pool.begin().await?;
+    // The owner first, as `CreateProject` takes it, so the two locks are
+    // always taken in one order.
+    let owner = owner(&mut *tx, d.project_id).await?;
+    crate::projects::lock_user(&mut tx, owner).await?;
     // NO KEY UPDATE serializes uploads to the project without blocking the
     // rows other services insert under it (their foreign keys take KEY SHARE).
     sqlx::query("SELECT 1 FROM dialectic_projects WHERE id = $1 FOR NO KEY UPDATE")
@@ -202,6 +232,18 @@ pub async fn insert(
     let created = row(&mut *tx, d.project_id, d.id).await?;
     tx.commit().await?;
     Ok(Recorded::Created(created))
+}
+
+/// The user a project belongs to (projects never change hands).
+async fn owner(
+    executor: impl sqlx::PgExecutor<'_>,
+    project_id: ProjectId,
+) -> Result<UserId, StoreError> {
+    sqlx::query_scalar("SELECT user_id FROM dialectic_projects WHERE id = $1")
+        .bind(project_id)
+        .fetch_optional(executor)
+        .await?
+        .ok_or_else(|| StoreError::not_found("project", project_id))
 }
 
 async fn insert_row(
@@ -404,10 +446,15 @@ mod tests {
     const LIMITS: DocumentLimits = DocumentLimits {
         max_documents: 2,
         max_bytes: 100,
+        max_user_bytes: 150,
     };
 
     fn held(documents: i64, bytes: i64) -> Usage {
-        Usage { documents, bytes }
+        Usage {
+            documents,
+            bytes,
+            user_bytes: bytes,
+        }
     }
 
     #[test]
@@ -422,6 +469,21 @@ mod tests {
         assert_eq!(
             (count.limit, count.max, count.current),
             (Limit::Documents, 2, 2)
+        );
+    }
+
+    #[test]
+    fn the_users_bytes_across_projects_count_up_to_their_limit() {
+        let elsewhere = |bytes| Usage {
+            documents: 0,
+            bytes: 0,
+            user_bytes: bytes,
+        };
+        assert_eq!(LIMITS.check(elsewhere(110), 40), None, "exactly full fits");
+        let over = LIMITS.check(elsewhere(110), 41).expect("a byte over");
+        assert_eq!(
+            (over.limit, over.max, over.current),
+            (Limit::UserBytes, 150, 110)
         );
     }
 }

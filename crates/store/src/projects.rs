@@ -44,6 +44,111 @@ pub async fn insert_project(
     pool: &PgPool,
     p: &NewProject<'_>,
 ) -> Result<(ProjectRow, bool), StoreError> {
+    let mut conn = pool.acquire().await?;
+    insert_or_first(&mut conn, p).await
+}
+
+/// A user's projects past which `CreateProject` is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProjectLimitReached {
+    pub max: i64,
+    /// Projects the user holds, deleted ones not counted.
+    pub current: i64,
+}
+
+/// What creating a project under a per-user limit did.
+#[derive(Debug)]
+pub enum Creation {
+    /// The project, and whether this call made it (false: a repeated
+    /// client request id, answered with the first project).
+    Recorded(ProjectRow, bool),
+    /// Nothing written: the user holds the most projects they may.
+    Refused(ProjectLimitReached),
+}
+
+/// Inserts a project unless its user already holds `max_projects` (deleted
+/// ones not counted). The user's row is locked for the count and the
+/// insert, so concurrent creations count one another and only one takes the
+/// last slot; a repeated client request id answers the first project even
+/// at the limit.
+pub async fn insert_within(
+    pool: &PgPool,
+    p: &NewProject<'_>,
+    max_projects: i64,
+) -> Result<Creation, StoreError> {
+    let mut tx = pool.begin().await?;
+    lock_user(&mut tx, p.user_id).await?;
+    if let Some(reached) =
+        limit_reached_on(&mut tx, p.user_id, p.client_request_id, max_projects).await?
+    {
+        return Ok(Creation::Refused(reached));
+    }
+    let (row, created) = insert_or_first(&mut tx, p).await?;
+    tx.commit().await?;
+    Ok(Creation::Recorded(row, created))
+}
+
+/// Takes the user's row lock for the rest of the transaction: what a user
+/// holds in all (projects, document bytes) is counted under it. NO KEY
+/// UPDATE blocks no row inserted under the user (foreign keys take KEY SHARE).
+pub(crate) async fn lock_user(
+    conn: &mut sqlx::PgConnection,
+    user_id: UserId,
+) -> Result<(), StoreError> {
+    sqlx::query("SELECT 1 FROM users WHERE id = $1 FOR NO KEY UPDATE")
+        .bind(user_id)
+        .fetch_optional(conn)
+        .await?
+        .ok_or_else(|| StoreError::not_found("user", user_id))?;
+    Ok(())
+}
+
+/// The limit a new project of the user would pass, outside the user's lock:
+/// a first look, before work a refusal would waste (`insert_within` counts
+/// again under the lock).
+pub async fn limit_reached(
+    pool: &PgPool,
+    user_id: UserId,
+    client_request_id: Option<&str>,
+    max_projects: i64,
+) -> Result<Option<ProjectLimitReached>, StoreError> {
+    let mut conn = pool.acquire().await?;
+    limit_reached_on(&mut conn, user_id, client_request_id, max_projects).await
+}
+
+/// The limit a new project of the user would pass; None when it fits or
+/// when `client_request_id` already made one (a retry is answered, not
+/// counted).
+async fn limit_reached_on(
+    conn: &mut sqlx::PgConnection,
+    user_id: UserId,
+    client_request_id: Option<&str>,
+    max_projects: i64,
+) -> Result<Option<ProjectLimitReached>, StoreError> {
+    if by_request(&mut *conn, user_id, client_request_id)
+        .await?
+        .is_some()
+    {
+        return Ok(None);
+    }
+    let current: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM dialectic_projects WHERE user_id = $1 AND deleted_at IS NULL",
+    )
+    .bind(user_id)
+    .fetch_one(conn)
+    .await?;
+    Ok((current >= max_projects).then_some(ProjectLimitReached {
+        max: max_projects,
+        current,
+    }))
+}
+
+/// Inserts the project, or returns the one its client request id made
+/// first: (row, whether this call inserted it).
+async fn insert_or_first(
+    conn: &mut sqlx::PgConnection,
+    p: &NewProject<'_>,
+) -> Result<(ProjectRow, bool), StoreError> {
     let inserted = sqlx::query_as::<_, ProjectRow>(&format!(
         "INSERT INTO dialectic_projects (id, user_id, project_name, slug, initial_user_prompt, initial_prompt_storage_key,
                                          process_template_id, client_request_id)
@@ -60,21 +165,33 @@ pub async fn insert_project(
     .bind(p.prompt_key)
     .bind(p.client_request_id)
     .bind(p.pipeline)
-    .fetch_optional(pool)
+    .fetch_optional(&mut *conn)
     .await?;
     if let Some(row) = inserted {
         return Ok((row, true));
     }
-    let existing = sqlx::query_as::<_, ProjectRow>(&format!(
-        "SELECT {PROJECT_COLUMNS} FROM dialectic_projects WHERE user_id = $1 AND client_request_id = $2"
-    ))
-    .bind(p.user_id)
-    .bind(p.client_request_id)
-    .fetch_optional(pool)
-    .await?;
-    existing
+    by_request(conn, p.user_id, p.client_request_id)
+        .await?
         .map(|r| (r, false))
         .ok_or_else(|| StoreError::not_found("pipeline", format!("{:?}", p.pipeline)))
+}
+
+/// The project a client request id of the user made, deleted or not.
+async fn by_request(
+    conn: &mut sqlx::PgConnection,
+    user_id: UserId,
+    client_request_id: Option<&str>,
+) -> Result<Option<ProjectRow>, StoreError> {
+    let Some(request) = client_request_id else {
+        return Ok(None);
+    };
+    Ok(sqlx::query_as::<_, ProjectRow>(&format!(
+        "SELECT {PROJECT_COLUMNS} FROM dialectic_projects WHERE user_id = $1 AND client_request_id = $2"
+    ))
+    .bind(user_id)
+    .bind(request)
+    .fetch_optional(conn)
+    .await?)
 }
 
 /// The user's project `id` unless deleted; `id` and `user` are SQL expressions.

@@ -162,6 +162,25 @@ pub async fn flag_for_review(
     Ok(())
 }
 
+/// Seed 003's paragraph edit: the parts of an assembled document listed
+/// after the `edited` one (a sequential step's replies are named in chain
+/// order) are flagged for review, as they continued a text that changed.
+pub async fn flag_later_parts(tx: &mut Tx<'_>, edited: ResourceId) -> Result<u64, StoreError> {
+    Ok(sqlx::query(
+        "UPDATE dialectic_project_resources later SET needs_review = true
+           FROM dialectic_project_resources e
+         WHERE e.id = $1 AND later.session_id = e.session_id AND later.stage_slug = e.stage_slug
+           AND later.iteration_number = e.iteration_number
+           AND later.model_id IS NOT DISTINCT FROM e.model_id AND later.document_key = e.document_key
+           AND later.resource_type = e.resource_type AND later.storage_path = e.storage_path
+           AND later.file_name > e.file_name",
+    )
+    .bind(edited)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected())
+}
+
 /// A submitted review: the flags of one iteration's documents, but those of
 /// the stages `after` the submitted one, are cleared.
 pub async fn clear_review(

@@ -59,6 +59,7 @@ async fn upload(db: &TestDb, project: ProjectId, name: &str) -> ResourceId {
         &DocumentLimits {
             max_documents: 100,
             max_bytes: 1 << 20,
+            max_user_bytes: 1 << 20,
         },
     )
     .await

@@ -75,6 +75,9 @@ pub fn session(s: &Session) -> String {
     if !s.notice.is_empty() {
         out.push_str(&format!("notice: {}\n", s.notice));
     }
+    if let Some(output) = &s.output {
+        out.push_str(&output_record(output));
+    }
     for skip in &s.skipped_steps {
         out.push_str(&format!(
             "skipped: {} (iteration {}): {}\n",
@@ -97,6 +100,31 @@ pub fn session(s: &Session) -> String {
         }
     }
     out
+}
+
+/// Seed 003's output record: `output: final-essay.md (ID), 812 words;
+/// sources_verified 2, voice_consistency_score 4.2; completed 2026-…`.
+fn output_record(o: &dialectic_proto::v1::SessionOutput) -> String {
+    let document = o.document.as_ref().map_or_else(
+        || "no document yet".to_string(),
+        |d| {
+            let name = d.storage_key.rsplit('/').next().unwrap_or_default();
+            format!("{name} ({})", d.resource_id)
+        },
+    );
+    let mut line = format!("output: {document}, {} words", o.word_count);
+    let mut figures: Vec<(&String, &f64)> = o.figures.iter().collect();
+    figures.sort_by(|a, b| a.0.cmp(b.0));
+    if !figures.is_empty() {
+        let named: Vec<String> = figures.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        line.push_str(&format!("; {}", named.join(", ")));
+    }
+    if let Some(at) = &o.completed_at {
+        // prost's Timestamp prints as RFC 3339.
+        line.push_str(&format!("; completed {at}"));
+    }
+    line.push('\n');
+    line
 }
 
 /// One row per stage: its jobs, its rendered documents and how it ended.
@@ -538,6 +566,37 @@ mod tests {
                 "-",
                 "Simulated (default)"
             ]
+        );
+    }
+
+    #[test]
+    fn the_output_record_is_one_line() {
+        let mut output = dialectic_proto::v1::SessionOutput {
+            document: Some(StageDocument {
+                resource_id: "r1".into(),
+                storage_key: "p/s/4_paragraph_writing/final-essay.md".into(),
+                ..Default::default()
+            }),
+            word_count: 812,
+            completed_at: Some(prost_types::Timestamp {
+                seconds: 1_700_000_000,
+                nanos: 0,
+            }),
+            ..Default::default()
+        };
+        output.figures.insert("voice_consistency_score".into(), 4.5);
+        output.figures.insert("sources_verified".into(), 2.0);
+        let session = Session {
+            output: Some(output),
+            ..Default::default()
+        };
+        assert!(
+            super::session(&session).contains(
+                "output: final-essay.md (r1), 812 words; sources_verified 2, \
+                 voice_consistency_score 4.5; completed 2023-11-14T22:13:20Z\n"
+            ),
+            "{}",
+            super::session(&session)
         );
     }
 

@@ -745,11 +745,11 @@ pub fn client_request_id() -> String {
 
 /// Pushback levels cross the API by name: `PUSHBACK_LIGHT` is `light`.
 fn api_pushback(level: Pushback) -> i32 {
-    dialectic_proto::v1::Pushback::from_str_name(&format!(
-        "PUSHBACK_{}",
-        level.as_str().to_ascii_uppercase()
-    ))
-    .map_or(0, Into::into)
+    dialectic_proto::names::to_api(
+        "PUSHBACK",
+        level.as_str(),
+        dialectic_proto::v1::Pushback::from_str_name,
+    )
 }
 
 #[cfg(test)]

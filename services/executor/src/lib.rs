@@ -153,7 +153,7 @@ impl Executor {
         worker: &str,
     ) -> Result<Recorded, AttemptError> {
         let attempt = attempt::Attempt::from_claim(job, rows)?;
-        let provider = self.provider(&attempt.model).await?;
+        let provider = self.provider(&attempt.model, Some(job)).await?;
         let chain = match job.target_contribution_id {
             Some(target) => Some(self.chain_of(job, target).await?),
             None => None,

@@ -549,6 +549,7 @@ mod tests {
             confidence_gate: None,
             schema: None,
             verify_claims: None,
+            record: None,
         }];
         step
     }

@@ -8,6 +8,7 @@ use dialectic_llm::{
     Limited, ModelProvider, ProviderConfig, Recording, Replay, WithFallback, provider_for,
 };
 use dialectic_runtime::worker::AttemptError;
+use dialectic_store::jobs::JobRow;
 use dialectic_store::models::{self, ModelRow};
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,10 +68,15 @@ fn base(executor: &Executor, model: &ModelRow) -> Result<Provider, AttemptError>
 }
 
 impl Executor {
-    pub(crate) async fn provider(&self, model: &ModelRow) -> Result<Provider, AttemptError> {
+    /// `job` is the job whose calls these are, None for a question's.
+    pub(crate) async fn provider(
+        &self,
+        model: &ModelRow,
+        job: Option<&JobRow>,
+    ) -> Result<Provider, AttemptError> {
         let provider = self.with_mode(base(self, model)?);
         let provider = self.with_fallback(provider, model).await?;
-        Ok(self.with_limits(provider, model))
+        Ok(self.with_limits(provider, model, job))
     }
 
     fn with_mode(&self, provider: Provider) -> Provider {
@@ -101,21 +107,31 @@ impl Executor {
         }))
     }
 
-    /// Call limits shared by every replica (Redis), when the row sets any.
-    fn with_limits(&self, provider: Provider, model: &ModelRow) -> Provider {
+    /// Call limits shared by every replica (Redis), when the row sets any;
+    /// a job's wait for a slot is noted for its session's notice.
+    fn with_limits(&self, provider: Provider, model: &ModelRow, job: Option<&JobRow>) -> Provider {
         let limits = Limits::from_config(&model.config.0);
         if !limits.any() {
             return provider;
         }
+        let limiter = RedisLimiter::new(
+            self.cache.clone(),
+            limits,
+            Duration::from_secs(60),
+            Duration::from_secs(self.lease_secs.max(30) * 4),
+            SLOT_PATIENCE,
+        );
+        let limiter = match job {
+            Some(job) => limiter.for_job(
+                job.session_id.to_string(),
+                job.id.to_string(),
+                model.api_identifier.clone(),
+            ),
+            None => limiter,
+        };
         Arc::new(Limited {
             inner: provider,
-            limiter: Arc::new(RedisLimiter::new(
-                self.cache.clone(),
-                limits,
-                Duration::from_secs(60),
-                Duration::from_secs(self.lease_secs.max(30) * 4),
-                SLOT_PATIENCE,
-            )),
+            limiter: Arc::new(limiter),
             key: format!("model:{}", model.api_identifier),
         })
     }

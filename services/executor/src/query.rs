@@ -84,7 +84,7 @@ impl Executor {
         let model = models::model_by_identifier(self.store.pool(), identifier)
             .await
             .map_err(|e| error_status::status(&e))?;
-        let provider = self.provider(&model).await.map_err(status)?;
+        let provider = self.provider(&model, None).await.map_err(status)?;
         // Before any paid call: a question whose sources cannot be read costs nothing.
         let analysis = self.index(project).await?;
         let asking = Asking {

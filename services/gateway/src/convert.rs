@@ -216,11 +216,9 @@ pub fn document(row: &ResourceRow, names: &HashMap<ModelId, String>) -> StageDoc
     }
 }
 
-/// The typed twin of a stored lower-case name: `{PREFIX}_{NAME}` in the
-/// enum, UNSPECIFIED for a name the proto does not know (yet).
-fn typed<E: Into<i32>>(prefix: &str, name: &str, lookup: fn(&str) -> Option<E>) -> i32 {
-    lookup(&format!("{prefix}_{}", name.to_ascii_uppercase())).map_or(0, Into::into)
-}
+// The typed twin of a stored lower-case name: `{PREFIX}_{NAME}` in the
+// enum, UNSPECIFIED for a name the proto does not know (yet).
+use dialectic_proto::names::to_api as typed;
 
 pub fn event_kind(kind: EventKind) -> i32 {
     typed(
@@ -252,10 +250,7 @@ pub fn pushback_of(value: i32) -> Result<Pushback, GatewayError> {
     let bad = || GatewayError::bad("pushback", format!("pushback {value} is not a Pushback"));
     match ApiPushback::try_from(value).map_err(|_| bad())? {
         ApiPushback::Unspecified => Ok(Pushback::default()),
-        level => level
-            .as_str_name()
-            .trim_start_matches("PUSHBACK_")
-            .to_ascii_lowercase()
+        level => dialectic_proto::names::from_api("PUSHBACK", level.as_str_name())
             .parse()
             .map_err(|_| bad()),
     }

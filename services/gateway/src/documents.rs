@@ -13,6 +13,7 @@ use dialectic_core::document_role::DocumentRole;
 use dialectic_core::error::Reason;
 use dialectic_core::ids::{ProjectId, ResourceId, UserId};
 use dialectic_core::paths::project_document_key;
+use dialectic_proto::names::{from_api, to_api};
 use dialectic_proto::v1::indexer::{IndexRequest, IndexResponse};
 use dialectic_proto::v1::{
     AddProjectDocumentRequest, DocumentRole as ApiRole, ListProjectDocumentsResponse,
@@ -56,18 +57,17 @@ fn document(row: ProjectDocumentRow) -> ProjectDocument {
         chunks: u32::try_from(row.chunks).unwrap_or(0),
         storage_key: row.storage_path,
         created_at: Some(convert::timestamp(row.created_at)),
-        role: api_role(row.role).into(),
+        role: api_role(row.role),
     }
 }
 
 /// Roles cross the API by name: `DOCUMENT_ROLE_WRITING_SAMPLE` is `writing_sample`.
-const ROLE_PREFIX: &str = "DOCUMENT_ROLE_";
+const ROLE_PREFIX: &str = "DOCUMENT_ROLE";
 
-fn api_role(role: Option<DocumentRole>) -> ApiRole {
-    role.and_then(|r| {
-        ApiRole::from_str_name(&format!("{ROLE_PREFIX}{}", r.as_str().to_ascii_uppercase()))
+fn api_role(role: Option<DocumentRole>) -> i32 {
+    role.map_or(0, |r| {
+        to_api(ROLE_PREFIX, r.as_str(), ApiRole::from_str_name)
     })
-    .unwrap_or(ApiRole::Unspecified)
 }
 
 /// The upload's role; a number the proto does not define is refused.
@@ -75,13 +75,10 @@ fn upload_role(req: &AddProjectDocumentRequest) -> Result<Option<DocumentRole>, 
     let bad = || GatewayError::bad("role", format!("role {} is not a DocumentRole", req.role));
     match ApiRole::try_from(req.role).map_err(|_| bad())? {
         ApiRole::Unspecified => Ok(None),
-        role => {
-            let name = role.as_str_name().trim_start_matches(ROLE_PREFIX);
-            name.to_ascii_lowercase()
-                .parse()
-                .map(Some)
-                .map_err(|_| bad())
-        }
+        role => from_api(ROLE_PREFIX, role.as_str_name())
+            .parse()
+            .map(Some)
+            .map_err(|_| bad()),
     }
 }
 
@@ -93,7 +90,7 @@ fn mime_type(file_name: &str) -> &'static str {
     }
 }
 
-/// The refusal of an upload past one of its project's limits.
+/// The refusal of an upload past one of its project's (or its owner's) limits.
 fn exhausted(reached: LimitReached, size: i64) -> GatewayError {
     let (reason, message) = match reached.limit {
         Limit::Documents => (
@@ -107,6 +104,13 @@ fn exhausted(reached: LimitReached, size: i64) -> GatewayError {
             Reason::ProjectBytesLimitReached,
             format!(
                 "the project's documents hold {} bytes; {size} more would pass its limit of {} bytes",
+                reached.current, reached.max
+            ),
+        ),
+        Limit::UserBytes => (
+            Reason::UserBytesLimitReached,
+            format!(
+                "your documents, across your projects, hold {} bytes; {size} more would pass your limit of {} bytes",
                 reached.current, reached.max
             ),
         ),
@@ -203,7 +207,7 @@ impl Gateway {
     /// Stores, indexes and records an uploaded document. It is indexed before
     /// anything is written, so an indexer outage (UNAVAILABLE) leaves nothing
     /// behind; a retried upload answers the first one; an upload past the
-    /// project's limits is RESOURCE_EXHAUSTED with nothing written.
+    /// project's or its user's limits is RESOURCE_EXHAUSTED with nothing written.
     pub(crate) async fn add_project_document(
         &self,
         user: UserId,
@@ -231,7 +235,7 @@ impl Gateway {
             },
         };
         let size = upload.size();
-        // A full project is refused before the indexer's work and the S3
+        // A full project (or user) is refused before the indexer's work and the S3
         // write; the recording checks again under the project's lock, as a
         // concurrent upload may take the last slot meanwhile.
         let held = project_documents::usage(self.store.pool(), project_id).await?;
@@ -313,7 +317,7 @@ impl Gateway {
             }
             // A concurrent retry recorded its upload first: keep that one.
             Ok(Recorded::Repeated(first)) => Ok(document(first)),
-            // A concurrent upload took the last of the project's room.
+            // A concurrent upload took the last of the project's (or user's) room.
             Ok(Recorded::Refused(reached)) => Err(exhausted(reached, size)),
             Err(e) => Err(e.into()),
         };
@@ -370,9 +374,13 @@ mod tests {
     fn every_role_crosses_the_api_and_back() {
         for role in DocumentRole::ALL {
             let api = api_role(Some(role));
-            assert_ne!(api, ApiRole::Unspecified, "{role} has no DocumentRole twin");
+            assert_ne!(
+                api,
+                i32::from(ApiRole::Unspecified),
+                "{role} has no DocumentRole twin"
+            );
             let req = AddProjectDocumentRequest {
-                role: api.into(),
+                role: api,
                 ..Default::default()
             };
             assert_eq!(upload_role(&req).ok(), Some(Some(role)));

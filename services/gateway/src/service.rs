@@ -15,7 +15,7 @@ use dialectic_core::paths::{FileKind, PathContext};
 use dialectic_core::position::{Position, StepTally, item_documents};
 use dialectic_core::progress::EventKind;
 use dialectic_core::session::{
-    SessionStatus, failed_stage_notice, funds_notice, idle_abandoned_notice,
+    SessionStatus, SlotWait, failed_stage_notice, funds_notice, idle_abandoned_notice, slot_notice,
 };
 use dialectic_core::slug::slugify;
 use dialectic_proto::v1::dialectic_service_server::DialecticService;
@@ -52,7 +52,7 @@ use dialectic_runtime::{CancellationToken, Courier};
 use dialectic_store::contributions::{self, NewContribution, USER_EDIT};
 use dialectic_store::ledger;
 use dialectic_store::project_documents::DocumentLimits;
-use dialectic_store::projects::{self, NewProject};
+use dialectic_store::projects::{self, Creation, NewProject, ProjectLimitReached};
 use dialectic_store::sessions::{self, NewSession, SessionRow};
 use dialectic_store::{
     Store, StoreError, api, auth, gates, jobs, models, outbox, position, resources, skips,
@@ -74,6 +74,15 @@ pub(crate) enum Command {
     Resume,
     Cancel,
     Complete,
+}
+
+/// How many of a session's jobs are in `status` (`session_counts` rows).
+fn jobs_in(counts: &[(String, String, String, i64)], status: JobStatus) -> i64 {
+    counts
+        .iter()
+        .filter(|(_, _, s, _)| s == status.as_str())
+        .map(|r| r.3)
+        .sum()
 }
 
 /// Where an idle-abandoned session stopped (a resume returns there); None
@@ -220,6 +229,29 @@ fn document_limits(config: &GatewayConfig) -> DocumentLimits {
     DocumentLimits {
         max_documents: i64::try_from(config.max_documents_per_project).unwrap_or(i64::MAX),
         max_bytes: i64::try_from(config.max_document_bytes_per_project).unwrap_or(i64::MAX),
+        max_user_bytes: per_user_cap(config.max_document_bytes_per_user),
+    }
+}
+
+/// A per-user limit as the store counts it: 0 (no cap), like a figure past
+/// a bigint, is no limit at all.
+fn per_user_cap(value: u64) -> i64 {
+    match value {
+        0 => i64::MAX,
+        value => i64::try_from(value).unwrap_or(i64::MAX),
+    }
+}
+
+/// The refusal of a project past its user's limit.
+fn too_many_projects(reached: ProjectLimitReached) -> GatewayError {
+    GatewayError::Exhausted {
+        reason: Reason::UserProjectLimitReached,
+        message: format!(
+            "you hold {} projects, the most a user may hold ({}); delete one to make another",
+            reached.current, reached.max
+        ),
+        limit: reached.max,
+        current: reached.current,
     }
 }
 
@@ -232,8 +264,10 @@ pub struct Gateway {
     max_prompt_bytes: usize,
     /// What converting one PDF or DOCX upload may cost.
     pub(crate) conversion_limits: dialectic_convert::Limits,
-    /// How much each project may hold of uploaded documents.
+    /// How much each project, and each user, may hold of uploaded documents.
     pub(crate) document_limits: DocumentLimits,
+    /// Projects one user may hold (`gateway.max_projects_per_user`).
+    max_projects: i64,
     /// Largest export archive of a project (`gateway.max_export_bytes`).
     pub(crate) max_export_bytes: u64,
     /// Exports in progress per user (`gateway.max_exports_per_user`).
@@ -265,6 +299,7 @@ impl Gateway {
             bootstrap,
             max_prompt_bytes,
             document_limits: document_limits(&GatewayConfig::default()),
+            max_projects: per_user_cap(GatewayConfig::default().max_projects_per_user),
             conversion_limits: crate::documents::conversion_limits(&GatewayConfig::default()),
             max_export_bytes: GatewayConfig::default().max_export_bytes,
             export_slots: crate::catalog::ExportSlots::new(
@@ -283,9 +318,11 @@ impl Gateway {
     }
 
     /// The per-project limits `config` sets: uploaded documents, and the
-    /// size of an export; and how many exports a user may run at once.
+    /// size of an export; and per user: projects, document bytes, and how
+    /// many exports a user may run at once.
     pub fn with_document_limits(mut self, config: &GatewayConfig) -> Self {
         self.document_limits = document_limits(config);
+        self.max_projects = per_user_cap(config.max_projects_per_user);
         self.conversion_limits = crate::documents::conversion_limits(config);
         self.max_export_bytes = config.max_export_bytes;
         self.export_slots = crate::catalog::ExportSlots::new(config.max_exports_per_user);
@@ -510,22 +547,14 @@ impl Gateway {
         } else {
             None
         };
+        let output = if with_jobs {
+            self.output_record(&row).await?
+        } else {
+            None
+        };
         let (jobs, cost, notice) = if with_jobs {
             let rows = jobs::session_counts(self.store.pool(), row.id).await?;
-            let paused: i64 = rows
-                .iter()
-                .filter(|(_, _, status, _)| status == JobStatus::PausedNsf.as_str())
-                .map(|r| r.3)
-                .sum();
-            let failed = self.failed_stage_notice(&row).await?;
-            let notice = match (failed, idle_abandoned_at(&row)) {
-                (Some(failed), _) => failed,
-                (None, Some(was)) => idle_abandoned_notice(&row.id.to_string(), &was),
-                (None, None) if paused > 0 => funds_notice(paused, &row.user_id.to_string()),
-                (None, None) => convert::low_confidence_notice(
-                    &gates::kept_low(self.store.pool(), row.id).await?,
-                ),
-            };
+            let notice = self.notice(&row, &rows).await?;
             let mut counts = convert::job_counts(&rows);
             let costs = ledger::stage_costs(self.store.pool(), row.id).await?;
             for stage in &mut counts {
@@ -561,7 +590,59 @@ impl Gateway {
             needs_review_stages,
             pushback: convert::pushback(row.pushback),
             spent,
+            output,
         })
+    }
+
+    /// What a session says about itself, the first that holds of: a failed
+    /// stage, an idle spell that abandoned it, a wait for funds, a wait for a
+    /// model's call slot, else the low-confidence gates it kept. A wait the
+    /// user can end (funds) comes before one that ends by itself (a slot).
+    async fn notice(
+        &self,
+        row: &SessionRow,
+        counts: &[(String, String, String, i64)],
+    ) -> Result<String, GatewayError> {
+        if let Some(failed) = self.failed_stage_notice(row).await? {
+            return Ok(failed);
+        }
+        if let Some(was) = idle_abandoned_at(row) {
+            return Ok(idle_abandoned_notice(&row.id.to_string(), &was));
+        }
+        let paused = jobs_in(counts, JobStatus::PausedNsf);
+        if paused > 0 {
+            return Ok(funds_notice(paused, &row.user_id.to_string()));
+        }
+        // Only a claimed job waits for a slot: no claimed job, no Redis read.
+        if jobs_in(counts, JobStatus::Processing) > 0 {
+            let slots = self.slot_notice(row.id).await;
+            if !slots.is_empty() {
+                return Ok(slots);
+            }
+        }
+        Ok(convert::low_confidence_notice(
+            &gates::kept_low(self.store.pool(), row.id).await?,
+        ))
+    }
+
+    /// The session's jobs waiting for a model's call slot, as the executors
+    /// noted them. Best effort: Redis out of reach costs this notice, not
+    /// the read.
+    async fn slot_notice(&self, session_id: SessionId) -> String {
+        let Ok(cache) = self.cache() else {
+            return String::new();
+        };
+        match cache.slot_waiters(&session_id.to_string()).await {
+            Ok(waiters) => slot_notice(&SlotWait::group(
+                waiters
+                    .iter()
+                    .map(|w| (w.job_id.as_str(), w.model.as_str(), w.max_concurrency)),
+            )),
+            Err(e) => {
+                tracing::warn!(error = %e, "the waits for call slots could not be read");
+                String::new()
+            }
+        }
     }
 
     /// What a session whose stage failed (also while paused there) says:
@@ -780,6 +861,15 @@ impl Gateway {
                 ),
             ));
         }
+        let request_id = optional(&req.client_request_id);
+        // A user at the limit is refused before the prompt object is written;
+        // the insert counts again under the user's lock, as a concurrent call
+        // may take the last slot meanwhile.
+        let first_look =
+            projects::limit_reached(self.store.pool(), user, request_id, self.max_projects).await?;
+        if let Some(reached) = first_look {
+            return Err(too_many_projects(reached));
+        }
         let id = ProjectId::new();
         tracing::Span::current().record("project_id", tracing::field::display(id));
         let slug = slugify(name, 60, "project");
@@ -792,7 +882,7 @@ impl Gateway {
                 "text/markdown; charset=utf-8",
             )
             .await?;
-        let inserted = projects::insert_project(
+        let inserted = projects::insert_within(
             self.store.pool(),
             &NewProject {
                 id,
@@ -801,18 +891,23 @@ impl Gateway {
                 slug: &slug,
                 prompt,
                 prompt_key: &key,
-                client_request_id: optional(&req.client_request_id),
+                client_request_id: request_id,
                 pipeline: optional(&req.pipeline).unwrap_or(projects::DEFAULT_PIPELINE),
             },
+            self.max_projects,
         )
         .await;
         match inserted {
-            Ok((row, _created)) if row.id == id => Ok(convert::project(row)),
-            Ok((row, _)) => {
+            Ok(Creation::Recorded(row, true)) => Ok(convert::project(row)),
+            Ok(Creation::Recorded(row, false)) => {
                 // A retried request: the first project keeps its own prompt object.
                 tracing::info!(existing = %row.id, "client request id repeated; returning the first project");
                 self.discard_object(&key).await;
                 Ok(convert::project(row))
+            }
+            Ok(Creation::Refused(reached)) => {
+                self.discard_object(&key).await;
+                Err(too_many_projects(reached))
             }
             Err(e) => {
                 self.discard_object(&key).await;
@@ -1200,7 +1295,8 @@ impl Gateway {
         let latest = latest.filter(|e| {
             e.session_status == status && (stage_slug.is_empty() || e.stage_slug == stage_slug)
         });
-        // A failed session's snapshot says why, as GetSession does.
+        // A failed session's snapshot says why, as GetSession does, and so
+        // does one whose jobs wait for a call slot: no event says that.
         // Best effort: the latest event, the stage's failure, says it too.
         let notice = match &row {
             Some(row) => self.failed_stage_notice(row).await.unwrap_or_else(|e| {
@@ -1208,6 +1304,10 @@ impl Gateway {
                 None
             }),
             None => None,
+        };
+        let notice = match notice {
+            Some(notice) => Some(notice),
+            None => Some(self.slot_notice(session_id).await).filter(|n| !n.is_empty()),
         };
         let snapshot = convert::event(ProgressEvent {
             session_status: status,

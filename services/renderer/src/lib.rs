@@ -6,6 +6,7 @@
 use dialectic_blob::BlobStore;
 use dialectic_config::Settings;
 use dialectic_core::error::{ErrorCode, Reason};
+use dialectic_core::fanout::chain_place;
 use dialectic_core::ids::{ContributionId, JobId, ModelId, ResourceId, SessionId};
 use dialectic_core::job::JobType;
 use dialectic_core::paths::{DocumentName, FileKind, Lineage, PathContext};
@@ -50,6 +51,34 @@ pub struct Rendered {
     /// The contribution the resource points at: the first chunk of the
     /// document, or of an assembled document's first part.
     pub source: ContributionId,
+}
+
+/// What one render job writes: its document and, when that document
+/// assembles a step's replies, the reply it was queued for as a document of
+/// its own.
+struct Renders {
+    document: Rendered,
+    part: Option<Rendered>,
+    /// The first chunk of the chain the job renders.
+    root: ContributionRow,
+}
+
+impl Renders {
+    fn keys(&self) -> Vec<&str> {
+        std::iter::once(&self.document)
+            .chain(&self.part)
+            .map(|r| r.key.as_str())
+            .collect()
+    }
+}
+
+/// The place of `root`'s reply in its step's chain, from its name.
+fn chain_place_of(root: &ContributionRow) -> Option<u32> {
+    let context = PathContext::deconstruct(&root.raw_response_storage_path).ok()?;
+    match context.file {
+        FileKind::RawChunk { name, .. } => chain_place(&name.lineage),
+        _ => None,
+    }
 }
 
 #[derive(Clone)]
@@ -123,11 +152,10 @@ async fn stage_template(
 async fn fill(
     template: String,
     root: &ContributionRow,
-    document_key: &str,
+    title: String,
     content: String,
     data: serde_json::Value,
 ) -> Result<String, AttemptError> {
-    let title = title_from_key(document_key);
     let model = root.model_name.clone().unwrap_or_default();
     let stage = root.stage_slug.clone();
     // A template is a tenant's code: it runs off the async threads, on its fuel.
@@ -204,20 +232,61 @@ impl Renderer {
         &self,
         conn: &mut Conn,
         identity: ContributionId,
-    ) -> Result<(Rendered, ContributionRow), AttemptError> {
+    ) -> Result<Renders, AttemptError> {
         let root = contributions::contribution(&mut *conn, identity).await?;
         let shown = shown_as(&mut *conn, &root).await?;
-        if let Shown::Assembled { file_name } = &shown {
-            let rendered = self.render_assembled(conn, &root, file_name).await?;
-            return Ok((rendered, root));
+        let (document, part) = match &shown {
+            Shown::Assembled { file_name } => {
+                let document = self.render_assembled(conn, &root, file_name).await?;
+                (document, Some(self.render_part(conn, &root).await?))
+            }
+            _ => {
+                let title = title_from_key(&root.document_key);
+                let json_backed = shown == Shown::Json;
+                (
+                    self.render_chain(conn, &root, title, json_backed).await?,
+                    None,
+                )
+            }
+        };
+        Ok(Renders {
+            document,
+            part,
+            root,
+        })
+    }
+
+    /// One reply of an assembled document (the essay's paragraph) as a
+    /// document of its own, which the writer reads and edits on its own:
+    /// titled with its place in the chain.
+    async fn render_part(
+        &self,
+        conn: &mut Conn,
+        root: &ContributionRow,
+    ) -> Result<Rendered, AttemptError> {
+        let mut title = title_from_key(&root.document_key);
+        if let Some(place) = chain_place_of(root) {
+            title = format!("{title} {place}");
         }
+        self.render_chain(conn, root, title, true).await
+    }
+
+    /// The document of the chain `root` begins: its current chunks (or
+    /// edit) in order, filled into the stage's template for its key.
+    async fn render_chain(
+        &self,
+        conn: &mut Conn,
+        root: &ContributionRow,
+        title: String,
+        json_backed: bool,
+    ) -> Result<Rendered, AttemptError> {
         let chain =
-            contributions::document_chain(&mut *conn, root.session_id, &root.stage_slug, identity)
+            contributions::document_chain(&mut *conn, root.session_id, &root.stage_slug, root.id)
                 .await?;
         if chain.is_empty() {
             return Err(AttemptError::permanent(
                 "missing_chunks",
-                format!("no chunks found for document {identity}"),
+                format!("no chunks found for document {}", root.id),
             ));
         }
         let parts = contributions::current_parts(&chain);
@@ -234,22 +303,21 @@ impl Renderer {
             replies.extend(serde_json::from_str::<serde_json::Value>(&raw).ok());
         }
         let incomplete = !edited && chain.iter().any(|c| c.is_incomplete);
-        let template = stage_template(&mut *conn, &root, &root.document_key).await?;
+        let template = stage_template(&mut *conn, root, &root.document_key).await?;
         // The reply's fields, for a template that shows a JSON output's data.
         let data = merge_chunks(replies.iter());
-        let mut markdown = fill(template, &root, &root.document_key, content, data).await?;
+        let mut markdown = fill(template, root, title, content, data).await?;
         if incomplete {
             markdown.push_str(INCOMPLETE_NOTE);
         }
-        let rendered = Rendered {
-            key: rendered_key(&root, None)?,
+        Ok(Rendered {
+            key: rendered_key(root, None)?,
             markdown,
             incomplete,
-            json_backed: shown == Shown::Json,
+            json_backed,
             document_key: root.document_key.clone(),
             source: root.id,
-        };
-        Ok((rendered, root))
+        })
     }
 
     /// A `sequential` step's JSON replies as one document (the essay's
@@ -294,7 +362,8 @@ impl Renderer {
             data.extend(serde_json::from_str::<serde_json::Value>(&raw).ok());
         }
         let data = serde_json::json!({ "parts": data });
-        let markdown = fill(template, root, &document_key, texts.join("\n\n"), data).await?;
+        let title = title_from_key(&document_key);
+        let markdown = fill(template, root, title, texts.join("\n\n"), data).await?;
         Ok(Rendered {
             key: rendered_key(root, Some(&document_key))?,
             markdown,
@@ -303,6 +372,72 @@ impl Renderer {
             document_key,
             source,
         })
+    }
+
+    /// Writes `rendered`'s object and upserts its resource row, in `tx`.
+    async fn store_rendered(
+        &self,
+        tx: &mut dialectic_store::Tx<'_>,
+        session: &sessions::SessionRow,
+        root: &ContributionRow,
+        rendered: &Rendered,
+    ) -> Result<ResourceId, AttemptError> {
+        self.blob
+            .put(
+                &rendered.key,
+                rendered.markdown.clone().into_bytes(),
+                "text/markdown",
+            )
+            .await
+            .map_err(|e| AttemptError::retryable("storage", e))?;
+        let (dir, file_name) = rendered
+            .key
+            .rsplit_once('/')
+            .unwrap_or(("", rendered.key.as_str()));
+        let resource = NewResource {
+            id: ResourceId::new(),
+            project_id: session.project_id,
+            user_id: session.user_id,
+            session_id: session.id,
+            stage_slug: &root.stage_slug,
+            iteration: root.iteration_number,
+            resource_type: "rendered_document",
+            document_key: &rendered.document_key,
+            model_id: root.model_id,
+            bucket: self.blob.bucket(),
+            storage_path: dir,
+            file_name,
+            mime_type: "text/markdown",
+            size_bytes: rendered.markdown.len() as i64,
+            // The resource points at its document's first chunk (seed 000 function 7).
+            source_contribution_id: rendered.source,
+            is_incomplete: rendered.incomplete,
+            is_json_backed: rendered.json_backed,
+        };
+        Ok(resources::upsert_resource(tx, &resource).await?)
+    }
+
+    /// Stores one reply of an assembled document as its own document; when
+    /// the render is of the writer's edit of it (`source`), the replies after
+    /// it, which continued the text it had, are flagged for review.
+    async fn store_part(
+        &self,
+        tx: &mut dialectic_store::Tx<'_>,
+        session: &sessions::SessionRow,
+        root: &ContributionRow,
+        part: &Rendered,
+        source: ContributionId,
+    ) -> Result<(), AttemptError> {
+        let resource = self.store_rendered(tx, session, root, part).await?;
+        let rendered_for = contributions::contribution(&mut **tx, source).await?;
+        if rendered_for.contribution_type == USER_EDIT {
+            let flagged = resources::flag_later_parts(tx, resource).await?;
+            tracing::info!(
+                flagged,
+                "an edited part flags the parts after it for review"
+            );
+        }
+        Ok(())
     }
 
     /// When `root_job` is a regeneration, the documents of the jobs it
@@ -315,7 +450,7 @@ impl Renderer {
         tx: &mut dialectic_store::Tx<'_>,
         session_id: SessionId,
         root_job: JobId,
-        current_key: &str,
+        current_keys: &[&str],
     ) -> Result<Vec<String>, AttemptError> {
         let Some(superseded) = regenerate::superseded_by(&mut **tx, root_job).await? else {
             return Ok(Vec::new());
@@ -325,7 +460,7 @@ impl Renderer {
         let mut keys = Vec::with_capacity(old.len());
         for doc in old {
             let old_key = doc.key();
-            if old_key == current_key {
+            if current_keys.contains(&old_key.as_str()) {
                 continue;
             }
             let name = regenerate::free_archived_name(tx, &doc).await?;
@@ -378,48 +513,19 @@ impl JobWork for Renderer {
                 ),
             ));
         }
-        let (rendered, root) = self.render(&mut tx, identity).await?;
+        let renders = self.render(&mut tx, identity).await?;
         let session = sessions::session_for_user(&mut *tx, job.user_id, job.session_id).await?;
-        let size = rendered.markdown.len() as i64;
-        self.blob
-            .put(
-                &rendered.key,
-                rendered.markdown.into_bytes(),
-                "text/markdown",
-            )
-            .await
-            .map_err(|e| AttemptError::retryable("storage", e))?;
-        let (dir, file_name) = rendered
-            .key
-            .rsplit_once('/')
-            .unwrap_or(("", rendered.key.as_str()));
-        let resource_id = resources::upsert_resource(
-            &mut tx,
-            &NewResource {
-                id: ResourceId::new(),
-                project_id: session.project_id,
-                user_id: job.user_id,
-                session_id: job.session_id,
-                stage_slug: &root.stage_slug,
-                iteration: root.iteration_number,
-                resource_type: "rendered_document",
-                document_key: &rendered.document_key,
-                model_id: root.model_id,
-                bucket: self.blob.bucket(),
-                storage_path: dir,
-                file_name,
-                mime_type: "text/markdown",
-                size_bytes: size,
-                // The resource points at its document's first chunk (seed 000 function 7).
-                source_contribution_id: rendered.source,
-                is_incomplete: rendered.incomplete,
-                is_json_backed: rendered.json_backed,
-            },
-        )
-        .await?;
+        let root = &renders.root;
+        let resource_id = self
+            .store_rendered(&mut tx, &session, root, &renders.document)
+            .await?;
+        if let Some(part) = &renders.part {
+            self.store_part(&mut tx, &session, root, part, source)
+                .await?;
+        }
         let replaced = match root.job_id {
             Some(root_job) => {
-                self.archive_replaced(&mut tx, job.session_id, root_job, &rendered.key)
+                self.archive_replaced(&mut tx, job.session_id, root_job, &renders.keys())
                     .await?
             }
             None => Vec::new(),
@@ -449,7 +555,7 @@ impl JobWork for Renderer {
             }
         }
         dialectic_telemetry::metrics::DOCUMENTS_RENDERED.inc(&[&job.stage_slug]);
-        tracing::info!(%resource_id, key = %rendered.key, "document rendered");
+        tracing::info!(%resource_id, key = %renders.document.key, "document rendered");
         Ok(recorded)
     }
 }
@@ -474,29 +580,29 @@ impl RendererService for Api {
             .acquire()
             .await
             .map_err(|e| error_status::status(&StoreError::from(e)))?;
-        let (rendered, root) =
-            self.renderer
-                .render(&mut conn, identity)
-                .await
-                .map_err(|e| match e {
-                    AttemptError::Store(e) => error_status::status(&e),
-                    AttemptError::Retryable { .. } => Failure::new(
-                        ErrorCode::Unavailable,
-                        Reason::RenderRetryable,
-                        e.to_string(),
-                    )
+        let renders = self
+            .renderer
+            .render(&mut conn, identity)
+            .await
+            .map_err(|e| match e {
+                AttemptError::Store(e) => error_status::status(&e),
+                AttemptError::Retryable { .. } => Failure::new(
+                    ErrorCode::Unavailable,
+                    Reason::RenderRetryable,
+                    e.to_string(),
+                )
+                .into(),
+                other => Failure::new(ErrorCode::Internal, Reason::RenderFailed, other.to_string())
                     .into(),
-                    other => {
-                        Failure::new(ErrorCode::Internal, Reason::RenderFailed, other.to_string())
-                            .into()
-                    }
-                })?;
-        if !request.session_id.is_empty() && request.session_id != root.session_id.to_string() {
+            })?;
+        if !request.session_id.is_empty()
+            && request.session_id != renders.root.session_id.to_string()
+        {
             let missing = StoreError::not_found("document", format!("{identity} in that session"));
             return Err(error_status::status(&missing));
         }
         Ok(tonic::Response::new(RenderPreviewResponse {
-            markdown: rendered.markdown,
+            markdown: renders.document.markdown,
         }))
     }
 }

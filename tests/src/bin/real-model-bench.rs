@@ -13,9 +13,11 @@
 //! Sessions run one after another (the server answers one call at a time);
 //! the services run in this process, as `dialecticd run` does.
 
-use dialectic_e2e::{GatewayClient, TestEnv, register_llama_cpp_model, upload_documents};
+use dialectic_e2e::{
+    GatewayClient, TestEnv, Upload, register_llama_cpp_model, start_uploaded_session,
+};
 use dialectic_llm::{ModelProvider, OpenAiProvider, OpenAiSettings};
-use dialectic_proto::v1::{CreateProjectRequest, GetSessionRequest, StartSessionRequest};
+use dialectic_proto::v1::{DocumentRole, GetSessionRequest};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::process::ExitCode;
@@ -115,37 +117,22 @@ async fn start(client: &mut GatewayClient, pipeline: &str, model: &str) -> Strin
         "essay" => read("essay-prompt.md"),
         _ => read("dialectic-prompt.md"),
     };
-    let project = client
-        .create_project(CreateProjectRequest {
-            name: format!("{pipeline} on a real model"),
-            initial_user_prompt: prompt,
-            pipeline: pipeline.into(),
-            ..Default::default()
-        })
-        .await
-        .expect("create project")
-        .into_inner();
-    if pipeline == "contract_stack" {
-        let docs = [
+    let docs = if pipeline == "contract_stack" {
+        [
             "01-base-agreement.md",
             "02-amendment-1.md",
             "03-amendment-2.md",
         ]
-        .map(|f| (f, read(&format!("contract-stack/{f}"))));
-        let docs: Vec<(&str, &str)> = docs.iter().map(|(f, t)| (*f, t.as_str())).collect();
-        upload_documents(client, &project.id, &docs).await;
-    }
-    client
-        .start_session(StartSessionRequest {
-            project_id: project.id,
-            models: vec![model.into()],
-            auto_advance: true,
-            ..Default::default()
-        })
-        .await
-        .expect("start session")
-        .into_inner()
-        .id
+        .map(|f| (f, read(&format!("contract-stack/{f}"))))
+        .to_vec()
+    } else {
+        Vec::new()
+    };
+    let docs: Vec<Upload> = docs
+        .iter()
+        .map(|(f, t)| (*f, DocumentRole::Unspecified, t.as_str()))
+        .collect();
+    start_uploaded_session(client, pipeline, prompt, &docs, model).await
 }
 
 /// Waits until the session reaches review, or stops with a failed job and

@@ -88,6 +88,8 @@ reasons! {
     ResourceExhausted = "RESOURCE_EXHAUSTED",
     ProjectDocumentLimitReached = "PROJECT_DOCUMENT_LIMIT_REACHED",
     ProjectBytesLimitReached = "PROJECT_BYTES_LIMIT_REACHED",
+    UserProjectLimitReached = "USER_PROJECT_LIMIT_REACHED",
+    UserBytesLimitReached = "USER_BYTES_LIMIT_REACHED",
     ExportTooLarge = "EXPORT_TOO_LARGE",
     WatchLimitReached = "WATCH_LIMIT_REACHED",
     ExportLimitReached = "EXPORT_LIMIT_REACHED",

@@ -1,7 +1,8 @@
 //! What a session that cannot move says about itself: a failed stage's
 //! notice names the step that failed, its last error and the command that
-//! runs it again, and a wait for funds the command that credits the wallet,
-//! so a user polling the session never waits on nothing.
+//! runs it again, a wait for funds the command that credits the wallet, and
+//! a wait for a model's call slot that model and its cap, so a user polling
+//! the session never waits on nothing.
 
 use crate::job::{JobEvent, JobStatus, JobType, retry_event};
 
@@ -89,6 +90,65 @@ pub fn funds_notice(paused_jobs: i64, user_id: &str) -> String {
         "waiting for funds: {paused_jobs} job(s) paused, insufficient balance; they resume by themselves once the wallet is credited (`dialectic wallet show` shows it; an administrator credits it with CreditWallet or `{}`)",
         credit_command(user_id)
     )
+}
+
+/// Jobs of a session waiting for a call slot of one model: its row's
+/// `config.max_concurrency` caps its calls in flight across the deployment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotWait {
+    pub model: String,
+    pub max_concurrency: u32,
+    pub jobs: usize,
+}
+
+impl SlotWait {
+    /// Waits per model from each waiting job's (job, model, cap), in the
+    /// order models first appear; a job noted twice counts once.
+    pub fn group<'a>(waiters: impl IntoIterator<Item = (&'a str, &'a str, u32)>) -> Vec<Self> {
+        let mut seen: Vec<&str> = Vec::new();
+        let mut waits: Vec<SlotWait> = Vec::new();
+        for (job, model, max_concurrency) in waiters {
+            if seen.contains(&job) {
+                continue;
+            }
+            seen.push(job);
+            match waits
+                .iter_mut()
+                .find(|w| w.model == model && w.max_concurrency == max_concurrency)
+            {
+                Some(wait) => wait.jobs += 1,
+                None => waits.push(SlotWait {
+                    model: model.to_string(),
+                    max_concurrency,
+                    jobs: 1,
+                }),
+            }
+        }
+        waits
+    }
+}
+
+/// The notice of a session whose jobs wait for a model's call slot: not a
+/// fault, so it says they go on by themselves.
+pub fn slot_notice(waits: &[SlotWait]) -> String {
+    let each: Vec<String> = waits
+        .iter()
+        .filter(|w| w.jobs > 0)
+        .map(|w| {
+            let jobs = match w.jobs {
+                1 => "1 job waits".to_string(),
+                n => format!("{n} jobs wait"),
+            };
+            format!(
+                "{jobs} for a free call slot on model {} (max_concurrency = {})",
+                w.model, w.max_concurrency
+            )
+        })
+        .collect();
+    match each.as_slice() {
+        [] => String::new(),
+        waits => format!("{}; they run as slots free up", waits.join("; ")),
+    }
 }
 
 /// The notice of a session abandoned while idle and unfinished (`was` is
@@ -223,6 +283,42 @@ mod tests {
              administrator credits it with CreditWallet or `dialecticd admin credit --user u1 \
              --amount TOKENS --idempotency-key KEY`)"
         );
+    }
+
+    #[test]
+    fn a_wait_for_a_slot_names_each_model_and_its_cap() {
+        let wait = |model: &str, max_concurrency, jobs| SlotWait {
+            model: model.into(),
+            max_concurrency,
+            jobs,
+        };
+        assert_eq!(
+            slot_notice(&[wait("simulated-b", 1, 2)]),
+            "2 jobs wait for a free call slot on model simulated-b (max_concurrency = 1); \
+             they run as slots free up"
+        );
+        assert_eq!(
+            slot_notice(&[wait("a", 2, 1), wait("b", 3, 0), wait("c", 1, 4)]),
+            "1 job waits for a free call slot on model a (max_concurrency = 2); 4 jobs wait \
+             for a free call slot on model c (max_concurrency = 1); they run as slots free up"
+        );
+        assert_eq!(slot_notice(&[wait("b", 3, 0)]), "");
+    }
+
+    #[test]
+    fn waits_are_counted_per_model_once_per_job() {
+        let waits = SlotWait::group([
+            ("j1", "a", 1),
+            ("j2", "b", 2),
+            ("j3", "a", 1),
+            ("j1", "a", 1),
+        ]);
+        let wait = |model: &str, max_concurrency, jobs| SlotWait {
+            model: model.into(),
+            max_concurrency,
+            jobs,
+        };
+        assert_eq!(waits, vec![wait("a", 1, 2), wait("b", 2, 1)]);
     }
 
     #[test]

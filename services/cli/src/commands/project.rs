@@ -7,6 +7,7 @@ use crate::{format, json};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use dialectic_core::document_role::DocumentRole;
+use dialectic_proto::names::{from_api, to_api};
 use dialectic_proto::v1::{
     AddProjectDocumentRequest, CreateProjectRequest, DeleteProjectRequest, DeleteProjectResponse,
     DocumentRole as ApiRole, ExportProjectRequest, ExportUrl, GetProjectRequest,
@@ -109,19 +110,16 @@ pub fn project_document_line(d: &ProjectDocument) -> String {
 }
 
 /// Roles cross the API by name: `DOCUMENT_ROLE_WRITING_SAMPLE` is `writing_sample`.
-const ROLE_PREFIX: &str = "DOCUMENT_ROLE_";
+const ROLE_PREFIX: &str = "DOCUMENT_ROLE";
 
 fn role_name(role: ApiRole) -> String {
-    role.as_str_name()
-        .trim_start_matches(ROLE_PREFIX)
-        .to_ascii_lowercase()
+    from_api(ROLE_PREFIX, role.as_str_name())
 }
 
 fn api_role(role: Option<DocumentRole>) -> i32 {
-    role.and_then(|r| {
-        ApiRole::from_str_name(&format!("{ROLE_PREFIX}{}", r.as_str().to_ascii_uppercase()))
+    role.map_or(0, |r| {
+        to_api(ROLE_PREFIX, r.as_str(), ApiRole::from_str_name)
     })
-    .map_or(0, Into::into)
 }
 
 /// A file to upload and the role it has in the project.

@@ -41,6 +41,7 @@ pub(super) fn markdown(mut step: RecipeStep) -> RecipeStep {
         confidence_gate: None,
         schema: None,
         verify_claims: None,
+        record: None,
     });
     step
 }

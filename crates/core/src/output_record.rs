@@ -1,0 +1,85 @@
+//! Seed 003's output record (`output:` in its session state): what a
+//! finished session hands over. A pipeline marks it on its output rules
+//! (`record = { document = true }` on the final document's, `record = {
+//! fields = [...] }` on outputs whose number fields it carries); the record
+//! then holds that document, its word count and those figures by name.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// What of one output the session's output record carries.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordRule {
+    /// The output is the record's document: its words are counted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub document: bool,
+    /// Number fields of the output's JSON the record carries by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<String>,
+}
+
+/// Words of markdown prose: runs of characters between whitespace that hold
+/// a letter or a digit, so list markers, rules and `#` headings count none.
+pub fn word_count(text: &str) -> u32 {
+    let words = text
+        .split_whitespace()
+        .filter(|w| w.chars().any(char::is_alphanumeric))
+        .count();
+    u32::try_from(words).unwrap_or(u32::MAX)
+}
+
+/// The named number fields of `data` (a stored reply's JSON); a field that
+/// is absent or not a number is left out rather than guessed.
+pub fn figures(data: &Value, fields: &[String]) -> BTreeMap<String, f64> {
+    fields
+        .iter()
+        .filter_map(|f| Some((f.clone(), data.get(f)?.as_f64()?)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_counted_as_a_reader_counts_them() {
+        assert_eq!(word_count(""), 0);
+        assert_eq!(word_count("# Final essay\n\nTrees cool streets."), 5);
+        assert_eq!(word_count("- one\n- two 2\n\n---\n"), 3);
+        assert_eq!(word_count("Shade — and air."), 3);
+    }
+
+    #[test]
+    fn figures_are_the_named_numbers_only() {
+        let data = serde_json::json!({
+            "sources_verified": 2, "voice_consistency_score": 3.5,
+            "claims": [], "note": "4",
+        });
+        let wanted: Vec<String> = [
+            "sources_verified",
+            "voice_consistency_score",
+            "note",
+            "gone",
+        ]
+        .map(String::from)
+        .to_vec();
+        let got = figures(&data, &wanted);
+        assert_eq!(
+            got.into_iter().collect::<Vec<_>>(),
+            [
+                ("sources_verified".to_string(), 2.0),
+                ("voice_consistency_score".to_string(), 3.5)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_rule_reads_as_the_pipeline_file_writes_it() {
+        let rule: RecordRule = toml::from_str("fields = [\"sources_verified\"]").expect("rule");
+        assert_eq!(rule.fields, ["sources_verified"]);
+        assert!(!rule.document);
+        assert!(toml::from_str::<RecordRule>("documents = true").is_err());
+    }
+}
