@@ -217,6 +217,7 @@ async fn a_dead_attempts_recorded_call_is_captured_not_released() {
         input_tokens: 600,
         output_tokens: 100,
         cached_input_tokens: 200,
+        cache_write_input_tokens: 0,
         money: Some(dialectic_core::price::Money {
             currency: "USD".into(),
             nanos: 1_525_000,

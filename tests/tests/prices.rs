@@ -3,8 +3,9 @@
 //! cost in money at the prices its call found; a session's `spent` is exactly
 //! the sum of its captures; changing the price later rewrites nothing; an
 //! unpriced model shows no money. The simulated provider reports the step's
-//! system instruction as read from its prompt cache, so the cached price is
-//! exercised.
+//! system instruction as read from its prompt cache and its inputs as written
+//! to it, so the cached and cache-write prices are exercised (issue 56,
+//! "Prompt caching").
 
 use dialectic_core::price::Prices;
 use dialectic_e2e::TestEnv;
@@ -22,6 +23,11 @@ const PROMPT: &str = "A repair café that lends tools by the hour.";
 const INPUT_NANOS_PER_MTOK: i128 = 1_250_000_000;
 const OUTPUT_NANOS_PER_MTOK: i128 = 10_000_000_000;
 const CACHED_NANOS_PER_MTOK: i128 = 125_000_000;
+/// Cache writes at 1.25× input, as Anthropic bills its 5-minute cache
+/// (https://platform.claude.com/docs/en/build-with-claude/prompt-caching).
+const fn cache_write_rate(input: i128) -> i128 {
+    input * 5 / 4
+}
 
 fn spec(name: &str, prices: Option<Prices>) -> ModelSpec {
     ModelSpec {
@@ -54,6 +60,7 @@ fn usd(input: i128, output: i128, cached: i128) -> Option<Prices> {
         input_per_mtok: nanos(input),
         output_per_mtok: nanos(output),
         cached_input_per_mtok: Some(nanos(cached)),
+        cache_write_per_mtok: Some(nanos(cache_write_rate(input))),
     })
 }
 
@@ -65,13 +72,15 @@ struct Capture {
     input_tokens: Option<i64>,
     output_tokens: Option<i64>,
     cached_input_tokens: Option<i64>,
+    cache_write_input_tokens: Option<i64>,
     money_currency: Option<String>,
     money_nanos: Option<i64>,
 }
 
 async fn captures(env: &TestEnv, session: &str) -> Vec<Capture> {
     sqlx::query_as(
-        "SELECT id, amount, input_tokens, output_tokens, cached_input_tokens, money_currency, money_nanos
+        "SELECT id, amount, input_tokens, output_tokens, cached_input_tokens,
+                cache_write_input_tokens, money_currency, money_nanos
            FROM token_wallet_transactions WHERE session_id = $1 AND kind = 'capture' ORDER BY id",
     )
     .bind(Uuid::parse_str(session).expect("uuid"))
@@ -81,14 +90,16 @@ async fn captures(env: &TestEnv, session: &str) -> Vec<Capture> {
 }
 
 /// What a call costs at the test's prices, computed here rather than by the
-/// code under test: uncached input, cached input and output at their prices,
-/// the exact sum divided by a million once and rounded half up.
+/// code under test: uncached input, cached input, cache writes and output at
+/// their prices, the exact sum divided by a million once and rounded half up.
 fn expected_nanos(c: &Capture) -> i128 {
     let input = i128::from(c.input_tokens.expect("input tokens recorded"));
     let output = i128::from(c.output_tokens.expect("output tokens recorded"));
     let cached = i128::from(c.cached_input_tokens.expect("cached tokens recorded"));
-    let exact = (input - cached) * INPUT_NANOS_PER_MTOK
+    let written = i128::from(c.cache_write_input_tokens.expect("cache writes recorded"));
+    let exact = (input - cached - written) * INPUT_NANOS_PER_MTOK
         + cached * CACHED_NANOS_PER_MTOK
+        + written * cache_write_rate(INPUT_NANOS_PER_MTOK)
         + output * OUTPUT_NANOS_PER_MTOK;
     (exact + 500_000) / 1_000_000
 }
@@ -184,6 +195,14 @@ async fn a_session_s_money_is_the_exact_sum_of_its_priced_calls_and_never_rewrit
         );
         assert!(call.cached_input_tokens.unwrap_or(0) > 0, "{call:?}");
         assert!(call.cached_input_tokens < call.input_tokens, "{call:?}");
+        // The step's inputs were written to the cache, and billed at the
+        // cache-write rate.
+        assert!(call.cache_write_input_tokens.unwrap_or(0) > 0, "{call:?}");
+        let reads_and_writes = call.cached_input_tokens.zip(call.cache_write_input_tokens);
+        assert!(
+            reads_and_writes.map(|(r, w)| r + w) < call.input_tokens,
+            "{call:?}"
+        );
         let nanos = expected_nanos(call);
         assert_eq!(call.money_currency.as_deref(), Some("USD"), "{call:?}");
         assert_eq!(call.money_nanos.map(i128::from), Some(nanos), "{call:?}");

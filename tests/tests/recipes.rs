@@ -2,6 +2,7 @@
 //! migrated Postgres database: the template layer never changes, a failed
 //! edit writes nothing, and the planner honours an edited instance.
 
+use dialectic_core::ids::{RecipeInstanceId, TemplateId};
 use dialectic_core::job::JobType;
 use dialectic_core::recipe::{InputRule, OutputRule};
 use dialectic_e2e::{ALL_SERVICES, TestEnv};
@@ -14,8 +15,6 @@ const STAGE: &str = "thesis";
 const HEADER: &str = "thesis_build_stage_header";
 const BUSINESS_CASE: &str = "thesis_generate_business_case";
 const SUCCESS_METRICS: &str = "thesis_generate_success_metrics";
-const THESIS_TEMPLATE: &str = "40000000-0000-0000-0000-000000000001";
-const THESIS_INSTANCE: &str = "42000000-0000-0000-0000-000000000001";
 
 fn json(text: &str) -> JsonValue {
     text.parse().expect("test JSON parses")
@@ -44,13 +43,27 @@ struct InstanceState {
     cloned_at: bool,
 }
 
+/// The current version's thesis recipe template and instance. Migrating
+/// installs a changed shipped pipeline as a new version with ids of its own,
+/// so the ids the early migrations seeded are not the ones sessions run.
+async fn current_thesis_recipe(env: &TestEnv) -> (TemplateId, RecipeInstanceId) {
+    sqlx::query_as(
+        "SELECT recipe_template_id, active_recipe_instance_id FROM dialectic_stages
+         WHERE slug = $1 AND is_current",
+    )
+    .bind(STAGE)
+    .fetch_one(env.store.pool())
+    .await
+    .expect("current thesis recipe")
+}
+
 async fn instance_state(env: &TestEnv) -> InstanceState {
     let (steps, edges, is_cloned, cloned_at): (i64, i64, bool, bool) = sqlx::query_as(
         "SELECT (SELECT count(*) FROM dialectic_stage_recipe_steps WHERE instance_id = i.id),
                 (SELECT count(*) FROM dialectic_stage_recipe_edges WHERE instance_id = i.id),
                 i.is_cloned, i.cloned_at IS NOT NULL
          FROM dialectic_stages s JOIN dialectic_stage_recipe_instances i ON i.id = s.active_recipe_instance_id
-         WHERE s.slug = $1",
+         WHERE s.slug = $1 AND s.is_current",
     )
     .bind(STAGE)
     .fetch_one(env.store.pool())
@@ -112,6 +125,7 @@ fn custom_step(key: &str, after: &[&str], before: &[&str]) -> CustomStep {
             schema: None,
             verify_claims: None,
             record: None,
+            mean: None,
         }],
         after: after.iter().map(|k| k.to_string()).collect(),
         before: before.iter().map(|k| k.to_string()).collect(),
@@ -122,17 +136,18 @@ fn custom_step(key: &str, after: &[&str], before: &[&str]) -> CustomStep {
 async fn cloning_copies_the_template_once_and_leaves_it_untouched() {
     let env = TestEnv::new().await;
     let template_before = template_dump(&env).await;
+    let (thesis_template, thesis_instance) = current_thesis_recipe(&env).await;
     let template_steps = count(
         &env,
         &format!(
-            "SELECT count(*) FROM dialectic_recipe_template_steps WHERE template_id = '{THESIS_TEMPLATE}'"
+            "SELECT count(*) FROM dialectic_recipe_template_steps WHERE template_id = '{thesis_template}'"
         ),
     )
     .await;
     let template_edges = count(
         &env,
         &format!(
-            "SELECT count(*) FROM dialectic_recipe_template_edges WHERE template_id = '{THESIS_TEMPLATE}'"
+            "SELECT count(*) FROM dialectic_recipe_template_edges WHERE template_id = '{thesis_template}'"
         ),
     )
     .await;
@@ -154,7 +169,10 @@ async fn cloning_copies_the_template_once_and_leaves_it_untouched() {
         .await
         .expect("clone");
     tx.commit().await.expect("commit");
-    assert_eq!(instance.to_string(), THESIS_INSTANCE);
+    assert_eq!(
+        instance, thesis_instance,
+        "the clone fills the current stage's own instance"
+    );
     let cloned = instance_state(&env).await;
     assert_eq!(
         cloned,
@@ -402,7 +420,8 @@ async fn cyclic_edits_are_rejected_and_write_nothing() {
 async fn antithesis_step_key(env: &TestEnv) -> String {
     let has_recipe = count(
         env,
-        "SELECT count(*) FROM dialectic_stages WHERE slug = 'antithesis' AND active_recipe_instance_id IS NOT NULL",
+        "SELECT count(*) FROM dialectic_stages
+         WHERE slug = 'antithesis' AND is_current AND active_recipe_instance_id IS NOT NULL",
     )
     .await;
     if has_recipe == 0 {
@@ -418,11 +437,11 @@ async fn antithesis_step_key(env: &TestEnv) -> String {
                      'Planner', 'header_context', 'all_to_one')",
             "INSERT INTO dialectic_stage_recipe_instances (id, stage_id, template_id)
              SELECT '42000000-0000-0000-0000-0000000000a2', id, '40000000-0000-0000-0000-0000000000a2'
-             FROM dialectic_stages WHERE slug = 'antithesis'",
+             FROM dialectic_stages WHERE slug = 'antithesis' AND is_current",
             "UPDATE dialectic_stages
              SET recipe_template_id = '40000000-0000-0000-0000-0000000000a2',
                  active_recipe_instance_id = '42000000-0000-0000-0000-0000000000a2'
-             WHERE slug = 'antithesis'",
+             WHERE slug = 'antithesis' AND is_current",
         ] {
             sqlx::query(sql).execute(&mut *tx).await.expect(sql);
         }

@@ -2,17 +2,19 @@
 //! (Deliver 4), through all six services with the simulated model: a
 //! `project_document` rule with a role reads exactly the uploads of that
 //! role, the essay's argument maps read the writer's sources and its
-//! paragraphs the writing samples, and the thesis prompt argues as hard as the session
-//! asked, with the thesis document showing its claim type. The essay's
+//! paragraphs the writing samples, the dialectic's headers read seed 001's
+//! typed context documents, and the thesis prompt argues as hard as the
+//! session asked, with the thesis document showing its claim type. The essay's
 //! fact-check verifies a claim only by a quote a source holds (Deliver 3).
 
+use dialectic_core::prompt::ChatRequest;
 use dialectic_e2e::{
     GatewayClient, TestEnv, document_text, eventually, session_requests, stage_documents,
 };
 use dialectic_proto::v1::{
     AddProjectDocumentRequest, CompleteSessionRequest, CreateProjectRequest, DocumentRole,
-    ListProjectDocumentsRequest, OverrideClaimRequest, ProjectDocument, Pushback,
-    StartSessionRequest,
+    ListProjectDocumentsRequest, OverrideClaimRequest, ProjectDocument, Pushback, StageResponse,
+    StartSessionRequest, SubmitStageResponsesRequest,
 };
 use dialectic_runtime::error_status::StatusExt;
 use std::collections::BTreeSet;
@@ -310,7 +312,11 @@ async fn the_essay_reads_sources_and_samples_by_role_and_argues_at_the_sessions_
         stage_documents(&mut client, &minimal, "paragraph_writing", "voice_check").await;
     let voice_log = document_text(&mut client, &voice_log[0].resource_id).await;
     assert!(voice_log.starts_with("# Voice-check log"), "{voice_log}");
-    assert!(voice_log.contains("Voice consistency: "), "{voice_log}");
+    // The simulated checks score 4 and 5; the model states no mean.
+    assert!(
+        voice_log.contains("Voice consistency: 4.5 of 5 (the mean of the scores below)."),
+        "the engine's mean: {voice_log}"
+    );
     let with_sample = voice_profile(&mut client, &minimal).await;
     output_record_of_the_essay(&env, &mut client, &minimal).await;
 
@@ -366,7 +372,7 @@ async fn output_record_of_the_essay(env: &TestEnv, client: &mut GatewayClient, s
     figures.sort_by(|a, b| a.0.cmp(b.0));
     assert_eq!(
         figures,
-        [("sources_verified", 1.0), ("voice_consistency_score", 3.0)]
+        [("sources_verified", 1.0), ("voice_consistency_score", 4.5)]
     );
     assert_eq!(output.completed_at, None, "not completed yet");
     client
@@ -382,4 +388,130 @@ async fn output_record_of_the_essay(env: &TestEnv, client: &mut GatewayClient, s
         .expect("a completed session keeps its record");
     assert!(completed.completed_at.is_some(), "{completed:?}");
     assert_eq!(completed.word_count, output.word_count);
+}
+
+/// Seed 001's typed context documents: an upload's file name, its role, and
+/// the header the dialectic's stage headers read it under.
+const CONTEXT_DOCUMENTS: [(&str, DocumentRole, &str); 3] = [
+    (
+        "where.md",
+        DocumentRole::Context,
+        "--- Deployment context (where and how it will be used) ---",
+    ),
+    (
+        "limits.md",
+        DocumentRole::Constraint,
+        "--- Constraint boundaries (non-negotiable) ---",
+    ),
+    (
+        "goals.md",
+        DocumentRole::SuccessCriteria,
+        "--- Success criteria ---",
+    ),
+];
+
+/// What the thesis stage's requests write: its header, then its documents.
+const THESIS_OUTPUTS: [&str; 5] = [
+    "header_context",
+    "business_case",
+    "feature_spec",
+    "success_metrics",
+    "technical_approach",
+];
+
+fn uploads_of(request: &ChatRequest) -> BTreeSet<String> {
+    request
+        .inputs
+        .iter()
+        .filter(|i| i.kind == "project_document")
+        .filter_map(|i| i.storage_key.clone())
+        .collect()
+}
+
+fn text_of(request: &ChatRequest) -> String {
+    request
+        .messages
+        .iter()
+        .map(|m| m.content.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A stage header reads exactly the typed uploads, each right under the
+/// header naming its role, and none of the other uploads' text.
+fn assert_reads_the_typed_context(
+    request: &ChatRequest,
+    typed: &BTreeSet<String>,
+    others: &[ProjectDocument],
+) {
+    assert_eq!(&uploads_of(request), typed, "exactly the typed uploads");
+    let prompt = text_of(request);
+    for (name, _, header) in CONTEXT_DOCUMENTS {
+        let section = format!("{header}\nThe text of {name}.");
+        assert!(
+            prompt.contains(&section),
+            "{name} under its header: {prompt}"
+        );
+    }
+    for other in others {
+        let text = format!("The text of {}.", other.file_name);
+        assert!(
+            !prompt.contains(&text),
+            "{} is not read: {prompt}",
+            other.file_name
+        );
+    }
+}
+
+async fn submit_thesis_feedback(client: &mut GatewayClient, session_id: &str) {
+    client
+        .submit_stage_responses(SubmitStageResponsesRequest {
+            session_id: session_id.into(),
+            stage_slug: "thesis".into(),
+            responses: vec![StageResponse {
+                feedback: "Mind the volunteers' time.".into(),
+                ..Default::default()
+            }],
+        })
+        .await
+        .expect("submit the thesis");
+}
+
+/// Seed 001's deployment context, constraint boundaries and success criteria
+/// reach the dialectic's thesis and antithesis headers by role: each header
+/// reads exactly the three typed uploads under their headers; an untyped
+/// upload and a source (the essay's role) reach no thesis request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_dialectic_headers_read_the_typed_context_documents() {
+    let mut env = TestEnv::new().await;
+    env.start_all_recording().await;
+    let mut client = env.gateway().await;
+    let project = create_project(&mut client, "", "A tool library for a small town.").await;
+    let mut typed = BTreeSet::new();
+    for (name, role, _) in CONTEXT_DOCUMENTS {
+        typed.insert(upload(&mut client, &project, name, role).await.storage_key);
+    }
+    let others = [
+        upload(&mut client, &project, "notes.md", DocumentRole::Unspecified).await,
+        upload(&mut client, &project, "paper.md", DocumentRole::Source).await,
+    ];
+    let session = start(&mut client, &project, false, Pushback::Unspecified).await;
+    env.wait_for_session(&session, "pending_antithesis", true)
+        .await;
+    let thesis: Vec<ChatRequest> = THESIS_OUTPUTS
+        .iter()
+        .flat_map(|output| session_requests(&session, output))
+        .collect();
+    assert_eq!(thesis.len(), 5, "the header and four documents");
+    assert_reads_the_typed_context(&thesis[0], &typed, &others);
+    let read: BTreeSet<String> = thesis.iter().flat_map(uploads_of).collect();
+    assert_eq!(read, typed, "the thesis reads the typed uploads only");
+
+    submit_thesis_feedback(&mut client, &session).await;
+    env.wait_for_session(&session, "pending_synthesis", true)
+        .await;
+    let headers = session_requests(&session, "header_context");
+    assert_eq!(headers.len(), 2, "the thesis and antithesis headers");
+    assert_reads_the_typed_context(&headers[1], &typed, &others);
+    env.teardown().await;
 }

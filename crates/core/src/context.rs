@@ -188,8 +188,10 @@ impl Context {
             current_user_prompt: self.continue_instruction.clone(),
         };
         // The resources are in the first user message, repeated in the history.
+        // The first message stays first, so its prefix is still shared.
         ChatRequest {
             inputs: first.inputs,
+            shared_prefix: first.shared_prefix,
             ..assemble(&continuation, model, max_tokens, output_type, hints)
         }
     }
@@ -379,6 +381,23 @@ mod tests {
         assert_eq!(req.messages[3].content, "continue");
         let first = context(0, vec![]).build("m", 10, "t", &[]);
         assert_eq!(first.messages.len(), 1);
+    }
+
+    #[test]
+    fn the_inputs_are_a_prefix_before_the_instruction_and_a_continuation_keeps_it() {
+        let first = context(0, vec![doc("a", 1.0, "text")]).build("m", 10, "t", &[]);
+        let continued = context(2, vec![doc("a", 1.0, "text")]).build("m", 10, "t", &[]);
+        for req in [&first, &continued] {
+            let prefix = req.shared_prefix.expect("the inputs are a shared prefix");
+            assert_eq!(prefix.message, 0);
+            let (shared, rest) = req.messages[0].content.split_at(prefix.bytes);
+            assert!(shared.ends_with("text\n\n"), "{shared:?}");
+            assert_eq!(rest, "write", "the instruction comes last");
+        }
+        assert_eq!(
+            context(0, vec![]).build("m", 10, "t", &[]).shared_prefix,
+            None
+        );
     }
 
     #[test]

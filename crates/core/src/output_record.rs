@@ -2,7 +2,8 @@
 //! finished session hands over. A pipeline marks it on its output rules
 //! (`record = { document = true }` on the final document's, `record = {
 //! fields = [...] }` on outputs whose number fields it carries); the record
-//! then holds that document, its word count and those figures by name.
+//! then holds that document, its word count and those figures by name. A
+//! figure can be the engine's own (`mean`), not the model's arithmetic.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -18,6 +19,38 @@ pub struct RecordRule {
     /// Number fields of the output's JSON the record carries by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fields: Vec<String>,
+}
+
+/// A figure the engine computes from a reply instead of taking the model's
+/// arithmetic: `into` becomes the mean of the numbers under `key` in the
+/// items of the reply's array `of` (the voice check's `voice_consistency_score`
+/// of its `checks[].score`), rounded to two decimals; null when no item has one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeanRule {
+    pub of: String,
+    pub key: String,
+    pub into: String,
+}
+
+/// Writes `rule`'s mean into `reply`; returns it.
+pub fn apply_mean(reply: &mut Value, rule: &MeanRule) -> Option<f64> {
+    let scores: Vec<f64> = reply
+        .get(&rule.of)
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|item| item.get(&rule.key)?.as_f64())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mean = (!scores.is_empty())
+        .then(|| (scores.iter().sum::<f64>() / scores.len() as f64 * 100.0).round() / 100.0);
+    if let Some(fields) = reply.as_object_mut() {
+        fields.insert(rule.into.clone(), mean.map_or(Value::Null, Value::from));
+    }
+    mean
 }
 
 /// Words of markdown prose: runs of characters between whitespace that hold
@@ -73,6 +106,24 @@ mod tests {
                 ("voice_consistency_score".to_string(), 3.5)
             ]
         );
+    }
+
+    #[test]
+    fn the_mean_is_the_engines_not_the_models() {
+        let rule = MeanRule {
+            of: "checks".into(),
+            key: "score".into(),
+            into: "voice_consistency_score".into(),
+        };
+        let mut reply = serde_json::json!({
+            "checks": [{"score": 4}, {"score": 5}, {"score": "high"}, {"note": "x"}, {"score": 4}],
+            "voice_consistency_score": 2,
+        });
+        assert_eq!(apply_mean(&mut reply, &rule), Some(4.33));
+        assert_eq!(reply["voice_consistency_score"], 4.33);
+        let mut unscored = serde_json::json!({"checks": ["fine"], "voice_consistency_score": 5});
+        assert_eq!(apply_mean(&mut unscored, &rule), None);
+        assert_eq!(unscored["voice_consistency_score"], Value::Null);
     }
 
     #[test]

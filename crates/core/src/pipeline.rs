@@ -8,7 +8,7 @@ use crate::fact_check;
 use crate::gate::{CONFIDENCE, ConfidenceGate};
 use crate::ids::StepId;
 use crate::job::JobType;
-use crate::output_record::RecordRule;
+use crate::output_record::{MeanRule, RecordRule};
 use crate::recipe::{
     Granularity, InputIteration, InputRule, ObjectFilter, OutputRule, ProgressBand, Recipe,
     RecipeStep, StepConfig,
@@ -385,6 +385,14 @@ fn check_step(
                 format!("{items:?} must be among the required keys (the reply's array of claims)"),
             );
         }
+        if let Some(mean) = &output.mean {
+            check_mean(
+                mean,
+                output,
+                &format!("{place}.outputs[{index}].mean"),
+                problems,
+            );
+        }
         if let Some(record) = &output.record {
             check_record(
                 record,
@@ -436,12 +444,34 @@ fn check_gate(gate: &ConfidenceGate, output: &OutputRule, place: &str, problems:
     }
 }
 
+/// A mean is taken over an array the reply always has.
+fn check_mean(mean: &MeanRule, output: &OutputRule, place: &str, problems: &mut Problems) {
+    let array = output.required_keys.contains(&mean.of)
+        && output.key_types.get(&mean.of) == Some(&JsonKind::Array);
+    if !array {
+        problems.add(
+            &format!("{place}.of"),
+            format!(
+                "{:?} must be a required key typed an array (key_types)",
+                mean.of
+            ),
+        );
+    }
+    if !is_slug(&mean.into) {
+        problems.add(
+            &format!("{place}.into"),
+            format!("{:?} is not a key (a-z, 0-9, _)", mean.into),
+        );
+    }
+}
+
 /// A record field must be a number the output always has: a required key
 /// typed a number, or a count the engine's claim check writes.
 fn check_record(record: &RecordRule, output: &OutputRule, place: &str, problems: &mut Problems) {
     let counted = |field: &str| {
         output.verify_claims.is_some()
             && [fact_check::SOURCES_VERIFIED, fact_check::CLAIMS_DEFERRED].contains(&field)
+            || output.mean.as_ref().is_some_and(|m| m.into == field)
     };
     for field in &record.fields {
         let required = output.required_keys.contains(field)
@@ -449,7 +479,7 @@ fn check_record(record: &RecordRule, output: &OutputRule, place: &str, problems:
         if !required && !counted(field) {
             problems.add(
                 &format!("{place}.fields"),
-                format!("{field:?} must be a required key typed a number (key_types), or a count of verify_claims"),
+                format!("{field:?} must be a required key typed a number (key_types), or a count of verify_claims or a mean"),
             );
         }
     }
@@ -659,8 +689,24 @@ content = "# {{title}}\n\n{{content}}\n"
         assert_eq!(
             problems(&untyped),
             [
-                "stages[0] (draft).steps[1] (write).outputs[0].record.fields: \"score\" must be a required key typed a number (key_types), or a count of verify_claims",
-                "stages[0] (draft).steps[1] (write).outputs[0].record.fields: \"words\" must be a required key typed a number (key_types), or a count of verify_claims",
+                "stages[0] (draft).steps[1] (write).outputs[0].record.fields: \"score\" must be a required key typed a number (key_types), or a count of verify_claims or a mean",
+                "stages[0] (draft).steps[1] (write).outputs[0].record.fields: \"words\" must be a required key typed a number (key_types), or a count of verify_claims or a mean",
+            ]
+        );
+        let meant = MINIMAL.replace(
+            note,
+            r#"required_keys = ["content", "checks"], key_types = { checks = "array" }, mean = { of = "checks", key = "score", into = "mean_score" }, record = { fields = ["mean_score"] } }]"#,
+        );
+        assert!(problems(&meant).is_empty(), "{:?}", problems(&meant));
+        let unarrayed = MINIMAL.replace(
+            note,
+            r#"required_keys = ["content"], mean = { of = "checks", key = "score", into = "Mean Score" } }]"#,
+        );
+        assert_eq!(
+            problems(&unarrayed),
+            [
+                "stages[0] (draft).steps[1] (write).outputs[0].mean.of: \"checks\" must be a required key typed an array (key_types)",
+                "stages[0] (draft).steps[1] (write).outputs[0].mean.into: \"Mean Score\" is not a key (a-z, 0-9, _)",
             ]
         );
         let empty = MINIMAL.replace(note, r#"required_keys = ["content"], record = {} }]"#);

@@ -66,30 +66,37 @@ pub struct Prices {
     pub output_per_mtok: i64,
     /// Prompt-cache reads; None bills cached tokens at the input price.
     pub cached_input_per_mtok: Option<i64>,
+    /// Prompt-cache writes (Anthropic's `cache_creation_input_tokens`, 1.25×
+    /// the input price for its 5-minute cache); None bills them at the input
+    /// price.
+    pub cache_write_per_mtok: Option<i64>,
 }
 
 /// The token counts a provider reported for one call. Cached input tokens
-/// are a part of the input tokens (OpenAI's `prompt_tokens_details.cached_tokens`).
+/// and cache-write tokens are parts of the input tokens (OpenAI's
+/// `prompt_tokens_details.cached_tokens`; Anthropic's counts added up).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CallTokens {
     pub input: u64,
     pub output: u64,
     pub cached_input: u64,
+    pub cache_write: u64,
 }
 
-/// What one call cost at `prices`: cached input tokens at the cached price
-/// when the model has one, the rest of the input at the input price, output
-/// at the output price; rounded once, half up, to a nano. Saturates at
-/// `i64::MAX` nanos (9.2 billion units) rather than wrapping.
+/// What one call cost at `prices`: cached input tokens at the cached price,
+/// cache writes at the cache-write price (each at the input price when the
+/// model has none), the rest of the input at the input price, output at the
+/// output price; rounded once, half up, to a nano. Saturates at `i64::MAX`
+/// nanos (9.2 billion units) rather than wrapping.
 pub fn call_cost(prices: &Prices, tokens: CallTokens) -> Money {
     let cached = tokens.cached_input.min(tokens.input);
-    let (cached, cached_rate) = match prices.cached_input_per_mtok {
-        Some(rate) => (cached, rate),
-        None => (0, prices.input_per_mtok),
-    };
+    let written = tokens.cache_write.min(tokens.input - cached);
     let rate = |r: i64| u128::try_from(r).unwrap_or(0);
-    let exact = u128::from(tokens.input - cached) * rate(prices.input_per_mtok)
-        + u128::from(cached) * rate(cached_rate)
+    let input_rate = rate(prices.input_per_mtok);
+    let or_input = |r: Option<i64>| r.map_or(input_rate, rate);
+    let exact = u128::from(tokens.input - cached - written) * input_rate
+        + u128::from(cached) * or_input(prices.cached_input_per_mtok)
+        + u128::from(written) * or_input(prices.cache_write_per_mtok)
         + u128::from(tokens.output) * rate(prices.output_per_mtok);
     let rounded = (exact + TOKENS_PER_PRICE / 2) / TOKENS_PER_PRICE;
     Money {
@@ -161,6 +168,7 @@ mod tests {
             input_per_mtok: 1_250_000_000,   // $1.25
             output_per_mtok: 10_000_000_000, // $10
             cached_input_per_mtok: cached,
+            cache_write_per_mtok: None,
         }
     }
 
@@ -169,7 +177,42 @@ mod tests {
             input,
             output,
             cached_input,
+            cache_write: 0,
         }
+    }
+
+    #[test]
+    fn cache_writes_take_the_write_price_reads_the_cached_price_the_rest_the_input_price() {
+        let prices = Prices {
+            cache_write_per_mtok: Some(1_562_500_000), // $1.5625, 1.25 × input
+            ..prices(Some(125_000_000))
+        };
+        let call = CallTokens {
+            cache_write: 4_000,
+            ..tokens(6_000, 500, 1_000)
+        };
+        // 1,000 plain × 1,250 + 1,000 read × 125 + 4,000 written × 1,562.5
+        // + 500 out × 10,000 nanos.
+        let expected = 1_250_000 + 125_000 + 6_250_000 + 5_000_000;
+        assert_eq!(call_cost(&prices, call).nanos, expected);
+        // Without a write price, writes are input; more writes than the
+        // input left after reads count only what is left.
+        let unpriced_writes = Prices {
+            cache_write_per_mtok: None,
+            ..prices.clone()
+        };
+        assert_eq!(
+            call_cost(&unpriced_writes, call).nanos,
+            5_000 * 1_250 + 125_000 + 5_000_000
+        );
+        let excess = CallTokens {
+            cache_write: 9_000,
+            ..call
+        };
+        assert_eq!(
+            call_cost(&prices, excess).nanos,
+            125_000 + 7_812_500 + 5_000_000
+        );
     }
 
     #[test]
@@ -208,6 +251,7 @@ mod tests {
             input_per_mtok: input,
             output_per_mtok: 0,
             cached_input_per_mtok: None,
+            cache_write_per_mtok: None,
         };
         assert_eq!(call_cost(&p(1_500_000), tokens(1, 0, 0)).nanos, 2);
         assert_eq!(call_cost(&p(1_499_999), tokens(1, 0, 0)).nanos, 1);
@@ -226,6 +270,7 @@ mod tests {
             input_per_mtok: i64::MAX,
             output_per_mtok: i64::MAX,
             cached_input_per_mtok: None,
+            cache_write_per_mtok: None,
         };
         assert_eq!(call_cost(&p, tokens(u64::MAX, u64::MAX, 0)).nanos, i64::MAX);
     }

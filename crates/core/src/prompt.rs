@@ -142,6 +142,20 @@ pub struct ChatRequest {
     /// The job that sent it: provenance, like `inputs`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_id: Option<String>,
+    /// Where the inputs end in the message that carries them: the system
+    /// instruction and the inputs come before the step's instruction, so the
+    /// jobs of a step that read the same inputs send the same prefix, and a
+    /// provider's prompt cache can hold it (Anthropic is told where it ends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_prefix: Option<SharedPrefix>,
+}
+
+/// The end of a request's cacheable prefix: the first `bytes` of
+/// `messages[message]` (a char boundary).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedPrefix {
+    pub message: usize,
+    pub bytes: usize,
 }
 
 /// Folds resource documents into the final user message (seed 000 steps 9–11):
@@ -166,6 +180,10 @@ pub fn assemble(
         user.push_str(&doc.content);
         user.push_str("\n\n");
     }
+    let shared_prefix = (!user.is_empty()).then_some(SharedPrefix {
+        message: payload.conversation_history.len(),
+        bytes: user.len(),
+    });
     user.push_str(&payload.current_user_prompt);
     let mut messages = payload.conversation_history.clone();
     messages.push(Message::user(user));
@@ -187,6 +205,7 @@ pub fn assemble(
             .map(InputRef::of)
             .collect(),
         job_id: None,
+        shared_prefix,
     }
 }
 

@@ -290,6 +290,9 @@ pub struct OutputRule {
     /// What of the output the session's output record carries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record: Option<crate::output_record::RecordRule>,
+    /// A figure the engine computes from the reply before it is stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean: Option<crate::output_record::MeanRule>,
 }
 
 impl OutputRule {
@@ -860,6 +863,7 @@ pub(crate) mod tests {
             schema: None,
             verify_claims: None,
             record: None,
+            mean: None,
         }];
         apply_output_overrides(
             &mut outputs,
@@ -1207,6 +1211,7 @@ pub(crate) mod tests {
             schema: None,
             verify_claims: None,
             record: None,
+            mean: None,
         };
         let by_name = OutputRule {
             document_key: "x".into(),
@@ -1219,6 +1224,7 @@ pub(crate) mod tests {
             schema: None,
             verify_claims: None,
             record: None,
+            mean: None,
         };
         let json = OutputRule {
             document_key: "x".into(),
@@ -1231,6 +1237,7 @@ pub(crate) mod tests {
             schema: None,
             verify_claims: None,
             record: None,
+            mean: None,
         };
         assert!(md.is_markdown() && by_name.is_markdown() && !json.is_markdown());
     }

@@ -353,6 +353,7 @@ mod tests {
             schema: None,
             verify_claims: None,
             record: None,
+            mean: None,
         }
     }
 

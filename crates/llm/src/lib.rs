@@ -60,6 +60,11 @@ pub struct ChatResponse {
     /// recordings made before it was kept still read.
     #[serde(default)]
     pub cached_input_tokens: u64,
+    /// The part of `input_tokens` the provider wrote to its prompt cache
+    /// (Anthropic's `cache_creation_input_tokens`, priced apart); 0 when it
+    /// reported none.
+    #[serde(default)]
+    pub cache_write_input_tokens: u64,
     /// True when the provider reported no usage and the counts are our own.
     pub usage_estimated: bool,
     /// The provider's reply as it came, stored beside the chunk for audit and replay.

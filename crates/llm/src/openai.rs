@@ -341,12 +341,53 @@ fn force_reply_tool(body: &mut Value, schema: &Value) {
     body["tool_choice"] = json!({"type": "tool", "name": REPLY_TOOL});
 }
 
-/// Anthropic: the system instruction on its own, turns strictly alternating
-/// (consecutive turns of one role, like a continuation's chunks, are joined).
+/// Anthropic: the system instruction on its own, turns strictly alternating,
+/// the shared prefix marked for the prompt cache.
 fn anthropic_body(request: &ChatRequest) -> serde_json::Value {
-    let mut turns: Vec<(&str, String)> = Vec::new();
+    let Turns {
+        system,
+        turns,
+        prefix_end,
+    } = anthropic_turns(request);
+    let messages: Vec<Value> = turns
+        .into_iter()
+        .enumerate()
+        .map(|(i, (role, text))| {
+            let content = match prefix_end {
+                Some((turn, bytes)) if turn == i => cached_blocks(&text, bytes),
+                _ => Value::String(text),
+            };
+            json!({"role": role, "content": content})
+        })
+        .collect();
+    let mut body = json!({
+        "model": request.model,
+        "max_tokens": request.max_tokens,
+        "messages": messages,
+        "stream": true,
+    });
+    if !system.is_empty() {
+        body["system"] = json!([cached_block(&system)]);
+    }
+    with_temperature(body, request)
+}
+
+/// A request as Anthropic takes it.
+struct Turns {
+    system: String,
+    turns: Vec<(&'static str, String)>,
+    /// (turn, bytes): where the request's shared prefix ends once joined.
+    prefix_end: Option<(usize, usize)>,
+}
+
+/// System messages join the system instruction; consecutive turns of one
+/// role (a continuation's chunks) are joined, as Anthropic wants turns
+/// strictly alternating.
+fn anthropic_turns(request: &ChatRequest) -> Turns {
+    let mut turns: Vec<(&'static str, String)> = Vec::new();
     let mut system = request.system_instruction.clone().unwrap_or_default();
-    for m in &request.messages {
+    let mut prefix_end = None;
+    for (index, m) in request.messages.iter().enumerate() {
         let role = match m.role {
             Role::User => "user",
             Role::Assistant => "assistant",
@@ -358,27 +399,51 @@ fn anthropic_body(request: &ChatRequest) -> serde_json::Value {
                 continue;
             }
         };
-        match turns.last_mut() {
+        let start = match turns.last_mut() {
             Some((last, text)) if *last == role => {
                 text.push_str("\n\n");
+                let start = text.len();
                 text.push_str(&m.content);
+                start
             }
-            _ => turns.push((role, m.content.clone())),
+            _ => {
+                turns.push((role, m.content.clone()));
+                0
+            }
+        };
+        if let Some(prefix) = request.shared_prefix
+            && prefix.message == index
+            && prefix.bytes > 0
+            && m.content.is_char_boundary(prefix.bytes)
+        {
+            prefix_end = Some((turns.len() - 1, start + prefix.bytes));
         }
     }
-    let mut body = serde_json::json!({
-        "model": request.model,
-        "max_tokens": request.max_tokens,
-        "messages": turns
-            .into_iter()
-            .map(|(role, content)| serde_json::json!({"role": role, "content": content}))
-            .collect::<Vec<_>>(),
-        "stream": true,
-    });
-    if !system.is_empty() {
-        body["system"] = serde_json::Value::String(system);
+    Turns {
+        system,
+        turns,
+        prefix_end,
     }
-    with_temperature(body, request)
+}
+
+/// A text block that ends a prefix for Anthropic's prompt cache to keep:
+/// the system instruction, or the inputs every job of a step shares
+/// (https://platform.claude.com/docs/en/build-with-claude/prompt-caching;
+/// a prefix under the model's minimum, 1,024 tokens or more, is just not
+/// cached). The default 5-minute cache outlives a stage's jobs.
+fn cached_block(text: &str) -> Value {
+    json!({"type": "text", "text": text, "cache_control": {"type": "ephemeral"}})
+}
+
+/// A turn as content blocks: the shared prefix marked for the cache, then
+/// the rest (left out when empty: Anthropic refuses empty text blocks).
+fn cached_blocks(text: &str, bytes: usize) -> Value {
+    let (shared, rest) = text.split_at(bytes.min(text.len()));
+    let mut blocks = vec![cached_block(shared)];
+    if !rest.is_empty() {
+        blocks.push(json!({"type": "text", "text": rest}));
+    }
+    Value::Array(blocks)
 }
 
 /// The step's temperature, when its recipe sets one (else the provider's default).
@@ -447,6 +512,8 @@ struct Collected {
     input: Option<u64>,
     /// Input tokens read from the provider's prompt cache (part of the input).
     cached: u64,
+    /// Input tokens written to the provider's prompt cache (part of the input).
+    cache_writes: u64,
     raw_events: Vec<serde_json::Value>,
 }
 
@@ -456,10 +523,9 @@ impl Collected {
             // Anthropic, streamed and whole.
             Some("message_start") => {
                 let usage = &event["message"]["usage"];
-                self.cached = anthropic_cache_reads(usage);
                 self.input = usage["input_tokens"]
                     .as_u64()
-                    .map(|i| i.saturating_add(self.cached));
+                    .map(|i| self.anthropic_input(i, usage));
             }
             Some("content_block_delta") => {
                 // A reply tool's input streams as JSON text.
@@ -491,8 +557,7 @@ impl Collected {
                     event["usage"]["input_tokens"].as_u64(),
                     event["usage"]["output_tokens"].as_u64(),
                 ) {
-                    self.cached = anthropic_cache_reads(&event["usage"]);
-                    self.usage = Some((input.saturating_add(self.cached), output));
+                    self.usage = Some((self.anthropic_input(input, &event["usage"]), output));
                 }
             }
             _ => {}
@@ -520,10 +585,20 @@ impl Collected {
     }
 }
 
-/// Anthropic counts prompt-cache reads apart from `input_tokens`; they are
-/// input the call read, so they are added to it (and priced as cached).
-fn anthropic_cache_reads(usage: &Value) -> u64 {
-    usage["cache_read_input_tokens"].as_u64().unwrap_or(0)
+impl Collected {
+    /// Anthropic counts prompt-cache reads and writes apart from
+    /// `input_tokens` (its total input is the three added up:
+    /// https://platform.claude.com/docs/en/build-with-claude/prompt-caching);
+    /// they are input the call sent, so they are added to it, and kept to be
+    /// priced at their own rates.
+    fn anthropic_input(&mut self, input_tokens: u64, usage: &Value) -> u64 {
+        let count = |key: &str| usage[key].as_u64().unwrap_or(0);
+        self.cached = count("cache_read_input_tokens");
+        self.cache_writes = count("cache_creation_input_tokens");
+        input_tokens
+            .saturating_add(self.cached)
+            .saturating_add(self.cache_writes)
+    }
 }
 
 /// An OpenAI usage object's output tokens, reasoning included: Chat
@@ -978,6 +1053,13 @@ impl ModelProvider for OpenAiProvider {
                 0
             } else {
                 collected.cached.min(input_tokens)
+            },
+            cache_write_input_tokens: if usage_estimated {
+                0
+            } else {
+                collected
+                    .cache_writes
+                    .min(input_tokens - collected.cached.min(input_tokens))
             },
             usage_estimated,
             raw: serde_json::Value::Array(collected.raw_events),

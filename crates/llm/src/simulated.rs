@@ -358,6 +358,17 @@ pub const SOURCES_HEADER: &str = "--- The writer's sources";
 /// The quote the simulator invents for a claim no source supports.
 pub const INVENTED_QUOTE: &str = "Every town that owns its library building saves money.";
 
+/// A reply key the simulator fills with two scored checks (paragraphs 1 and
+/// 2, scored 4 and 5): their mean, 4.5, is what the engine, not the model,
+/// records (`mean` on an output rule).
+pub const SCORED_CHECKS_KEY: &str = "checks";
+
+fn simulated_checks() -> serde_json::Value {
+    (1..=2)
+        .map(|n| serde_json::json!({"paragraph": n, "score": 3 + n, "note": format!("note {n}")}))
+        .collect()
+}
+
 fn simulated_claims(prompt: &str) -> serde_json::Value {
     let claim = |n: usize, verdict: &str, quote: &str, reason: &str| {
         serde_json::json!({"paragraph": n, "claim": format!("claim {n}"), "verdict": verdict,
@@ -558,6 +569,7 @@ impl SimulatedProvider {
                     .sum(),
                 output_tokens: estimate_tokens(&text),
                 cached_input_tokens: 0,
+                cache_write_input_tokens: 0,
                 raw: serde_json::json!({ "text": text }),
                 text,
                 finish_reason: FinishReason::Stop,
@@ -595,6 +607,10 @@ impl SimulatedProvider {
                     let date = date_as_written(first_user).or_else(|| first_date(first_user));
                     if key == CLAIMS_KEY {
                         reply[key.as_str()] = simulated_claims(first_user);
+                        continue;
+                    }
+                    if key == SCORED_CHECKS_KEY {
+                        reply[key.as_str()] = simulated_checks();
                         continue;
                     }
                     reply[key.as_str()] = match (items_for(first_user, key), date) {
@@ -657,6 +673,7 @@ impl SimulatedProvider {
             input_tokens,
             output_tokens,
             cached_input_tokens: cached_tokens(request),
+            cache_write_input_tokens: cache_write_tokens(request),
             usage_estimated: false,
             raw,
         })
@@ -687,6 +704,17 @@ fn cached_tokens(request: &ChatRequest) -> u64 {
         .map_or(0, estimate_tokens)
 }
 
+/// The part of a prompt a provider would write to its cache: the request's
+/// shared prefix (its inputs), so prices of cache writes are exercised
+/// offline too. A real provider writes a prefix once and reads it after;
+/// this one reports both on every call, to keep its counts deterministic.
+fn cache_write_tokens(request: &ChatRequest) -> u64 {
+    request
+        .shared_prefix
+        .and_then(|p| request.messages.get(p.message)?.content.get(..p.bytes))
+        .map_or(0, estimate_tokens)
+}
+
 /// A whole reply in one turn, usage counted as the other replies count it.
 fn plain_reply(request: &ChatRequest, text: String) -> ChatResponse {
     let input_tokens = prompt_tokens(request);
@@ -698,6 +726,7 @@ fn plain_reply(request: &ChatRequest, text: String) -> ChatResponse {
         input_tokens,
         output_tokens,
         cached_input_tokens: cached_tokens(request),
+        cache_write_input_tokens: cache_write_tokens(request),
         usage_estimated: false,
     }
 }

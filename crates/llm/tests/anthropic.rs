@@ -2,7 +2,7 @@
 
 mod support;
 
-use dialectic_core::prompt::{ChatRequest, Message};
+use dialectic_core::prompt::{ChatRequest, Message, SharedPrefix};
 use dialectic_llm::{
     Dialect, FinishReason, LlmError, ModelProvider, OpenAiProvider, OpenAiSettings,
 };
@@ -76,7 +76,7 @@ async fn a_streamed_message_is_buffered_with_usage_and_stop_reason() {
     assert!(lower.contains("anthropic-version: 2023-06-01"));
     let body: serde_json::Value =
         serde_json::from_str(&sent[sent.find("\r\n\r\n").expect("body") + 4..]).expect("json");
-    assert_eq!(body["system"], "Be brief.");
+    assert_eq!(body["system"][0]["text"], "Be brief.");
     let roles: Vec<&str> = body["messages"]
         .as_array()
         .expect("messages")
@@ -187,4 +187,91 @@ async fn a_whole_reply_tool_call_is_the_replys_json_text() {
         .expect("reply");
     assert_eq!(reply.text, r#"{"content":"ok"}"#);
     assert_eq!(reply.finish_reason, FinishReason::Stop);
+}
+
+/// The step's inputs, which its jobs share, then the job's instruction.
+const INPUTS: &str = "--- header_context (thesis / document) ---\n{\"plan\": 1}\n\n";
+
+fn with_inputs() -> ChatRequest {
+    let mut request = request();
+    request.messages[0].content = format!("{INPUTS}Write it.");
+    request.shared_prefix = Some(SharedPrefix {
+        message: 0,
+        bytes: INPUTS.len(),
+    });
+    request
+}
+
+/// Anthropic's prompt caching reference
+/// (https://platform.claude.com/docs/en/build-with-claude/prompt-caching):
+/// `cache_control: {"type": "ephemeral"}` on a block caches the prompt up to
+/// and including it (system first, then messages); the usage reports
+/// `cache_creation_input_tokens` and `cache_read_input_tokens` apart from
+/// `input_tokens`, the total input being the three added up.
+#[tokio::test]
+async fn the_shared_prefix_is_marked_for_the_cache_and_cache_reads_and_writes_are_counted() {
+    let server = serve(vec![event_stream(&[
+        ("message_start", r#"{"type":"message_start","message":{"usage":{"input_tokens":50,"cache_creation_input_tokens":1200,"cache_read_input_tokens":2000,"output_tokens":1}}}"#),
+        ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"{\"content\": \"Hi\"}"}}"#),
+        ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}"#),
+        ("message_stop", r#"{"type":"message_stop"}"#),
+    ])])
+    .await;
+    let reply = client(&server.url)
+        .chat(&with_inputs())
+        .await
+        .expect("reply");
+    assert_eq!(
+        (
+            reply.input_tokens,
+            reply.cached_input_tokens,
+            reply.cache_write_input_tokens,
+            reply.output_tokens,
+        ),
+        (3250, 2000, 1200, 9),
+        "reads and writes are parts of the input"
+    );
+    let sent = server.requests.lock().expect("lock")[0].clone();
+    let body: serde_json::Value =
+        serde_json::from_str(&sent[sent.find("\r\n\r\n").expect("body") + 4..]).expect("json");
+    let ephemeral = serde_json::json!({"type": "ephemeral"});
+    assert_eq!(
+        body["system"],
+        serde_json::json!([{"type": "text", "text": "Be brief.", "cache_control": ephemeral}])
+    );
+    // The inputs end the cached prefix; the instruction, which differs from
+    // job to job, follows unmarked; the continuation's turns stay text.
+    assert_eq!(
+        body["messages"][0]["content"],
+        serde_json::json!([
+            {"type": "text", "text": INPUTS, "cache_control": ephemeral},
+            {"type": "text", "text": "Write it."},
+        ])
+    );
+    assert_eq!(
+        body["messages"][1]["content"],
+        "{\"content\": \"one\"}\n\n{\"content\": \"two\"}"
+    );
+    assert_eq!(body["messages"][2]["content"], "Continue.");
+    assert_eq!(sent.matches("cache_control").count(), 2, "{body}");
+}
+
+#[tokio::test]
+async fn a_whole_message_counts_cache_writes_and_a_request_without_inputs_marks_only_the_system() {
+    let whole = r#"{"type":"message","content":[{"type":"text","text":"{\"content\": \"ok\"}"}],"stop_reason":"end_turn","usage":{"input_tokens":5,"cache_creation_input_tokens":40,"output_tokens":3}}"#;
+    let server = serve(vec![http("200 OK", "application/json", "", whole)]).await;
+    let reply = client(&server.url).chat(&request()).await.expect("reply");
+    assert_eq!(
+        (
+            reply.input_tokens,
+            reply.cached_input_tokens,
+            reply.cache_write_input_tokens
+        ),
+        (45, 0, 40)
+    );
+    let sent = server.requests.lock().expect("lock")[0].clone();
+    let body: serde_json::Value =
+        serde_json::from_str(&sent[sent.find("\r\n\r\n").expect("body") + 4..]).expect("json");
+    assert_eq!(body["messages"][0]["content"], "Write it.");
+    assert_eq!(sent.matches("cache_control").count(), 1, "{body}");
 }

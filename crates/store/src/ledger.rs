@@ -54,6 +54,9 @@ pub struct Transaction {
     pub input_tokens: Option<i64>,
     pub output_tokens: Option<i64>,
     pub cached_input_tokens: Option<i64>,
+    /// The part of `input_tokens` written to the provider's prompt cache;
+    /// None on rows recorded before it was kept.
+    pub cache_write_input_tokens: Option<i64>,
     /// ... and its cost in money as priced at the call; None when unpriced.
     pub money_currency: Option<String>,
     pub money_nanos: Option<i64>,
@@ -72,7 +75,8 @@ impl Transaction {
 const TX_COLUMNS: &str =
     "id, wallet_id, kind, amount, balance_after, held_after, idempotency_key, reason, hold_id,
     session_id, job_id, attempt, purpose, expires_at, created_at,
-    input_tokens, output_tokens, cached_input_tokens, money_currency, money_nanos";
+    input_tokens, output_tokens, cached_input_tokens, money_currency, money_nanos,
+    cache_write_input_tokens";
 
 /// What a model call used and cost in money, recorded on its capture so that
 /// a later change of the model's prices does not rewrite what was charged.
@@ -82,30 +86,34 @@ pub struct CallUsage {
     pub output_tokens: i64,
     /// The part of `input_tokens` read from the provider's prompt cache.
     pub cached_input_tokens: i64,
+    /// The part of `input_tokens` written to the provider's prompt cache.
+    pub cache_write_input_tokens: i64,
     /// None when the model was unpriced.
     pub money: Option<Money>,
 }
 
 /// The usage columns' values, in ENTRY_COLUMNS' order: input, output and
-/// cached input tokens, money's currency and nanos.
+/// cached input tokens, money's currency and nanos, cache-write tokens.
 type UsageColumns<'a> = (
     Option<i64>,
     Option<i64>,
     Option<i64>,
     Option<&'a str>,
     Option<i64>,
+    Option<i64>,
 );
 
 impl CallUsage {
     fn columns(usage: Option<&CallUsage>) -> UsageColumns<'_> {
         match usage {
-            None => (None, None, None, None, None),
+            None => (None, None, None, None, None, None),
             Some(u) => (
                 Some(u.input_tokens),
                 Some(u.output_tokens),
                 Some(u.cached_input_tokens),
                 u.money.as_ref().map(|m| m.currency.as_str()),
                 u.money.as_ref().map(|m| m.nanos),
+                Some(u.cache_write_input_tokens),
             ),
         }
     }
@@ -231,7 +239,8 @@ where
 const ENTRY_COLUMNS: &str =
     "(id, wallet_id, kind, amount, balance_after, held_after, idempotency_key, request_hash, reason, hold_id,
       session_id, job_id, attempt, purpose, expires_at,
-      input_tokens, output_tokens, cached_input_tokens, money_currency, money_nanos)";
+      input_tokens, output_tokens, cached_input_tokens, money_currency, money_nanos,
+      cache_write_input_tokens)";
 
 /// Moves the wallet's balances and appends the ledger row in one statement:
 /// the wallet row stays locked from here to the commit, so every round trip
@@ -264,7 +273,7 @@ async fn write_where(
          INSERT INTO token_wallet_transactions {ENTRY_COLUMNS}
          SELECT $4, $1, $5, $6, wallet.balance, wallet.held, $7, $8, $9, $10, $11, $12, $13, $14,
                 CASE WHEN $15::bigint IS NULL THEN NULL ELSE now() + make_interval(secs => $15::double precision) END,
-                $16, $17, $18, $19, $20
+                $16, $17, $18, $19, $20, $21
          FROM wallet
          RETURNING {TX_COLUMNS}"
     ))
@@ -288,6 +297,7 @@ async fn write_where(
     .bind(usage.2)
     .bind(usage.3)
     .bind(usage.4)
+    .bind(usage.5)
     .fetch_optional(executor)
     .await?)
 }
@@ -551,7 +561,7 @@ async fn capture_at_once(
          SELECT $6, $1, $9, $3, wallet.balance, wallet.held_after, $4, $5,
                 CASE WHEN $3 < wallet.held THEN 'the rest of the hold is released' END, $2,
                 wallet.session_id, wallet.job_id, wallet.attempt, wallet.purpose, NULL,
-                $10, $11, $12, $13, $14
+                $10, $11, $12, $13, $14, $15
          FROM wallet
          RETURNING {TX_COLUMNS}"
     ))
@@ -569,6 +579,7 @@ async fn capture_at_once(
     .bind(usage.2)
     .bind(usage.3)
     .bind(usage.4)
+    .bind(usage.5)
     .fetch_optional(pool)
     .await;
     match written {
@@ -902,11 +913,12 @@ pub async fn record_call_usage(
     if amount < 0 {
         return Err(LedgerError::NonPositiveAmount(amount));
     }
-    let (input, output, cached, currency, nanos) = CallUsage::columns(usage);
+    let (input, output, cached, currency, nanos, cache_write) = CallUsage::columns(usage);
     sqlx::query(
         "INSERT INTO model_call_usage
-           (hold_id, amount, input_tokens, output_tokens, cached_input_tokens, money_currency, money_nanos)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)
+           (hold_id, amount, input_tokens, output_tokens, cached_input_tokens, money_currency, money_nanos,
+            cache_write_input_tokens)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
          ON CONFLICT (hold_id) DO NOTHING",
     )
     .bind(hold_id)
@@ -916,6 +928,7 @@ pub async fn record_call_usage(
     .bind(cached)
     .bind(currency)
     .bind(nanos)
+    .bind(cache_write)
     .execute(pool)
     .await?;
     Ok(())
@@ -932,6 +945,7 @@ struct RecordedUsage {
     input_tokens: Option<i64>,
     output_tokens: Option<i64>,
     cached_input_tokens: Option<i64>,
+    cache_write_input_tokens: Option<i64>,
     money_currency: Option<String>,
     money_nanos: Option<i64>,
 }
@@ -944,6 +958,7 @@ impl RecordedUsage {
             input_tokens: self.input_tokens?,
             output_tokens: self.output_tokens?,
             cached_input_tokens: self.cached_input_tokens.unwrap_or(0),
+            cache_write_input_tokens: self.cache_write_input_tokens.unwrap_or(0),
             money: self
                 .money_currency
                 .clone()
@@ -979,7 +994,7 @@ pub struct Settled {
 pub async fn settle_abandoned(pool: &PgPool, limit: i64) -> Result<Settled, LedgerError> {
     let abandoned: Vec<RecordedUsage> = sqlx::query_as(
         "SELECT h.wallet_id, h.id, h.job_id, h.attempt, u.amount,
-                u.input_tokens, u.output_tokens, u.cached_input_tokens,
+                u.input_tokens, u.output_tokens, u.cached_input_tokens, u.cache_write_input_tokens,
                 u.money_currency, u.money_nanos
            FROM token_wallet_transactions h
            LEFT JOIN model_call_usage u ON u.hold_id = h.id

@@ -293,6 +293,7 @@ impl ModelSpec {
             ("price_input_per_mtok", Some(prices.input_per_mtok)),
             ("price_output_per_mtok", Some(prices.output_per_mtok)),
             ("price_cached_input_per_mtok", prices.cached_input_per_mtok),
+            ("price_cache_write_per_mtok", prices.cache_write_per_mtok),
         ];
         match each.into_iter().find(|(_, p)| p.is_some_and(|p| p < 0)) {
             Some((field, _)) => Err(invalid(field, "must be a price of 0 or more")),
@@ -300,16 +301,18 @@ impl ModelSpec {
         }
     }
 
-    /// The price columns as stored: (input, output, cached input, currency).
-    fn price_columns(&self) -> (Option<i64>, Option<i64>, Option<i64>, &str) {
+    /// The price columns as stored: (input, output, cached input, cache
+    /// write, currency).
+    fn price_columns(&self) -> (Option<i64>, Option<i64>, Option<i64>, Option<i64>, &str) {
         match &self.prices {
             Some(p) => (
                 Some(p.input_per_mtok),
                 Some(p.output_per_mtok),
                 p.cached_input_per_mtok,
+                p.cache_write_per_mtok,
                 p.currency.as_str(),
             ),
-            None => (None, None, None, price::DEFAULT_CURRENCY),
+            None => (None, None, None, None, price::DEFAULT_CURRENCY),
         }
     }
 
@@ -524,14 +527,14 @@ pub async fn register(pool: &PgPool, spec: &ModelSpec) -> Result<Registered, Mod
 async fn upsert(tx: &mut crate::Tx<'_>, spec: &ModelSpec) -> Result<ModelId, ModelError> {
     let name = spec.name.trim();
     let display = spec.display_name.as_deref().map_or(name, str::trim);
-    let (input, output, cached, currency) = spec.price_columns();
+    let (input, output, cached, cache_write, currency) = spec.price_columns();
     Ok(sqlx::query_scalar(
         "INSERT INTO ai_providers AS p
            (api_identifier, name, provider, context_window_tokens, max_output_tokens,
             input_token_cost_rate, output_token_cost_rate, tokenizer, secret_name, config, is_active,
             price_input_nanos_per_mtok, price_output_nanos_per_mtok,
-            price_cached_input_nanos_per_mtok, price_currency)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, true, $12, $13, $14, $15)
+            price_cached_input_nanos_per_mtok, price_currency, price_cache_write_nanos_per_mtok)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, true, $12, $13, $14, $15, $16)
          ON CONFLICT (api_identifier) DO UPDATE SET
            name = EXCLUDED.name,
            provider = EXCLUDED.provider,
@@ -546,7 +549,8 @@ async fn upsert(tx: &mut crate::Tx<'_>, spec: &ModelSpec) -> Result<ModelId, Mod
            price_input_nanos_per_mtok = EXCLUDED.price_input_nanos_per_mtok,
            price_output_nanos_per_mtok = EXCLUDED.price_output_nanos_per_mtok,
            price_cached_input_nanos_per_mtok = EXCLUDED.price_cached_input_nanos_per_mtok,
-           price_currency = EXCLUDED.price_currency
+           price_currency = EXCLUDED.price_currency,
+           price_cache_write_nanos_per_mtok = EXCLUDED.price_cache_write_nanos_per_mtok
          RETURNING id",
     )
     .bind(name)
@@ -564,6 +568,7 @@ async fn upsert(tx: &mut crate::Tx<'_>, spec: &ModelSpec) -> Result<ModelId, Mod
     .bind(output)
     .bind(cached)
     .bind(currency)
+    .bind(cache_write)
     .fetch_one(&mut **tx)
     .await?)
 }
@@ -781,6 +786,8 @@ pub struct PriceColumns {
     pub price_output_nanos_per_mtok: Option<i64>,
     #[serde(default)]
     pub price_cached_input_nanos_per_mtok: Option<i64>,
+    #[serde(default)]
+    pub price_cache_write_nanos_per_mtok: Option<i64>,
     #[serde(default = "default_currency")]
     pub price_currency: String,
 }
@@ -798,12 +805,13 @@ impl PriceColumns {
             input_per_mtok: self.price_input_nanos_per_mtok?,
             output_per_mtok: self.price_output_nanos_per_mtok?,
             cached_input_per_mtok: self.price_cached_input_nanos_per_mtok,
+            cache_write_per_mtok: self.price_cache_write_nanos_per_mtok,
         })
     }
 }
 
 const PRICE_COLUMNS: &str = "price_input_nanos_per_mtok, price_output_nanos_per_mtok,
-    price_cached_input_nanos_per_mtok, price_currency";
+    price_cached_input_nanos_per_mtok, price_cache_write_nanos_per_mtok, price_currency";
 
 impl RegisteredModel {
     pub fn settings(&self) -> ModelSettings {
@@ -848,7 +856,7 @@ pub(crate) const MODEL_COLUMNS: &str =
     "id, api_identifier, name, provider, context_window_tokens, max_output_tokens,
     input_token_cost_rate, output_token_cost_rate, tokenizer, secret_name, config,
     price_input_nanos_per_mtok, price_output_nanos_per_mtok,
-    price_cached_input_nanos_per_mtok, price_currency";
+    price_cached_input_nanos_per_mtok, price_cache_write_nanos_per_mtok, price_currency";
 
 pub async fn active_models(pool: &PgPool) -> Result<Vec<ModelRow>, StoreError> {
     Ok(sqlx::query_as::<_, ModelRow>(&format!(
@@ -980,6 +988,7 @@ mod tests {
             input_per_mtok: 1_250_000_000,
             output_per_mtok: 10_000_000_000,
             cached_input_per_mtok: cached,
+            cache_write_per_mtok: None,
         };
         let mut s = spec();
         s.prices = Some(priced("EUR", Some(125_000_000)));
@@ -990,10 +999,11 @@ mod tests {
                 Some(1_250_000_000),
                 Some(10_000_000_000),
                 Some(125_000_000),
+                None,
                 "EUR"
             )
         );
-        assert_eq!(spec().price_columns(), (None, None, None, "USD"));
+        assert_eq!(spec().price_columns(), (None, None, None, None, "USD"));
         let (field, _) = refused(|s| s.prices = Some(priced("usd", None)));
         assert_eq!(field, "currency");
         let (field, _) = refused(|s| s.prices = Some(priced("USD", Some(-1))));
@@ -1003,6 +1013,7 @@ mod tests {
             price_input_nanos_per_mtok: Some(1_250_000_000),
             price_output_nanos_per_mtok: Some(10_000_000_000),
             price_cached_input_nanos_per_mtok: None,
+            price_cache_write_nanos_per_mtok: None,
             price_currency: "USD".into(),
         };
         assert_eq!(row.prices(), Some(priced("USD", None)));

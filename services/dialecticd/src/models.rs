@@ -128,6 +128,10 @@ pub struct AddArgs {
     /// e.g. 0.125 (default: the input price).
     #[arg(long, value_name = "PRICE", value_parser = parse_price, requires = "price_input_per_mtok")]
     price_cached_input_per_mtok: Option<i64>,
+    /// Price per million input tokens written to the provider's prompt cache
+    /// (Anthropic's cache writes), e.g. 1.5625 (default: the input price).
+    #[arg(long, value_name = "PRICE", value_parser = parse_price, requires = "price_input_per_mtok")]
+    price_cache_write_per_mtok: Option<i64>,
     /// The prices' ISO 4217 currency (default USD).
     #[arg(long, value_name = "CODE", requires = "price_input_per_mtok")]
     currency: Option<String>,
@@ -142,6 +146,7 @@ fn prices(
     input: Option<i64>,
     output: Option<i64>,
     cached: Option<i64>,
+    cache_write: Option<i64>,
     currency: Option<String>,
 ) -> Option<Prices> {
     Some(Prices {
@@ -149,6 +154,7 @@ fn prices(
         input_per_mtok: input?,
         output_per_mtok: output?,
         cached_input_per_mtok: cached,
+        cache_write_per_mtok: cache_write,
     })
 }
 
@@ -195,6 +201,7 @@ impl AddArgs {
                 self.price_input_per_mtok,
                 self.price_output_per_mtok,
                 self.price_cached_input_per_mtok,
+                self.price_cache_write_per_mtok,
                 self.currency,
             ),
         }
@@ -291,6 +298,7 @@ struct DeclaredModel {
     price_input_per_mtok: Option<DeclaredPrice>,
     price_output_per_mtok: Option<DeclaredPrice>,
     price_cached_input_per_mtok: Option<DeclaredPrice>,
+    price_cache_write_per_mtok: Option<DeclaredPrice>,
     currency: Option<String>,
 }
 
@@ -314,7 +322,8 @@ impl DeclaredPrice {
     }
 }
 
-/// A file's prices: input and output together, cached and currency only with them.
+/// A file's prices: input and output together, cached, cache write and
+/// currency only with them.
 fn declared_prices(m: &DeclaredModel) -> anyhow::Result<Option<Prices>> {
     let nanos = |p: &Option<DeclaredPrice>, field| p.as_ref().map(|p| p.nanos(field)).transpose();
     let input = nanos(&m.price_input_per_mtok, "price_input_per_mtok")?;
@@ -323,15 +332,23 @@ fn declared_prices(m: &DeclaredModel) -> anyhow::Result<Option<Prices>> {
         &m.price_cached_input_per_mtok,
         "price_cached_input_per_mtok",
     )?;
+    let cache_write = nanos(&m.price_cache_write_per_mtok, "price_cache_write_per_mtok")?;
     if input.is_some() != output.is_some() {
         bail!("price_input_per_mtok and price_output_per_mtok are given together or not at all");
     }
-    if input.is_none() && (cached.is_some() || m.currency.is_some()) {
+    if input.is_none() && (cached.is_some() || cache_write.is_some() || m.currency.is_some()) {
         bail!(
-            "price_cached_input_per_mtok and currency need price_input_per_mtok and price_output_per_mtok"
+            "price_cached_input_per_mtok, price_cache_write_per_mtok and currency need \
+             price_input_per_mtok and price_output_per_mtok"
         );
     }
-    Ok(prices(input, output, cached, m.currency.clone()))
+    Ok(prices(
+        input,
+        output,
+        cached,
+        cache_write,
+        m.currency.clone(),
+    ))
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -666,6 +683,7 @@ fn json(m: &RegisteredModel) -> Value {
         "price_input_per_mtok": m.prices.price_input_nanos_per_mtok.map(price::decimal),
         "price_output_per_mtok": m.prices.price_output_nanos_per_mtok.map(price::decimal),
         "price_cached_input_per_mtok": m.prices.price_cached_input_nanos_per_mtok.map(price::decimal),
+        "price_cache_write_per_mtok": m.prices.price_cache_write_nanos_per_mtok.map(price::decimal),
         "currency": m.prices.price_currency,
         "active": m.is_active,
     })
@@ -895,17 +913,20 @@ input_cost = 0.25
     fn prices_read_exactly_from_a_file_or_flags() {
         let settings = Settings::default();
         let priced = FILE.to_string()
-            + "price_input_per_mtok = 1.25\nprice_output_per_mtok = 10\nprice_cached_input_per_mtok = 0.15\n";
+            + "price_input_per_mtok = 1.25\nprice_output_per_mtok = 10\nprice_cached_input_per_mtok = 0.15\n"
+            + "price_cache_write_per_mtok = 1.5625\n";
         let spec = &parse_models(&settings, &priced, false).expect("priced")[0];
         let expected = Prices {
             currency: "USD".into(),
             input_per_mtok: 1_250_000_000,
             output_per_mtok: 10_000_000_000,
             cached_input_per_mtok: Some(150_000_000),
+            cache_write_per_mtok: Some(1_562_500_000),
         };
         assert_eq!(spec.prices.as_ref(), Some(&expected));
         let json = r#"{"models":[{"name":"m","provider":"simulated","context_window":8,"max_output":4,
-            "price_input_per_mtok":"1.25","price_output_per_mtok":10,"price_cached_input_per_mtok":0.15}]}"#;
+            "price_input_per_mtok":"1.25","price_output_per_mtok":10,"price_cached_input_per_mtok":0.15,
+            "price_cache_write_per_mtok":"1.5625"}]}"#;
         let from_json = &parse_models(&settings, json, true).expect("json")[0];
         assert_eq!(from_json.prices.as_ref(), Some(&expected));
         let half = FILE.to_string() + "price_input_per_mtok = 1.25\n";
@@ -935,6 +956,8 @@ input_cost = 0.25
                     "10",
                     "--price-cached-input-per-mtok",
                     "0.15",
+                    "--price-cache-write-per-mtok",
+                    "1.5625",
                 ],
             ]
             .concat(),

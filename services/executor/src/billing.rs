@@ -79,16 +79,22 @@ pub fn estimate(request: &ChatRequest, model: &ModelRow) -> i64 {
 /// What a call used, and cost in money at the model's prices as the call
 /// found them (None when the model is unpriced): recorded on its capture.
 pub fn usage(model: &ModelRow, response: &ChatResponse) -> RecordedUsage {
+    let cached_input = response.cached_input_tokens.min(response.input_tokens);
     let tokens = CallTokens {
         input: response.input_tokens,
         output: response.output_tokens,
-        cached_input: response.cached_input_tokens.min(response.input_tokens),
+        cached_input,
+        // Reads and writes are both parts of the input, never more than it.
+        cache_write: response
+            .cache_write_input_tokens
+            .min(response.input_tokens - cached_input),
     };
     let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     RecordedUsage {
         input_tokens: count(tokens.input),
         output_tokens: count(tokens.output),
         cached_input_tokens: count(tokens.cached_input),
+        cache_write_input_tokens: count(tokens.cache_write),
         money: model
             .prices
             .prices()
@@ -103,6 +109,7 @@ fn wire_usage(usage: &RecordedUsage) -> CallUsage {
         input_tokens: count(usage.input_tokens),
         output_tokens: count(usage.output_tokens),
         cached_input_tokens: count(usage.cached_input_tokens),
+        cache_write_input_tokens: count(usage.cache_write_input_tokens),
         currency_code: usage
             .money
             .as_ref()

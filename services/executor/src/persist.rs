@@ -74,6 +74,15 @@ pub(crate) fn was_cut_off(response: &ChatResponse, value: &Value) -> bool {
     response.finish_reason == FinishReason::Length || flagged
 }
 
+/// An output's `mean`: the engine's figure replaces the model's arithmetic
+/// before the reply is stored.
+fn engine_mean(step: &RecipeStep, reply: &mut Value) {
+    if let Some(rule) = step.own_output().and_then(|o| o.mean.as_ref()) {
+        let mean = dialectic_core::output_record::apply_mean(reply, rule);
+        tracing::info!(figure = %rule.into, ?mean, "the engine computed a mean");
+    }
+}
+
 /// A finished reply (the whole document, for a continued one) must have the
 /// shape its step asks for; a refused one is retried with the reason.
 fn check_shape(step: &RecipeStep, document: &Value, turn: Turn) -> Result<(), AttemptError> {
@@ -239,8 +248,9 @@ impl Executor {
             .map(|c| c.whole_with(&value));
         check_shape(&attempt.step, whole.as_ref().unwrap_or(&value), turn)?;
         if !turn.continuation_needed {
-            self.verify_claims(attempt, whole.as_mut().unwrap_or(&mut value))
-                .await?;
+            let reply = whole.as_mut().unwrap_or(&mut value);
+            self.verify_claims(attempt, reply).await?;
+            engine_mean(&attempt.step, reply);
         }
         let skip_steps = planned_skips(&attempt.step, &value)?;
         let reply_whole = whole.as_ref().unwrap_or(&value);
@@ -550,6 +560,7 @@ mod tests {
             schema: None,
             verify_claims: None,
             record: None,
+            mean: None,
         }];
         step
     }
@@ -561,6 +572,7 @@ mod tests {
             input_tokens: 0,
             output_tokens: 0,
             cached_input_tokens: 0,
+            cache_write_input_tokens: 0,
             usage_estimated: true,
             raw: Value::Null,
         }

@@ -206,6 +206,7 @@ fn call_usage(t: &Transaction) -> Option<CallUsage> {
         input_tokens: count(t.input_tokens),
         output_tokens: count(t.output_tokens),
         cached_input_tokens: count(t.cached_input_tokens),
+        cache_write_input_tokens: count(t.cache_write_input_tokens),
         currency_code: money
             .as_ref()
             .map(|m| m.currency.clone())
@@ -240,6 +241,10 @@ fn recorded_usage(usage: &CallUsage) -> Result<ledger::CallUsage, WalletError> {
         input_tokens: count("usage.input_tokens", usage.input_tokens)?,
         output_tokens: count("usage.output_tokens", usage.output_tokens)?,
         cached_input_tokens: count("usage.cached_input_tokens", usage.cached_input_tokens)?,
+        cache_write_input_tokens: count(
+            "usage.cache_write_input_tokens",
+            usage.cache_write_input_tokens,
+        )?,
         money,
     })
 }

@@ -42,6 +42,7 @@ pub(super) fn markdown(mut step: RecipeStep) -> RecipeStep {
         schema: None,
         verify_claims: None,
         record: None,
+        mean: None,
     });
     step
 }
