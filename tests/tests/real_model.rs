@@ -164,6 +164,29 @@ async fn the_essay_pipeline_finishes_on_the_local_llama_cpp_model() {
         !essay.contains('\u{FFFD}'),
         "no corrupted characters: {essay:?}"
     );
+
+    // The output record: the final essay, its words, and the claims a
+    // source verified; the voice score is the engine's mean of whatever
+    // scores the model gave (absent when it gave none).
+    let output = finished.output.clone().expect("an output record at review");
+    eprintln!("the output record: {output:?}");
+    let document = output.document.as_ref().expect("the final essay");
+    assert_eq!(document.document_key, "final_essay");
+    let words = written
+        .split_whitespace()
+        .filter(|w| w.chars().any(char::is_alphanumeric))
+        .count();
+    assert_eq!(output.word_count as usize, words, "{written}");
+    assert_eq!(
+        output.figures.get("sources_verified").copied(),
+        check["sources_verified"].as_f64()
+    );
+    let voice = stored_reply(&env, session, "voice_check").await;
+    eprintln!("the voice check: {voice}");
+    assert_eq!(
+        output.figures.get("voice_consistency_score").copied(),
+        voice["voice_consistency_score"].as_f64()
+    );
     env.teardown().await;
 }
 
