@@ -177,6 +177,10 @@ async fn a_session_s_money_is_the_exact_sum_of_its_priced_calls_and_never_rewrit
         prices.cached_input_per_mtok,
         Some(money(CACHED_NANOS_PER_MTOK))
     );
+    assert_eq!(
+        prices.cache_write_per_mtok,
+        Some(money(cache_write_rate(INPUT_NANOS_PER_MTOK)))
+    );
     let unpriced = listed.iter().find(|m| m.api_identifier == UNPRICED);
     assert_eq!(unpriced.expect("listed").prices, None);
 
@@ -222,6 +226,10 @@ async fn a_session_s_money_is_the_exact_sum_of_its_priced_calls_and_never_rewrit
         assert_eq!(Some(t.input_tokens as i64), call.input_tokens);
         assert_eq!(Some(t.output_tokens as i64), call.output_tokens);
         assert_eq!(Some(t.cached_input_tokens as i64), call.cached_input_tokens);
+        assert_eq!(
+            Some(t.cache_write_input_tokens as i64),
+            call.cache_write_input_tokens
+        );
     }
     let credits: Vec<_> = listed.iter().filter(|t| t.kind == "credit").collect();
     assert!(credits.iter().all(|t| t.money.is_none()), "{credits:?}");

@@ -239,7 +239,8 @@ pub fn models(models: &[Model]) -> String {
 }
 
 /// A model's prices per million tokens (`$1.25/$0.125/$10`; cache reads at
-/// the input price when they have none of their own), `-` when unpriced.
+/// the input price when they have none of their own; `, writes $1.5625`
+/// when cache writes have a price of their own), `-` when unpriced.
 fn prices(m: &Model) -> String {
     let Some(p) = &m.prices else {
         return "-".into();
@@ -248,7 +249,11 @@ fn prices(m: &Model) -> String {
         return "-".into();
     };
     let cached = p.cached_input_per_mtok.as_ref().unwrap_or(input);
-    format!("{}/{}/{}", money(input), money(cached), money(output))
+    let mut shown = format!("{}/{}/{}", money(input), money(cached), money(output));
+    if let Some(writes) = &p.cache_write_per_mtok {
+        shown.push_str(&format!(", writes {}", money(writes)));
+    }
+    shown
 }
 
 /// A model's call caps (`2 at once, 60 req/min, 90000 tok/min`), `-` for none.
@@ -534,6 +539,7 @@ mod tests {
                     input_per_mtok: Some(usd(1, 250_000_000)),
                     output_per_mtok: Some(usd(10, 0)),
                     cached_input_per_mtok: Some(usd(0, 125_000_000)),
+                    cache_write_per_mtok: None,
                 }),
                 ..Default::default()
             },
@@ -567,6 +573,23 @@ mod tests {
                 "Simulated (default)"
             ]
         );
+    }
+
+    #[test]
+    fn a_cache_write_price_of_its_own_is_shown_after_the_others() {
+        let mut priced = ModelPrices {
+            input_per_mtok: Some(usd(1, 250_000_000)),
+            output_per_mtok: Some(usd(10, 0)),
+            cached_input_per_mtok: Some(usd(0, 125_000_000)),
+            cache_write_per_mtok: None,
+        };
+        let model = |prices: &ModelPrices| Model {
+            prices: Some(prices.clone()),
+            ..Default::default()
+        };
+        assert_eq!(prices(&model(&priced)), "$1.25/$0.125/$10");
+        priced.cache_write_per_mtok = Some(usd(1, 562_500_000));
+        assert_eq!(prices(&model(&priced)), "$1.25/$0.125/$10, writes $1.5625");
     }
 
     #[test]

@@ -168,6 +168,7 @@ fn prices(row: &ModelRow) -> Option<ModelPrices> {
         input_per_mtok: Some(per_mtok(prices.input_per_mtok)),
         output_per_mtok: Some(per_mtok(prices.output_per_mtok)),
         cached_input_per_mtok: prices.cached_input_per_mtok.map(per_mtok),
+        cache_write_per_mtok: prices.cache_write_per_mtok.map(per_mtok),
     })
 }
 
