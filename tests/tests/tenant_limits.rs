@@ -204,17 +204,7 @@ async fn concurrent_uploads_for_the_last_slot_let_one_through() {
         let request = upload(&project, &format!("racer{n}.md"), "ten bytes.", "");
         tokio::spawn(async move { client.add_project_document(request).await })
     });
-    let mut passed = 0;
-    for outcome in futures::future::join_all(racing).await {
-        match outcome.expect("racer task") {
-            Ok(_) => passed += 1,
-            Err(status) => assert_eq!(
-                dialectic_e2e::refusal(&status).1,
-                "PROJECT_DOCUMENT_LIMIT_REACHED",
-                "{status:?}"
-            ),
-        }
-    }
+    let passed = racers_through(racing, "PROJECT_DOCUMENT_LIMIT_REACHED").await;
     assert_eq!(passed, 1, "exactly one racer takes the last slot");
     // Racers refused after storing their object removed it again.
     let limit = MAX_DOCUMENTS as i64;
@@ -351,17 +341,7 @@ async fn concurrent_creations_for_the_last_project_slot_let_one_through() {
         let request = project(&format!("racer{n}"), "");
         tokio::spawn(async move { client.create_project(request).await })
     });
-    let mut passed = 0;
-    for outcome in futures::future::join_all(racing).await {
-        match outcome.expect("racer task") {
-            Ok(_) => passed += 1,
-            Err(status) => assert_eq!(
-                dialectic_e2e::refusal(&status).1,
-                "USER_PROJECT_LIMIT_REACHED",
-                "{status:?}"
-            ),
-        }
-    }
+    let passed = racers_through(racing, "USER_PROJECT_LIMIT_REACHED").await;
     assert_eq!(passed, 1, "exactly one racer takes the last slot");
     assert_eq!(projects_held(&env, alice).await, MAX_PROJECTS as i64);
     // Racers refused after writing their prompt object removed it again.
@@ -415,4 +395,19 @@ async fn the_upload_past_the_users_byte_limit_is_refused_across_projects() {
         .expect("the deleted project's bytes are free again");
     assert_eq!(stored(&env, &third).await, (1, 1));
     env.teardown().await;
+}
+
+/// How many racers got through; each refused one must carry `reason`.
+async fn racers_through<T>(
+    racing: impl Iterator<Item = tokio::task::JoinHandle<Result<T, tonic::Status>>>,
+    reason: &str,
+) -> usize {
+    let mut passed = 0;
+    for outcome in futures::future::join_all(racing).await {
+        match outcome.expect("racer task") {
+            Ok(_) => passed += 1,
+            Err(status) => assert_eq!(dialectic_e2e::refusal(&status).1, reason, "{status:?}"),
+        }
+    }
+    passed
 }
