@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Offline checks of the Helm chart (part of deploy/test.sh, so of CI):
-#   helm lint --strict, render with default / production / every-option /
-#   derived-keys / EKS / quickstart values (twice each: the renders must be byte-identical),
+#   the chart's files match what its version was recorded with (--update-digest
+#   records them after a version bump), the README's values table is the one
+#   values.schema.json generates (--update-readme writes it), helm lint --strict,
+#   render with default / production / every-option / derived-keys / some-disabled /
+#   EKS / quickstart / quickstart-mirror values (twice each: the renders must be byte-identical),
 #   validate every manifest against the Kubernetes schemas, prove that
 #   values.schema.json rejects wrong-typed values, and run checkov on the
 #   rendered manifests (skips explained in helm/dialectic/.checkov.yaml).
@@ -23,12 +26,21 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
+# After bumping Chart.yaml's version: record the chart's files for that version
+# (helm/dialectic/.chart-digest; the check below fails when they change and the
+# version does not).
+# --update-readme: write the values table (generated from values.schema.json's
+# descriptions) into helm/dialectic/README.md. Both may be given; the table first.
+if [ "${1:-}" = --update-digest ] || [ "${1:-}" = --update-readme ]; then
+  exec "$venv/bin/python" deploy/chart_check.py "$@"
+fi
+
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 "$venv/bin/python" deploy/chart_check.py "$out"
 
 # (The quickstart manifests are rendered, validated and checked above but not
-# scanned: their Postgres, RabbitMQ, Redis and MinIO are third-party images by
+# scanned: their Postgres, RabbitMQ, Redis and aws-cli are third-party images by
 # tag, for evaluation only.)
 for values in default production every-option derived-keys eks; do
   extra=()

@@ -1,16 +1,23 @@
 """Checks the Helm chart offline (run by deploy/chart-check.sh inside its venv).
 
+0. the chart's files match the digest recorded for its version (.chart-digest),
+   its CHANGELOG has the version, and the README's values table is the one
+   values.schema.json's descriptions generate (--update-digest, --update-readme);
 1. lint (strict) with the default, production and quickstart values;
-2. render with default, production, every-option, derived-keys, EKS and quickstart values (each
+2. render with default, production, every-option, derived-keys, some-disabled, EKS,
+   quickstart and quickstart-mirror values (each
    twice: the two renders must be byte-identical) and validate every
    manifest against the Kubernetes OpenAPI schemas (strict: unknown fields fail),
-   for the oldest and the newest Kubernetes the chart supports;
+   for the oldest and the newest Kubernetes the chart supports; check what each
+   option promises (extension points, global.imageRegistry on every image, the
+   alerts' thresholds, runbook anchors and absent() rules, the dashboard);
 3. values.schema.json rejects values of the wrong type, unknown keys and
    missing connection settings — both in schema validation and at render time;
 4. writes the rendered manifests for the security scan that follows.
 """
 
 import copy
+import hashlib
 import json
 import pathlib
 import re
@@ -24,7 +31,12 @@ import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CHART = ROOT / "helm" / "dialectic"
-OUT = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/dialectic-chart")
+OPTIONS = [a for a in sys.argv[1:] if a.startswith("--")]
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
+OUT = pathlib.Path(ARGS[0] if ARGS else "/tmp/dialectic-chart")
+DIGEST_FILE = CHART / ".chart-digest"
+# Not part of what a version is: the record itself, and the notes written with a bump.
+DIGEST_EXCLUDED = {".chart-digest", "CHANGELOG.md"}
 KUBE_VERSIONS = ["1.29.0", "1.37.0"]
 SERVICES = ["gateway", "planner", "executor", "renderer", "indexer", "wallet"]
 # Custom resources: not in the Kubernetes schemas; validated against the
@@ -42,6 +54,7 @@ CRD_VALIDATORS = {
 }
 
 failures = []
+RENDERED_NOTES = {}   # label: the NOTES.txt those values render
 
 
 def fail(msg):
@@ -99,6 +112,30 @@ def every_option(prod):
     v.setdefault("tests", {})["session"] = {"apiKeySecret": "dialectic-test-key", "gatewayUrl": "https://dialectic.example.com",
                                             "caSecret": "dialectic-ca", "timeoutSeconds": 600}
     v["podAntiAffinity"] = {"mode": "hard", "topologyKey": "topology.kubernetes.io/zone", "weight": 100}
+    # The extension points (check_extensions finds each in the render).
+    v["global"] = {"imageRegistry": REGISTRY}
+    v.update(copy.deepcopy(COMMON))
+    v["extraObjects"] = [
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": "{{ .Release.Name }}-extra-map", "namespace": "{{ .Release.Namespace }}"},
+         "data": {"release": "{{ .Release.Name }}"}},
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-extra-string\n"
+        "  namespace: {{ .Release.Namespace }}\ndata:\n  port: \"{{ .Values.services.gateway.port }}\"\n",
+    ]
+    v["probes"] = {"liveness": {"initialDelaySeconds": 7, "periodSeconds": 11, "timeoutSeconds": 2, "failureThreshold": 4},
+                   "readiness": {"initialDelaySeconds": 1, "periodSeconds": 6, "timeoutSeconds": 2, "failureThreshold": 3},
+                   "startup": {"initialDelaySeconds": 0, "periodSeconds": 3, "timeoutSeconds": 2, "failureThreshold": 40}}
+    v["services"]["gateway"]["service"] = {
+        "type": "LoadBalancer", "annotations": {"service.beta.kubernetes.io/aws-load-balancer-scheme": "internal"},
+        "loadBalancerIP": "10.0.0.10", "loadBalancerSourceRanges": ["10.0.0.0/8"]}
+    v["services"]["gateway"]["probes"] = {"liveness": {"timeoutSeconds": 5}}
+    for name in ("planner", "indexer", "wallet"):   # the executor and renderer: KEDA in production
+        v["services"][name]["autoscaling"] = {"enabled": True, "minReplicas": 2, "maxReplicas": 6,
+                                              "targetCPUUtilizationPercentage": 65}
+    # Thresholds and a runbook page no default has: check_monitoring finds each in the rules.
+    v["metrics"]["prometheusRule"].update({
+        "queueBacklog": 1234, "outboxBacklog": 4321, "deadLetters": 7, "modelCallFailureRatio": 0.37,
+        "grpcErrorRatio": 0.09, "runbookBaseUrl": "https://runbooks.example.com/dialectic/OPERATIONS.md"})
     v["gateway"] = {"tls": {"secretName": "dialectic-gateway-tls", "healthPort": 7050}}
     v["services"]["executor"].update({
         "terminationGracePeriodSeconds": 700,
@@ -116,8 +153,38 @@ def every_option(prod):
         "extraEnvFrom": [{"secretRef": {"name": "extra-provider-keys"}}],
         "extraVolumes": [{"name": "ca", "configMap": {"name": "corporate-ca"}}],
         "extraVolumeMounts": [{"name": "ca", "mountPath": "/etc/ssl/corporate", "readOnly": True}],
+        "initContainers": [locked_down_container("wait-for-proxy", probes=False)],
+        "extraContainers": [locked_down_container("egress-proxy", probes=True)],
     })
     return v
+
+
+REGISTRY = "mirror.example.com/dialectic"
+# On every object: the hook Jobs' (some-disabled) and the quickstart's (quickstart-mirror) too.
+COMMON = {"commonLabels": {"example.com/cost-center": "ml-platform"},
+          "commonAnnotations": {"example.com/owner": "team-ml"}}
+
+
+def locked_down_container(name, probes):
+    """A container spec that passes the security scan, as an operator's sidecar would have to."""
+    c = {"name": name, "image": "docker.io/envoyproxy/envoy:v1.32.3@sha256:" + "1" * 64,
+         "imagePullPolicy": "IfNotPresent",
+         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                             "runAsNonRoot": True, "runAsUser": 65532, "capabilities": {"drop": ["ALL"]},
+                             "seccompProfile": {"type": "RuntimeDefault"}},
+         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}}}
+    if probes:
+        c["livenessProbe"] = c["readinessProbe"] = {"tcpSocket": {"port": 15000}}
+    return c
+
+
+def some_disabled():
+    """Defaults with two services off, the alerts and KEDA on, and images from a
+    mirror (the hook Job, the migrate Job and the test Pod among them)."""
+    return {"global": {"imageRegistry": REGISTRY}, **COMMON,
+            "services": {"renderer": {"enabled": False}, "indexer": {"enabled": False}},
+            "keda": {"enabled": True},
+            "metrics": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}}}
 
 
 def derived_keys():
@@ -153,12 +220,14 @@ def render(chart, values, label):
     text = []
     for path, manifest in sorted(out.items()):
         if path.endswith("NOTES.txt"):
+            RENDERED_NOTES[label] = manifest
             if "port-forward" not in manifest and "Ingress" not in manifest and "GRPCRoute" not in manifest:
                 fail(f"{label}: NOTES.txt does not tell how to reach the gateway")
             continue
-        for doc in yaml.safe_load_all(manifest):
-            if doc:
-                docs.append(doc)
+        try:
+            docs += [doc for doc in yaml.safe_load_all(manifest) if doc]
+        except yaml.YAMLError as e:
+            fail(f"{label}: {path} is not YAML: {' '.join(str(e).split())[:200]}")
         text.append(f"# Source: {path}\n{manifest}")
     (OUT / label).mkdir(parents=True, exist_ok=True)
     (OUT / label / "manifests.yaml").write_text("\n---\n".join(text))
@@ -204,7 +273,8 @@ def check_shape(docs, label, values):
     by = {(d["kind"], d["metadata"]["name"]): d for d in docs}
     check_secrets(by, label, values)
     check_command_lines(docs, label, values)
-    for svc in SERVICES:
+    check_extensions(docs, by, label, values)
+    for svc in enabled_services(values):
         for kind in ["Deployment", "Service", "ServiceAccount"]:
             if (kind, f"dialectic-{svc}") not in by:
                 fail(f"{label}: missing {kind} dialectic-{svc}")
@@ -217,7 +287,8 @@ def check_shape(docs, label, values):
         if not dep:
             continue
         autoscaled = ((svc == "gateway" and values["gatewayAutoscaling"]["enabled"])
-                      or (svc in ("executor", "renderer") and values["keda"]["enabled"]))
+                      or (svc in ("executor", "renderer") and values["keda"]["enabled"])
+                      or values["services"][svc].get("autoscaling", {}).get("enabled"))
         if autoscaled and "replicas" in dep["spec"]:
             fail(f"{label}: {svc}: an autoscaler owns the count, but the Deployment sets replicas")
         if not autoscaled and dep["spec"].get("replicas") != values["services"][svc]["replicas"]:
@@ -252,6 +323,7 @@ def check_shape(docs, label, values):
     check_gateway_policy(by, label, values)
     check_gateway_tls(by, label, values)
     check_tests(by, label, values)
+    check_monitoring(by, label, values)
     if values["quickstart"]["enabled"]:
         check_quickstart(by, label, values)
     elif ("Job", "dialectic-migrate") not in by:
@@ -265,6 +337,222 @@ def check_shape(docs, label, values):
     migrate = [doc for (kind, name), doc in by.items() if kind == "Job" and name.startswith("dialectic-migrate")]
     if migrate:
         check_models(by, label, values, migrate[0])
+
+
+def enabled_services(values):
+    return [s for s in SERVICES if values["services"][s].get("enabled", True)]
+
+
+def pod_spec(doc):
+    """The pod spec of a workload or Pod, or None."""
+    spec = doc.get("spec") or {}
+    if doc["kind"] == "Pod":
+        return spec
+    if doc["kind"] == "CronJob":
+        return spec.get("jobTemplate", {}).get("spec", {}).get("template", {}).get("spec")
+    return spec.get("template", {}).get("spec") if "template" in spec else None
+
+
+def check_extensions(docs, by, label, values):
+    """The extension points: global.imageRegistry on every image, commonLabels and
+    commonAnnotations on every object, extraObjects rendered through tpl, and per
+    service enabled, extra and init containers, the Service's type, annotations
+    and load balancer fields, probe timings and an HPA."""
+    registry = values["global"].get("imageRegistry", "").rstrip("/")
+    extra = set()
+    for i, obj in enumerate(values.get("extraObjects") or []):
+        text = obj if isinstance(obj, str) else yaml.safe_dump(obj)
+        want = yaml.safe_load(text.replace("{{ .Release.Name }}", "dialectic").replace(
+            "{{ .Release.Namespace }}", "dialectic").replace(
+            "{{ .Values.services.gateway.port }}", str(values["services"]["gateway"]["port"])))
+        key = (want["kind"], want["metadata"]["name"])
+        extra.add(key)
+        if by.get(key) != want:
+            fail(f"{label}: extraObjects[{i}] is not rendered through tpl as {key}: {by.get(key)}")
+    images = 0
+    for doc in docs:
+        key = (doc["kind"], doc["metadata"]["name"])
+        if key in extra:
+            continue
+        meta = doc["metadata"]
+        for k, v in (values.get("commonLabels") or {}).items():
+            if (meta.get("labels") or {}).get(k) != v:
+                fail(f"{label}: {key[0]}/{key[1]} lacks commonLabels {k}")
+        for k, v in (values.get("commonAnnotations") or {}).items():
+            if (meta.get("annotations") or {}).get(k) != v:
+                fail(f"{label}: {key[0]}/{key[1]} lacks commonAnnotations {k}")
+        pod = pod_spec(doc)
+        for c in (pod or {}).get("initContainers", []) + (pod or {}).get("containers", []):
+            images += 1
+            if registry and not c["image"].startswith(registry + "/"):
+                fail(f"{label}: {key[0]}/{key[1]} ({c['name']}) runs {c['image']}, not from global.imageRegistry {registry}")
+    for svc in SERVICES:
+        cfg = values["services"][svc]
+        owned = sorted(k for k, d in by.items() if k not in extra
+                       and d["metadata"].get("labels", {}).get("app.kubernetes.io/component") == svc)
+        if not cfg.get("enabled", True):
+            if owned:
+                fail(f"{label}: services.{svc}.enabled is false, yet the chart renders {owned}")
+            continue
+        check_service_extensions(by, label, values, svc)
+    if registry:
+        print(f"ok   {label}: all {images} container images come from global.imageRegistry {registry}")
+
+
+def check_service_extensions(by, label, values, svc):
+    cfg = values["services"][svc]
+    registry = values["global"].get("imageRegistry", "").rstrip("/")
+    dep = by[("Deployment", f"dialectic-{svc}")]
+    pod = dep["spec"]["template"]["spec"]
+    for field, given in [("initContainers", cfg.get("initContainers") or []),
+                         ("containers", cfg.get("extraContainers") or [])]:
+        rendered = {c["name"]: c for c in pod.get(field, [])}
+        for c in given:
+            got = rendered.get(c["name"])
+            image = c["image"].split("/", 1)[1] if registry and "." in c["image"].split("/")[0] else c["image"]
+            if not got or {**got, "image": c["image"]} != c or (registry and got["image"] != f"{registry}/{image}"):
+                fail(f"{label}: {svc}: {field} does not hold {c['name']} as given (image under the registry): {got}")
+    service = by[("Service", f"dialectic-{svc}")]
+    s = cfg["service"]
+    spec = service["spec"]
+    lb = s["type"] == "LoadBalancer"
+    if (spec.get("type") != s["type"] or spec.get("loadBalancerIP") != ((s["loadBalancerIP"] or None) if lb else None)
+            or spec.get("loadBalancerSourceRanges") != ((s["loadBalancerSourceRanges"] or None) if lb else None)):
+        fail(f"{label}: {svc}: Service type / loadBalancer fields are not services.{svc}.service: {spec}")
+    if any(service["metadata"].get("annotations", {}).get(k) != v for k, v in s["annotations"].items()):
+        fail(f"{label}: {svc}: Service annotations lack services.{svc}.service.annotations")
+    c = pod["containers"][0]
+    for probe in ("liveness", "readiness", "startup"):
+        want = {**values["probes"][probe], **(cfg.get("probes") or {}).get(probe, {})}
+        got = {k: v for k, v in c[f"{probe}Probe"].items() if k != "grpc"}
+        if got != want:
+            fail(f"{label}: {svc}: {probe} probe timings {got}, values say {want}")
+    hpa_values = values["gatewayAutoscaling"] if svc == "gateway" else cfg.get("autoscaling", {})
+    hpa = by.get(("HorizontalPodAutoscaler", f"dialectic-{svc}"))
+    if hpa_values.get("enabled"):
+        if not hpa or hpa["spec"]["scaleTargetRef"]["name"] != f"dialectic-{svc}" or (
+                hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) != (hpa_values["minReplicas"], hpa_values["maxReplicas"]):
+            fail(f"{label}: {svc}: autoscaling is on, but no HorizontalPodAutoscaler scales it as values say: {hpa and hpa['spec']}")
+    elif hpa:
+        fail(f"{label}: {svc}: a HorizontalPodAutoscaler, though its autoscaling is off")
+
+
+# Each alert's threshold, by its key under metrics.prometheusRule; every other
+# number an alert compares against is 0 (`up == 0`, "rose at all").
+ALERT_THRESHOLDS = {
+    "DialecticQueueBacklog": "queueBacklog",
+    "DialecticOutboxBacklog": "outboxBacklog",
+    "DialecticDeadLetters": "deadLetters",
+    "DialecticModelCallsFailing": "modelCallFailureRatio",
+    "DialecticGrpcErrors": "grpcErrorRatio",
+}
+# Gauges every replica of a service reads from Postgres alike: summing them
+# across pods multiplies them by the replica count.
+PER_REPLICA_GAUGES = ["dialectic_jobs", "dialectic_outbox_pending", "dialectic_wallet_held"]
+COMPARISON = re.compile(r"(?:[<>]=?|[!=]=)\s*(-?[0-9][0-9.eE+-]*)(?![\w\]])")
+AGGREGATION = re.compile(r"\b(sum|max|min|avg|count|group|stddev|stdvar|topk|bottomk|quantile|count_values)"
+                         r"\s*(?:(?:by|without)\s*\([^()]*\)\s*)?$")
+
+
+def enclosing_aggregation(expr, at):
+    """The aggregation operator innermost around position `at` of a PromQL
+    expression (prefix form, `sum by (x) (…)`), or None: walks out through the
+    unmatched parentheses left of it, skipping functions such as rate()."""
+    depth = 0
+    for i in range(at - 1, -1, -1):
+        if expr[i] == ")":
+            depth += 1
+        elif expr[i] == "(":
+            if depth:
+                depth -= 1
+                continue
+            m = AGGREGATION.search(expr[:i])
+            if m:
+                return m.group(1)
+    return None
+
+
+def per_replica_sums(expr):
+    """The per-replica gauges `expr` aggregates with anything but max or min."""
+    bad = []
+    for gauge in PER_REPLICA_GAUGES:
+        for m in re.finditer(rf"\b{gauge}\b(?!_)", expr):
+            op = enclosing_aggregation(expr, m.start())
+            if op not in ("max", "min"):
+                bad.append(f"{op or 'no aggregation'} over {gauge}")
+    return bad
+
+
+def github_anchors(markdown):
+    """The anchors GitHub gives a Markdown file's headings (fenced code skipped)."""
+    anchors, seen, fenced = set(), {}, False
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        m = None if fenced else re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not m:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", m.group(1).lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        anchors.add(slug if n == 0 else f"{slug}-{n}")
+    return anchors
+
+
+def check_monitoring(by, label, values):
+    """The PrometheusRule and the dashboard: thresholds rendered from values
+    (no other number but 0), per-replica gauges taken with max, a runbook_url
+    on every alert naming an anchor deploy/OPERATIONS.md has, and an absent()
+    rule for every component the release runs, on the label its scrape sets."""
+    metrics = values["metrics"]
+    rule = metrics["prometheusRule"]
+    doc = by.get(("PrometheusRule", "dialectic"))
+    if rule["enabled"] != bool(doc):
+        fail(f"{label}: prometheusRule.enabled is {rule['enabled']}, PrometheusRule rendered: {bool(doc)}")
+    dashboard = by.get(("ConfigMap", "dialectic-dashboard"))
+    if dashboard:
+        panels = json.loads(dashboard["data"]["dialectic.json"])["panels"]
+        for panel in panels:
+            for target in panel.get("targets", []):
+                for bad in per_replica_sums(target.get("expr", "")):
+                    fail(f"{label}: dashboard panel {panel.get('title')!r} takes {bad}: {target['expr']}")
+    if not doc:
+        return
+    anchors = github_anchors((ROOT / "deploy" / "OPERATIONS.md").read_text())
+    base = rule["runbookBaseUrl"].rstrip("#") + "#"
+    rules = [r for g in doc["spec"]["groups"] for r in g["rules"] if "alert" in r]
+    absent = set()
+    for r in rules:
+        name, expr = r["alert"], r["expr"]
+        key = ALERT_THRESHOLDS.get(name)
+        numbers = [float(n) for n in COMPARISON.findall(expr)]
+        if key and float(rule[key]) not in numbers:
+            fail(f"{label}: {name} does not compare against metrics.prometheusRule.{key} ({rule[key]}): {expr}")
+        hard = [n for n in numbers if n != 0 and (not key or n != float(rule[key]))]
+        if hard:
+            fail(f"{label}: {name} compares against {hard}, which no value sets: {expr}")
+        for bad in per_replica_sums(expr):
+            fail(f"{label}: {name} takes {bad}: {expr}")
+        url = r.get("annotations", {}).get("runbook_url", "")
+        if not url.startswith(base):
+            fail(f"{label}: {name}: runbook_url {url!r} is not on metrics.prometheusRule.runbookBaseUrl {base}")
+        elif url[len(base):] not in anchors:
+            fail(f"{label}: {name}: runbook_url {url!r}: deploy/OPERATIONS.md has no heading with anchor "
+                 f"#{url[len(base):]}")
+        m = re.fullmatch(r'absent\(up\{namespace="dialectic", service="([^"]+)"\}\)', expr)
+        if m:
+            absent.add(m.group(1))
+    # The Prometheus Operator labels a ServiceMonitor's targets with their Service's name.
+    scraped = {name for (kind, name), d in by.items() if kind == "Service"
+               and any(p["name"] == "metrics" for p in d["spec"]["ports"])} if metrics["serviceMonitor"]["enabled"] else None
+    want = {f"dialectic-{s}" for s in enabled_services(values)}
+    if absent != want:
+        fail(f"{label}: absent() rules for {sorted(absent)}, expected one per component: {sorted(want)}")
+    if scraped is not None and not want <= scraped:
+        fail(f"{label}: absent() rules name {sorted(want - scraped)}, which the ServiceMonitor does not scrape")
+    print(f"ok   {label}: {len(rules)} alerts: thresholds from values, runbook anchors in OPERATIONS.md, "
+          f"{len(absent)} absent() rules, per-replica gauges by max")
 
 
 # Fields that would hold a model's key itself (dialecticd model sync refuses them too).
@@ -346,10 +634,32 @@ def check_quickstart(by, label, values):
         fail(f"{label}: migrations are not one ordinary Job: {sorted(jobs)}")
     if not any(name.startswith("dialectic-bucket-") for name in jobs):
         fail(f"{label}: no Job creates the bucket")
+    check_quickstart_s3(by, label)
     for (kind, name), doc in by.items():
         hook = doc["metadata"].get("annotations", {}).get("helm.sh/hook")
         if hook and hook != "test" and kind not in ("Job", "ServiceAccount", "Role", "RoleBinding"):
             fail(f"{label}: {kind}/{name} is a hook")
+
+
+def check_quickstart_s3(by, label):
+    """The quickstart's S3 server is s3s-fs from the chart's own image, serving the
+    port its Service names from its data volume; no MinIO image anywhere (MinIO
+    stopped publishing community images)."""
+    image = by[("Deployment", "dialectic-gateway")]["spec"]["template"]["spec"]["containers"][0]["image"]
+    dep = by.get(("Deployment", "dialectic-s3"))
+    pod = dep["spec"]["template"]["spec"] if dep else {"containers": [{}]}
+    c = pod["containers"][0]
+    args = c.get("args") or []
+    flag = lambda name: args[args.index(name) + 1] if name in args[:-1] else None
+    mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+    if (c.get("image") != image or c.get("command") != ["/usr/local/bin/s3s-fs"] or flag("--port") != "9000"
+            or flag("--host") != "0.0.0.0" or not args or args[-1] not in mounts):
+        fail(f"{label}: the quickstart S3 server is not s3s-fs from the chart's image {image} on port 9000 "
+             f"serving a mounted volume: {c.get('image')} {c.get('command')} {args}")
+    for (kind, name), doc in by.items():
+        for ctr in (pod_spec(doc) or {}).get("containers", []) + (pod_spec(doc) or {}).get("initContainers", []):
+            if "minio" in ctr["image"].lower():
+                fail(f"{label}: {kind}/{name} runs {ctr['image']}")
 
 
 def check_placement(by, label, values):
@@ -401,6 +711,8 @@ def check_internal_urls(by, label, values):
         caller_labels = dep["spec"]["template"]["metadata"]["labels"]
         env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0].get("env", [])}
         for var, callee in urls.items():
+            if callee not in enabled_services(values):
+                continue   # runs elsewhere, or not at all: nothing of the release to check against
             url = urllib.parse.urlsplit(env.get(var) or "")
             target = by.get(("Deployment", f"dialectic-{callee}"))
             svc = by.get(("Service", url.hostname or ""))
@@ -465,11 +777,15 @@ def check_tests(by, label, values):
     if health:
         script = health["spec"]["containers"][0]["args"][-1]
         tls = bool(values["gateway"]["tls"]["secretName"])
+        enabled = enabled_services(values)
         urls = [f"{'https' if svc == 'gateway' and tls else 'http'}://dialectic-{svc}:{values['services'][svc]['port']}"
-                for svc in SERVICES]
-        urls += sorted({env["value"] for caller in INTERNAL_URLS
+                for svc in enabled]
+        urls += sorted({env["value"] for caller in INTERNAL_URLS if caller in enabled
                         for env in by[("Deployment", f"dialectic-{caller}")]["spec"]["template"]["spec"]["containers"][0]["env"]
-                        if env["name"] in INTERNAL_URLS[caller]})
+                        if env["name"] in INTERNAL_URLS[caller] and INTERNAL_URLS[caller][env["name"]] in enabled})
+        for svc in set(SERVICES) - set(enabled):
+            if f"//dialectic-{svc}" in script:
+                fail(f"{label}: the health test checks the {svc}, which services.{svc}.enabled turns off")
         for url in urls:
             parts = urllib.parse.urlsplit(url)
             svc = by.get(("Service", parts.hostname))
@@ -491,7 +807,7 @@ def check_tests(by, label, values):
         labels = pod["metadata"]["labels"]
         if values["networkPolicy"]["enabled"]:
             check_closed_policy(by, label, name, labels)
-            for svc in SERVICES:
+            for svc in enabled_services(values):
                 dep = by[("Deployment", f"dialectic-{svc}")]
                 c = dep["spec"]["template"]["spec"]["containers"][0]
                 named = {p["name"]: p["containerPort"] for p in c["ports"]}
@@ -871,13 +1187,195 @@ def expect_rejected(chart, values, why):
         fail(f"render (install) accepted {why}")
 
 
+def chart_version():
+    return yaml.safe_load((CHART / "Chart.yaml").read_text())["version"]
+
+
+def chart_digest():
+    """sha256 over the chart's files (path and bytes, in path order), but DIGEST_EXCLUDED."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in CHART.rglob("*") if p.is_file()):
+        rel = path.relative_to(CHART).as_posix()
+        if rel in DIGEST_EXCLUDED:
+            continue
+        data = path.read_bytes()
+        h.update(f"{rel}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+def read_digest_file():
+    try:
+        fields = yaml.safe_load(DIGEST_FILE.read_text()) or {}
+    except FileNotFoundError:
+        return None, None
+    return str(fields.get("version")), fields.get("sha256")
+
+
+def update_digest():
+    version, digest = chart_version(), chart_digest()
+    old_version, old_digest = read_digest_file()
+    if old_version == version and old_digest != digest:
+        print(f"note: the chart changed and its version is still {version}: right only while "
+              f"{version} is unreleased (CHANGELOG.md)")
+    DIGEST_FILE.write_text(
+        "# The chart's files (sha256 of every file under helm/dialectic but this one and\n"
+        "# CHANGELOG.md) as they were when Chart.yaml's version was recorded here. Written by\n"
+        "# `deploy/chart-check.sh --update-digest`; chart-check fails when the files change\n"
+        "# and the version does not.\n"
+        f"version: {version}\nsha256: {digest}\n")
+    print(f"recorded chart {version}: sha256 {digest}")
+
+
+def check_version_bumped():
+    """A chart whose files changed is a new chart version (CI runs this on every
+    commit, from a fresh clone: the record is a file, not git history)."""
+    version, digest = chart_version(), chart_digest()
+    recorded_version, recorded_digest = read_digest_file()
+    fix = ("bump version in helm/dialectic/Chart.yaml, add its entry to helm/dialectic/CHANGELOG.md, "
+           "then run deploy/chart-check.sh --update-digest")
+    if recorded_version is None:
+        fail(f"helm/dialectic/.chart-digest is missing: {fix}")
+    elif recorded_version != version:
+        fail(f"Chart.yaml says {version}, helm/dialectic/.chart-digest was recorded at {recorded_version}: "
+             f"run deploy/chart-check.sh --update-digest")
+    elif recorded_digest != digest:
+        fail(f"the chart's files changed since version {version} was recorded: {fix}")
+    else:
+        print(f"ok   chart files match what version {version} was recorded with")
+    if not re.search(rf"^## {re.escape(version)}[ \t]*$", (CHART / "CHANGELOG.md").read_text(), re.M):
+        fail(f"helm/dialectic/CHANGELOG.md has no section '## {version}'")
+
+
+def deprecated_cli_spellings():
+    """The flat spellings the CLI keeps, hidden, for one release (services/cli/src/legacy.rs)."""
+    text = (ROOT / "services" / "cli" / "src" / "legacy.rs").read_text()
+    enum = text[text.index("pub enum Deprecated"):text.index("impl Deprecated")]
+    words = {re.sub(r"(?<!^)([A-Z])", r"-\1", v).lower() for v in re.findall(r"^\s+([A-Z]\w*)\b", enum, re.M)}
+    return words | set(re.findall(r'alias = "([\w-]+)"', enum))
+
+
+def check_cli_spellings():
+    """What the chart tells operators to type uses the CLI's current commands."""
+    old = deprecated_cli_spellings()
+    if not {"models", "status", "watch"} <= old:
+        fail(f"could not read the deprecated spellings from services/cli/src/legacy.rs: {sorted(old)}")
+    # `dialectic`, its global flags (with a value unless one follows at once), then the command.
+    call = re.compile(r"(?<![\w./-])(?<!-n )(?<!--namespace )dialectic((?:\s+--?[\w-]+(?:(?:\s+|=)(?!-)\S+)?)*)\s+([a-z][\w-]*)")
+    docs = [(f"NOTES.txt ({label} values)", text) for label, text in RENDERED_NOTES.items()]
+    docs += [(str(p.relative_to(ROOT)), p.read_text()) for p in [CHART / "README.md", ROOT / "deploy" / "OPERATIONS.md"]]
+    stale = [(where, m) for where, text in docs for m in call.finditer(text) if m.group(2) in old]
+    for where, m in stale:
+        fail(f"{where}: `{' '.join(m.group(0).split())}` is a deprecated spelling")
+    if not stale:
+        print(f"ok   the rendered NOTES.txt, the chart README and OPERATIONS.md use none of the CLI's "
+              f"{len(old)} deprecated spellings")
+
+
+README = CHART / "README.md"
+TABLE_START = "<!-- values table: generated by deploy/chart-check.sh --update-readme from values.schema.json -->"
+TABLE_END = "<!-- end of values table -->"
+# The extension points: each must be in the schema with a description (so in the table).
+DESCRIBED = ["global.imageRegistry", "commonLabels", "commonAnnotations", "extraObjects", "probes",
+             "probes.liveness", "services.<name>.enabled", "services.<name>.extraContainers",
+             "services.<name>.initContainers", "services.<name>.extraVolumes", "services.<name>.extraVolumeMounts",
+             "services.<name>.service.type", "services.<name>.service.annotations",
+             "services.<name>.service.loadBalancerIP", "services.<name>.service.loadBalancerSourceRanges",
+             "services.<name>.probes", "services.<name>.autoscaling", "gatewayAutoscaling"]
+
+
+def resolve_ref(schema, node):
+    """A property that is a definition ($ref, or allOf with one), as the definition with the property's description."""
+    refs = [node["$ref"]] if "$ref" in node else [n["$ref"] for n in node.get("allOf", []) if "$ref" in n]
+    if not refs:
+        return node
+    return {**schema["definitions"][refs[0].rsplit("/", 1)[1]], "description": node.get("description")}
+
+
+def schema_rows(schema, node, path, defaults):
+    """(key, type, default, description) of every described property under node, in schema order."""
+    rows = []
+    for key, sub in (node.get("properties") or {}).items():
+        if path == "services" and key != "gateway":
+            continue   # one definition for every service: listed once, as services.<name>
+        here = f"{path}.{key}" if path else key
+        shown = "services.<name>" if here == "services.gateway" else here
+        sub_defaults = [d.get(key) if isinstance(d, dict) else None for d in defaults]
+        if path == "services":
+            sub_defaults = [d for d in defaults[0].values()]
+        target = resolve_ref(schema, sub)
+        if target.get("description"):
+            kind = target.get("type") or ("enum" if "enum" in target else "")
+            kind = " or ".join(kind) if isinstance(kind, list) else kind
+            if "enum" in target:
+                kind = ", ".join(json.dumps(e) for e in target["enum"])
+            values = [json.dumps(d, separators=(", ", ": ")) for d in sub_defaults if d is not None] or [""]
+            default = values[0] if len(set(values)) == 1 else "per service: values.yaml"
+            if len(default) > 100:
+                default = "see values.yaml"
+            rows.append((shown, kind, default, " ".join(target["description"].split())))
+        if target.get("properties"):
+            rows += schema_rows(schema, target, shown if path == "services" else here, sub_defaults)
+    return rows
+
+
+def values_table():
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    defaults = load_values("values.yaml")
+    rows = schema_rows(schema, schema, "", [defaults])
+    cell = lambda s: s.replace("|", "\\|")
+    lines = [TABLE_START, "", "| Key | Type | Default | Description |", "|-----|------|---------|-------------|"]
+    lines += [f"| `{k}` | {cell(ty)} | {'`' + d + '`' if d and not d.startswith(('see ', 'per ')) else d} | {cell(desc)} |"
+              for k, ty, d, desc in rows]
+    return "\n".join(lines + ["", TABLE_END]), {k for k, *_ in rows}
+
+
+def readme_with_table():
+    text = README.read_text()
+    table, _ = values_table()
+    if TABLE_START not in text or TABLE_END not in text:
+        return None, text
+    head, rest = text.split(TABLE_START, 1)
+    return head + table + rest.split(TABLE_END, 1)[1], text
+
+
+def check_values_table():
+    """The README's values table is the one values.schema.json generates, and every
+    extension point is in it."""
+    _, keys = values_table()
+    for key in DESCRIBED:
+        if key not in keys:
+            fail(f"values.schema.json has no description for {key}, so the values table lacks it")
+    want, text = readme_with_table()
+    if want is None:
+        fail(f"helm/dialectic/README.md has no values table markers ({TABLE_START} … {TABLE_END})")
+    elif want != text:
+        fail("helm/dialectic/README.md: the values table differs from values.schema.json's: "
+             "run deploy/chart-check.sh --update-readme")
+    else:
+        print(f"ok   the README's values table is generated from values.schema.json ({len(keys)} keys)")
+
+
 def main():
+    if "--update-digest" in OPTIONS or "--update-readme" in OPTIONS:
+        if "--update-readme" in OPTIONS:
+            want, _ = readme_with_table()
+            if want is None:
+                sys.exit(f"helm/dialectic/README.md: put the markers where the table goes:\n{TABLE_START}\n{TABLE_END}")
+            README.write_text(want)
+            print("wrote the values table into helm/dialectic/README.md")
+        if "--update-digest" in OPTIONS:
+            update_digest()
+        return
+    check_version_bumped()
+    check_values_table()
     chart = helm.Chart.load(str(CHART))
     defaults = load_values("values.yaml")
     prod = load_values("values-production.yaml")
     merged_prod = chart.merge_values(prod)
     eks = helm_merge(prod, load_values("values-eks.yaml"))
     quickstart = load_values("values-quickstart.yaml")
+    quickstart_mirror = helm_merge(quickstart, {"global": {"imageRegistry": REGISTRY}, **COMMON})
 
     for label, values in [("default", None), ("production", prod), ("quickstart", quickstart)]:
         report = helm.lint(str(CHART), values, strict=True, namespace="dialectic")
@@ -895,8 +1393,10 @@ def main():
         ("production", prod, merged_prod),
         ("every-option", every_option(prod), chart.merge_values(every_option(prod))),
         ("derived-keys", derived_keys(), chart.merge_values(derived_keys())),
+        ("some-disabled", some_disabled(), chart.merge_values(some_disabled())),
         ("eks", eks, chart.merge_values(eks)),
         ("quickstart", quickstart, chart.merge_values(quickstart)),
+        ("quickstart-mirror", quickstart_mirror, chart.merge_values(quickstart_mirror)),
     ]:
         docs = render(chart, values, label)
         kinds = validate(docs, label)
@@ -905,6 +1405,7 @@ def main():
         print(f"ok   {label}: {len(docs)} manifests validated against k8s {' and '.join(KUBE_VERSIONS)}: {summary}")
 
     check_templates_stateless()
+    check_cli_spellings()
     wrong = copy.deepcopy(defaults)
     wrong["services"]["gateway"]["replicas"] = "two"
     expect_rejected(chart, {"services": wrong["services"]}, "a string for services.gateway.replicas")
@@ -929,6 +1430,19 @@ def main():
     expect_rejected(chart, {"models": [{**model, "api_key": "sk-live-0123456789"}]}, "a model key inline (api_key)")
     expect_rejected(chart, {"models": [{**model, "key_env": "sk-live-0123456789"}]}, "a key in place of key_env's variable name")
     expect_rejected(chart, {"models": [{"name": "m", "provider": "openai"}]}, "a model without its context window")
+    expect_rejected(chart, {"services": {"gateway": {"autoscaling": {"enabled": True}}}},
+                    "services.gateway.autoscaling (the gateway's HPA is gatewayAutoscaling)")
+    expect_rejected(chart, {"commonLabels": {"app.kubernetes.io/name": "x"}}, "a commonLabels key the chart sets itself")
+    expect_rejected(chart, {"services": {"wallet": {"service": {"type": "External"}}}}, "Service type External")
+    expect_rejected(chart, {"probes": {"liveness": {"timeout": 3}}}, "an unknown probe field")
+    expect_rejected(chart, {"global": {"imageRegistry": "https://mirror.example.com"}}, "a URL for global.imageRegistry")
+    expect_rejected(chart, {"services": {"executor": {"extraContainers": [{"name": "x"}]}}}, "an extra container without an image")
+    try:
+        chart.render({"keda": {"enabled": True}, "services": {"executor": {"autoscaling": {"enabled": True}}}},
+                     name="dialectic", namespace="dialectic", is_install=True)
+        fail("render accepted KEDA and an HPA for the executor at once")
+    except helm.HelmError as e:
+        print(f"ok   render refuses KEDA and an HPA for the same service: {' '.join(str(e).split())[:120]}")
     expect_crd_schemas_reject()
 
     if failures:

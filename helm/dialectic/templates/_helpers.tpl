@@ -18,6 +18,9 @@ app.kubernetes.io/name: {{ include "dialectic.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{- define "dialectic.selectorLabels" -}}
@@ -26,12 +29,46 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{/* The image reference: a digest pins it; otherwise the tag (default: appVersion). */}}
-{{- define "dialectic.image" -}}
+{{- define "dialectic.imageRef" -}}
 {{- if .Values.image.digest -}}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
 {{- else -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The image every service runs, under global.imageRegistry. */}}
+{{- define "dialectic.image" -}}
+{{- include "dialectic.registry" (dict "root" . "ref" (include "dialectic.imageRef" .)) -}}
+{{- end -}}
+
+{{/* An image reference under global.imageRegistry when it is set: the reference's
+own registry (its first part, when that names a host: a dot, a port or
+localhost) is replaced, the rest kept (docker.io/library/redis:7.4 →
+REGISTRY/library/redis:7.4; redis:7.4 → REGISTRY/redis:7.4). */}}
+{{- define "dialectic.registry" -}}
+{{- $registry := trimSuffix "/" .root.Values.global.imageRegistry -}}
+{{- if $registry -}}
+{{- $parts := splitn "/" 2 .ref -}}
+{{- $path := .ref -}}
+{{- if and $parts._1 (or (contains "." $parts._0) (contains ":" $parts._0) (eq $parts._0 "localhost")) -}}
+{{- $path = $parts._1 -}}
+{{- end -}}
+{{- printf "%s/%s" $registry $path -}}
+{{- else -}}
+{{- .ref -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Containers given in values (extraContainers, initContainers), their images under global.imageRegistry. */}}
+{{- define "dialectic.containers" -}}
+{{- $out := list -}}
+{{- range .containers -}}
+{{- $c := deepCopy . -}}
+{{- $_ := set $c "image" (include "dialectic.registry" (dict "root" $.root "ref" $c.image)) -}}
+{{- $out = append $out $c -}}
+{{- end -}}
+{{- toYaml $out -}}
 {{- end -}}
 
 {{- define "dialectic.secretName" -}}

@@ -38,6 +38,7 @@ metadata:
     {{- include "dialectic.labels" $root | nindent 4 }}
     app.kubernetes.io/component: {{ .component }}
   annotations:
+    {{- with $root.Values.commonAnnotations }}{{ toYaml . | nindent 4 }}{{ end }}
     {{- toYaml $hook | nindent 4 }}
     "helm.sh/hook-weight": "-30"
 automountServiceAccountToken: false
@@ -51,6 +52,7 @@ metadata:
     {{- include "dialectic.labels" $root | nindent 4 }}
     app.kubernetes.io/component: {{ .component }}
   annotations:
+    {{- with $root.Values.commonAnnotations }}{{ toYaml . | nindent 4 }}{{ end }}
     {{- toYaml $hook | nindent 4 }}
     "helm.sh/hook-weight": "-30"
 # create only: the hook never reads, patches or replaces a Secret. Kubernetes RBAC
@@ -72,6 +74,7 @@ metadata:
     {{- include "dialectic.labels" $root | nindent 4 }}
     app.kubernetes.io/component: {{ .component }}
   annotations:
+    {{- with $root.Values.commonAnnotations }}{{ toYaml . | nindent 4 }}{{ end }}
     {{- toYaml $hook | nindent 4 }}
     "helm.sh/hook-weight": "-30"
 roleRef:
@@ -92,6 +95,7 @@ metadata:
     {{- include "dialectic.labels" $root | nindent 4 }}
     app.kubernetes.io/component: {{ .component }}
   annotations:
+    {{- with $root.Values.commonAnnotations }}{{ toYaml . | nindent 4 }}{{ end }}
     {{- toYaml $jobHook | nindent 4 }}
     "helm.sh/hook-weight": "-20"
 spec:
