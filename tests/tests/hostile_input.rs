@@ -8,9 +8,9 @@ use dialectic_e2e::{TestEnv, eventually};
 use dialectic_proto::v1::{
     AddProjectDocumentRequest, CancelSessionRequest, CompleteSessionRequest, CreateProjectRequest,
     CreditWalletRequest, DeleteProjectRequest, EditStageRecipeRequest, ExportProjectRequest,
-    GetBlackboardRequest, GetDocumentContentRequest, GetProjectRequest, GetSessionRequest,
-    GetStageRecipeRequest, GetWalletRequest, InstallPipelineRequest, ListModelsRequest,
-    ListPipelinesRequest, ListProjectDocumentsRequest, ListProjectsRequest,
+    GetBlackboardRequest, GetDocumentContentRequest, GetProjectRequest, GetServerInfoRequest,
+    GetSessionRequest, GetStageRecipeRequest, GetWalletRequest, InstallPipelineRequest,
+    ListModelsRequest, ListPipelinesRequest, ListProjectDocumentsRequest, ListProjectsRequest,
     ListQueryHistoryRequest, ListRecipesRequest, ListSessionRevisionsRequest, ListSessionsRequest,
     ListStageDocumentsRequest, ListWalletTransactionsRequest, OverrideClaimRequest,
     PauseSessionRequest, QueryRequest, RecipeEdge, RegenerateDocumentRequest, ResumeSessionRequest,
@@ -727,6 +727,12 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
         client.list_models(ListModelsRequest {})
     );
     case!(
+        "GetServerInfo",
+        "empty request",
+        Code::Ok,
+        client.get_server_info(GetServerInfoRequest {})
+    );
+    case!(
         "GetWallet",
         "history beyond the cap",
         Code::Ok,
@@ -783,6 +789,14 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                 other => {
                     failures.push(format!("{method} ({what}): no ErrorInfo reason: {other:?}"))
                 }
+            }
+            // And names the call for a ticket, unless tonic refused it before
+            // any handler (an oversized message has no call to name).
+            let decoder_refusal =
+                error_status::reason(status).as_deref() == Some("RESOURCE_EXHAUSTED");
+            let request_id = status.get_details_request_info().map(|i| i.request_id);
+            if !decoder_refusal && request_id.is_none_or(|id| id.is_empty()) {
+                failures.push(format!("{method} ({what}): no RequestInfo request id"));
             }
         }
     }

@@ -6,6 +6,8 @@
 
 use dialectic_core::error::{ErrorCode, ErrorContract, Reason};
 use std::collections::HashMap;
+use std::time::Duration;
+use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Code, Status};
 use tonic_types::ErrorDetails;
 pub use tonic_types::StatusExt;
@@ -83,6 +85,43 @@ pub fn refusal(code: Code) -> Status {
 /// details) still gets a reason: the code's name.
 fn reason_for(code: Code) -> Reason {
     Reason::for_foreign_code(code.into())
+}
+
+/// The metadata key that names a call in both directions: a client may send
+/// its own, and every answer, error or not, carries the one the server used
+/// (also in its log lines and trace), for a user to quote in a ticket.
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// `status` as the public caller receives it: google.rpc.RequestInfo naming
+/// the call, RetryInfo with the wait its reason asks for (only where a retry
+/// can succeed), and the id in the `x-request-id` trailer.
+pub fn for_caller(status: Status, request_id: &str) -> Status {
+    let mut details = status.get_error_details();
+    details.set_request_info(request_id, "");
+    if details.retry_info().is_none()
+        && let Some(delay) = retry_delay(&status)
+    {
+        details.set_retry_info(Some(delay));
+    }
+    let mut metadata = status.metadata().clone();
+    stamp_request_id(&mut metadata, request_id);
+    Status::with_error_details_and_metadata(status.code(), status.message(), details, metadata)
+}
+
+/// Names the call in `metadata` (a response's headers, an error's trailers).
+pub fn stamp_request_id(metadata: &mut MetadataMap, request_id: &str) {
+    if let Ok(value) = MetadataValue::try_from(request_id) {
+        metadata.insert(REQUEST_ID, value);
+    }
+}
+
+/// The reason's wait; a status without a known reason is retried after a
+/// second only when its code says the server could not answer now.
+fn retry_delay(status: &Status) -> Option<Duration> {
+    match reason(status).as_deref().and_then(Reason::parse) {
+        Some(reason) => reason.retry_delay(),
+        None => (status.code() == Code::Unavailable).then_some(Duration::from_secs(1)),
+    }
 }
 
 /// The `ErrorInfo` reason a status carries, if any: what clients and tests match on.
@@ -184,6 +223,48 @@ mod tests {
         assert_eq!(bad.field_violations.len(), 1);
         assert_eq!(bad.field_violations[0].field, "name");
         assert_eq!(bad.field_violations[0].description, "name is empty");
+    }
+
+    #[test]
+    fn a_caller_learns_the_request_and_when_to_retry() {
+        let outage = Status::from(Failure::new(
+            ErrorCode::Unavailable,
+            Reason::DatabaseUnavailable,
+            "database unavailable",
+        ));
+        let answered = for_caller(outage, "req-1");
+        assert_eq!(answered.code(), Code::Unavailable);
+        assert_eq!(
+            answered.get_details_request_info().map(|i| i.request_id),
+            Some("req-1".to_string())
+        );
+        assert_eq!(
+            answered
+                .get_details_retry_info()
+                .and_then(|r| r.retry_delay),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(reason(&answered).as_deref(), Some("DATABASE_UNAVAILABLE"));
+        assert_eq!(
+            answered
+                .metadata()
+                .get(REQUEST_ID)
+                .and_then(|v| v.to_str().ok()),
+            Some("req-1")
+        );
+        let refused = for_caller(
+            Status::from(Failure::new(
+                ErrorCode::InvalidArgument,
+                Reason::InvalidField,
+                "name is empty",
+            )),
+            "req-2",
+        );
+        assert!(refused.get_details_retry_info().is_none());
+        assert_eq!(
+            refused.get_details_request_info().map(|i| i.request_id),
+            Some("req-2".to_string())
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 pub mod balance;
 pub mod blackboard;
+pub mod build_info;
 mod consumer;
 pub mod courier;
 pub mod error_status;

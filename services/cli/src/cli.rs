@@ -96,6 +96,8 @@ pub enum Command {
     /// Several gateways, each with its URL, CA and key: add, use, list, delete.
     #[command(subcommand)]
     Context(ContextCommand),
+    /// This CLI's release and the gateway's: version, build, API, features.
+    Version,
     /// Print a shell completion script: `source <(dialectic completion bash)`,
     /// `dialectic completion zsh > "${fpath[1]}/_dialectic"`,
     /// `dialectic completion fish | source`.

@@ -332,11 +332,34 @@ pub fn head(text: &str, n: usize) -> impl Iterator<Item = &str> {
 
 /// `CODE_NAME: message`, with the code spelled as in the gRPC spec, and the
 /// ErrorInfo reason after it when the server gave one (what scripts match on).
+/// A refusal as a person reads it: code, reason and message, then when to
+/// try again (the server's RetryInfo) and the request id to quote.
 pub fn status(s: &Status) -> String {
-    match s.get_details_error_info() {
+    let mut line = match s.get_details_error_info() {
         Some(info) => format!("{} ({}): {}", code_name(s), info.reason, s.message()),
         None => format!("{}: {}", code_name(s), s.message()),
+    };
+    if let Some(delay) = s.get_details_retry_info().and_then(|r| r.retry_delay) {
+        line += &format!(" (retry after {})", humantime::format_duration(delay));
     }
+    if let Some(id) = request_id(s) {
+        line += &format!(" [request id {id}]");
+    }
+    line
+}
+
+/// The id the gateway gave the call: its RequestInfo, else the trailer
+/// (a status a proxy rebuilt may keep only one of them).
+fn request_id(s: &Status) -> Option<String> {
+    s.get_details_request_info()
+        .map(|info| info.request_id)
+        .or_else(|| {
+            s.metadata()
+                .get("x-request-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        })
+        .filter(|id| !id.is_empty())
 }
 
 fn code_name(s: &Status) -> &'static str {
@@ -773,6 +796,20 @@ mod tests {
         assert_eq!(
             status(&described),
             "NOT_FOUND (RESOURCE_NOT_FOUND): session x not found"
+        );
+    }
+
+    #[test]
+    fn a_refusal_names_its_request_and_when_to_retry() {
+        let mut details =
+            ErrorDetails::with_error_info("DATABASE_UNAVAILABLE", "dialectic.dev", HashMap::new());
+        details.set_request_info("0193-abc", "");
+        details.set_retry_info(Some(std::time::Duration::from_secs(1)));
+        let outage = Status::with_error_details(Code::Unavailable, "database unavailable", details);
+        assert_eq!(
+            status(&outage),
+            "UNAVAILABLE (DATABASE_UNAVAILABLE): database unavailable (retry after 1s) \
+             [request id 0193-abc]"
         );
     }
 

@@ -9,8 +9,8 @@
 use dialectic_proto::v1::{
     BlackboardEntry, DeleteProjectResponse, DocumentChunk, ExportUrl, InstallPipelineResponse,
     Model, Pipeline, Project, ProjectDocument, QueryHistoryEntry, QueryResponse, RecipeSummary,
-    RegenerateDocumentResponse, RetryStageResponse, RevisitStageResponse, Session, SessionEvent,
-    SessionRevision, StageDocument, StageRecipe, Wallet,
+    RegenerateDocumentResponse, RetryStageResponse, RevisitStageResponse, ServerInfo, Session,
+    SessionEvent, SessionRevision, StageDocument, StageRecipe, Wallet,
 };
 use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 use serde_json::{Value, json};
@@ -76,6 +76,7 @@ json_of! {
     regeneration(RegenerateDocumentResponse) => "dialectic.v1.RegenerateDocumentResponse";
     installed(InstallPipelineResponse) => "dialectic.v1.InstallPipelineResponse";
     deleted(DeleteProjectResponse) => "dialectic.v1.DeleteProjectResponse";
+    server_info(ServerInfo) => "dialectic.v1.ServerInfo";
 }
 
 pub fn recipes(list: &[RecipeSummary]) -> Value {

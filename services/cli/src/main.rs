@@ -16,7 +16,8 @@ use anyhow::Result;
 use clap::Parser;
 use cli::{AuthCommand, Cli, Command};
 use commands::{
-    auth, completion, context, doc, model, pipeline, project, query, recipe, session, wallet,
+    auth, completion, context, doc, model, pipeline, project, query, recipe, session, version,
+    wallet,
 };
 use config::{FileConfig, Location};
 use exit::{Failed, Kind};
@@ -99,7 +100,11 @@ async fn run(cli: Cli) -> Result<()> {
         timeout: cli.timeout,
         patience: cli.wait_for_gateway,
     };
-    let gateway = Gateway::connect(&target).await?;
+    let connected = Gateway::connect(&target).await;
+    if let Command::Version = command {
+        return version::show(connected, out).await;
+    }
+    let gateway = connected?;
     let who = auth::Identity {
         gateway: target.url,
         key: target.api_key.unwrap_or_default(),
@@ -128,8 +133,8 @@ async fn dispatch(
         Command::Admin(args) => admin::run(args, out).await,
         Command::Completion { shell } => completion::print(shell),
         Command::Auth(AuthCommand::Status) => auth::status(gateway, out, who).await,
-        // Need no gateway: run() answered them before connecting.
-        Command::Auth(AuthCommand::Login) | Command::Context(_) => Ok(()),
+        // run() answered them: they need no gateway, or print without one.
+        Command::Auth(AuthCommand::Login) | Command::Context(_) | Command::Version => Ok(()),
         Command::Deprecated(old) => Box::pin(dispatch(gateway, out, old.current().0, who)).await,
     }
 }

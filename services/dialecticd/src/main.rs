@@ -22,7 +22,10 @@ const SERVICES: [(&str, StartFn); 6] = [
 ];
 
 #[derive(Parser)]
-#[command(version, about = "Run dialectic services")]
+#[command(
+    version = concat!(env!("CARGO_PKG_VERSION"), " (build ", env!("DIALECTIC_COMMIT"), ")"),
+    about = "Run dialectic services"
+)]
 struct Cli {
     #[command(flatten)]
     config: ConfigArgs,
@@ -373,6 +376,7 @@ async fn run(settings: Settings, names: &[String]) -> anyhow::Result<()> {
 }
 
 fn main() -> anyhow::Result<()> {
+    dialectic_runtime::build_info::set_commit(env!("DIALECTIC_COMMIT"));
     let cli = Cli::parse();
     match &cli.command {
         Some(Command::Drain { pid, wait_secs }) => {

@@ -14,6 +14,7 @@ pub mod query;
 pub mod regenerate;
 pub mod retry;
 pub mod revisit;
+mod server_info;
 pub mod service;
 
 pub use error::GatewayError;
@@ -89,7 +90,8 @@ async fn start_gateway(
     .with_courier(courier)
     .with_document_limits(&settings.gateway)
     .with_watch_limits(&settings.gateway)
-    .with_last_known(&settings.gateway, postgres_down.clone());
+    .with_last_known(&settings.gateway, postgres_down.clone())
+    .with_server_info(&settings);
     let server = dialectic_runtime::start_grpc_web(
         SERVICE_NAME,
         &settings.gateway.listen,

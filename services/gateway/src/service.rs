@@ -279,6 +279,8 @@ pub struct Gateway {
     watches: watching::Watches,
     /// Key owners and session owners Postgres confirmed lately, for its outages.
     last_known: LastKnown,
+    /// `GetServerInfo`'s answer, made from the configuration at start.
+    pub(crate) server_info: dialectic_proto::v1::ServerInfo,
 }
 
 impl Gateway {
@@ -309,7 +311,14 @@ impl Gateway {
             courier: Courier::default(),
             watches: watching::Watches::new(GatewayConfig::default().max_watches_per_user),
             last_known: LastKnown::new(GatewayConfig::default().last_known_secs, Arc::default()),
+            server_info: crate::server_info::describe(&dialectic_config::Settings::default()),
         }
+    }
+
+    /// What `GetServerInfo` answers: `settings`' features and limits.
+    pub fn with_server_info(mut self, settings: &dialectic_config::Settings) -> Self {
+        self.server_info = crate::server_info::describe(settings);
+        self
     }
 
     pub fn with_courier(mut self, courier: Courier) -> Self {

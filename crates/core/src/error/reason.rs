@@ -4,6 +4,7 @@
 //! exactly these, which a test below checks.
 
 use std::fmt;
+use std::time::Duration;
 
 /// Declares the enum, its list of every variant and each one's wire name
 /// from a single table, so no reason can be in one and missing from another.
@@ -125,6 +126,34 @@ impl Reason {
     pub fn for_foreign_code(code: i32) -> Reason {
         Reason::parse(grpc_code_name(code)).unwrap_or(Reason::Internal)
     }
+
+    /// How long a client should wait before sending the same request again
+    /// (google.rpc.RetryInfo), for the failures a later retry cures: a lost
+    /// race soon, a dependency outage after a second, a per-user stream
+    /// limit once a stream had time to end. None where retrying alone fails
+    /// again (bad input, a used-up quota, a refused state).
+    pub fn retry_delay(self) -> Option<Duration> {
+        use Reason::*;
+        let millis = match self {
+            ConcurrentUpdate
+            | ConcurrentRegeneration
+            | AttemptRetryable
+            | LeaseLost
+            | RenderRetryable => 200,
+            DatabaseUnavailable
+            | ObjectStorageUnavailable
+            | CacheUnavailable
+            | IndexerUnavailable
+            | EmbedderUnavailable
+            | TokenizerUnavailable
+            | UpstreamUnavailable
+            | ProgressFeedClosed
+            | ModelCallFailed => 1_000,
+            WatchLimitReached | ExportLimitReached => 5_000,
+            _ => return None,
+        };
+        Some(Duration::from_millis(millis))
+    }
 }
 
 impl fmt::Display for Reason {
@@ -209,6 +238,27 @@ mod tests {
                 "{name}"
             );
             assert_eq!(Reason::parse(name).map(Reason::as_str), Some(name));
+        }
+    }
+
+    #[test]
+    fn only_failures_a_retry_cures_ask_for_one() {
+        assert_eq!(
+            Reason::DatabaseUnavailable.retry_delay(),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(
+            Reason::WatchLimitReached.retry_delay(),
+            Some(Duration::from_secs(5))
+        );
+        for final_answer in [
+            Reason::InvalidField,
+            Reason::InsufficientFunds,
+            Reason::UserProjectLimitReached,
+            Reason::ResourceExhausted,
+            Reason::Internal,
+        ] {
+            assert_eq!(final_answer.retry_delay(), None, "{final_answer}");
         }
     }
 

@@ -11,4 +11,5 @@ pub mod project;
 pub mod query;
 pub mod recipe;
 pub mod session;
+pub mod version;
 pub mod wallet;

@@ -4,9 +4,11 @@
 
 use super::*;
 use dialectic_proto::v1::{
-    CompleteSessionRequest, ListQueryHistoryRequest, ListQueryHistoryResponse,
-    ListSessionRevisionsRequest, ListSessionRevisionsResponse, OverrideClaimRequest,
+    CompleteSessionRequest, GetServerInfoRequest, ListQueryHistoryRequest,
+    ListQueryHistoryResponse, ListSessionRevisionsRequest, ListSessionRevisionsResponse,
+    OverrideClaimRequest, ServerInfo,
 };
+use dialectic_runtime::error_status;
 use dialectic_store::wallets;
 
 /// The ids a request names, recorded on its span so a trace or log line of
@@ -75,6 +77,7 @@ impl Names for ResumeSessionRequest {
 impl Names for CreateProjectRequest {}
 impl Names for CreditWalletRequest {}
 impl Names for GetWalletRequest {}
+impl Names for GetServerInfoRequest {}
 impl Names for ListModelsRequest {}
 impl Names for ListProjectsRequest {}
 impl Names for ListWalletTransactionsRequest {}
@@ -99,6 +102,31 @@ impl Gateway {
         Work: FnOnce(UserId, Req) -> Fut,
         Fut: Future<Output = Result<Resp, GatewayError>>,
     {
+        let request_id = request_id(request.metadata());
+        match self.in_span(rpc, &request_id, request, work).await {
+            Ok(answer) => {
+                let mut response = Response::new(answer);
+                error_status::stamp_request_id(response.metadata_mut(), &request_id);
+                Ok(response)
+            }
+            Err(status) => Err(failed_call(rpc, &request_id, status)),
+        }
+    }
+
+    /// The call's work, inside a span named for the RPC that carries the
+    /// request id and the ids the request names.
+    async fn in_span<Req, Resp, Work, Fut>(
+        &self,
+        rpc: &'static str,
+        request_id: &str,
+        request: Request<Req>,
+        work: Work,
+    ) -> Result<Resp, Status>
+    where
+        Req: Names,
+        Work: FnOnce(UserId, Req) -> Fut,
+        Fut: Future<Output = Result<Resp, GatewayError>>,
+    {
         let user = self
             .caller(request.metadata(), Req::OUTLASTS_POSTGRES)
             .await?;
@@ -107,6 +135,7 @@ impl Gateway {
             "rpc",
             otel.name = rpc,
             rpc.method = rpc,
+            request_id,
             user_id = %user,
             project_id = tracing::field::Empty,
             session_id = tracing::field::Empty,
@@ -122,11 +151,7 @@ impl Gateway {
         if let Some(session) = session.filter(|_| Req::JOINS_SESSION_TRACE) {
             self.continue_trace(&session, &span).await;
         }
-        work(user, req)
-            .instrument(span)
-            .await
-            .map(Response::new)
-            .map_err(Status::from)
+        work(user, req).instrument(span).await.map_err(Status::from)
     }
 
     async fn project_view(&self, user: UserId, id: &str) -> Result<Project, GatewayError> {
@@ -192,6 +217,38 @@ impl Gateway {
     }
 }
 
+/// The id a call is known by: the client's `x-request-id` when it is a
+/// plain token (1 to 128 of `A-Z a-z 0-9 . _ : -`, so it cannot forge a log
+/// line), else a new UUIDv7.
+fn request_id(metadata: &tonic::metadata::MetadataMap) -> String {
+    let plain = |id: &&str| {
+        (1..=128).contains(&id.len())
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b".-_:".contains(&b))
+    };
+    metadata
+        .get(error_status::REQUEST_ID)
+        .and_then(|value| value.to_str().ok())
+        .filter(plain)
+        .map_or_else(|| uuid::Uuid::now_v7().to_string(), str::to_string)
+}
+
+/// A failed call's one log line (the id a user quotes finds it) and the
+/// status its caller receives.
+fn failed_call(rpc: &'static str, request_id: &str, status: Status) -> Status {
+    let reason = error_status::reason(&status).unwrap_or_default();
+    tracing::info!(
+        rpc,
+        request_id,
+        code = ?status.code(),
+        reason,
+        detail = status.message(),
+        "call failed"
+    );
+    error_status::for_caller(status, request_id)
+}
+
 /// The trait's methods, one per RPC: `name(Request) -> Response: |gateway,
 /// caller, request| work`, each served through [`Gateway::serve`].
 macro_rules! dialectic_service {
@@ -255,4 +312,5 @@ dialectic_service! {
     export_project(ExportProjectRequest) -> Self::ExportProjectStream: |gw, user, req| async move { gw.export_stream(user, &req.project_id).await };
     get_export_url(ExportProjectRequest) -> ExportUrl: |gw, user, req| async move { gw.export_url(user, &req.project_id).await };
     watch_session(WatchSessionRequest) -> Self::WatchSessionStream: |gw, user, req| gw.watch(user, req);
+    get_server_info(GetServerInfoRequest) -> ServerInfo: |gw, _, _| async move { Ok(gw.server_info.clone()) };
 }
