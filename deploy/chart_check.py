@@ -10,7 +10,8 @@
    manifest against the Kubernetes OpenAPI schemas (strict: unknown fields fail),
    for the oldest and the newest Kubernetes the chart supports; check what each
    option promises (extension points, global.imageRegistry on every image, the
-   alerts' thresholds, runbook anchors and absent() rules, the dashboard);
+   alerts' thresholds, runbook anchors and absent() rules, the dashboard, the
+   bootstrap hook Job);
 3. values.schema.json rejects values of the wrong type, unknown keys and
    missing connection settings — both in schema validation and at render time;
 4. writes the rendered manifests for the security scan that follows.
@@ -112,6 +113,14 @@ def every_option(prod):
     v.setdefault("tests", {})["session"] = {"apiKeySecret": "dialectic-test-key", "gatewayUrl": "https://dialectic.example.com",
                                             "caSecret": "dialectic-ca", "timeoutSeconds": 600}
     v["podAntiAffinity"] = {"mode": "hard", "topologyKey": "topology.kubernetes.io/zone", "weight": 100}
+    v["bootstrap"] = {
+        "adminKeySecret": {"name": "dialectic-admin-key", "key": "key"},
+        "adminUser": "00000000-0000-0000-0000-000000000001",
+        "credits": [{"amount": 1000000}, {"user": "00000000-0000-0000-0000-000000000002", "amount": 5000,
+                                          "reason": "trial"}],
+        "pipelines": {"notes": (ROOT / "tests" / "pipelines" / "notes.toml").read_text()},
+        "pipelinesConfigMap": "team-pipelines",
+    }
     # The extension points (check_extensions finds each in the render).
     v["global"] = {"imageRegistry": REGISTRY}
     v.update(copy.deepcopy(COMMON))
@@ -337,6 +346,7 @@ def check_shape(docs, label, values):
     migrate = [doc for (kind, name), doc in by.items() if kind == "Job" and name.startswith("dialectic-migrate")]
     if migrate:
         check_models(by, label, values, migrate[0])
+    check_bootstrap(by, label, values)
 
 
 def enabled_services(values):
@@ -601,6 +611,77 @@ def check_models(by, label, values, job):
     if not mounted or MODELS_FILE != mounted[0]["mountPath"].rstrip("/") + "/models.json":
         fail(f"{label}: the migrate Job does not mount the models file at {MODELS_FILE}")
     print(f"ok   {label}: {len(declared)} models rendered into the migrate Job's models file, no key inline")
+
+
+BOOTSTRAP_FILE = "/etc/dialectic/bootstrap.json"
+BOOTSTRAP_HOOK = {"helm.sh/hook": "post-install,post-upgrade", "helm.sh/hook-delete-policy": "before-hook-creation"}
+
+
+def check_bootstrap(by, label, values):
+    """`bootstrap:` values: a ConfigMap with the bootstrap file (and the inline
+    pipeline files) and a post-install, post-upgrade hook Job that applies it
+    with the chart's image; the administrator's key reaches the Job from its
+    Secret through the environment, never through values, the file or argv."""
+    b = values.get("bootstrap", {})
+    job = by.get(("Job", "dialectic-bootstrap"))
+    config = by.get(("ConfigMap", "dialectic-bootstrap"))
+    declared = b.get("adminKeySecret", {}).get("name") or b.get("credits") or b.get("pipelines") \
+        or b.get("pipelinesConfigMap")
+    if not declared:
+        if job or config:
+            fail(f"{label}: nothing is declared under bootstrap, yet a bootstrap Job or ConfigMap renders")
+        return
+    if not job or not config:
+        fail(f"{label}: bootstrap is declared but the Job or its ConfigMap is missing")
+        return
+    for doc in (job, config, by.get(("ServiceAccount", "dialectic-bootstrap"))):
+        annotations = (doc or {}).get("metadata", {}).get("annotations", {})
+        if {k: annotations.get(k) for k in BOOTSTRAP_HOOK} != BOOTSTRAP_HOOK:
+            fail(f"{label}: {doc and doc['kind']} dialectic-bootstrap is not a post-install,post-upgrade "
+                 f"hook recreated each time: {annotations}")
+    if int(config["metadata"]["annotations"]["helm.sh/hook-weight"]) >= int(
+            job["metadata"]["annotations"]["helm.sh/hook-weight"]):
+        fail(f"{label}: the bootstrap ConfigMap is not in place before the Job")
+    pod = job["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    if c["image"] != chart_image(by) or c.get("command") or c["args"] != ["bootstrap", "--file", BOOTSTRAP_FILE]:
+        fail(f"{label}: the bootstrap Job does not run the chart's image with bootstrap --file {BOOTSTRAP_FILE}: "
+             f"{c['image']} {c.get('command')} {c['args']}")
+    env = {e["name"]: e for e in c.get("env", [])}
+    rendered = json.loads(config["data"]["bootstrap.json"])
+    secret = b.get("adminKeySecret", {})
+    if secret.get("name"):
+        var = rendered.get("admin_key", {}).get("key_env")
+        ref = env.get(var, {}).get("valueFrom", {}).get("secretKeyRef")
+        if "value" in env.get(var, {}) or ref != {"name": secret["name"], "key": secret["key"]}:
+            fail(f"{label}: the bootstrap Job's {var} is not the Secret {secret['name']}'s key {secret['key']}: "
+                 f"{env.get(var)}")
+        if set(rendered["admin_key"]) - {"key_env", "name", "user"}:
+            fail(f"{label}: the bootstrap file holds more than the key's variable name: {rendered['admin_key']}")
+    if rendered.get("credits") != (b.get("credits") or []):
+        fail(f"{label}: the bootstrap file's credits are not the declared ones: {rendered.get('credits')}")
+    inline = {k: v for k, v in config["data"].items() if k != "bootstrap.json"}
+    if inline != {f"pipeline.{n}.toml": t for n, t in (b.get("pipelines") or {}).items()}:
+        fail(f"{label}: the bootstrap ConfigMap's pipeline files are not the declared ones: {sorted(inline)}")
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    mounts = {m["mountPath"]: volumes.get(m["name"], {}) for m in c.get("volumeMounts", [])}
+    items = {i["path"] for i in mounts.get("/etc/dialectic", {}).get("configMap", {}).get("items", [])}
+    if items != {"bootstrap.json"} | {f"pipelines/{n}.toml" for n in b.get("pipelines") or {}}:
+        fail(f"{label}: the bootstrap Job does not mount the file and its pipelines under /etc/dialectic: {items}")
+    if b.get("pipelinesConfigMap") and (
+            mounts.get("/etc/dialectic-pipelines", {}).get("configMap", {}).get("name") != b["pipelinesConfigMap"]
+            or "/etc/dialectic-pipelines" not in rendered["pipelines"]):
+        fail(f"{label}: the ConfigMap {b['pipelinesConfigMap']} is not mounted and listed as a pipeline directory")
+    print(f"ok   {label}: bootstrap Job (post-install,post-upgrade hook), key from its Secret by secretKeyRef, "
+          f"{len(rendered.get('credits', []))} credits, {len(rendered.get('pipelines', []))} pipeline directories")
+
+
+def chart_image(by):
+    """The dialecticd image the release's services run."""
+    for (kind, name), doc in sorted(by.items()):
+        if kind == "Deployment" and name.startswith("dialectic-"):
+            return pod_spec(doc)["containers"][0]["image"]
+    return None
 
 
 QUICKSTART = {"postgres": 5432, "rabbitmq": 5672, "redis": 6379, "s3": 9000}
@@ -1430,6 +1511,10 @@ def main():
     expect_rejected(chart, {"models": [{**model, "api_key": "sk-live-0123456789"}]}, "a model key inline (api_key)")
     expect_rejected(chart, {"models": [{**model, "key_env": "sk-live-0123456789"}]}, "a key in place of key_env's variable name")
     expect_rejected(chart, {"models": [{"name": "m", "provider": "openai"}]}, "a model without its context window")
+    expect_rejected(chart, {"bootstrap": {"credits": [{"amount": 0}]}}, "a bootstrap credit of 0 tokens")
+    expect_rejected(chart, {"bootstrap": {"adminKeySecret": {"name": "k", "value": "dlk_" + "0" * 32}}},
+                    "an administrator key inline in values")
+    expect_rejected(chart, {"bootstrap": {"credits": [{"user": "me", "amount": 5}]}}, "a bootstrap credit's user not a UUID")
     expect_rejected(chart, {"services": {"gateway": {"autoscaling": {"enabled": True}}}},
                     "services.gateway.autoscaling (the gateway's HPA is gatewayAutoscaling)")
     expect_rejected(chart, {"commonLabels": {"app.kubernetes.io/name": "x"}}, "a commonLabels key the chart sets itself")

@@ -25,6 +25,15 @@ if [ "${DIALECTIC_SKIP_BROWSER:-}" != 1 ] && ! command -v chromium >/dev/null; t
         || { $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q chromium >/dev/null; } \
         || { echo "cannot install chromium; set DIALECTIC_SKIP_BROWSER=1 to skip the browser test" >&2; exit 1; }
 fi
+# The generated clients' toolchains (deploy/clients.sh: buf, protoc-gen-es,
+# esbuild, tsc, and a virtualenv with grpcio) for the clients check and
+# tests/tests/clients.rs; installed once into ~/.cache/dialectic-clients beside
+# the checks below. DIALECTIC_SKIP_CLIENTS=1 skips both.
+CLIENTS_PID=
+if [ "${DIALECTIC_SKIP_CLIENTS:-}" != 1 ]; then
+    deploy/clients.sh install &
+    CLIENTS_PID=$!
+fi
 # Reuse one build directory across clones of this repository on the same machine.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/dialectic-target}"
 
@@ -32,6 +41,12 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/dialectic-target}"
 deploy/chart-check.sh
 # The protos: buf lint, buf breaking against proto/baseline.json (docs/proto.md).
 deploy/proto-check.sh
+# The checked-in clients are what proto/ generates, and type-check.
+if [ -n "$CLIENTS_PID" ]; then
+    wait "$CLIENTS_PID" || { echo "the client toolchains did not install (deploy/clients.sh install)" >&2; exit 1; }
+    deploy/clients.sh check
+    eval "$(deploy/clients.sh env)"
+fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 if [ -n "$LOCAL_MODEL_PID" ]; then

@@ -581,6 +581,7 @@ impl TestEnv {
             .await
             .watch_session(WatchSessionRequest {
                 session_id: session_id.to_string(),
+                after_sequence: None,
             })
             .await
             .expect("watch")
@@ -984,6 +985,7 @@ pub async fn stage_documents(
             session_id: session_id.to_string(),
             stage_slug: stage.into(),
             iteration: 1,
+            ..Default::default()
         })
         .await
         .expect("documents")

@@ -110,6 +110,7 @@ async fn entries_reach_later_steps_survive_a_lost_redis_copy_and_clear_on_revisi
             session_id: session.clone(),
             stage_slug: "find".into(),
             responses: Vec::new(),
+            client_request_id: String::new(),
         })
         .await
         .expect("advance");
@@ -155,6 +156,7 @@ async fn entries_reach_later_steps_survive_a_lost_redis_copy_and_clear_on_revisi
             reason: "new facts".into(),
             impact_level: 0,
             dry_run: false,
+            client_request_id: String::new(),
         })
         .await
         .expect("revisit");

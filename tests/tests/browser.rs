@@ -1,18 +1,23 @@
 //! The browser client in `examples/web/` against the real stack, in headless
-//! Chromium (Debian's `chromium`): the page signs in with a key, lists the
-//! projects, starts a session and follows `WatchSession` over gRPC-Web until
-//! the session is in review, then shows one rendered document. The page posts
-//! the DOM it shows when its run ends; the test checks the document's text on
-//! it is what the API holds, and saves a screenshot (its path is printed) for
-//! a developer to look at.
+//! Chromium (Debian's `chromium`): the page, bundled with the generated
+//! TypeScript client (`deploy/clients.sh web`), signs in with a key typed into
+//! its form, lists the projects, starts a session and follows `WatchSession`
+//! over gRPC-Web until the session is in review, then shows one rendered
+//! document. A small harness page the test serves stands in for the person:
+//! it loads the page in a frame, fills the form (the key reaches the harness
+//! from the test's server, never through a URL) and posts the DOM the page
+//! shows when its run ends, with the page's address. The test checks the
+//! document's text on the page is what the API holds, that the key is neither
+//! in the page's address nor in its DOM, and saves a screenshot (its path is
+//! printed) for a developer to look at.
 //!
 //! `deploy/test.sh` installs Chromium when it is missing;
 //! `DIALECTIC_SKIP_BROWSER=1` skips the test on a machine without it.
 
 use dialectic_e2e::TestEnv;
 use dialectic_proto::v1::GetDocumentContentRequest;
-use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -40,24 +45,82 @@ fn chromium() -> Option<PathBuf> {
     }))
 }
 
-/// Serves `examples/web/` on loopback, the page's own origin, and takes the
-/// page's report (`POST /report`: the DOM it shows when its run ends).
+/// One report of the harness: the DOM the page shows when its run ends, and
+/// the page's address then.
+struct Report {
+    dom: String,
+    page_url: String,
+}
+
+/// Serves the bundled page (`deploy/clients.sh web`) and the harness on
+/// loopback, the page's own origin, and takes the harness's report
+/// (`POST /report`).
 struct PageServer {
     origin: String,
-    reports: mpsc::Receiver<String>,
+    /// What `/harness.html` answers: the harness of the current run.
+    harness: Arc<Mutex<String>>,
+    reports: mpsc::Receiver<Report>,
+    _bundle: TempDir,
+}
+
+/// A directory removed when dropped.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        // Best effort: a leftover bundle in the temp directory harms nothing.
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The page as `deploy/clients.sh web` bundles it (esbuild, the generated client).
+async fn bundle_page() -> TempDir {
+    let dir = TempDir(std::env::temp_dir().join(format!("dialectic-web-{}", uuid::Uuid::new_v4())));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/clients.sh");
+    let status = tokio::process::Command::new(script)
+        .arg("web")
+        .arg(&dir.0)
+        .status()
+        .await
+        .expect("deploy/clients.sh runs");
+    assert!(
+        status.success(),
+        "deploy/clients.sh web bundles the page: {status}"
+    );
+    dir
 }
 
 async fn serve_page() -> PageServer {
+    let bundle = bundle_page().await;
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("page port");
     let origin = format!("http://{}", listener.local_addr().expect("page address"));
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/web");
+    let root = bundle.0.clone();
+    let harness = Arc::new(Mutex::new(String::new()));
     let (report, reports) = mpsc::channel(4);
+    let served = harness.clone();
     tokio::spawn(async move {
         while let Ok((socket, _)) = listener.accept().await {
-            tokio::spawn(answer(socket, root.clone(), report.clone()));
+            let page = Page {
+                root: root.clone(),
+                harness: served.clone(),
+                report: report.clone(),
+            };
+            tokio::spawn(answer(socket, page));
         }
     });
-    PageServer { origin, reports }
+    PageServer {
+        origin,
+        harness,
+        reports,
+        _bundle: bundle,
+    }
+}
+
+/// What one connection of the page server may answer with.
+struct Page {
+    root: PathBuf,
+    harness: Arc<Mutex<String>>,
+    report: mpsc::Sender<Report>,
 }
 
 /// Reads one HTTP/1.1 request: its head and its body (by content-length).
@@ -74,11 +137,8 @@ async fn read_request(socket: &mut TcpStream) -> Option<(String, Vec<u8>)> {
             );
         }
     };
-    let length: usize = head
-        .lines()
-        .filter_map(|l| l.split_once(':'))
-        .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.trim().parse().ok())
+    let length: usize = header(&head, "content-length")
+        .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     while request.len() < body_start + length {
         let n = socket.read(&mut buffer).await.ok().filter(|n| *n > 0)?;
@@ -87,8 +147,16 @@ async fn read_request(socket: &mut TcpStream) -> Option<(String, Vec<u8>)> {
     Some((head, request[body_start..].to_vec()))
 }
 
-/// One request of the page: one of its files, or its report.
-async fn answer(mut socket: TcpStream, root: PathBuf, report: mpsc::Sender<String>) {
+/// The value of header `name` in a request head.
+fn header<'h>(head: &'h str, name: &str) -> Option<&'h str> {
+    head.lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.trim())
+}
+
+/// One request: one of the page's files, the harness, or the report.
+async fn answer(mut socket: TcpStream, page: Page) {
     let Some((head, body)) = read_request(&mut socket).await else {
         return;
     };
@@ -100,9 +168,19 @@ async fn answer(mut socket: TcpStream, root: PathBuf, report: mpsc::Sender<Strin
         .trim_start_matches('/');
     let (status, kind, reply) = match name {
         "report" => {
-            let dom = String::from_utf8_lossy(&body).into_owned();
-            report.send(dom).await.expect("the test takes the report");
+            let report = Report {
+                dom: String::from_utf8_lossy(&body).into_owned(),
+                page_url: header(&head, "x-page-url").unwrap_or_default().to_string(),
+            };
+            page.report
+                .send(report)
+                .await
+                .expect("the test takes the report");
             ("204 No Content", "text/plain", Vec::new())
+        }
+        "harness.html" => {
+            let harness = page.harness.lock().expect("the harness").clone();
+            ("200 OK", "text/html", harness.into_bytes())
         }
         "index.html" | "app.js" => {
             let kind = if name.ends_with(".js") {
@@ -110,7 +188,7 @@ async fn answer(mut socket: TcpStream, root: PathBuf, report: mpsc::Sender<Strin
             } else {
                 "text/html"
             };
-            let file = tokio::fs::read(root.join(name))
+            let file = tokio::fs::read(page.root.join(name))
                 .await
                 .expect("the page's file");
             ("200 OK", kind, file)
@@ -119,13 +197,75 @@ async fn answer(mut socket: TcpStream, root: PathBuf, report: mpsc::Sender<Strin
     };
     let header = format!(
         "HTTP/1.1 {status}\r\ncontent-type: {kind}; charset=utf-8\r\n\
-         content-length: {}\r\nconnection: close\r\n\r\n",
+         content-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n",
         reply.len()
     );
     if socket.write_all(header.as_bytes()).await.is_ok() {
         // A browser may close the connection first; the page sees it either way.
         let _closed_by_browser = socket.write_all(&reply).await;
     }
+}
+
+/// What the harness types into the page, and whether it reports.
+struct Visit<'a> {
+    /// The page's address in the frame: `index.html`, or with `?session=ID`.
+    page: &'a str,
+    gateway: &'a str,
+    key: &'a str,
+    /// Typed into the start form once signed in; empty: no session started.
+    prompt: &'a str,
+    report: bool,
+}
+
+/// The harness page: it stands in for a person at `visit.page`, typing the
+/// gateway and the key into the sign-in form (and a prompt into the start
+/// form), and posts the page's DOM and address to `/report` when the run ends
+/// (the status reads `review`, `error: …` or `failed: …`).
+fn harness(visit: &Visit) -> String {
+    let settings = serde_json::json!({
+        "gateway": visit.gateway,
+        "key": visit.key,
+        "prompt": visit.prompt,
+        "report": visit.report,
+    });
+    let page = serde_json::json!(visit.page);
+    format!(
+        r#"<!doctype html>
+<html><body style="margin:0">
+<iframe id="page" style="border:0;width:100%;height:100vh"></iframe>
+<script>
+const SETTINGS = {settings};
+const frame = document.getElementById("page");
+const until = (check) => new Promise((done) => {{
+  const tick = () => (check() ? done() : setTimeout(tick, 100));
+  tick();
+}});
+frame.addEventListener("load", async () => {{
+  const doc = frame.contentDocument;
+  const $ = (id) => doc.getElementById(id);
+  const status = () => $("status").textContent;
+  const over = () => status() === "review" || /^(error|failed)/.test(status());
+  $("gateway").value = SETTINGS.gateway;
+  $("key").value = SETTINGS.key;
+  $("signin").requestSubmit();
+  await until(() => !$("start-button").disabled || over());
+  if (SETTINGS.prompt && !over()) {{
+    $("prompt").value = SETTINGS.prompt;
+    $("start").requestSubmit();
+  }}
+  if (!SETTINGS.report) return;
+  await until(over);
+  await fetch("/report", {{
+    method: "POST",
+    headers: {{ "x-page-url": frame.contentWindow.location.href }},
+    body: doc.documentElement.outerHTML,
+  }});
+}}, {{ once: true }});
+frame.src = {page};
+</script>
+</body></html>
+"#
+    )
 }
 
 fn chromium_command(browser: &Path, url: &str, args: &[&str]) -> tokio::process::Command {
@@ -147,18 +287,25 @@ fn chromium_command(browser: &Path, url: &str, args: &[&str]) -> tokio::process:
     command
 }
 
-/// Opens `url` in headless Chromium; the DOM the page reports when its run
-/// ends (the browser is stopped then).
-async fn page_dom(browser: &Path, server: &mut PageServer, url: &str) -> String {
-    let mut chromium = chromium_command(browser, url, &[])
+/// Serves `visit`'s harness as `/harness.html`; its address.
+fn set_harness(server: &PageServer, visit: &Visit) -> String {
+    *server.harness.lock().expect("the harness") = harness(visit);
+    format!("{}/harness.html", server.origin)
+}
+
+/// Opens the harness of `visit` in headless Chromium; what it reports when
+/// the page's run ends (the browser is stopped then).
+async fn page_report(browser: &Path, server: &mut PageServer, visit: &Visit<'_>) -> Report {
+    let url = set_harness(server, visit);
+    let mut chromium = chromium_command(browser, &url, &[])
         .spawn()
         .expect("chromium starts");
-    let dom = tokio::time::timeout(Duration::from_secs(PAGE_SECONDS), server.reports.recv())
+    let report = tokio::time::timeout(Duration::from_secs(PAGE_SECONDS), server.reports.recv())
         .await
         .expect("the page reports within its time")
         .expect("a report");
     chromium.kill().await.expect("chromium stops");
-    dom
+    report
 }
 
 /// The text of the element with `id` in a serialised DOM, entities decoded.
@@ -185,14 +332,6 @@ fn resource_of(dom: &str, id: &str) -> Option<String> {
     Some(tag[at..].split('"').next()?.to_string())
 }
 
-fn page_url(origin: &str, params: &[(&str, &str)]) -> String {
-    let query: Vec<String> = params
-        .iter()
-        .map(|(k, v)| format!("{k}={}", utf8_percent_encode(v, NON_ALPHANUMERIC)))
-        .collect();
-    format!("{origin}/index.html?{}", query.join("&"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_web_page_runs_a_session_to_review_and_shows_a_document() {
     let Some(browser) = chromium() else {
@@ -204,19 +343,23 @@ async fn the_web_page_runs_a_session_to_review_and_shows_a_document() {
     env.start_all().await;
     let gateway = format!("http://{}", env.addr("gateway"));
     let key = env.settings.gateway.bootstrap_key.clone();
-    let report = format!("{}/report", server.origin);
-    let run = page_url(
-        &server.origin,
-        &[
-            ("gateway", &gateway),
-            ("key", &key),
-            ("prompt", PROMPT),
-            ("run", "1"),
-            ("report", &report),
-        ],
-    );
+    let run = Visit {
+        page: "index.html",
+        gateway: &gateway,
+        key: &key,
+        prompt: PROMPT,
+        report: true,
+    };
 
-    let dom = page_dom(&browser, &mut server, &run).await;
+    let Report { dom, page_url } = page_report(&browser, &mut server, &run).await;
+    assert!(
+        page_url.starts_with(&format!("{}/index.html", server.origin)),
+        "the harness reports the page's address: {page_url:?}"
+    );
+    assert!(
+        !page_url.contains(&key) && !dom.contains(&key),
+        "the key is neither in the page's address ({page_url}) nor in its DOM:\n{dom}"
+    );
     let status = element_text(&dom, "status");
     assert_eq!(
         status.as_deref(),
@@ -250,13 +393,16 @@ async fn the_web_page_runs_a_session_to_review_and_shows_a_document() {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => panic!("removing the last run's screenshot: {e}"),
     }
-    let follow = page_url(
-        &server.origin,
-        &[
-            ("gateway", &gateway),
-            ("key", &key),
-            ("session", &session_id),
-        ],
+    let page = format!("index.html?session={session_id}");
+    let follow = set_harness(
+        &server,
+        &Visit {
+            page: &page,
+            gateway: &gateway,
+            key: &key,
+            prompt: "",
+            report: false,
+        },
     );
     let screenshot = format!("--screenshot={}", shot.display());
     let args = [

@@ -26,6 +26,7 @@ async fn a_cancelled_session_starts_nothing_new_and_ends_its_watchers() {
     let mut events = client
         .watch_session(WatchSessionRequest {
             session_id: session_id.clone(),
+            after_sequence: None,
         })
         .await
         .expect("watch")
@@ -50,6 +51,7 @@ async fn a_cancelled_session_starts_nothing_new_and_ends_its_watchers() {
         .await
         .cancel_session(CancelSessionRequest {
             session_id: session_id.clone(),
+            client_request_id: String::new(),
         })
         .await
         .expect_err("not theirs");
@@ -58,6 +60,7 @@ async fn a_cancelled_session_starts_nothing_new_and_ends_its_watchers() {
     let cancelled = client
         .cancel_session(CancelSessionRequest {
             session_id: session_id.clone(),
+            client_request_id: String::new(),
         })
         .await
         .expect("cancel")
@@ -107,6 +110,7 @@ async fn a_cancelled_session_starts_nothing_new_and_ends_its_watchers() {
     let again = client
         .cancel_session(CancelSessionRequest {
             session_id: session_id.clone(),
+            client_request_id: String::new(),
         })
         .await
         .expect_err("already cancelled");

@@ -163,6 +163,7 @@ async fn a_question_reruns_the_asked_step_and_its_dependents_exactly_once() {
             session_id: session.clone(),
             stage_slug: "intake".into(),
             responses: Vec::new(),
+            client_request_id: String::new(),
         })
         .await
         .expect("advance");
@@ -342,6 +343,7 @@ async fn a_question_past_the_rounds_allowed_is_ignored() {
             session_id: session.clone(),
             stage_slug: "intake".into(),
             responses: Vec::new(),
+            client_request_id: String::new(),
         })
         .await
         .expect("advance");

@@ -500,6 +500,7 @@ async fn a_small_window_session_compresses_and_every_request_fits() {
         .await
         .watch_session(dialectic_proto::v1::WatchSessionRequest {
             session_id: session_id.clone(),
+            after_sequence: None,
         })
         .await
         .expect("watch")

@@ -28,6 +28,7 @@ async fn rendered(env: &TestEnv, session_id: &str) -> BTreeMap<String, (String, 
             session_id: session_id.into(),
             stage_slug: "thesis".into(),
             iteration: 1,
+            ..Default::default()
         })
         .await
         .expect("list")
@@ -320,6 +321,7 @@ async fn a_user_edit_is_what_the_next_stage_reads() {
             session_id: session_id.clone(),
             stage_slug: "thesis".into(),
             iteration: 1,
+            ..Default::default()
         })
         .await
         .expect("list")
@@ -334,6 +336,7 @@ async fn a_user_edit_is_what_the_next_stage_reads() {
         .save_document_edit(SaveDocumentEditRequest {
             resource_id: business_case.resource_id.clone(),
             content: "  ".into(),
+            client_request_id: String::new(),
         })
         .await
         .expect_err("an empty edit is refused");
@@ -342,6 +345,7 @@ async fn a_user_edit_is_what_the_next_stage_reads() {
         .save_document_edit(SaveDocumentEditRequest {
             resource_id: business_case.resource_id.clone(),
             content: EDIT.into(),
+            client_request_id: String::new(),
         })
         .await
         .expect("save edit");
@@ -390,6 +394,7 @@ async fn a_user_edit_is_what_the_next_stage_reads() {
             session_id: session_id.clone(),
             stage_slug: "thesis".into(),
             responses: vec![],
+            client_request_id: String::new(),
         })
         .await
         .expect("submit");

@@ -141,6 +141,7 @@ async fn amendments_reach_conflict_detection_through_the_blackboard_despite_a_lo
     let mut stream = client
         .watch_session(WatchSessionRequest {
             session_id: session.clone(),
+            after_sequence: None,
         })
         .await
         .expect("watch")
@@ -159,6 +160,7 @@ async fn amendments_reach_conflict_detection_through_the_blackboard_despite_a_lo
     client
         .pause_session(PauseSessionRequest {
             session_id: session.clone(),
+            client_request_id: String::new(),
         })
         .await
         .expect("pause");
@@ -174,6 +176,7 @@ async fn amendments_reach_conflict_detection_through_the_blackboard_despite_a_lo
     client
         .resume_session(ResumeSessionRequest {
             session_id: session.clone(),
+            client_request_id: String::new(),
         })
         .await
         .expect("resume");
@@ -537,6 +540,7 @@ async fn the_analysis_reads_as_documents_and_a_clause_edit_is_parsed_back() {
             content:
                 "# Resolved Clause\n\nRent is due on the fifth.\n\n## Confidence\n\nvery high\n"
                     .into(),
+            client_request_id: String::new(),
         })
         .await
         .expect_err("a confidence in words");
@@ -548,6 +552,7 @@ async fn the_analysis_reads_as_documents_and_a_clause_edit_is_parsed_back() {
         .save_document_edit(SaveDocumentEditRequest {
             resource_id: clause.clone(),
             content: format!("# Resolved Clause\n\n{amended}\n"),
+            client_request_id: String::new(),
         })
         .await
         .expect("edit");

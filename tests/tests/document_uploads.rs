@@ -177,6 +177,7 @@ async fn conversion_limits_come_from_the_configuration() {
     let listed = client
         .list_project_documents(ListProjectDocumentsRequest {
             project_id: project.clone(),
+            ..Default::default()
         })
         .await
         .expect("list")
@@ -233,6 +234,7 @@ async fn refused_files_store_nothing(
     let listed = client
         .list_project_documents(ListProjectDocumentsRequest {
             project_id: project.into(),
+            ..Default::default()
         })
         .await
         .expect("list")

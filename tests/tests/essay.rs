@@ -37,6 +37,7 @@ async fn pause_after_first_paragraph(env: &TestEnv, client: &mut GatewayClient, 
     let mut events = client
         .watch_session(dialectic_proto::v1::WatchSessionRequest {
             session_id: session_id.to_string(),
+            after_sequence: None,
         })
         .await
         .expect("watch")
@@ -53,6 +54,7 @@ async fn pause_after_first_paragraph(env: &TestEnv, client: &mut GatewayClient, 
     client
         .pause_session(PauseSessionRequest {
             session_id: session_id.to_string(),
+            client_request_id: String::new(),
         })
         .await
         .expect("pause");
@@ -131,6 +133,7 @@ async fn the_essay_runs_section_by_section_paragraph_by_paragraph_and_revisits()
     client
         .resume_session(ResumeSessionRequest {
             session_id: session_id.clone(),
+            client_request_id: String::new(),
         })
         .await
         .expect("resume");
@@ -192,6 +195,7 @@ async fn the_essay_runs_section_by_section_paragraph_by_paragraph_and_revisits()
             reason: "two sections merge".into(),
             impact_level: 0,
             dry_run: false,
+            client_request_id: String::new(),
         })
         .await
         .expect("revisit");
@@ -229,6 +233,7 @@ async fn submit(client: &mut GatewayClient, session_id: &str, stage: &str) {
             session_id: session_id.to_string(),
             stage_slug: stage.into(),
             responses: Vec::new(),
+            client_request_id: String::new(),
         })
         .await
         .unwrap_or_else(|e| panic!("submit {stage}: {e}"));
@@ -297,6 +302,7 @@ async fn essay_documents_are_readable_and_an_outline_edit_steers_the_fan_out() {
         .save_document_edit(SaveDocumentEditRequest {
             resource_id: outline.clone(),
             content: one,
+            client_request_id: String::new(),
         })
         .await
         .expect_err("an outline of one section");
@@ -308,6 +314,7 @@ async fn essay_documents_are_readable_and_an_outline_edit_steers_the_fan_out() {
         .save_document_edit(SaveDocumentEditRequest {
             resource_id: outline.clone(),
             content: edited,
+            client_request_id: String::new(),
         })
         .await
         .expect("edit");
@@ -398,6 +405,7 @@ async fn essay_documents_are_readable_and_an_outline_edit_steers_the_fan_out() {
         .save_document_edit(SaveDocumentEditRequest {
             resource_id: drafts[0].resource_id.clone(),
             content: draft.clone(),
+            client_request_id: String::new(),
         })
         .await
         .expect_err("the draft is not edited as a whole");
@@ -430,6 +438,7 @@ async fn edit_the_first_paragraph(client: &mut GatewayClient, session_id: &str, 
         .save_document_edit(SaveDocumentEditRequest {
             resource_id: paragraphs[0].resource_id.clone(),
             content: format!("# Paragraph 1\n\n{REWRITTEN}\n"),
+            client_request_id: String::new(),
         })
         .await
         .expect("a paragraph is edited on its own");
@@ -545,6 +554,7 @@ async fn a_moderate_revisit_of_the_outline_reruns_only_what_the_edit_changed() {
         .save_document_edit(SaveDocumentEditRequest {
             resource_id: outline.clone(),
             content: without_lines(&markdown, &["sections item 2 of 3"]),
+            client_request_id: String::new(),
         })
         .await
         .expect("edit");
@@ -575,6 +585,7 @@ async fn a_moderate_revisit_of_the_outline_reruns_only_what_the_edit_changed() {
             reason: "section 2 goes".into(),
             impact_level: 0,
             dry_run: false,
+            client_request_id: String::new(),
         })
         .await
         .expect("moderate")
@@ -701,6 +712,7 @@ async fn a_moderate_revisit_of_the_outline_reruns_only_what_the_edit_changed() {
             reason: "rethink the whole outline".into(),
             impact_level: 0,
             dry_run: false,
+            client_request_id: String::new(),
         })
         .await
         .expect("second moderate")

@@ -139,6 +139,7 @@ async fn export_unpacks_to_the_seed_layout_byte_for_byte_and_delete_removes_it()
             session_id: session_id.clone(),
             stage_slug: "thesis".into(),
             iteration: 0,
+            ..Default::default()
         })
         .await
         .expect("documents")
@@ -199,6 +200,7 @@ async fn export_unpacks_to_the_seed_layout_byte_for_byte_and_delete_removes_it()
             project_id: project_id.clone(),
             page_size: 1,
             page_token: String::new(),
+            ..Default::default()
         })
         .await
         .expect("sessions")
@@ -214,6 +216,7 @@ async fn export_unpacks_to_the_seed_layout_byte_for_byte_and_delete_removes_it()
             project_id: project_id.clone(),
             page_size: 1,
             page_token: sessions.next_page_token,
+            ..Default::default()
         })
         .await
         .expect("next page")
@@ -224,6 +227,7 @@ async fn export_unpacks_to_the_seed_layout_byte_for_byte_and_delete_removes_it()
     let deleted = client
         .delete_project(DeleteProjectRequest {
             project_id: project_id.clone(),
+            client_request_id: String::new(),
         })
         .await
         .expect("delete")

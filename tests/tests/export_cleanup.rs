@@ -356,6 +356,7 @@ async fn deleting_a_project_aborts_the_uploads_its_exports_left() {
     client
         .delete_project(DeleteProjectRequest {
             project_id: project.id.clone(),
+            client_request_id: String::new(),
         })
         .await
         .expect("delete");

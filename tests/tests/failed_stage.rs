@@ -55,6 +55,7 @@ async fn first_event(
         .await
         .watch_session(WatchSessionRequest {
             session_id: session_id.to_string(),
+            after_sequence: None,
         })
         .await
         .expect("watch")

@@ -331,6 +331,7 @@ async fn first_event(
         .await
         .watch_session(WatchSessionRequest {
             session_id: session_id.to_string(),
+            after_sequence: None,
         })
         .await?
         .into_inner();
@@ -380,6 +381,7 @@ async fn a_postgres_outage_mid_run_leaves_the_gateway_serving_and_every_session_
     let mut watcher = client
         .watch_session(WatchSessionRequest {
             session_id: sessions[0].clone(),
+            after_sequence: None,
         })
         .await
         .expect("a watcher before the outage")

@@ -113,6 +113,7 @@ async fn submit_and_check_next(
                 document_key: document_key.into(),
                 feedback: feedback.to_string(),
             }],
+            client_request_id: String::new(),
         })
         .await
         .unwrap_or_else(|e| panic!("submit {stage}: {e}"));

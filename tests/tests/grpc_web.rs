@@ -127,6 +127,7 @@ async fn a_browser_calls_the_gateway_through_grpc_web() {
     // A server stream over HTTP/1.1: WatchSession's first event is the session's snapshot.
     let watch = WatchSessionRequest {
         session_id: session_id.clone(),
+        after_sequence: None,
     };
     let stream = call(&http, &env, "WatchSession", Some(&key), &watch).await;
     assert_eq!(stream.status(), 200);

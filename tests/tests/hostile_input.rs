@@ -11,11 +11,12 @@ use dialectic_proto::v1::{
     GetBlackboardRequest, GetDocumentContentRequest, GetProjectRequest, GetServerInfoRequest,
     GetSessionRequest, GetStageRecipeRequest, GetWalletRequest, InstallPipelineRequest,
     ListModelsRequest, ListPipelinesRequest, ListProjectDocumentsRequest, ListProjectsRequest,
-    ListQueryHistoryRequest, ListRecipesRequest, ListSessionRevisionsRequest, ListSessionsRequest,
-    ListStageDocumentsRequest, ListWalletTransactionsRequest, OverrideClaimRequest,
-    PauseSessionRequest, QueryRequest, RecipeEdge, RegenerateDocumentRequest, ResumeSessionRequest,
-    RetryStageRequest, RevisitStageRequest, SaveDocumentEditRequest, StageResponse,
-    StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
+    ListQueryHistoryRequest, ListRecipesRequest, ListSessionEventsRequest,
+    ListSessionRevisionsRequest, ListSessionsRequest, ListStageDocumentsRequest,
+    ListWalletTransactionsRequest, OverrideClaimRequest, PauseSessionRequest, QueryRequest,
+    RecipeEdge, RegenerateDocumentRequest, ResumeSessionRequest, RetryStageRequest,
+    RevisitStageRequest, SaveDocumentEditRequest, StageResponse, StartSessionRequest,
+    SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use dialectic_runtime::error_status::{self, StatusExt};
 use prost::Message;
@@ -228,6 +229,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                 client
                     .pause_session(PauseSessionRequest {
                         session_id: id.clone(),
+                        client_request_id: String::new(),
                     })
                     .await,
             ),
@@ -240,6 +242,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                 client
                     .resume_session(ResumeSessionRequest {
                         session_id: id.clone(),
+                        client_request_id: String::new(),
                     })
                     .await,
             ),
@@ -254,6 +257,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                         session_id: id.clone(),
                         stage_slug: "thesis".into(),
                         responses: vec![],
+                        client_request_id: String::new(),
                     })
                     .await,
             ),
@@ -268,6 +272,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                         session_id: id.clone(),
                         stage_slug: String::new(),
                         iteration: 0,
+                        ..Default::default()
                     })
                     .await,
             ),
@@ -293,6 +298,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                     .save_document_edit(SaveDocumentEditRequest {
                         resource_id: id.clone(),
                         content: "edited".into(),
+                        client_request_id: String::new(),
                     })
                     .await,
             ),
@@ -307,6 +313,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                         resource_id: id.clone(),
                         claim: 1,
                         rationale: "I checked it myself".into(),
+                        client_request_id: String::new(),
                     })
                     .await,
             ),
@@ -331,6 +338,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                 client
                     .delete_project(DeleteProjectRequest {
                         project_id: id.clone(),
+                        client_request_id: String::new(),
                     })
                     .await,
             ),
@@ -359,6 +367,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                 client
                     .list_project_documents(ListProjectDocumentsRequest {
                         project_id: id.clone(),
+                        ..Default::default()
                     })
                     .await,
             ),
@@ -373,6 +382,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                         project_id: id.clone(),
                         page_size: 10,
                         page_token: String::new(),
+                        ..Default::default()
                     })
                     .await,
             ),
@@ -423,6 +433,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                 client
                     .cancel_session(CancelSessionRequest {
                         session_id: id.clone(),
+                        client_request_id: String::new(),
                     })
                     .await,
             ),
@@ -435,6 +446,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                 client
                     .complete_session(CompleteSessionRequest {
                         session_id: id.clone(),
+                        client_request_id: String::new(),
                     })
                     .await,
             ),
@@ -452,6 +464,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                         reason: "hostile".into(),
                         impact_level: 0,
                         dry_run: false,
+                        client_request_id: String::new(),
                     })
                     .await,
             ),
@@ -466,6 +479,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                         session_id: id.clone(),
                         stage_slug: String::new(),
                         model: "simulated".into(),
+                        client_request_id: String::new(),
                     })
                     .await,
             ),
@@ -495,6 +509,21 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                 client
                     .watch_session(WatchSessionRequest {
                         session_id: id.clone(),
+                        after_sequence: Some(0),
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
+            "ListSessionEvents",
+            what,
+            code,
+            done(
+                client
+                    .list_session_events(ListSessionEventsRequest {
+                        session_id: id.clone(),
+                        page_size: 10,
+                        page_token: String::new(),
                     })
                     .await,
             ),
@@ -555,6 +584,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
         client.save_document_edit(SaveDocumentEditRequest {
             resource_id: unknown.clone(),
             content: huge.clone(),
+            client_request_id: String::new(),
         })
     );
     case!(
@@ -569,6 +599,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                 document_key: "business_case".into(),
                 feedback: huge.clone(),
             }],
+            client_request_id: String::new(),
         })
     );
 
@@ -579,6 +610,120 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
         client.list_projects(ListProjectsRequest {
             page_size: 10,
             page_token: "not-a-token".into(),
+            ..Default::default()
+        })
+    );
+    case!(
+        "ListProjects",
+        "malformed filter",
+        Code::InvalidArgument,
+        client.list_projects(ListProjectsRequest {
+            filter: "name = \"unclosed".into(),
+            ..Default::default()
+        })
+    );
+    case!(
+        "ListProjects",
+        "filter on a field it has not",
+        Code::InvalidArgument,
+        client.list_projects(ListProjectsRequest {
+            filter: "state = RUNNING".into(),
+            ..Default::default()
+        })
+    );
+    case!(
+        "ListProjects",
+        "unknown order_by",
+        Code::InvalidArgument,
+        client.list_projects(ListProjectsRequest {
+            order_by: "size desc; DROP TABLE dialectic_projects".into(),
+            ..Default::default()
+        })
+    );
+    case!(
+        "ListProjects",
+        "a token of another order",
+        Code::InvalidArgument,
+        client.list_projects(ListProjectsRequest {
+            order_by: "name".into(),
+            page_token: format!("1763900000000000.{unknown}"),
+            ..Default::default()
+        })
+    );
+    case!(
+        "ListSessions",
+        "unknown state in the filter",
+        Code::InvalidArgument,
+        client.list_sessions(ListSessionsRequest {
+            project_id: unknown.clone(),
+            filter: "state = SLEEPING".into(),
+            ..Default::default()
+        })
+    );
+    case!(
+        "ListSessions",
+        "order by name (sessions have none)",
+        Code::InvalidArgument,
+        client.list_sessions(ListSessionsRequest {
+            project_id: unknown.clone(),
+            order_by: "name".into(),
+            ..Default::default()
+        })
+    );
+    case!(
+        "ListModels",
+        "forged page token",
+        Code::InvalidArgument,
+        client.list_models(ListModelsRequest {
+            page_token: "o-1".into(),
+            ..Default::default()
+        })
+    );
+    case!(
+        "ListModels",
+        "page token past the end",
+        Code::InvalidArgument,
+        client.list_models(ListModelsRequest {
+            page_token: "o99999".into(),
+            ..Default::default()
+        })
+    );
+    case!(
+        "ListPipelines",
+        "forged page token",
+        Code::InvalidArgument,
+        client.list_pipelines(ListPipelinesRequest {
+            page_token: "\u{0}garbage".into(),
+            ..Default::default()
+        })
+    );
+    case!(
+        "ListRecipes",
+        "forged page token",
+        Code::InvalidArgument,
+        client.list_recipes(ListRecipesRequest {
+            page_size: u32::MAX,
+            page_token: "o".into(),
+        })
+    );
+    case!(
+        "ListStageDocuments",
+        "forged page token",
+        Code::InvalidArgument,
+        client.list_stage_documents(ListStageDocumentsRequest {
+            session_id: unknown.clone(),
+            page_token: "not-a-token".into(),
+            ..Default::default()
+        })
+    );
+    case!(
+        "ListProjectDocuments",
+        "forged page token",
+        Code::InvalidArgument,
+        client.list_project_documents(ListProjectDocumentsRequest {
+            project_id: unknown.clone(),
+            page_token: "o0".into(),
+            ..Default::default()
         })
     );
     case!(
@@ -594,7 +739,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
         "ListRecipes",
         "empty request",
         Code::Ok,
-        client.list_recipes(ListRecipesRequest {})
+        client.list_recipes(ListRecipesRequest::default())
     );
     case!(
         "GetStageRecipe",
@@ -699,12 +844,24 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
             page_token: "not-a-token".into(),
         })
     );
+    // Checked before the session is looked up: a forged token is refused
+    // whoever's session it names.
+    case!(
+        "ListSessionEvents",
+        "a page token no list call returned",
+        Code::InvalidArgument,
+        client.list_session_events(ListSessionEventsRequest {
+            session_id: unknown.clone(),
+            page_size: 10,
+            page_token: "not-a-token".into(),
+        })
+    );
     // Calls that take no ids still answer.
     case!(
         "ListPipelines",
         "empty request",
         Code::Ok,
-        client.list_pipelines(ListPipelinesRequest {})
+        client.list_pipelines(ListPipelinesRequest::default())
     );
     case!(
         "InstallPipeline",
@@ -718,13 +875,14 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
         Code::InvalidArgument,
         client.install_pipeline(InstallPipelineRequest {
             content: include_str!("../pipelines/notes.toml").replace("\"draft\"", "\"thesis\""),
+            client_request_id: String::new(),
         })
     );
     case!(
         "ListModels",
         "empty request",
         Code::Ok,
-        client.list_models(ListModelsRequest {})
+        client.list_models(ListModelsRequest::default())
     );
     case!(
         "GetServerInfo",

@@ -250,6 +250,7 @@ async fn review(env: &TestEnv, session_id: &str, stage: &str, done: &str) {
                 document_key: String::new(),
                 feedback: format!("Feedback on {stage}: mind the volunteers' time."),
             }],
+            client_request_id: String::new(),
         })
         .await
         .unwrap_or_else(|e| panic!("submit {stage}: {e}"));

@@ -196,6 +196,7 @@ async fn a_models_file_syncs_once_and_retiring_a_model_spares_its_running_sessio
             session_id: session_id.clone(),
             stage_slug: "thesis".into(),
             responses: vec![],
+            client_request_id: String::new(),
         })
         .await
         .expect("the session on a retired model advances");

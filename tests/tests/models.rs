@@ -82,7 +82,7 @@ impl Dialecticd<'_> {
 
 async fn listed_models(client: &mut GatewayClient) -> Vec<Model> {
     client
-        .list_models(ListModelsRequest {})
+        .list_models(ListModelsRequest::default())
         .await
         .expect("ListModels")
         .into_inner()

@@ -404,6 +404,7 @@ async fn one_session_is_one_trace_and_every_service_serves_metrics() {
             session_id: session.id.clone(),
             stage_slug: "thesis".into(),
             responses: vec![],
+            client_request_id: String::new(),
         })
         .await
         .expect("submit the thesis review");

@@ -68,6 +68,7 @@ async fn an_output_override_stops_a_document_rendering() {
             session_id: session_id.clone(),
             stage_slug: "thesis".into(),
             iteration: 1,
+            ..Default::default()
         })
         .await
         .expect("documents")

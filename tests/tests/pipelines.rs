@@ -203,6 +203,7 @@ async fn reviews(client: &mut dialectic_e2e::GatewayClient, session_id: &str) ->
             session_id: session_id.into(),
             stage_slug: "review".into(),
             iteration: 1,
+            ..Default::default()
         })
         .await
         .expect("documents")
@@ -265,6 +266,7 @@ async fn a_new_version_runs_new_sessions_and_started_ones_keep_theirs() {
             session_id: started.clone(),
             stage_slug: "draft".into(),
             responses: vec![],
+            client_request_id: String::new(),
         })
         .await
         .expect("submit");
@@ -290,7 +292,7 @@ async fn a_new_version_runs_new_sessions_and_started_ones_keep_theirs() {
     );
 
     let listed = client
-        .list_pipelines(ListPipelinesRequest {})
+        .list_pipelines(ListPipelinesRequest::default())
         .await
         .expect("list")
         .into_inner()
@@ -316,7 +318,7 @@ async fn a_new_version_runs_new_sessions_and_started_ones_keep_theirs() {
         ]
     );
     let recipes = client
-        .list_recipes(ListRecipesRequest {})
+        .list_recipes(ListRecipesRequest::default())
         .await
         .expect("recipes")
         .into_inner()
@@ -341,6 +343,7 @@ async fn install_pipeline_checks_the_caller_and_the_file() {
     let mut someone = env.gateway_with_key(&key).await;
     let install = |content: &str| InstallPipelineRequest {
         content: content.into(),
+        client_request_id: String::new(),
     };
     let before = count(&env, INSTALLED_ROWS).await;
 

@@ -161,7 +161,7 @@ async fn a_session_s_money_is_the_exact_sum_of_its_priced_calls_and_never_rewrit
     let listed = env
         .gateway()
         .await
-        .list_models(ListModelsRequest {})
+        .list_models(ListModelsRequest::default())
         .await
         .expect("models")
         .into_inner()

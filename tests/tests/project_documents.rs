@@ -62,6 +62,7 @@ async fn uploaded(client: &mut GatewayClient, project: &str) -> Vec<(u32, String
     client
         .list_project_documents(ListProjectDocumentsRequest {
             project_id: project.into(),
+            ..Default::default()
         })
         .await
         .expect("list")
@@ -238,6 +239,7 @@ async fn refused_uploads_write_nothing(
     let listed = someone
         .list_project_documents(ListProjectDocumentsRequest {
             project_id: project.into(),
+            ..Default::default()
         })
         .await
         .expect_err("not their project");

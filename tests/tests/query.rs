@@ -59,6 +59,7 @@ async fn assert_citations_resolve(
     let uploads = client
         .list_project_documents(ListProjectDocumentsRequest {
             project_id: project.to_string(),
+            ..Default::default()
         })
         .await
         .expect("documents")
@@ -245,6 +246,7 @@ async fn answers_quote_stored_text_and_are_cached_until_an_edit() {
         .save_document_edit(SaveDocumentEditRequest {
             resource_id: report.resource_id.clone(),
             content: "No conflicts after all.".into(),
+            client_request_id: String::new(),
         })
         .await
         .expect("edit");

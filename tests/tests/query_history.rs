@@ -162,6 +162,7 @@ async fn every_question_is_kept_with_its_answer_latency_and_cost() {
     client
         .delete_project(DeleteProjectRequest {
             project_id: project.clone(),
+            client_request_id: String::new(),
         })
         .await
         .expect("delete");

@@ -237,6 +237,7 @@ async fn final_essay(client: &mut dialectic_e2e::GatewayClient, session_id: &str
                     session_id,
                     stage_slug: "paragraph_writing".into(),
                     iteration: 1,
+                    ..Default::default()
                 })
                 .await
                 .ok()?

@@ -26,6 +26,7 @@ async fn documents(
             session_id: session_id.to_string(),
             stage_slug: stage.to_string(),
             iteration: 0,
+            ..Default::default()
         })
         .await
         .expect("documents")
@@ -280,6 +281,7 @@ async fn a_regenerated_thesis_document_replaces_the_old_one_once_and_antithesis_
             session_id: session_id.clone(),
             stage_slug: "thesis".into(),
             responses: vec![],
+            client_request_id: String::new(),
         })
         .await
         .expect("submit");
@@ -416,6 +418,7 @@ async fn a_second_regeneration_makes_a_running_one_lose_and_the_next_stage_waits
             session_id: session_id.clone(),
             stage_slug: "thesis".into(),
             responses: vec![],
+            client_request_id: String::new(),
         })
         .await
         .expect("submit");

@@ -14,6 +14,7 @@ async fn thesis(env: &TestEnv, prompt: &str, status: &str) -> (String, BTreeMap<
             session_id: session_id.clone(),
             stage_slug: "thesis".into(),
             iteration: 1,
+            ..Default::default()
         })
         .await
         .expect("docs")

@@ -149,6 +149,7 @@ async fn every_answer_names_its_call_and_a_curable_refusal_says_when_to_retry() 
         .into_inner();
     let watch = || WatchSessionRequest {
         session_id: session.id.clone(),
+        after_sequence: None,
     };
     let _open = client.watch_session(watch()).await.expect("first watch");
     let refused = client

@@ -209,6 +209,7 @@ async fn retry(
             session_id: session_id.to_string(),
             stage_slug: stage.to_string(),
             model: model.to_string(),
+            client_request_id: String::new(),
         })
         .await
         .map(tonic::Response::into_inner)
@@ -371,6 +372,7 @@ async fn a_failed_job_runs_again_on_another_model_and_the_session_goes_on() {
             session_id: session_id.clone(),
             stage_slug: "draft".into(),
             iteration: 1,
+            ..Default::default()
         })
         .await
         .expect("documents")

@@ -24,6 +24,7 @@ async fn documents(
             session_id: session_id.to_string(),
             stage_slug: String::new(),
             iteration: 0,
+            ..Default::default()
         })
         .await
         .expect("documents")
@@ -61,6 +62,7 @@ async fn a_major_revisit_of_thesis_archives_later_documents_and_reruns_them() {
             reason: String::new(),
             impact_level: 0,
             dry_run: false,
+            client_request_id: String::new(),
         })
         .await
         .expect_err("unknown impact");
@@ -76,6 +78,7 @@ async fn a_major_revisit_of_thesis_archives_later_documents_and_reruns_them() {
             reason: "reworded".into(),
             impact_level: RevisitImpact::Minor.into(),
             dry_run: false,
+            client_request_id: String::new(),
         })
         .await
         .expect("minor")
@@ -99,6 +102,7 @@ async fn a_major_revisit_of_thesis_archives_later_documents_and_reruns_them() {
         .save_document_edit(SaveDocumentEditRequest {
             resource_id: thesis_doc.resource_id.clone(),
             content: "A tool library that is also a repair café.".into(),
+            client_request_id: String::new(),
         })
         .await
         .expect("edit");
@@ -127,6 +131,7 @@ async fn a_major_revisit_of_thesis_archives_later_documents_and_reruns_them() {
             reason: "now a repair café too".into(),
             impact_level: 0,
             dry_run: false,
+            client_request_id: String::new(),
         })
         .await
         .expect("major")
@@ -239,6 +244,7 @@ async fn a_moderate_revisit_archives_later_documents_and_waits_for_the_user() {
             reason: "the synthesis dropped the membership fee".into(),
             impact_level: 0,
             dry_run: false,
+            client_request_id: String::new(),
         })
         .await
         .expect("moderate")
@@ -326,6 +332,7 @@ async fn a_minor_revisit_flags_later_documents_until_edited_or_submitted() {
                 session_id: session_id.clone(),
                 stage_slug: stage.into(),
                 responses: Vec::new(),
+                client_request_id: String::new(),
             })
             .await
             .expect("submit");
@@ -346,6 +353,7 @@ async fn a_minor_revisit_flags_later_documents_until_edited_or_submitted() {
             reason: "reworded".into(),
             impact_level: 0,
             dry_run: false,
+            client_request_id: String::new(),
         })
         .await
         .expect("minor");
@@ -434,6 +442,7 @@ async fn a_minor_revisit_flags_later_documents_until_edited_or_submitted() {
         .save_document_edit(SaveDocumentEditRequest {
             resource_id: edited.clone(),
             content: "Reviewed after the reworded synthesis.".into(),
+            client_request_id: String::new(),
         })
         .await
         .expect("edit");
@@ -463,6 +472,7 @@ async fn a_minor_revisit_flags_later_documents_until_edited_or_submitted() {
             session_id: session_id.clone(),
             stage_slug: "paralysis".into(),
             responses: Vec::new(),
+            client_request_id: String::new(),
         })
         .await
         .expect("submit the review");
@@ -471,6 +481,7 @@ async fn a_minor_revisit_flags_later_documents_until_edited_or_submitted() {
             session_id: session_id.clone(),
             stage_slug: String::new(),
             iteration: 1,
+            ..Default::default()
         })
         .await
         .expect("documents")

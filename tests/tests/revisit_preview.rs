@@ -52,6 +52,7 @@ async fn snapshot(env: &TestEnv, client: &mut GatewayClient, session_id: &str) -
             session_id: session_id.to_string(),
             stage_slug: String::new(),
             iteration: 0,
+            ..Default::default()
         })
         .await
         .expect("documents")
@@ -107,6 +108,7 @@ fn request(session_id: &str, impact: RevisitImpact, dry_run: bool) -> RevisitSta
         reason: "section 2 goes".into(),
         impact_level: impact.into(),
         dry_run,
+        client_request_id: String::new(),
     }
 }
 
@@ -134,6 +136,7 @@ async fn edit_outline(env: &TestEnv, client: &mut GatewayClient, session_id: &st
         .save_document_edit(SaveDocumentEditRequest {
             resource_id: outline.clone(),
             content: edited,
+            client_request_id: String::new(),
         })
         .await
         .expect("edit");

@@ -143,6 +143,7 @@ async fn a_revoked_key_is_refused_while_another_account_holds_the_pool_busy() {
     let refused = alice
         .watch_session(WatchSessionRequest {
             session_id: dialectic_core::ids::SessionId::new().to_string(),
+            after_sequence: None,
         })
         .await
         .expect_err("nor watches");

@@ -47,6 +47,7 @@ async fn a_session_with_two_models_runs_all_five_stages() {
         .await
         .watch_session(dialectic_proto::v1::WatchSessionRequest {
             session_id: session_id.clone(),
+            after_sequence: None,
         })
         .await
         .expect("watch")
@@ -96,6 +97,7 @@ async fn a_session_with_two_models_runs_all_five_stages() {
         let mut events = client
             .watch_session(dialectic_proto::v1::WatchSessionRequest {
                 session_id: late_session,
+                after_sequence: None,
             })
             .await
             .expect("late watch")
@@ -255,6 +257,7 @@ async fn stage_responses_carry_feedback_and_start_the_next_stage_and_iteration()
             session_id: session_id.clone(),
             stage_slug: "antithesis".into(),
             responses: vec![],
+            client_request_id: String::new(),
         })
         .await
         .expect_err("antithesis has not run yet");
@@ -269,6 +272,7 @@ async fn stage_responses_carry_feedback_and_start_the_next_stage_and_iteration()
                 document_key: "business_case".into(),
                 feedback: "Price the membership for students too.".into(),
             }],
+            client_request_id: String::new(),
         })
         .await
         .expect("submit thesis responses");
@@ -301,6 +305,7 @@ async fn stage_responses_carry_feedback_and_start_the_next_stage_and_iteration()
                 session_id: session_id.clone(),
                 stage_slug: previous.into(),
                 responses: vec![],
+                client_request_id: String::new(),
             })
             .await
             .unwrap_or_else(|e| panic!("submit {previous}: {e}"));
@@ -328,6 +333,7 @@ async fn stage_responses_carry_feedback_and_start_the_next_stage_and_iteration()
                 document_key: String::new(),
                 feedback: "Second pass: focus on insurance.".into(),
             }],
+            client_request_id: String::new(),
         })
         .await
         .expect("submit paralysis responses")
@@ -401,6 +407,7 @@ async fn a_paused_session_starts_nothing_new_and_resumes_where_it_stopped() {
     let paused = client
         .pause_session(PauseSessionRequest {
             session_id: session.id.clone(),
+            client_request_id: String::new(),
         })
         .await
         .expect("pause")
@@ -429,6 +436,7 @@ async fn a_paused_session_starts_nothing_new_and_resumes_where_it_stopped() {
     let resumed = client
         .resume_session(ResumeSessionRequest {
             session_id: session.id.clone(),
+            client_request_id: String::new(),
         })
         .await
         .expect("resume")
@@ -447,6 +455,7 @@ async fn a_paused_session_starts_nothing_new_and_resumes_where_it_stopped() {
     let again = client
         .resume_session(ResumeSessionRequest {
             session_id: session.id.clone(),
+            client_request_id: String::new(),
         })
         .await
         .expect_err("not paused");
@@ -471,6 +480,7 @@ async fn an_idle_session_pauses_itself_and_resumes_where_it_stopped() {
     let mut events = client
         .watch_session(WatchSessionRequest {
             session_id: session_id.clone(),
+            after_sequence: None,
         })
         .await
         .expect("watch")
@@ -507,6 +517,7 @@ async fn an_idle_session_pauses_itself_and_resumes_where_it_stopped() {
     let resumed = client
         .resume_session(ResumeSessionRequest {
             session_id: session_id.clone(),
+            client_request_id: String::new(),
         })
         .await
         .expect("resume")
@@ -576,6 +587,7 @@ async fn finished_work_outlasts_the_idle_timers_and_an_abandoned_session_resumes
     let completed = client
         .complete_session(CompleteSessionRequest {
             session_id: finished.clone(),
+            client_request_id: String::new(),
         })
         .await
         .expect("complete")
@@ -585,6 +597,7 @@ async fn finished_work_outlasts_the_idle_timers_and_an_abandoned_session_resumes
     let refused = client
         .complete_session(CompleteSessionRequest {
             session_id: unfinished.clone(),
+            client_request_id: String::new(),
         })
         .await
         .expect_err("only a session at review completes");
@@ -595,6 +608,7 @@ async fn finished_work_outlasts_the_idle_timers_and_an_abandoned_session_resumes
             session_id: finished.clone(),
             stage_slug: "synthesis".into(),
             responses: vec![],
+            client_request_id: String::new(),
         })
         .await
         .expect_err("a completed session takes no responses");
@@ -608,6 +622,7 @@ async fn finished_work_outlasts_the_idle_timers_and_an_abandoned_session_resumes
         .save_document_edit(SaveDocumentEditRequest {
             resource_id: thesis.resource_id.clone(),
             content: "An edit after the end.".into(),
+            client_request_id: String::new(),
         })
         .await
         .expect_err("a completed session's documents are read-only");
@@ -650,6 +665,7 @@ async fn finished_work_outlasts_the_idle_timers_and_an_abandoned_session_resumes
     let resumed = client
         .resume_session(ResumeSessionRequest {
             session_id: unfinished.clone(),
+            client_request_id: String::new(),
         })
         .await
         .expect("an idle-abandoned session resumes")
@@ -679,6 +695,7 @@ async fn an_idle_session_is_warned_then_abandoned_and_keeps_its_objects() {
     let mut events = client
         .watch_session(WatchSessionRequest {
             session_id: session_id.clone(),
+            after_sequence: None,
         })
         .await
         .expect("watch")

@@ -59,7 +59,7 @@ async fn a_plan_skips_steps_for_its_session_only() {
                 feedback: "No review needed. [[simulate:skip:review_write]] [[simulate:skip:no_such_step]]"
                     .into(),
             }],
-        })
+         client_request_id: String::new(), })
         .await
         .expect("submit");
     env.wait_for_session(&skipping, "iteration_complete_pending_review", true)

@@ -55,6 +55,7 @@ async fn jobs_waiting_for_a_models_call_slot_say_so_until_they_run() {
         .await
         .watch_session(WatchSessionRequest {
             session_id: session_id.clone(),
+            after_sequence: None,
         })
         .await
         .expect("watch")

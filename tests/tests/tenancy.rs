@@ -76,6 +76,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
                     session_id,
                     stage_slug: String::new(),
                     iteration: 0,
+                    ..Default::default()
                 })
                 .await
                 .ok()?
@@ -176,6 +177,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
             theirs
                 .delete_project(DeleteProjectRequest {
                     project_id: project_id(),
+                    client_request_id: String::new(),
                 })
                 .await
                 .map(drop),
@@ -222,6 +224,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
             theirs
                 .pause_session(PauseSessionRequest {
                     session_id: session_id(),
+                    client_request_id: String::new(),
                 })
                 .await
                 .map(drop),
@@ -231,6 +234,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
             theirs
                 .resume_session(ResumeSessionRequest {
                     session_id: session_id(),
+                    client_request_id: String::new(),
                 })
                 .await
                 .map(drop),
@@ -242,6 +246,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
                     session_id: session_id(),
                     stage_slug: String::new(),
                     iteration: 0,
+                    ..Default::default()
                 })
                 .await
                 .map(drop),
@@ -261,6 +266,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
                 .save_document_edit(SaveDocumentEditRequest {
                     resource_id: resource_id(),
                     content: "mine now".into(),
+                    client_request_id: String::new(),
                 })
                 .await
                 .map(drop),
@@ -272,6 +278,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
                     session_id: session_id(),
                     stage_slug: "thesis".into(),
                     responses: vec![],
+                    client_request_id: String::new(),
                 })
                 .await
                 .map(drop),
@@ -290,6 +297,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
             theirs
                 .cancel_session(CancelSessionRequest {
                     session_id: session_id(),
+                    client_request_id: String::new(),
                 })
                 .await
                 .map(drop),
@@ -304,6 +312,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
                     reason: String::new(),
                     impact_level: 0,
                     dry_run: false,
+                    client_request_id: String::new(),
                 })
                 .await
                 .map(drop),
@@ -315,6 +324,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
                     session_id: session_id(),
                     stage_slug: String::new(),
                     model: "simulated".into(),
+                    client_request_id: String::new(),
                 })
                 .await
                 .map(drop),
@@ -338,6 +348,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
             theirs
                 .watch_session(WatchSessionRequest {
                     session_id: session_id(),
+                    after_sequence: None,
                 })
                 .await
                 .map(drop),
@@ -448,6 +459,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
             anonymous
                 .watch_session(WatchSessionRequest {
                     session_id: session_id(),
+                    after_sequence: None,
                 })
                 .await
                 .map(drop),
@@ -572,6 +584,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
         skip: vec![],
         unskip: vec![],
         add_edges: vec![],
+        client_request_id: String::new(),
     };
     let before = client
         .get_stage_recipe(GetStageRecipeRequest {

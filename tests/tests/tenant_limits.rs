@@ -250,6 +250,7 @@ async fn delete(client: &mut GatewayClient, project: &str) {
     client
         .delete_project(DeleteProjectRequest {
             project_id: project.into(),
+            client_request_id: String::new(),
         })
         .await
         .unwrap_or_else(|e| panic!("delete {project}: {e:?}"));

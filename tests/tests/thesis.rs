@@ -68,6 +68,7 @@ async fn thesis_runs_end_to_end_through_every_service() {
     let mut events = client
         .watch_session(WatchSessionRequest {
             session_id: session.id.clone(),
+            after_sequence: None,
         })
         .await
         .expect("watch")
@@ -111,6 +112,7 @@ async fn thesis_runs_end_to_end_through_every_service() {
                     session_id,
                     stage_slug: "thesis".into(),
                     iteration: 1,
+                    ..Default::default()
                 })
                 .await
                 .ok()?

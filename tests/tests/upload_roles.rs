@@ -145,6 +145,7 @@ async fn the_essay_reads_sources_and_samples_by_role_and_argues_at_the_sessions_
     let listed = client
         .list_project_documents(ListProjectDocumentsRequest {
             project_id: project.clone(),
+            ..Default::default()
         })
         .await
         .expect("list")
@@ -259,6 +260,7 @@ async fn the_essay_reads_sources_and_samples_by_role_and_argues_at_the_sessions_
             resource_id: fact_check.clone(),
             claim: 3,
             rationale: rationale.into(),
+            client_request_id: String::new(),
         })
         .await
         .expect("override")
@@ -289,6 +291,7 @@ async fn the_essay_reads_sources_and_samples_by_role_and_argues_at_the_sessions_
                 resource_id: resource_id.into(),
                 claim,
                 rationale: rationale.into(),
+                client_request_id: String::new(),
             })
             .await
             .expect_err("refused");
@@ -378,6 +381,7 @@ async fn output_record_of_the_essay(env: &TestEnv, client: &mut GatewayClient, s
     client
         .complete_session(CompleteSessionRequest {
             session_id: session_id.to_string(),
+            client_request_id: String::new(),
         })
         .await
         .expect("complete");
@@ -472,6 +476,7 @@ async fn submit_thesis_feedback(client: &mut GatewayClient, session_id: &str) {
                 feedback: "Mind the volunteers' time.".into(),
                 ..Default::default()
             }],
+            client_request_id: String::new(),
         })
         .await
         .expect("submit the thesis");

@@ -51,6 +51,7 @@ async fn watch(
     client
         .watch_session(WatchSessionRequest {
             session_id: session_id.to_string(),
+            after_sequence: None,
         })
         .await
         .map(tonic::Response::into_inner)
@@ -155,6 +156,7 @@ async fn watchers_of_a_session_share_one_subscription_and_all_see_it_end() {
     client
         .pause_session(PauseSessionRequest {
             session_id: session.clone(),
+            client_request_id: String::new(),
         })
         .await
         .expect("pause");
@@ -196,6 +198,7 @@ async fn watchers_of_a_session_share_one_subscription_and_all_see_it_end() {
     client
         .resume_session(ResumeSessionRequest {
             session_id: session.clone(),
+            client_request_id: String::new(),
         })
         .await
         .expect("resume");

@@ -1,6 +1,10 @@
 //! Redis adapter (seed 004 §§1, 2): `session:{id}:events` pub/sub for live
-//! progress, `session:{id}:progress` for the latest event and
-//! `session:{id}:status` for the last status an event named, with a TTL.
+//! progress, `session:{id}:history` (a stream) for the last
+//! [`HISTORY_LEN`]-or-so events by sequence, `session:{id}:sequence` for the
+//! last sequence given (kept without a TTL, so a session's sequence never
+//! goes back after its history expires), `session:{id}:progress` for the
+//! latest event and `session:{id}:status` for the last status an event
+//! named, with a TTL.
 
 pub mod board;
 pub mod reads;
@@ -82,6 +86,14 @@ pub struct ProgressEvent {
     /// Milliseconds since the Unix epoch.
     #[serde(default)]
     pub at_ms: i64,
+    /// The event's place in its session (from 1), given once by
+    /// [`PUBLISH_EVENT`] as it is published; 0 on an event not yet published.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sequence: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl ProgressEvent {
@@ -100,6 +112,7 @@ impl ProgressEvent {
             message: String::new(),
             stage_percent: 0,
             at_ms: 0,
+            sequence: 0,
         }
     }
 }
@@ -111,6 +124,17 @@ pub fn events_channel(session_id: &str) -> String {
 /// Set while an API key (by its hash) counts as lately revoked.
 pub fn revoked_key(key_hash: &str) -> String {
     format!("revoked_key:{key_hash}")
+}
+
+/// The session's retained events, as a stream whose entry ids are
+/// `{sequence}-0`.
+pub fn history_key(session_id: &str) -> String {
+    format!("session:{session_id}:history")
+}
+
+/// The last sequence given to one of the session's events.
+pub fn sequence_key(session_id: &str) -> String {
+    format!("session:{session_id}:sequence")
 }
 
 pub fn progress_key(session_id: &str) -> String {
@@ -173,30 +197,49 @@ impl Cache {
     /// Publishes events in order, each recorded as its session's latest
     /// progress, in one round trip however many a planner unit produced.
     /// The last one that names the session's status also records that status
-    /// (`latest_status`): job events name none.
+    /// (`latest_status`): job events name none. Each gets its sequence and
+    /// its place in the history as it is published (see [`PUBLISH_EVENT`]).
     pub async fn publish(&self, events: &[ProgressEvent]) -> Result<(), CacheError> {
+        self.publish_all(events, true).await
+    }
+
+    /// Publishes a detail event (e.g. a compression step) without making it
+    /// the session's latest progress, which carries the stage's percentage.
+    /// It is kept in the history and sequenced like any other.
+    pub async fn notify(&self, event: &ProgressEvent) -> Result<(), CacheError> {
+        self.publish_all(std::slice::from_ref(event), false).await
+    }
+
+    async fn publish_all(&self, events: &[ProgressEvent], latest: bool) -> Result<(), CacheError> {
         if events.is_empty() {
             return Ok(());
         }
         let mut pipe = redis::pipe();
         pipe.atomic();
         for event in events {
-            let body = serde_json::to_string(event)?;
-            pipe.set_ex(
-                progress_key(&event.session_id),
-                &body,
-                self.progress_ttl_secs,
-            )
-            .ignore();
-            if !event.session_status.is_empty() {
-                pipe.set_ex(
-                    status_key(&event.session_id),
-                    &event.session_status,
-                    self.progress_ttl_secs,
-                )
-                .ignore();
-            }
-            pipe.publish(events_channel(&event.session_id), &body)
+            // The script appends the sequence: the body must not carry one.
+            let body = serde_json::to_string(&ProgressEvent {
+                sequence: 0,
+                ..event.clone()
+            })?;
+            let sid = &event.session_id;
+            pipe.cmd("EVAL")
+                .arg(PUBLISH_EVENT)
+                .arg(4)
+                .arg(history_key(sid))
+                .arg(progress_key(sid))
+                .arg(status_key(sid))
+                .arg(sequence_key(sid))
+                .arg(body)
+                .arg(self.progress_ttl_secs.max(1))
+                .arg(HISTORY_LEN)
+                .arg(events_channel(sid))
+                .arg(if latest {
+                    &event.session_status[..]
+                } else {
+                    ""
+                })
+                .arg(if latest { "1" } else { "0" })
                 .ignore();
         }
         let mut conn = self.conn.clone();
@@ -204,15 +247,35 @@ impl Cache {
         Ok(())
     }
 
-    /// Publishes a detail event (e.g. a compression step) without making it
-    /// the session's latest progress, which carries the stage's percentage.
-    pub async fn notify(&self, event: &ProgressEvent) -> Result<(), CacheError> {
-        let body = serde_json::to_string(event)?;
+    /// The session's retained events after `after`, oldest first, at most
+    /// `count`.
+    pub async fn history_after(
+        &self,
+        session_id: &str,
+        after: u64,
+        count: usize,
+    ) -> Result<Vec<ProgressEvent>, CacheError> {
         let mut conn = self.conn.clone();
-        let _: i64 = conn
-            .publish(events_channel(&event.session_id), &body)
+        let entries: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
+            .arg(history_key(session_id))
+            .arg(format!("{}-0", after.saturating_add(1)))
+            .arg("+")
+            .arg("COUNT")
+            .arg(count.max(1))
+            .query_async(&mut conn)
             .await?;
-        Ok(())
+        entries
+            .iter()
+            .map(|(_, fields)| history_entry(fields))
+            .collect()
+    }
+
+    /// The sequence of the session's last published event; 0 before its
+    /// first.
+    pub async fn last_sequence(&self, session_id: &str) -> Result<u64, CacheError> {
+        let mut conn = self.conn.clone();
+        let last: Option<u64> = conn.get(sequence_key(session_id)).await?;
+        Ok(last.unwrap_or(0))
     }
 
     /// The status the session's last event naming one carried: where a
@@ -257,6 +320,52 @@ impl Cache {
             .await?;
         Ok(count)
     }
+}
+
+/// About how many events a session's history keeps (`MAXLEN ~`: Redis
+/// trims whole nodes, so a little more may stay).
+pub const HISTORY_LEN: u64 = 1000;
+
+/// Lua: publishes one event (ARGV[1], JSON without a sequence) with the
+/// next sequence of its session (the counter KEYS[4]), so the sequence is
+/// given once and the history, the latest progress and the live channel all
+/// carry it: appends it to the history stream KEYS[1] as entry
+/// `{sequence}-0` (trimmed to about ARGV[3] entries, expiring ARGV[2]
+/// seconds after the last event), and when ARGV[6] is 1 records it as the
+/// latest progress (KEYS[2]) and ARGV[5], when not empty, as the status
+/// (KEYS[3]); then PUBLISHes it on ARGV[4]. Should the counter be lost while
+/// the history stays (an eviction), it resumes past the history's last id.
+const PUBLISH_EVENT: &str = r#"
+local seq = redis.call('INCR', KEYS[4])
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+if #last > 0 then
+  local kept = tonumber(string.match(last[1][1], '^(%d+)'))
+  if kept >= seq then
+    seq = kept + 1
+    redis.call('SET', KEYS[4], seq)
+  end
+end
+local body = string.sub(ARGV[1], 1, -2) .. ',"sequence":' .. string.format('%d', seq) .. '}'
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], string.format('%d-0', seq), 'e', body)
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+if ARGV[6] == '1' then
+  redis.call('SET', KEYS[2], body, 'EX', ARGV[2])
+  if ARGV[5] ~= '' then
+    redis.call('SET', KEYS[3], ARGV[5], 'EX', ARGV[2])
+  end
+end
+redis.call('PUBLISH', ARGV[4], body)
+return seq
+"#;
+
+/// The event a history entry's fields (`e`, its JSON) hold.
+fn history_entry(fields: &[String]) -> Result<ProgressEvent, CacheError> {
+    let body = fields
+        .chunks(2)
+        .find(|pair| pair[0] == "e")
+        .and_then(|pair| pair.get(1))
+        .map_or("", String::as_str);
+    Ok(serde_json::from_str(body)?)
 }
 
 /// Leases on a shared counter in Redis: at most `limit` holders at once across

@@ -219,6 +219,12 @@ pub struct GatewayConfig {
     /// may hold replicas × this many in all (16 on each of 10 replicas:
     /// 160). The next is RESOURCE_EXHAUSTED until one ends. 0: no cap.
     pub max_watches_per_user: u32,
+    /// Seconds a `WatchSession` stream may stay quiet before the gateway
+    /// sends a heartbeat event (SESSION_EVENT_KIND_HEARTBEAT), so a proxy
+    /// that cuts idle streams (ingress-nginx: 60 s) keeps it open. Keep it
+    /// under the shortest idle timeout between clients and the gateway.
+    /// 0 is taken as 1.
+    pub watch_heartbeat_secs: u64,
     /// Largest export archive of one project (`ExportProject`,
     /// `GetExportUrl`), in bytes, as the zip would be: a bigger one is
     /// RESOURCE_EXHAUSTED before any byte is sent. Exports stream, so this
@@ -239,6 +245,10 @@ pub struct GatewayConfig {
     /// revocation is published to Redis, which the gateway asks first).
     /// 0: no such memory (every call needs Postgres).
     pub last_known_secs: u64,
+    /// For how long a mutating call's answer is kept under the caller's
+    /// `client_request_id`: a retry with the same id within it gets the first
+    /// answer instead of acting again. Counted in Postgres, across replicas.
+    pub idempotency_window_secs: u64,
     /// Origins whose web pages may call the API through gRPC-Web (served
     /// beside gRPC on `listen`), comma-separated: `https://app.example.com`.
     /// Empty: no cross-origin page may (CORS refuses them).
@@ -357,9 +367,11 @@ impl Default for GatewayConfig {
             max_upload_pages: 1000,
             max_upload_unpacked_bytes: 64 * 1024 * 1024,
             max_watches_per_user: 16,
+            watch_heartbeat_secs: 20,
             max_export_bytes: 1024 * 1024 * 1024,
             max_exports_per_user: 2,
             last_known_secs: 120,
+            idempotency_window_secs: 24 * 60 * 60,
             web_origins: String::new(),
             tls_cert: String::new(),
             tls_key: String::new(),

@@ -90,6 +90,7 @@ impl fmt::Debug for GatewayConfig {
             .field("max_upload_pages", &self.max_upload_pages)
             .field("max_upload_unpacked_bytes", &self.max_upload_unpacked_bytes)
             .field("max_watches_per_user", &self.max_watches_per_user)
+            .field("watch_heartbeat_secs", &self.watch_heartbeat_secs)
             .field("max_export_bytes", &self.max_export_bytes)
             .field("max_exports_per_user", &self.max_exports_per_user)
             .field("last_known_secs", &self.last_known_secs)

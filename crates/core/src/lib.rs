@@ -16,6 +16,7 @@ pub mod ids;
 pub mod job;
 pub mod json_document;
 pub mod ledger;
+pub mod list_filter;
 pub mod output_record;
 pub mod paths;
 pub mod payload;

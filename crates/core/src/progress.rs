@@ -42,10 +42,13 @@ pub enum EventKind {
     ClarificationIgnored,
     /// A stage's failed jobs were put back (RetryStage).
     StageRetried,
+    /// A watch stream was quiet for its heartbeat interval: the gateway
+    /// sends it to that stream alone, and it is never published or kept.
+    Heartbeat,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 26] = [
+    pub const ALL: [EventKind; 27] = [
         EventKind::Snapshot,
         EventKind::SessionStatus,
         EventKind::SessionPaused,
@@ -72,6 +75,7 @@ impl EventKind {
         EventKind::ClarificationRequested,
         EventKind::ClarificationIgnored,
         EventKind::StageRetried,
+        EventKind::Heartbeat,
     ];
 
     /// The name events carry (the API's deprecated `SessionEvent.kind`).
@@ -103,6 +107,7 @@ impl EventKind {
             EventKind::ClarificationRequested => "clarification_requested",
             EventKind::ClarificationIgnored => "clarification_ignored",
             EventKind::StageRetried => "stage_retried",
+            EventKind::Heartbeat => "heartbeat",
         }
     }
 }
@@ -170,7 +175,8 @@ mod tests {
             | EventKind::LowConfidence
             | EventKind::ClarificationRequested
             | EventKind::ClarificationIgnored
-            | EventKind::StageRetried => 26,
+            | EventKind::StageRetried
+            | EventKind::Heartbeat => 27,
         };
         assert_eq!(variants(EventKind::Snapshot), EventKind::ALL.len());
         let names: std::collections::HashSet<&str> =

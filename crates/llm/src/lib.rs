@@ -67,6 +67,14 @@ pub struct ChatResponse {
     pub cache_write_input_tokens: u64,
     /// True when the provider reported no usage and the counts are our own.
     pub usage_estimated: bool,
+    /// From the start of the attempt that answered to its first streamed
+    /// text: None for a reply that came whole (or from a recording).
+    #[serde(skip)]
+    pub time_to_first_token: Option<std::time::Duration>,
+    /// The model the provider says answered (it may name a dated snapshot
+    /// of the one asked for), when it says.
+    #[serde(skip)]
+    pub response_model: Option<String>,
     /// The provider's reply as it came, stored beside the chunk for audit and replay.
     pub raw: serde_json::Value,
 }
@@ -84,6 +92,94 @@ pub enum LlmError {
 impl LlmError {
     pub fn retryable(&self) -> bool {
         matches!(self, LlmError::Transient(_))
+    }
+
+    /// Why the call failed, from a fixed set (a metric label, a span's
+    /// `error.type`). Read from the message this crate wrote: the variants
+    /// stay plain strings for their many matchers.
+    pub fn reason(&self) -> ErrorReason {
+        match self {
+            LlmError::UnsupportedProvider(_) => ErrorReason::Config,
+            LlmError::Transient(message) | LlmError::Permanent(message) => {
+                ErrorReason::of_message(message)
+            }
+        }
+    }
+}
+
+/// Why a model call failed: bounded, so it can label a metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorReason {
+    Timeout,
+    Connection,
+    RateLimited,
+    QuotaExhausted,
+    Auth,
+    UnsupportedParameter,
+    ContextLength,
+    Rejected,
+    ServerError,
+    ReplyTooLarge,
+    BadReply,
+    CallLimiter,
+    Config,
+    Replay,
+    Other,
+}
+
+/// Phrases of this crate's (and the call limiter's) error messages, first
+/// match wins: the specific before the general ("gave up after 4 attempts:
+/// provider throttled" is throttling).
+const REASON_PHRASES: &[(&str, ErrorReason)] = &[
+    (
+        "does not take the parameter",
+        ErrorReason::UnsupportedParameter,
+    ),
+    ("quota exhausted", ErrorReason::QuotaExhausted),
+    ("provider throttled", ErrorReason::RateLimited),
+    ("authentication failed", ErrorReason::Auth),
+    ("context too long", ErrorReason::ContextLength),
+    ("provider rejected the request", ErrorReason::Rejected),
+    ("provider error (", ErrorReason::ServerError),
+    ("reply too large", ErrorReason::ReplyTooLarge),
+    ("timeout", ErrorReason::Timeout),
+    ("timed out", ErrorReason::Timeout),
+    ("connection:", ErrorReason::Connection),
+    ("the stream broke", ErrorReason::Connection),
+    ("reading the reply", ErrorReason::Connection),
+    ("not JSON", ErrorReason::BadReply),
+    ("call slot", ErrorReason::CallLimiter),
+    ("call limiter", ErrorReason::CallLimiter),
+    ("model config", ErrorReason::Config),
+    ("replay:", ErrorReason::Replay),
+];
+
+impl ErrorReason {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorReason::Timeout => "timeout",
+            ErrorReason::Connection => "connection",
+            ErrorReason::RateLimited => "rate_limited",
+            ErrorReason::QuotaExhausted => "quota_exhausted",
+            ErrorReason::Auth => "auth",
+            ErrorReason::UnsupportedParameter => "unsupported_parameter",
+            ErrorReason::ContextLength => "context_length",
+            ErrorReason::Rejected => "rejected",
+            ErrorReason::ServerError => "server_error",
+            ErrorReason::ReplyTooLarge => "reply_too_large",
+            ErrorReason::BadReply => "bad_reply",
+            ErrorReason::CallLimiter => "call_limiter",
+            ErrorReason::Config => "config",
+            ErrorReason::Replay => "replay",
+            ErrorReason::Other => "other",
+        }
+    }
+
+    fn of_message(message: &str) -> Self {
+        REASON_PHRASES
+            .iter()
+            .find(|(phrase, _)| message.contains(phrase))
+            .map_or(ErrorReason::Other, |(_, reason)| *reason)
     }
 }
 

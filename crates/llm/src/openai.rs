@@ -37,7 +37,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Which wire format the endpoint speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -514,11 +514,22 @@ struct Collected {
     cached: u64,
     /// Input tokens written to the provider's prompt cache (part of the input).
     cache_writes: u64,
+    /// The model the provider says answered.
+    model: Option<String>,
+    /// When the first text of a streamed reply came, from the attempt's start.
+    first_token: Option<Duration>,
     raw_events: Vec<serde_json::Value>,
 }
 
 impl Collected {
     fn absorb(&mut self, event: serde_json::Value) {
+        if self.model.is_none() {
+            // OpenAI names it on every chunk, Anthropic in `message_start`.
+            self.model = event["model"]
+                .as_str()
+                .or(event["message"]["model"].as_str())
+                .map(str::to_string);
+        }
         match event["type"].as_str() {
             // Anthropic, streamed and whole.
             Some("message_start") => {
@@ -586,6 +597,15 @@ impl Collected {
 }
 
 impl Collected {
+    /// A streamed event; the first that brings text sets the time to first token.
+    fn absorb_streamed(&mut self, event: serde_json::Value, started: Instant) {
+        let before = self.text.len();
+        self.absorb(event);
+        if self.first_token.is_none() && self.text.len() > before {
+            self.first_token = Some(started.elapsed());
+        }
+    }
+
     /// Anthropic counts prompt-cache reads and writes apart from
     /// `input_tokens` (its total input is the three added up:
     /// https://platform.claude.com/docs/en/build-with-claude/prompt-caching);
@@ -742,6 +762,7 @@ impl OpenAiProvider {
         model: &str,
         body: &serde_json::Value,
     ) -> Result<Collected, AttemptFailure> {
+        let started = Instant::now();
         let base = self.settings.base_url.trim_end_matches('/');
         let mut call = match self.settings.dialect {
             Dialect::OpenAi => {
@@ -819,7 +840,7 @@ impl OpenAiProvider {
             collected.absorb(value);
             return Ok(collected);
         }
-        read_stream(response, model, limits).await
+        read_stream(response, model, limits, started).await
     }
 }
 
@@ -863,6 +884,7 @@ async fn read_stream(
     response: reqwest::Response,
     model: &str,
     limits: &ReplyLimits,
+    started: Instant,
 ) -> Result<Collected, AttemptFailure> {
     let mut collected = Collected::default();
     let mut bytes = response.bytes_stream();
@@ -899,7 +921,7 @@ async fn read_stream(
                 return Err(Cap::Events.exceeded(model, limits));
             }
             match serde_json::from_str(data) {
-                Ok(event) => collected.absorb(event),
+                Ok(event) => collected.absorb_streamed(event, started),
                 Err(e) => tracing::warn!(error = %e, "skipping an unreadable stream event"),
             }
         }
@@ -1062,6 +1084,8 @@ impl ModelProvider for OpenAiProvider {
                     .min(input_tokens - collected.cached.min(input_tokens))
             },
             usage_estimated,
+            time_to_first_token: collected.first_token,
+            response_model: collected.model,
             raw: serde_json::Value::Array(collected.raw_events),
             text: collected.text,
         })

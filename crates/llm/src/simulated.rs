@@ -574,6 +574,8 @@ impl SimulatedProvider {
                 text,
                 finish_reason: FinishReason::Stop,
                 usage_estimated: true,
+                time_to_first_token: None,
+                response_model: None,
             });
         }
         let (text, finish_reason) = if is_document {
@@ -675,6 +677,8 @@ impl SimulatedProvider {
             cached_input_tokens: cached_tokens(request),
             cache_write_input_tokens: cache_write_tokens(request),
             usage_estimated: false,
+            time_to_first_token: None,
+            response_model: None,
             raw,
         })
     }
@@ -728,6 +732,8 @@ fn plain_reply(request: &ChatRequest, text: String) -> ChatResponse {
         cached_input_tokens: cached_tokens(request),
         cache_write_input_tokens: cache_write_tokens(request),
         usage_estimated: false,
+        time_to_first_token: None,
+        response_model: None,
     }
 }
 

@@ -51,7 +51,7 @@ fn event_stream(events: &[(&str, &str)]) -> support::Reply {
 #[tokio::test]
 async fn a_streamed_message_is_buffered_with_usage_and_stop_reason() {
     let server = serve(vec![event_stream(&[
-        ("message_start", r#"{"type":"message_start","message":{"usage":{"input_tokens":31,"output_tokens":1}}}"#),
+        ("message_start", r#"{"type":"message_start","message":{"model":"claude-test-20260101","usage":{"input_tokens":31,"output_tokens":1}}}"#),
         ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"{\"content\": \"Hi"}}"#),
         ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\"}"}}"#),
         ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":9}}"#),
@@ -61,6 +61,13 @@ async fn a_streamed_message_is_buffered_with_usage_and_stop_reason() {
     let reply = client(&server.url).chat(&request()).await.expect("reply");
     assert_eq!(reply.text, "{\"content\": \"Hi\"}");
     assert_eq!(reply.finish_reason, FinishReason::Length);
+    // Anthropic names the answering model in `message_start`; the text
+    // streamed, so its first token was timed.
+    assert_eq!(
+        reply.response_model.as_deref(),
+        Some("claude-test-20260101")
+    );
+    assert!(reply.time_to_first_token.is_some());
     assert_eq!(
         (
             reply.input_tokens,

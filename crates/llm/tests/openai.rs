@@ -503,3 +503,112 @@ async fn a_stream_of_more_events_than_the_cap_is_refused() {
         "{error}"
     );
 }
+
+/// `sse` cut after each event, so each arrives after a pause of its own.
+fn sse_in_pieces(events: &[&str]) -> support::Reply {
+    let whole = sse(events).pieces.concat();
+    let mut pieces: Vec<Vec<u8>> = Vec::new();
+    let mut start = 0;
+    for end in whole
+        .windows(2)
+        .enumerate()
+        .filter(|(_, w)| w == b"\n\n")
+        .map(|(i, _)| i + 2)
+    {
+        pieces.push(whole[start..end].to_vec());
+        start = end;
+    }
+    support::Reply {
+        pieces,
+        ..sse(events)
+    }
+}
+
+#[tokio::test]
+async fn a_streamed_reply_times_its_first_text_and_names_the_model_that_answered() {
+    // The first event brings a role and no text; text comes one pause later,
+    // the rest of the reply two and three pauses later.
+    let opening = r#"{"model":"gpt-test-2026-01-01","choices":[{"delta":{"role":"assistant"},"finish_reason":null}]}"#;
+    let server = serve(vec![sse_in_pieces(&[
+        opening, CHUNK_A, CHUNK_B, USAGE, "[DONE]",
+    ])])
+    .await;
+    let started = std::time::Instant::now();
+    let reply = client(&server.url).chat(&request()).await.expect("reply");
+    let total = started.elapsed();
+    let first = reply
+        .time_to_first_token
+        .expect("a streamed reply has a time to first token");
+    assert!(first >= Duration::from_millis(25), "{first:?}");
+    assert!(
+        first + Duration::from_millis(50) <= total,
+        "{first:?} of {total:?}"
+    );
+    assert_eq!(reply.response_model.as_deref(), Some("gpt-test-2026-01-01"));
+
+    // A reply that comes whole has no first token to time.
+    let body = r#"{"model":"m-1","choices":[{"message":{"content":"{}"},"finish_reason":"stop"}]}"#;
+    let whole = serve(vec![http("200 OK", "application/json", "", body)]).await;
+    let reply = client(&whole.url).chat(&request()).await.expect("reply");
+    assert_eq!(reply.time_to_first_token, None);
+    assert_eq!(reply.response_model.as_deref(), Some("m-1"));
+}
+
+#[tokio::test]
+async fn each_failure_has_its_reason_from_a_fixed_set() {
+    let refusal = |status: &str, body: &str| http(status, "application/json", "", body);
+    let mut slow = sse(&[CHUNK_A, "[DONE]"]);
+    slow.delay = Duration::from_secs(2);
+    let cases = [
+        (vec![refusal("401 Unauthorized", "{}")], "auth"),
+        (
+            vec![refusal(
+                "429 Too Many Requests",
+                r#"{"error":{"code":"insufficient_quota"}}"#,
+            )],
+            "quota_exhausted",
+        ),
+        (
+            vec![refusal("429 Too Many Requests", "{}"); 3],
+            "rate_limited",
+        ),
+        (
+            vec![refusal("503 Service Unavailable", "{}"); 3],
+            "server_error",
+        ),
+        (
+            vec![refusal(
+                "400 Bad Request",
+                r#"{"error":{"code":"context_length_exceeded"}}"#,
+            )],
+            "context_length",
+        ),
+        (
+            vec![refusal(
+                "400 Bad Request",
+                r#"{"error":{"code":"unsupported_parameter","param":"max_tokens","message":"Unsupported parameter"}}"#,
+            )],
+            "unsupported_parameter",
+        ),
+        (vec![refusal("400 Bad Request", "{}")], "rejected"),
+        (
+            vec![http("200 OK", "application/json", "", "{not json"); 3],
+            "bad_reply",
+        ),
+        (vec![slow; 3], "timeout"),
+    ];
+    for (script, reason) in cases {
+        let server = serve(script).await;
+        let error = client(&server.url)
+            .chat(&request())
+            .await
+            .expect_err("the call fails");
+        assert_eq!(error.reason().as_str(), reason, "{error}");
+    }
+    // Nobody listening.
+    let error = client("http://127.0.0.1:9/v1")
+        .chat(&request())
+        .await
+        .expect_err("no server");
+    assert_eq!(error.reason().as_str(), "connection", "{error}");
+}

@@ -1,12 +1,14 @@
 //! What makes a service observable from outside: the `/metrics` listener, the
 //! gRPC server layer that counts and times every request and continues the
 //! caller's trace (W3C `traceparent` in the request metadata), and the client
-//! interceptor that sends the current trace along with outgoing calls.
+//! interceptor that sends the current trace along with outgoing calls. Requests
+//! are counted twice while dashboards move: under the `dialectic_grpc_*` names
+//! and under the grpc-ecosystem ones (`grpc_server_*`, code names such as `OK`).
 
 use crate::RuntimeError;
 use dialectic_telemetry::metrics;
 use prost::Message;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -46,6 +48,7 @@ pub async fn serve_metrics(listen: &str) -> Result<SocketAddr, RuntimeError> {
 pub async fn serve_configured_metrics(
     settings: &dialectic_config::Settings,
 ) -> Result<Option<SocketAddr>, RuntimeError> {
+    metrics::set_build_info(crate::build_info::VERSION, crate::build_info::commit());
     let listen = settings.telemetry.metrics_listen.trim();
     if listen.is_empty() {
         return Ok(None);
@@ -94,13 +97,42 @@ pub const UNKNOWN_METHOD: &str = "unknown";
 /// service's methods, read from the descriptors it is built from, plus health
 /// and reflection.
 #[derive(Debug, Clone)]
-pub struct KnownMethods(Arc<HashSet<Arc<str>>>);
+pub struct KnownMethods(Arc<HashMap<Arc<str>, GrpcMethod>>);
+
+/// A method's labels under the grpc-ecosystem names (go-grpc-middleware's
+/// Prometheus provider, what off-the-shelf gRPC dashboards and SLOs read).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrpcMethod {
+    /// `unary`, `client_stream`, `server_stream` or `bidi_stream`.
+    pub grpc_type: &'static str,
+    pub service: Arc<str>,
+    pub method: Arc<str>,
+}
+
+impl GrpcMethod {
+    fn unknown() -> Self {
+        Self {
+            grpc_type: UNKNOWN_METHOD,
+            service: Arc::from(UNKNOWN_METHOD),
+            method: Arc::from(UNKNOWN_METHOD),
+        }
+    }
+}
+
+fn grpc_type(method: &prost_types::MethodDescriptorProto) -> &'static str {
+    match (method.client_streaming(), method.server_streaming()) {
+        (false, false) => "unary",
+        (true, false) => "client_stream",
+        (false, true) => "server_stream",
+        (true, true) => "bidi_stream",
+    }
+}
 
 impl KnownMethods {
     /// Every method of `service` (a full name such as
     /// `dialectic.v1.wallet.WalletService`), health and reflection.
     pub fn serving(service: &str) -> Self {
-        let mut paths = HashSet::new();
+        let mut paths = HashMap::new();
         let served = [
             (dialectic_proto::FILE_DESCRIPTOR_SET, Some(service)),
             (tonic_health::pb::FILE_DESCRIPTOR_SET, None),
@@ -118,11 +150,16 @@ impl KnownMethods {
                     if only.is_some_and(|only| only != full) {
                         continue;
                     }
-                    paths.extend(
-                        svc.method
-                            .iter()
-                            .map(|m| Arc::from(format!("/{full}/{}", m.name()))),
-                    );
+                    let service: Arc<str> = Arc::from(full.as_str());
+                    paths.extend(svc.method.iter().map(|m| {
+                        let path = Arc::from(format!("/{full}/{}", m.name()));
+                        let labels = GrpcMethod {
+                            grpc_type: grpc_type(m),
+                            service: service.clone(),
+                            method: Arc::from(m.name()),
+                        };
+                        (path, labels)
+                    }));
                 }
             }
         }
@@ -132,9 +169,18 @@ impl KnownMethods {
     /// `path` itself when this server serves it, else [`UNKNOWN_METHOD`].
     pub fn label(&self, path: &str) -> Arc<str> {
         self.0
+            .get_key_value(path)
+            .map(|(path, _)| path.clone())
+            .unwrap_or_else(|| Arc::from(UNKNOWN_METHOD))
+    }
+
+    /// `path`'s grpc-ecosystem labels, all [`UNKNOWN_METHOD`] for a path
+    /// this server does not serve.
+    pub fn grpc(&self, path: &str) -> GrpcMethod {
+        self.0
             .get(path)
             .cloned()
-            .unwrap_or_else(|| Arc::from(UNKNOWN_METHOD))
+            .unwrap_or_else(GrpcMethod::unknown)
     }
 }
 
@@ -197,6 +243,9 @@ where
         let service = self.service.clone();
         // Labelled before authentication, so only by what this server serves.
         let method = self.known.label(request.uri().path());
+        let grpc = self.known.grpc(request.uri().path());
+        let grpc_labels = [grpc.grpc_type, &*grpc.service, &*grpc.method];
+        metrics::GRPC_SERVER_STARTED.inc(&grpc_labels);
         // Probes hit health every few seconds; a trace each would drown real ones.
         let traced =
             !method.starts_with("/grpc.health.") && !method.starts_with("/grpc.reflection.");
@@ -235,9 +284,13 @@ where
                         .to_string(),
                     Err(_) => "transport".to_string(),
                 };
+                let seconds = started.elapsed().as_secs_f64();
                 metrics::GRPC_REQUESTS.inc(&[&service, &method, &code]);
-                metrics::GRPC_DURATION
-                    .observe(&[&service, &method], started.elapsed().as_secs_f64());
+                metrics::GRPC_DURATION.observe(&[&service, &method], seconds);
+                let grpc_labels = [grpc.grpc_type, &*grpc.service, &*grpc.method];
+                let code_name = metrics::grpc_code_name(&code);
+                metrics::GRPC_SERVER_HANDLED.inc(&[grpc_labels.as_slice(), &[code_name]].concat());
+                metrics::GRPC_SERVER_HANDLING_SECONDS.observe(&grpc_labels, seconds);
                 result
             }
             .instrument(span),
@@ -289,6 +342,33 @@ mod tests {
         ] {
             assert_eq!(&*wallet.label(served), served);
         }
+        let labels = |path: &str| {
+            let grpc = wallet.grpc(path);
+            (
+                grpc.grpc_type,
+                grpc.service.to_string(),
+                grpc.method.to_string(),
+            )
+        };
+        let expected = |grpc_type, service: &str, method: &str| {
+            (grpc_type, service.to_string(), method.to_string())
+        };
+        assert_eq!(
+            labels("/dialectic.v1.wallet.WalletService/Hold"),
+            expected("unary", "dialectic.v1.wallet.WalletService", "Hold")
+        );
+        assert_eq!(
+            labels("/grpc.health.v1.Health/Watch"),
+            expected("server_stream", "grpc.health.v1.Health", "Watch")
+        );
+        assert_eq!(
+            labels("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"),
+            expected(
+                "bidi_stream",
+                "grpc.reflection.v1.ServerReflection",
+                "ServerReflectionInfo"
+            )
+        );
         for other in [
             "/dialectic.v1.wallet.WalletService/Mint",
             "/dialectic.v1.planner.PlannerService/Pause",
@@ -297,6 +377,7 @@ mod tests {
             "",
         ] {
             assert_eq!(&*wallet.label(other), UNKNOWN_METHOD, "{other}");
+            assert_eq!(wallet.grpc(other), GrpcMethod::unknown(), "{other}");
         }
     }
 }

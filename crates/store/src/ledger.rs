@@ -782,6 +782,24 @@ async fn credit_once(
     Ok(written)
 }
 
+/// The entry a wallet wrote under `key`, if any: whether a request under that
+/// key was already made (`dialecticd bootstrap` reports a repeat as such).
+pub async fn entry_with_key(
+    pool: &PgPool,
+    wallet_id: WalletId,
+    key: &str,
+) -> Result<Option<Transaction>, LedgerError> {
+    Ok(sqlx::query_as::<_, Transaction>(&format!(
+        "WITH keyed AS MATERIALIZED (
+           SELECT {TX_COLUMNS} FROM token_wallet_transactions WHERE idempotency_key = $2)
+         SELECT * FROM keyed WHERE wallet_id = $1"
+    ))
+    .bind(wallet_id)
+    .bind(key)
+    .fetch_optional(pool)
+    .await?)
+}
+
 /// Releases holds whose expiry passed without a capture; returns how many.
 /// A hold whose call's cost was recorded is left to [`settle_abandoned`],
 /// which captures it once its attempt is over.

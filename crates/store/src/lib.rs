@@ -9,6 +9,7 @@ pub mod clarifications;
 pub mod contributions;
 pub mod error;
 pub mod gates;
+pub mod idempotency;
 pub mod index;
 pub mod inputs;
 pub mod jobs;

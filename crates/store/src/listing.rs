@@ -1,6 +1,8 @@
 //! Paged lists of a user's projects and sessions, and project deletion.
-//! Pages run newest first on (created_at, id), so a row inserted while a
-//! client pages never shifts what it has not read yet.
+//! Pages run on (created_at, id) (or (name, id)), newest first unless the
+//! caller orders otherwise, so a row inserted while a client pages never
+//! shifts what it has not read yet. Filters come parsed from
+//! `dialectic_core::list_filter`.
 
 pub use crate::error::DeleteError;
 use crate::projects::{PROJECT_COLUMNS, ProjectRow};
@@ -9,53 +11,109 @@ use crate::{StoreError, Tx};
 use chrono::{DateTime, Utc};
 use dialectic_core::ids::{ProjectId, SessionId, UserId};
 use dialectic_core::job::JobStatus;
-use sqlx::PgPool;
+use dialectic_core::list_filter::{ListFilter, ListOrder};
+use sqlx::{PgPool, Postgres, QueryBuilder};
 
 /// Where the previous page stopped: the last row's (created_at, id).
 pub type Cursor<Id> = (DateTime<Utc>, Id);
 
+/// One page's request: how many rows after which cursor, under a filter
+/// and an order. Every value is bound; only fixed SQL text is pushed.
+pub struct Page<'a, Id> {
+    pub limit: i64,
+    pub after: Option<Cursor<Id>>,
+    pub filter: &'a ListFilter,
+    pub order: ListOrder,
+}
+
 pub async fn projects(
     pool: &PgPool,
     user_id: UserId,
-    limit: i64,
-    after: Option<Cursor<ProjectId>>,
+    page: &Page<'_, ProjectId>,
 ) -> Result<Vec<ProjectRow>, StoreError> {
-    let (at, id) = after.unzip();
-    Ok(sqlx::query_as::<_, ProjectRow>(&format!(
-        "SELECT {PROJECT_COLUMNS} FROM dialectic_projects
-         WHERE user_id = $1 AND deleted_at IS NULL
-           AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
-         ORDER BY created_at DESC, id DESC LIMIT $4"
-    ))
-    .bind(user_id)
-    .bind(at)
-    .bind(id)
-    .bind(limit)
-    .fetch_all(pool)
-    .await?)
+    let mut q = QueryBuilder::<Postgres>::new(format!(
+        "SELECT {PROJECT_COLUMNS} FROM dialectic_projects WHERE deleted_at IS NULL AND user_id = "
+    ));
+    q.push_bind(user_id);
+    if let Some(name) = &page.filter.name {
+        let op = if name.case_insensitive() {
+            "ILIKE"
+        } else {
+            "LIKE"
+        };
+        q.push(format_args!(" AND project_name {op} "))
+            .push_bind(name.like_pattern());
+    }
+    // A name cursor is the row's id: its name is read back, so no name
+    // travels in the token.
+    push_page(
+        &mut q,
+        page,
+        "(SELECT p.project_name FROM dialectic_projects p WHERE p.id = ",
+        "project_name",
+    );
+    Ok(q.build_query_as::<ProjectRow>().fetch_all(pool).await?)
 }
 
 pub async fn sessions(
     pool: &PgPool,
     user_id: UserId,
     project_id: ProjectId,
-    limit: i64,
-    after: Option<Cursor<SessionId>>,
+    page: &Page<'_, SessionId>,
 ) -> Result<Vec<SessionRow>, StoreError> {
-    let (at, id) = after.unzip();
-    Ok(sqlx::query_as::<_, SessionRow>(&format!(
-        "SELECT {SESSION_COLUMNS} FROM dialectic_sessions
-         WHERE project_id = $1 AND user_id = $2
-           AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4))
-         ORDER BY created_at DESC, id DESC LIMIT $5"
+    let mut q = QueryBuilder::<Postgres>::new(format!(
+        "SELECT {SESSION_COLUMNS} FROM dialectic_sessions WHERE project_id = "
+    ));
+    q.push_bind(project_id)
+        .push(" AND user_id = ")
+        .push_bind(user_id);
+    if let Some(state) = page.filter.state {
+        q.push(" AND status LIKE ")
+            .push_bind(state.status_like_pattern());
+    }
+    push_page(&mut q, page, "", "");
+    Ok(q.build_query_as::<SessionRow>().fetch_all(pool).await?)
+}
+
+/// The created_at bounds, the cursor, the order and the limit. `name_of` and
+/// `name_column` serve name orders (empty where the list has none).
+fn push_page<Id>(
+    q: &mut QueryBuilder<'_, Postgres>,
+    page: &Page<'_, Id>,
+    name_of: &str,
+    name_column: &str,
+) where
+    Id: Copy + Send + for<'q> sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres> + 'static,
+{
+    for (bound, strict, loose) in [
+        (page.filter.created_after, " > ", " >= "),
+        (page.filter.created_before, " < ", " <= "),
+    ] {
+        if let Some(b) = bound {
+            q.push(" AND created_at")
+                .push(if b.inclusive { loose } else { strict })
+                .push_bind(b.at);
+        }
+    }
+    let (key, cmp, direction) = match page.order {
+        ListOrder::CreatedDesc => ("created_at", "<", "DESC"),
+        ListOrder::CreatedAsc => ("created_at", ">", "ASC"),
+        ListOrder::NameAsc => (name_column, ">", "ASC"),
+        ListOrder::NameDesc => (name_column, "<", "DESC"),
+    };
+    if let Some((at, id)) = page.after {
+        q.push(format_args!(" AND ({key}, id) {cmp} ("));
+        if key == "created_at" {
+            q.push_bind(at);
+        } else {
+            q.push(name_of).push_bind(id).push(")");
+        }
+        q.push(", ").push_bind(id).push(")");
+    }
+    q.push(format_args!(
+        " ORDER BY {key} {direction}, id {direction} LIMIT "
     ))
-    .bind(project_id)
-    .bind(user_id)
-    .bind(at)
-    .bind(id)
-    .bind(limit)
-    .fetch_all(pool)
-    .await?)
+    .push_bind(page.limit);
 }
 
 /// Marks the caller's project deleted under the project's row lock and

@@ -1,8 +1,13 @@
 //! Logging and distributed tracing. Spans always get OpenTelemetry ids, so a
 //! `traceparent` can cross gRPC and AMQP even when no collector is configured;
-//! OTLP export is on when an endpoint is set (or `OTEL_EXPORTER_OTLP_ENDPOINT`).
+//! OTLP export is on when an endpoint is set (or `OTEL_EXPORTER_OTLP_ENDPOINT`),
+//! over gRPC or HTTP/protobuf, with TLS for an `https://` endpoint ([`otlp`]).
 
+pub mod genai;
+mod json_log;
 pub mod metrics;
+pub mod otlp;
+mod process;
 
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::TracerProvider as _;
@@ -69,12 +74,7 @@ pub fn init(settings: TelemetrySettings<'_>) -> Result<TelemetryGuard, Telemetry
         .build();
     let mut builder = SdkTracerProvider::builder().with_resource(resource);
     if let Some(endpoint) = endpoint {
-        use opentelemetry_otlp::WithExportConfig;
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_tonic()
-            .with_endpoint(endpoint)
-            .build()
-            .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
+        let exporter = otlp::span_exporter(&endpoint, &otlp::ExportSettings::from_env()?)?;
         builder = builder.with_batch_exporter(exporter);
     }
     let provider = builder.build();
@@ -93,8 +93,8 @@ pub fn init(settings: TelemetrySettings<'_>) -> Result<TelemetryGuard, Telemetry
             .with(
                 tracing_subscriber::fmt::layer()
                     .json()
-                    .with_current_span(true)
-                    .with_span_events(span_events),
+                    .with_span_events(span_events)
+                    .event_format(json_log::TopLevelJson::default()),
             )
             .try_init()
     } else {

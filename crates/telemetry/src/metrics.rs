@@ -254,6 +254,54 @@ pub static GRPC_DURATION: Histogram = Histogram::new(
     &["service", "method"],
     DURATION_BUCKETS,
 );
+// The grpc-ecosystem names and labels (go-grpc-middleware's Prometheus
+// provider), which off-the-shelf gRPC dashboards and SLOs read; the
+// `dialectic_grpc_*` series above stay for one release beside them.
+pub static GRPC_SERVER_STARTED: Counter = Counter::new(
+    "grpc_server_started_total",
+    "RPCs started on the server",
+    &["grpc_type", "grpc_service", "grpc_method"],
+);
+pub static GRPC_SERVER_HANDLED: Counter = Counter::new(
+    "grpc_server_handled_total",
+    "RPCs completed on the server, by gRPC status code name (streams when their response opened)",
+    &["grpc_type", "grpc_service", "grpc_method", "grpc_code"],
+);
+pub static GRPC_SERVER_HANDLING_SECONDS: Histogram = Histogram::new(
+    "grpc_server_handling_seconds",
+    "Time to the response headers of an RPC (the whole call for unary RPCs)",
+    &["grpc_type", "grpc_service", "grpc_method"],
+    DURATION_BUCKETS,
+);
+
+/// The name of a gRPC status code given as its number (`0` is `OK`), as
+/// the grpc-ecosystem metrics label it; anything else is `Unknown`.
+pub fn grpc_code_name(code: &str) -> &'static str {
+    const NAMES: [&str; 17] = [
+        "OK",
+        "Canceled",
+        "Unknown",
+        "InvalidArgument",
+        "DeadlineExceeded",
+        "NotFound",
+        "AlreadyExists",
+        "PermissionDenied",
+        "ResourceExhausted",
+        "FailedPrecondition",
+        "Aborted",
+        "OutOfRange",
+        "Unimplemented",
+        "Internal",
+        "Unavailable",
+        "DataLoss",
+        "Unauthenticated",
+    ];
+    code.parse::<usize>()
+        .ok()
+        .and_then(|n| NAMES.get(n).copied())
+        .unwrap_or("Unknown")
+}
+
 pub static QUEUE_LAG: Histogram = Histogram::new(
     "dialectic_queue_lag_seconds",
     "Time a message spent in RabbitMQ, from publish to delivery to a consumer",
@@ -288,8 +336,29 @@ pub static MODEL_CALLS: Counter = Counter::new(
 );
 pub static MODEL_TOKENS: Counter = Counter::new(
     "dialectic_model_tokens_total",
-    "Tokens reported by the model provider, by model and direction (input, output)",
+    "Tokens reported by the model provider, by model and direction (input, output; \
+     cache_read and cache_write are the parts of input read from and written to the prompt cache)",
     &["model", "direction"],
+);
+pub static MODEL_CALL_DURATION: Histogram = Histogram::new(
+    "dialectic_model_call_duration_seconds",
+    "A model call from request to whole reply, the client's retries and any wait for a call \
+     slot included, by model and result (ok, transient, failed)",
+    &["model", "result"],
+    DURATION_BUCKETS,
+);
+pub static MODEL_TIME_TO_FIRST_TOKEN: Histogram = Histogram::new(
+    "dialectic_model_time_to_first_token_seconds",
+    "From sending a model call to the first text of its streamed reply, by model",
+    &["model"],
+    DURATION_BUCKETS,
+);
+pub static MODEL_ERRORS: Counter = Counter::new(
+    "dialectic_model_errors_total",
+    "Failed model calls, by model and reason (timeout, connection, rate_limited, \
+     quota_exhausted, auth, unsupported_parameter, context_length, rejected, server_error, \
+     reply_too_large, bad_reply, call_limiter, config, replay, other)",
+    &["model", "reason"],
 );
 pub static MODEL_COST: Counter = Counter::new(
     "dialectic_model_cost_total",
@@ -323,10 +392,24 @@ pub static DEPENDENCY_UP: Gauge = Gauge::new(
     &["dependency"],
 );
 
+pub static BUILD_INFO: Gauge = Gauge::new(
+    "dialectic_build_info",
+    "1, labelled with the release and the commit this process was built from",
+    &["version", "commit"],
+);
+
+/// Sets [`BUILD_INFO`] once a process knows what it is.
+pub fn set_build_info(version: &str, commit: &str) {
+    BUILD_INFO.set(&[version, commit], 1.0);
+}
+
 static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
     let mut registry = Registry::default();
     GRPC_REQUESTS.register(&mut registry);
     GRPC_DURATION.register(&mut registry);
+    GRPC_SERVER_STARTED.register(&mut registry);
+    GRPC_SERVER_HANDLED.register(&mut registry);
+    GRPC_SERVER_HANDLING_SECONDS.register(&mut registry);
     QUEUE_LAG.register(&mut registry);
     MESSAGES_CONSUMED.register(&mut registry);
     OUTBOX_PENDING.register(&mut registry);
@@ -334,12 +417,17 @@ static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
     JOB_DURATION.register(&mut registry);
     MODEL_CALLS.register(&mut registry);
     MODEL_TOKENS.register(&mut registry);
+    MODEL_CALL_DURATION.register(&mut registry);
+    MODEL_TIME_TO_FIRST_TOKEN.register(&mut registry);
+    MODEL_ERRORS.register(&mut registry);
     MODEL_COST.register(&mut registry);
     WALLET_OPERATIONS.register(&mut registry);
     WALLET_HELD.register(&mut registry);
     COMPRESSION_STEPS.register(&mut registry);
     DOCUMENTS_RENDERED.register(&mut registry);
     DEPENDENCY_UP.register(&mut registry);
+    BUILD_INFO.register(&mut registry);
+    registry.register_collector(Box::new(crate::process::ProcessCollector));
     registry
 });
 
@@ -418,6 +506,17 @@ mod tests {
     }
 
     #[test]
+    fn grpc_codes_are_named_as_grpc_names_them() {
+        assert_eq!(grpc_code_name("0"), "OK");
+        assert_eq!(grpc_code_name("5"), "NotFound");
+        assert_eq!(grpc_code_name("14"), "Unavailable");
+        assert_eq!(grpc_code_name("16"), "Unauthenticated");
+        for other in ["17", "-1", "transport", ""] {
+            assert_eq!(grpc_code_name(other), "Unknown", "{other}");
+        }
+    }
+
+    #[test]
     fn the_registry_exposes_every_metric_under_its_documented_name() {
         GRPC_REQUESTS.inc(&["svc", "/m", "0"]);
         let out = render();
@@ -431,11 +530,22 @@ mod tests {
             ("dialectic_job_duration_seconds", "histogram"),
             ("dialectic_model_calls_total", "counter"),
             ("dialectic_model_tokens_total", "counter"),
+            ("dialectic_model_call_duration_seconds", "histogram"),
+            ("dialectic_model_time_to_first_token_seconds", "histogram"),
+            ("dialectic_model_errors_total", "counter"),
             ("dialectic_model_cost_total", "counter"),
             ("dialectic_wallet_operations_total", "counter"),
             ("dialectic_wallet_held", "gauge"),
             ("dialectic_compression_steps_total", "counter"),
             ("dialectic_documents_rendered_total", "counter"),
+            ("dialectic_build_info", "gauge"),
+            ("grpc_server_started_total", "counter"),
+            ("grpc_server_handled_total", "counter"),
+            ("grpc_server_handling_seconds", "histogram"),
+            ("process_cpu_seconds_total", "counter"),
+            ("process_resident_memory_bytes", "gauge"),
+            ("process_start_time_seconds", "gauge"),
+            ("process_open_fds", "gauge"),
         ] {
             assert!(
                 out.contains(&format!("# TYPE {name} {kind}\n")),

@@ -45,7 +45,7 @@ pub struct Cli {
     pub config_file: Option<PathBuf>,
     /// `json` prints one JSON document per answer (one line per watched event),
     /// `yaml` the same as YAML documents; every command honours it, `admin` included.
-    #[arg(long, value_enum, default_value_t = Format::Text, env = "DIALECTIC_OUTPUT", global = true)]
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text, env = "DIALECTIC_OUTPUT", global = true)]
     pub output: Format,
     /// How long any one call may take (e.g. 500ms, 30s, 2m); a stream such as
     /// `watch` only until it starts.
@@ -112,14 +112,14 @@ pub enum Command {
 
 #[derive(Subcommand)]
 pub enum ProjectCommand {
-    /// Your projects, newest first.
+    /// Your projects, newest first (all of them unless --limit).
     List(ListProjects),
     /// Create a project; prints its id.
     Create(CreateProject),
     /// A project's name, pipeline, prompt and when it was created.
     Show(ProjectRef),
-    /// Delete a project and its stored objects.
-    Delete(ProjectRef),
+    /// Delete a project and its stored objects; asks first on a terminal.
+    Delete(DeleteProject),
     /// Upload documents to a project (UTF-8 text or markdown, PDF with a
     /// text layer, DOCX; PDF and DOCX are converted to markdown), in order;
     /// steps read them through `project_document` input rules, by role when
@@ -145,14 +145,35 @@ pub enum QueryCommand {
 pub struct QueryHistory {
     #[arg(long)]
     pub project: String,
-    #[arg(long, default_value_t = 50)]
-    pub limit: u32,
+    #[command(flatten)]
+    pub page: crate::paging::PageArgs,
 }
 
 #[derive(Args)]
 pub struct ListProjects {
-    #[arg(long, default_value_t = 50)]
-    pub limit: u32,
+    #[command(flatten)]
+    pub page: crate::paging::PageArgs,
+    #[command(flatten)]
+    pub query: crate::paging::QueryArgs,
+}
+
+#[derive(Args)]
+pub struct ListSessions {
+    #[arg(long)]
+    pub project: String,
+    #[command(flatten)]
+    pub page: crate::paging::PageArgs,
+    #[command(flatten)]
+    pub query: crate::paging::QueryArgs,
+}
+
+#[derive(Args)]
+pub struct DeleteProject {
+    #[command(flatten)]
+    pub target: ProjectRef,
+    /// Delete without asking; required when stdin is not a terminal (a script).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
 }
 
 #[derive(Args)]
@@ -208,7 +229,7 @@ pub struct Export {
 #[derive(Subcommand)]
 pub enum SessionCommand {
     /// A project's sessions, newest first.
-    List(ProjectRef),
+    List(ListSessions),
     /// Start a session on a project; prints its id and status.
     Start(StartSession),
     /// Print a session's status and job counts.

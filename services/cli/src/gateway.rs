@@ -9,8 +9,8 @@ use dialectic_core::pushback::Pushback;
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
 use dialectic_proto::v1::{
     CreateProjectRequest, GetProjectRequest, GetSessionRequest, ListPipelinesRequest,
-    ListStageDocumentsRequest, Project, Session, StageDocument, StartSessionRequest,
-    WatchSessionRequest,
+    ListStageDocumentsRequest, Project, Session, SessionEventKind, StageDocument,
+    StartSessionRequest, WatchSessionRequest,
 };
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -551,8 +551,9 @@ impl Gateway {
     }
 
     /// Shows events in `view` until `format::Stop` says so. A dropped stream is
-    /// watched again (the new snapshot carries the current status); without a
-    /// deadline it gives up after REWATCH_PATIENCE of failed attempts.
+    /// watched again after the last event seen (`after_sequence`), so the
+    /// gateway replays the ones missed; without a deadline it gives up after
+    /// REWATCH_PATIENCE of failed attempts. Heartbeats only keep the stream open.
     pub async fn watch(
         &self,
         session: &str,
@@ -562,12 +563,16 @@ impl Gateway {
     ) -> Result<()> {
         let mut stop = format::Stop::new(until);
         let mut last_ok = Instant::now();
+        // The last event's sequence: where a new stream resumes.
+        let mut cursor: Option<u64> = None;
         loop {
             let ended = async {
+                let after_sequence = cursor;
                 let mut stream = self
                     .call(|mut c| {
                         let request = self.request(WatchSessionRequest {
                             session_id: session.to_string(),
+                            after_sequence,
                         });
                         async move { c.watch_session(request).await }
                     })
@@ -585,6 +590,13 @@ impl Gateway {
                     };
                     let Some(item) = item else { break };
                     let event = item?;
+                    if event.event_kind() == SessionEventKind::Heartbeat {
+                        continue;
+                    }
+                    cursor = Some(event.sequence);
+                    if event.history_truncated {
+                        view.note("events were missed while the stream was down; from here on, the current state");
+                    }
                     view.event(&event);
                     match stop.observe(&event.session_status) {
                         format::Verdict::Continue => {}
@@ -636,7 +648,10 @@ impl Gateway {
                     }
                 }
             }
-            view.note("event stream ended; watching again");
+            match cursor {
+                Some(n) => view.note(&format!("event stream ended; resuming after event {n}")),
+                None => view.note("event stream ended; watching again"),
+            }
             tokio::time::sleep(RETRY_DELAY).await;
         }
     }
@@ -686,17 +701,22 @@ impl Gateway {
     }
 
     pub async fn docs(&self, session: &str, stage: &str) -> Result<Vec<StageDocument>> {
-        let list = self
-            .call(|mut c| {
-                let request = self.request(ListStageDocumentsRequest {
-                    session_id: session.to_string(),
-                    stage_slug: stage.to_string(),
-                    iteration: 0,
-                });
-                async move { c.list_stage_documents(request).await }
-            })
-            .await?;
-        Ok(list.documents)
+        crate::paging::all("documents", |page_size, page_token| async move {
+            let page = self
+                .call(|mut c| {
+                    let request = self.request(ListStageDocumentsRequest {
+                        session_id: session.to_string(),
+                        stage_slug: stage.to_string(),
+                        iteration: 0,
+                        page_size,
+                        page_token: page_token.clone(),
+                    });
+                    async move { c.list_stage_documents(request).await }
+                })
+                .await?;
+            Ok((page.documents, page.next_page_token))
+        })
+        .await
     }
 
     /// The stages of the pipeline version a session runs, to check `--until`
@@ -720,14 +740,20 @@ impl Gateway {
         slug: &str,
         version: Option<u32>,
     ) -> Result<Option<Vec<String>>> {
-        let list = self
-            .call(|mut c| {
-                let request = self.request(ListPipelinesRequest {});
-                async move { c.list_pipelines(request).await }
-            })
-            .await?;
-        Ok(list
-            .pipelines
+        let pipelines = crate::paging::all("pipelines", |page_size, page_token| async move {
+            let page = self
+                .call(|mut c| {
+                    let request = self.request(ListPipelinesRequest {
+                        page_size,
+                        page_token: page_token.clone(),
+                    });
+                    async move { c.list_pipelines(request).await }
+                })
+                .await?;
+            Ok((page.pipelines, page.next_page_token))
+        })
+        .await?;
+        Ok(pipelines
             .into_iter()
             .find(|p| p.slug == slug && version.map_or(p.current, |v| v == p.version))
             .map(|p| p.stages))

@@ -4,9 +4,9 @@
 //! before anything runs. Delete this file and `Command::Deprecated` then.
 
 use crate::cli::{
-    AddDocs, Ask, Blackboard, Command, CreateProject, Export, ListProjects, ModelCommand,
-    ProjectCommand, ProjectRef, Retry, Revisit, SessionCommand, SessionRef, StartSession, Submit,
-    Watch,
+    AddDocs, Ask, Blackboard, Command, CreateProject, DeleteProject, Export, ListProjects,
+    ListSessions, ModelCommand, ProjectCommand, ProjectRef, Retry, Revisit, SessionCommand,
+    SessionRef, StartSession, Submit, Watch,
 };
 use clap::Subcommand;
 
@@ -17,7 +17,7 @@ pub enum Deprecated {
     #[command(hide = true)]
     Projects(ListProjects),
     #[command(hide = true)]
-    DeleteProject(ProjectRef),
+    DeleteProject(DeleteProject),
     #[command(hide = true)]
     AddDoc(AddDocs),
     #[command(hide = true)]
@@ -27,7 +27,7 @@ pub enum Deprecated {
     #[command(hide = true)]
     Export(Export),
     #[command(hide = true)]
-    Sessions(ProjectRef),
+    Sessions(ListSessions),
     #[command(hide = true)]
     Start(StartSession),
     #[command(hide = true)]

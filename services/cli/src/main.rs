@@ -10,6 +10,7 @@ mod gateway;
 mod json;
 mod legacy;
 mod output;
+mod paging;
 mod progress;
 
 use anyhow::Result;

@@ -482,7 +482,12 @@ impl View {
         }
     }
 
+    /// Shows one watched event; a heartbeat only keeps the stream open, so
+    /// it shows nothing.
     pub fn event(&mut self, e: &SessionEvent) {
+        if e.event_kind() == SessionEventKind::Heartbeat {
+            return;
+        }
         match self {
             View::Lines(out) => out.show(e),
             View::Bars(live) => {

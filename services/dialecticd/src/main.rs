@@ -9,6 +9,7 @@ use dialectic_runtime::{CancellationToken, StartFn};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod bootstrap;
 mod models;
 mod secret_hook;
 
@@ -46,6 +47,14 @@ enum Command {
         /// Then `model sync` this models file (the chart's migrate Job).
         #[arg(long, value_name = "FILE")]
         sync_models: Option<std::path::PathBuf>,
+    },
+    /// Apply a bootstrap file (TOML, or JSON as the chart renders it): an
+    /// administrator's key read from the variable it names, starting credits
+    /// and pipeline files. Idempotent: a second run changes nothing and says so
+    /// (the chart's post-install and post-upgrade Job).
+    Bootstrap {
+        #[arg(long, value_name = "FILE")]
+        file: std::path::PathBuf,
     },
     /// Administration that talks to the database directly.
     #[command(subcommand)]
@@ -421,7 +430,10 @@ fn main() -> anyhow::Result<()> {
             services[0].clone()
         }
         Command::Migrate { .. } => "migrate".to_string(),
-        Command::Admin(_) | Command::Pipeline(_) | Command::Model(_) => "admin".to_string(),
+        Command::Admin(_)
+        | Command::Pipeline(_)
+        | Command::Model(_)
+        | Command::Bootstrap { .. } => "admin".to_string(),
         Command::Run { .. } | Command::Drain { .. } | Command::Keys(_) | Command::SecretHook(_) => {
             "dialecticd".to_string()
         }
@@ -443,6 +455,7 @@ fn main() -> anyhow::Result<()> {
             }
             Command::Run { services } => run(settings, &services).await,
             Command::Admin(command) => admin(&settings, command).await,
+            Command::Bootstrap { file } => bootstrap::run(&settings, &file).await,
             Command::Model(command) => models::run(&settings, command).await,
             Command::Pipeline(PipelineCommand::Export { name }) => {
                 export_pipeline(&settings, &name).await

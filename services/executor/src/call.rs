@@ -4,7 +4,7 @@
 
 use crate::billing::{self, Billing, Hold};
 use crate::provider::Provider;
-use crate::{Executor, permanent, retryable};
+use crate::{Executor, model_call, permanent, retryable};
 use dialectic_core::ids::TransactionId;
 use dialectic_core::prompt::ChatRequest;
 use dialectic_core::tokens::cost;
@@ -50,12 +50,12 @@ impl Executor {
         };
         let started = Instant::now();
         let outcome = tokio::select! {
-            outcome = provider.chat(request).instrument(info_span!("model")) => outcome,
+            outcome = model_call::chat(provider, model, request) => outcome,
             _ = self.hand_back.cancelled() => return Err(self.hand_back(job, hold.as_ref()).await),
         };
         let response = match outcome {
             Ok(response) => response,
-            Err(e) => return Err(self.call_failed(job, model, hold.as_ref(), e).await),
+            Err(e) => return Err(self.call_failed(job, hold.as_ref(), e).await),
         };
         let processing_ms = started.elapsed().as_millis() as i64;
         let actual = cost(
@@ -64,7 +64,7 @@ impl Executor {
             model.input_token_cost_rate,
             model.output_token_cost_rate,
         );
-        count_call(model, &response, actual);
+        metrics::MODEL_COST.add(&[&model.api_identifier], actual as f64);
         if let (Some(billing), Some(hold)) = (&self.billing, hold) {
             // Spawned, so that an attempt abandoned from here on (its lease
             // lost, shutdown) still pays for the call that happened.
@@ -105,13 +105,9 @@ impl Executor {
     async fn call_failed(
         &self,
         job: &JobRow,
-        model: &ModelRow,
         hold: Option<&Hold>,
         error: LlmError,
     ) -> AttemptError {
-        let transient = matches!(error, LlmError::Transient(_));
-        let result = if transient { "transient" } else { "failed" };
-        metrics::MODEL_CALLS.inc(&[&model.api_identifier, result]);
         if let (Some(billing), Some(hold)) = (&self.billing, hold) {
             billing.release(job, hold, "the model call failed").await;
         }
@@ -120,14 +116,6 @@ impl Executor {
             other => permanent("model_failed", other),
         }
     }
-}
-
-fn count_call(model: &ModelRow, response: &ChatResponse, actual: i64) {
-    let label = model.api_identifier.as_str();
-    metrics::MODEL_CALLS.inc(&[label, "ok"]);
-    metrics::MODEL_TOKENS.add(&[label, "input"], response.input_tokens as f64);
-    metrics::MODEL_TOKENS.add(&[label, "output"], response.output_tokens as f64);
-    metrics::MODEL_COST.add(&[label], actual as f64);
 }
 
 /// What a call that happened is charged: its cost in wallet units and what

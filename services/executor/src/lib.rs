@@ -11,6 +11,7 @@ mod chain;
 pub mod compress;
 mod gather;
 pub mod limits;
+mod model_call;
 mod persist;
 mod provider;
 mod query;

@@ -574,6 +574,8 @@ mod tests {
             cached_input_tokens: 0,
             cache_write_input_tokens: 0,
             usage_estimated: true,
+            time_to_first_token: None,
+            response_model: None,
             raw: Value::Null,
         }
     }

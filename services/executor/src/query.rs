@@ -6,9 +6,9 @@
 //! under keys of this question, and every citation is checked against the
 //! chunks its call was given (`dialectic_core::query`).
 
-use crate::Executor;
 use crate::billing::{self, Hold};
 use crate::provider::Provider;
+use crate::{Executor, model_call};
 use dialectic_core::digest::sha256_hex;
 use dialectic_core::error::{ErrorCode, Reason};
 use dialectic_core::ids::{ProjectId, SessionId, UserId};
@@ -345,7 +345,7 @@ impl Asking<'_> {
     ) -> Result<(serde_json::Value, i64), Status> {
         let key = format!("query:{}:{step}", self.query_id);
         let hold = self.hold(&key, request).await?;
-        let response = match self.provider.chat(request).await {
+        let response = match model_call::chat(&self.provider, &self.model, request).await {
             Ok(response) => response,
             Err(e) => {
                 if let (Some(billing), Some(hold)) = (&self.executor.billing, &hold) {

@@ -8,13 +8,15 @@ use crate::convert;
 use crate::error::GatewayError;
 use crate::service::Gateway;
 use dialectic_core::ids::{ModelId, ProjectId, ResourceId, UserId};
+use dialectic_core::list_filter::{Field, ListOrder, ListQueryError, parse_filter, parse_order};
 use dialectic_proto::v1::planner::DeleteProjectCommand;
 use dialectic_proto::v1::{
     CreditWalletRequest, DeleteProjectResponse, DocumentChunk, DocumentChunks,
-    EditStageRecipeRequest, InstallPipelineResponse, ListPipelinesResponse, ListProjectsRequest,
-    ListProjectsResponse, ListRecipesResponse, ListSessionsRequest, ListSessionsResponse,
-    ListWalletTransactionsRequest, ListWalletTransactionsResponse, Pipeline, RecipeStep,
-    RecipeSummary, StageRecipe, WalletTransaction,
+    EditStageRecipeRequest, InstallPipelineResponse, ListPipelinesRequest, ListPipelinesResponse,
+    ListProjectsRequest, ListProjectsResponse, ListRecipesRequest, ListRecipesResponse,
+    ListSessionsRequest, ListSessionsResponse, ListWalletTransactionsRequest,
+    ListWalletTransactionsResponse, Pipeline, RecipeStep, RecipeSummary, StageRecipe,
+    WalletTransaction,
 };
 use dialectic_store::listing;
 use dialectic_store::projects::{self, ProjectRow};
@@ -100,6 +102,36 @@ fn cursor<Id: FromStr>(token: &str) -> Result<Option<listing::Cursor<Id>>, Gatew
     convert::parse_page_token(token).map_err(|e| GatewayError::bad("page_token", e))
 }
 
+fn list_query(e: ListQueryError) -> GatewayError {
+    // The message starts with the field too: a CLI shows only the message.
+    GatewayError::bad(e.field, e.to_string())
+}
+
+const PROJECT_FIELDS: &[Field] = &[Field::Name, Field::CreatedAt];
+const PROJECT_ORDERS: &[ListOrder] = &[
+    ListOrder::CreatedDesc,
+    ListOrder::CreatedAsc,
+    ListOrder::NameAsc,
+    ListOrder::NameDesc,
+];
+const SESSION_FIELDS: &[Field] = &[Field::State, Field::CreatedAt];
+const SESSION_ORDERS: &[ListOrder] = &[ListOrder::CreatedDesc, ListOrder::CreatedAsc];
+
+/// The next page's token, in the page's order: only when the page came back full.
+fn next_ordered<T, Id: std::fmt::Display>(
+    rows: &[T],
+    page: &listing::Page<'_, Id>,
+    key: impl Fn(&T) -> (chrono::DateTime<chrono::Utc>, Id),
+) -> String {
+    match rows.last() {
+        Some(last) if rows.len() as i64 >= page.limit => {
+            let (at, id) = key(last);
+            convert::ordered_token(page.order, at, id)
+        }
+        _ => String::new(),
+    }
+}
+
 impl Gateway {
     /// An administrator's credit, through the wallet (which admits credits
     /// from the gateway only, for the administrator it names).
@@ -177,10 +209,17 @@ impl Gateway {
         user: UserId,
         req: ListProjectsRequest,
     ) -> Result<ListProjectsResponse, GatewayError> {
-        let limit = convert::page_size(req.page_size);
-        let rows =
-            listing::projects(self.store.pool(), user, limit, cursor(&req.page_token)?).await?;
-        let next_page_token = convert::next_token(&rows, limit, |r| (r.created_at, r.id));
+        let filter = parse_filter(&req.filter, PROJECT_FIELDS).map_err(list_query)?;
+        let order = parse_order(&req.order_by, PROJECT_ORDERS).map_err(list_query)?;
+        let page = listing::Page {
+            limit: convert::page_size(req.page_size),
+            after: convert::parse_ordered_token(order, &req.page_token)
+                .map_err(|e| GatewayError::bad("page_token", e))?,
+            filter: &filter,
+            order,
+        };
+        let rows = listing::projects(self.store.pool(), user, &page).await?;
+        let next_page_token = next_ordered(&rows, &page, |r| (r.created_at, r.id));
         Ok(ListProjectsResponse {
             projects: rows.into_iter().map(convert::project).collect(),
             next_page_token,
@@ -193,17 +232,19 @@ impl Gateway {
         req: ListSessionsRequest,
     ) -> Result<ListSessionsResponse, GatewayError> {
         let project_id = ProjectId::parse(&req.project_id)?;
+        // The request is checked whole before any row is read.
+        let filter = parse_filter(&req.filter, SESSION_FIELDS).map_err(list_query)?;
+        let order = parse_order(&req.order_by, SESSION_ORDERS).map_err(list_query)?;
+        let page = listing::Page {
+            limit: convert::page_size(req.page_size),
+            after: convert::parse_ordered_token(order, &req.page_token)
+                .map_err(|e| GatewayError::bad("page_token", e))?,
+            filter: &filter,
+            order,
+        };
         projects::project_for_user(self.store.pool(), user, project_id).await?;
-        let limit = convert::page_size(req.page_size);
-        let rows = listing::sessions(
-            self.store.pool(),
-            user,
-            project_id,
-            limit,
-            cursor(&req.page_token)?,
-        )
-        .await?;
-        let next_page_token = convert::next_token(&rows, limit, |r| (r.created_at, r.id));
+        let rows = listing::sessions(self.store.pool(), user, project_id, &page).await?;
+        let next_page_token = next_ordered(&rows, &page, |r| (r.created_at, r.id));
         let mut sessions = Vec::with_capacity(rows.len());
         for row in rows {
             sessions.push(self.session_view(row, false).await?);
@@ -268,17 +309,24 @@ impl Gateway {
         })
     }
 
-    pub(crate) async fn list_pipelines(&self) -> Result<ListPipelinesResponse, GatewayError> {
+    pub(crate) async fn list_pipelines(
+        &self,
+        req: ListPipelinesRequest,
+    ) -> Result<ListPipelinesResponse, GatewayError> {
+        let start = convert::start_of(&req.page_token)?;
         let versions = pipelines::list(self.store.pool()).await?;
         let mut newest_seen = std::collections::HashSet::new();
+        let all: Vec<_> = versions
+            .into_iter()
+            .map(|v| {
+                let current = newest_seen.insert(v.slug.clone());
+                pipeline(v, current)
+            })
+            .collect();
+        let (pipelines, next_page_token) = convert::whole_page(all, req.page_size, start)?;
         Ok(ListPipelinesResponse {
-            pipelines: versions
-                .into_iter()
-                .map(|v| {
-                    let current = newest_seen.insert(v.slug.clone());
-                    pipeline(v, current)
-                })
-                .collect(),
+            pipelines,
+            next_page_token,
         })
     }
 
@@ -309,9 +357,15 @@ impl Gateway {
         })
     }
 
-    pub(crate) async fn list_recipes(&self) -> Result<ListRecipesResponse, GatewayError> {
+    pub(crate) async fn list_recipes(
+        &self,
+        req: ListRecipesRequest,
+    ) -> Result<ListRecipesResponse, GatewayError> {
+        let start = convert::start_of(&req.page_token)?;
         let rows = recipes::stage_recipes(self.store.pool()).await?;
+        let (rows, next_page_token) = convert::whole_page(rows, req.page_size, start)?;
         Ok(ListRecipesResponse {
+            next_page_token,
             recipes: rows
                 .into_iter()
                 .map(

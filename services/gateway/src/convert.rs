@@ -6,6 +6,7 @@ use dialectic_cache::ProgressEvent;
 use dialectic_core::blackboard::StoredEntry;
 use dialectic_core::ids::ModelId;
 use dialectic_core::job::{JobStatus, JobType};
+use dialectic_core::list_filter::ListOrder;
 use dialectic_core::progress::EventKind;
 use dialectic_core::pushback::Pushback;
 use dialectic_core::session::SessionStatus;
@@ -293,6 +294,8 @@ pub fn event(e: ProgressEvent) -> SessionEvent {
         message: e.message,
         stage_percent: e.stage_percent.min(100),
         at: timestamp_from_ms(e.at_ms),
+        sequence: e.sequence,
+        history_truncated: false,
     }
 }
 
@@ -500,6 +503,101 @@ pub fn next_token<T, Id: fmt::Display>(
     }
 }
 
+/// A page token of a list that can be ordered: the order's tag, then the
+/// cursor. A token from another order is refused rather than misread.
+pub fn ordered_token(order: ListOrder, at: DateTime<Utc>, id: impl fmt::Display) -> String {
+    format!("{}{}", order_tag(order), page_token(at, id))
+}
+
+pub fn parse_ordered_token<Id: FromStr>(
+    order: ListOrder,
+    token: &str,
+) -> Result<Option<(DateTime<Utc>, Id)>, String> {
+    let token = token.trim();
+    if token.is_empty() {
+        return Ok(None);
+    }
+    let rest = token.strip_prefix(order_tag(order)).ok_or_else(|| {
+        format!(
+            "page_token {token:?} was issued for another order_by than {:?}",
+            order.as_str()
+        )
+    })?;
+    parse_page_token(rest)
+}
+
+fn order_tag(order: ListOrder) -> &'static str {
+    // The default order's tokens keep the format they always had.
+    match order {
+        ListOrder::CreatedDesc => "",
+        ListOrder::CreatedAsc => "a",
+        ListOrder::NameAsc => "n",
+        ListOrder::NameDesc => "N",
+    }
+}
+
+/// Where a page of a list read whole starts; checked before the list is
+/// read, so a forged token costs no query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Offset(usize);
+
+pub fn page_offset(token: &str) -> Result<Offset, String> {
+    match token.trim() {
+        "" => Ok(Offset(0)),
+        t => t
+            .strip_prefix('o')
+            .and_then(|n| n.parse::<usize>().ok())
+            .filter(|&n| n > 0)
+            .map(Offset)
+            .ok_or_else(|| format!("page_token {t:?} was not returned by this list")),
+    }
+}
+
+/// A request's page token of a list read whole, as the API refuses it.
+pub fn start_of(token: &str) -> Result<Offset, GatewayError> {
+    page_offset(token).map_err(|e| GatewayError::bad("page_token", e))
+}
+
+/// [`page_of`], as the API refuses a token past the end.
+pub fn whole_page<T>(
+    items: Vec<T>,
+    size: u32,
+    start: Offset,
+) -> Result<(Vec<T>, String), GatewayError> {
+    page_of(items, size, start).map_err(|e| GatewayError::bad("page_token", e))
+}
+
+/// One page of a list the gateway reads whole (models, pipelines, recipes,
+/// documents: short lists), by offset. page_size 0 means the largest page,
+/// so clients from before these lists paged still get every row up to it.
+pub fn page_of<T>(
+    items: Vec<T>,
+    page_size: u32,
+    start: Offset,
+) -> Result<(Vec<T>, String), String> {
+    let start = start.0;
+    if start > items.len() {
+        return Err(format!(
+            "page_token \"o{start}\" is past the end of this list ({} rows)",
+            items.len()
+        ));
+    }
+    let size = match page_size {
+        0 => MAX_PAGE,
+        n => n.min(MAX_PAGE),
+    } as usize;
+    let end = start.saturating_add(size).min(items.len());
+    let next = if end < items.len() {
+        format!("o{end}")
+    } else {
+        String::new()
+    };
+    Ok((
+        items.into_iter().skip(start).take(end - start).collect(),
+        next,
+    ))
+}
+
 /// Where a project's object lands in its export: the project's key prefix
 /// becomes the project's slug folder (seed 001 "File Structure"). None for
 /// objects outside the prefix.
@@ -525,6 +623,41 @@ mod paging_tests {
         assert_eq!(page_size(1000), 200);
         assert_eq!(next_token(&[1, 2], 3, |_| (at, id)), "");
         assert_eq!(next_token(&[1, 2, 3], 3, |_| (at, id)), page_token(at, id));
+    }
+
+    #[test]
+    fn ordered_tokens_refuse_another_order() {
+        let at = DateTime::<Utc>::from_timestamp_micros(1_763_900_000_123_456).expect("time");
+        let id = ProjectId::new();
+        let token = ordered_token(ListOrder::NameAsc, at, id);
+        assert_eq!(
+            parse_ordered_token(ListOrder::NameAsc, &token),
+            Ok(Some((at, id)))
+        );
+        assert!(parse_ordered_token::<ProjectId>(ListOrder::CreatedDesc, &token).is_err());
+        let old = page_token(at, id);
+        assert_eq!(
+            parse_ordered_token(ListOrder::CreatedDesc, &old),
+            Ok(Some((at, id)))
+        );
+    }
+
+    #[test]
+    fn whole_lists_page_by_offset_and_default_to_the_largest_page() {
+        let items: Vec<u32> = (0..450).collect();
+        let at = |t: &str| page_offset(t).expect("token");
+        let (first, next) = page_of(items.clone(), 0, at("")).expect("first");
+        assert_eq!((first.len(), next.as_str()), (200, "o200"));
+        let (second, next) = page_of(items.clone(), 300, at(&next)).expect("second");
+        assert_eq!((second[0], second.len(), next.as_str()), (200, 200, "o400"));
+        let (last, next) = page_of(items.clone(), 0, at(&next)).expect("last");
+        assert_eq!((last.len(), next.as_str()), (50, ""));
+        let exact = page_of(vec![1, 2], 2, at("")).expect("exact");
+        assert_eq!(exact, (vec![1, 2], String::new()));
+        assert!(page_of(items.clone(), 0, at("o451")).is_err());
+        for bad in ["o0", "7", "o-1", "onan"] {
+            assert!(page_offset(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

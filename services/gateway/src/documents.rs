@@ -16,8 +16,8 @@ use dialectic_core::paths::project_document_key;
 use dialectic_proto::names::{from_api, to_api};
 use dialectic_proto::v1::indexer::{IndexRequest, IndexResponse};
 use dialectic_proto::v1::{
-    AddProjectDocumentRequest, DocumentRole as ApiRole, ListProjectDocumentsResponse,
-    ProjectDocument,
+    AddProjectDocumentRequest, DocumentRole as ApiRole, ListProjectDocumentsRequest,
+    ListProjectDocumentsResponse, ProjectDocument,
 };
 use dialectic_store::StoreError;
 use dialectic_store::project_documents::{
@@ -355,13 +355,16 @@ impl Gateway {
     pub(crate) async fn list_project_documents(
         &self,
         user: UserId,
-        project_id: &str,
+        req: ListProjectDocumentsRequest,
     ) -> Result<ListProjectDocumentsResponse, GatewayError> {
-        let project_id = ProjectId::parse(project_id)?;
+        let project_id = ProjectId::parse(&req.project_id)?;
+        let start = crate::convert::start_of(&req.page_token)?;
         projects::project_for_user(self.store.pool(), user, project_id).await?;
         let rows = project_documents::list(self.store.pool(), project_id).await?;
+        let (rows, next_page_token) = crate::convert::whole_page(rows, req.page_size, start)?;
         Ok(ListProjectDocumentsResponse {
             documents: rows.into_iter().map(document).collect(),
+            next_page_token,
         })
     }
 }

@@ -36,6 +36,10 @@ pub enum GatewayError {
         limit: i64,
         current: i64,
     },
+    /// The request names something that exists with other contents (a
+    /// client_request_id reused for another request).
+    #[error("{message}")]
+    Conflict { reason: Reason, message: String },
     #[error("{0}")]
     Unauthenticated(String),
     /// Only an administrator may do this.
@@ -117,6 +121,7 @@ impl ErrorContract for GatewayError {
             GatewayError::Refused { .. } => ErrorCode::FailedPrecondition,
             GatewayError::Unavailable { .. } => ErrorCode::Unavailable,
             GatewayError::Exhausted { .. } => ErrorCode::ResourceExhausted,
+            GatewayError::Conflict { .. } => ErrorCode::AlreadyExists,
             GatewayError::Unauthenticated(_) => ErrorCode::Unauthenticated,
             GatewayError::AdminOnly(_) => ErrorCode::PermissionDenied,
             // Upstream answers are passed on whole (see `From`); never described here.
@@ -133,6 +138,7 @@ impl ErrorContract for GatewayError {
             GatewayError::NotFound { .. } => Reason::ResourceNotFound,
             GatewayError::Refused { reason, .. }
             | GatewayError::Unavailable { reason, .. }
+            | GatewayError::Conflict { reason, .. }
             | GatewayError::Exhausted { reason, .. } => *reason,
             GatewayError::Unauthenticated(_) => Reason::ApiKeyRejected,
             GatewayError::AdminOnly(_) => Reason::AdminRequired,

@@ -9,6 +9,7 @@ pub mod documents;
 mod edits;
 pub mod error;
 mod last_known;
+mod once;
 mod output;
 pub mod query;
 pub mod regenerate;

@@ -26,9 +26,27 @@ impl Gateway {
         if !completed && *status.effective() != SessionStatus::IterationCompletePendingReview {
             return Ok(None);
         }
+        // Read at every GetSession of a finished session: cached like the
+        // document lists (the planner drops a project's reads when it writes).
+        let name = format!("output:{}:{}:{completed}", row.id, row.iteration_count);
+        let record = self
+            .read_through(row.project_id, &name, || {
+                self.load_output_record(row, completed)
+            })
+            .await?;
+        Ok(Some(record).filter(|r| *r != SessionOutput::default()))
+    }
+
+    /// The record from the store and the objects; the default message when
+    /// the pipeline records nothing.
+    async fn load_output_record(
+        &self,
+        row: &SessionRow,
+        completed: bool,
+    ) -> Result<SessionOutput, GatewayError> {
         let rules = pipelines::recorded_outputs(self.store.pool(), row.id).await?;
         if rules.is_empty() {
-            return Ok(None);
+            return Ok(SessionOutput::default());
         }
         let mut output = SessionOutput {
             completed_at: completed.then(|| convert::timestamp(row.updated_at)),
@@ -46,7 +64,7 @@ impl Gateway {
                 output.document = self.output_document(row, stage, rule).await?;
             }
         }
-        Ok(Some(output))
+        Ok(output)
     }
 
     /// The JSON of the first current document of `rule`'s output in the

@@ -65,6 +65,7 @@ use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
+mod history;
 mod rpc;
 mod watching;
 
@@ -281,6 +282,8 @@ pub struct Gateway {
     last_known: LastKnown,
     /// `GetServerInfo`'s answer, made from the configuration at start.
     pub(crate) server_info: dialectic_proto::v1::ServerInfo,
+    /// How long answers to retried mutations are kept (`crate::once`).
+    pub(crate) idempotency: dialectic_store::idempotency::Windows,
 }
 
 impl Gateway {
@@ -312,12 +315,15 @@ impl Gateway {
             watches: watching::Watches::new(GatewayConfig::default().max_watches_per_user),
             last_known: LastKnown::new(GatewayConfig::default().last_known_secs, Arc::default()),
             server_info: crate::server_info::describe(&dialectic_config::Settings::default()),
+            idempotency: crate::once::windows(&GatewayConfig::default()),
         }
     }
 
-    /// What `GetServerInfo` answers: `settings`' features and limits.
+    /// What `GetServerInfo` answers: `settings`' features and limits; and
+    /// how long retried mutations get their first answer back.
     pub fn with_server_info(mut self, settings: &dialectic_config::Settings) -> Self {
         self.server_info = crate::server_info::describe(settings);
+        self.idempotency = crate::once::windows(&settings.gateway);
         self
     }
 
@@ -340,7 +346,8 @@ impl Gateway {
 
     /// The per-user cap on watch streams `config` sets.
     pub fn with_watch_limits(mut self, config: &GatewayConfig) -> Self {
-        self.watches = watching::Watches::new(config.max_watches_per_user);
+        self.watches = watching::Watches::new(config.max_watches_per_user)
+            .heartbeat_every(config.watch_heartbeat_secs);
         self
     }
 
@@ -1005,6 +1012,7 @@ impl Gateway {
         req: ListStageDocumentsRequest,
     ) -> Result<ListStageDocumentsResponse, GatewayError> {
         let session_id = SessionId::parse(&req.session_id)?;
+        convert::start_of(&req.page_token)?;
         let session = sessions::session_for_user(self.store.pool(), user, session_id).await?;
         let iteration = match req.iteration {
             0 => None,
@@ -1013,36 +1021,45 @@ impl Gateway {
             })?),
         };
         let stage = optional(&req.stage_slug).map(str::to_string);
+        // The whole list is what is cached; a page is cut from it.
+        let (page_size, start) = (req.page_size, convert::start_of(&req.page_token)?);
         let name = format!(
             "docs:{}:{}:{}",
             session.id,
             stage.as_deref().unwrap_or("*"),
             iteration.unwrap_or(0)
         );
-        self.read_through(session.project_id, &name, || async {
-            let rows = resources::session_documents(
-                self.store.pool(),
-                user,
-                session.id,
-                stage.as_deref(),
-                iteration,
-            )
-            .await?;
-            let mut ids: Vec<ModelId> = rows.iter().filter_map(|r| r.model_id).collect();
-            ids.sort_unstable();
-            ids.dedup();
-            let names = self.model_names(&ids).await?;
-            Ok(ListStageDocumentsResponse {
-                documents: rows.iter().map(|r| convert::document(r, &names)).collect(),
+        let whole = self
+            .read_through(session.project_id, &name, || async {
+                let rows = resources::session_documents(
+                    self.store.pool(),
+                    user,
+                    session.id,
+                    stage.as_deref(),
+                    iteration,
+                )
+                .await?;
+                let mut ids: Vec<ModelId> = rows.iter().filter_map(|r| r.model_id).collect();
+                ids.sort_unstable();
+                ids.dedup();
+                let names = self.model_names(&ids).await?;
+                Ok(ListStageDocumentsResponse {
+                    documents: rows.iter().map(|r| convert::document(r, &names)).collect(),
+                    next_page_token: String::new(),
+                })
             })
+            .await?;
+        let (documents, next_page_token) = convert::whole_page(whole.documents, page_size, start)?;
+        Ok(ListStageDocumentsResponse {
+            documents,
+            next_page_token,
         })
-        .await
     }
 
     /// A cached read (after the caller's ownership was checked): the entry
     /// when Redis has it, else `load`, stored for later. Redis trouble only
     /// costs the cache, never the read.
-    async fn read_through<M, F, Fut>(
+    pub(crate) async fn read_through<M, F, Fut>(
         &self,
         project: ProjectId,
         name: &str,
@@ -1292,6 +1309,8 @@ impl Gateway {
         let sid = session_id.to_string();
         // Joining the feed before reading the snapshot means no event falls between them.
         let feed = self.watches.feed(session_id, cache.subscribe(&sid)).await?;
+        // Read before the row, so every event up to it is in what the row says.
+        let sequence = cache.last_sequence(&sid).await?;
         let row = self.owned_session(user, session_id).await?;
         let latest = cache.latest(&sid).await.ok().flatten();
         let cached_status = match row {
@@ -1326,11 +1345,15 @@ impl Gateway {
                 .or_else(|| latest.map(|e| e.message))
                 .unwrap_or_default(),
             at_ms: chrono::Utc::now().timestamp_millis(),
+            sequence,
             ..ProgressEvent::new(EventKind::Snapshot, sid.clone())
         });
+        let opening = watching::opening(cache, &sid, req.after_sequence, snapshot).await?;
         let (tx, rx) = mpsc::channel(64);
+        let beat = self.watches.heartbeat();
         tokio::spawn(
-            watching::forward(snapshot, feed, permit, tx, self.shutdown.clone()).in_current_span(),
+            watching::forward(sid, opening, feed, permit, tx, self.shutdown.clone(), beat)
+                .in_current_span(),
         );
         Ok(ReceiverStream::new(rx))
     }

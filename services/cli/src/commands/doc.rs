@@ -219,11 +219,14 @@ pub async fn chunks(gateway: &Gateway, out: Out, resource: &str) -> Result<()> {
 pub async fn edit(gateway: &Gateway, out: Out, resource: &str, file: &Path) -> Result<()> {
     let body =
         std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    // One id for every attempt: a retry after a lost answer gets the first one.
+    let call_id = uuid::Uuid::now_v7();
     let document = gateway
         .call(|mut c| {
             let request = gateway.request(SaveDocumentEditRequest {
                 resource_id: resource.to_string(),
                 content: body.clone(),
+                client_request_id: call_id.to_string(),
             });
             async move { c.save_document_edit(request).await }
         })
@@ -239,12 +242,15 @@ pub async fn override_claim(
     claim: u32,
     rationale: &str,
 ) -> Result<()> {
+    // One id for every attempt: a retry after a lost answer gets the first one.
+    let call_id = uuid::Uuid::now_v7();
     let document = gateway
         .call(|mut c| {
             let request = gateway.request(OverrideClaimRequest {
                 resource_id: resource.to_string(),
                 claim,
                 rationale: rationale.to_string(),
+                client_request_id: call_id.to_string(),
             });
             async move { c.override_claim(request).await }
         })

@@ -24,12 +24,19 @@ pub async fn dispatch(gateway: &Gateway, out: Out, command: ModelCommand) -> Res
 }
 
 pub async fn list(gateway: &Gateway, out: Out) -> Result<()> {
-    let models = gateway
-        .call(|mut c| {
-            let request = gateway.request(ListModelsRequest {});
-            async move { c.list_models(request).await }
-        })
-        .await?;
-    out.show(&models.models);
+    let all = crate::paging::all("models", |page_size, page_token| async move {
+        let page = gateway
+            .call(|mut c| {
+                let request = gateway.request(ListModelsRequest {
+                    page_size,
+                    page_token: page_token.clone(),
+                });
+                async move { c.list_models(request).await }
+            })
+            .await?;
+        Ok((page.models, page.next_page_token))
+    })
+    .await?;
+    out.show(&all);
     Ok(())
 }

@@ -55,23 +55,33 @@ pub async fn dispatch(gateway: &Gateway, out: Out, command: PipelineCommand) -> 
 }
 
 pub async fn list(gateway: &Gateway, out: Out) -> Result<()> {
-    let list = gateway
-        .call(|mut c| {
-            let request = gateway.request(ListPipelinesRequest {});
-            async move { c.list_pipelines(request).await }
-        })
-        .await?;
-    out.show(&list.pipelines);
+    let all = crate::paging::all("pipelines", |page_size, page_token| async move {
+        let page = gateway
+            .call(|mut c| {
+                let request = gateway.request(ListPipelinesRequest {
+                    page_size,
+                    page_token: page_token.clone(),
+                });
+                async move { c.list_pipelines(request).await }
+            })
+            .await?;
+        Ok((page.pipelines, page.next_page_token))
+    })
+    .await?;
+    out.show(&all);
     Ok(())
 }
 
 pub async fn install(gateway: &Gateway, out: Out, file: &Path) -> Result<()> {
     let content = std::fs::read_to_string(file)
         .with_context(|| format!("reading pipeline file {}", file.display()))?;
+    // One id for every attempt: a retry after a lost answer gets the first one.
+    let call_id = uuid::Uuid::now_v7();
     let installed = gateway
         .call(|mut c| {
             let request = gateway.request(InstallPipelineRequest {
                 content: content.clone(),
+                client_request_id: call_id.to_string(),
             });
             async move { c.install_pipeline(request).await }
         })

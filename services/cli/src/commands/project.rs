@@ -1,8 +1,10 @@
 //! Projects: create, list, show, delete, their uploaded documents, export, ask.
 
-use crate::cli::ProjectCommand;
+use crate::cli::{ListProjects, ProjectCommand};
+use crate::exit::{Failed, Kind};
 use crate::gateway::{Gateway, client_request_id};
 use crate::output::{Out, Render, lines};
+use crate::paging;
 use crate::{format, json};
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -196,10 +198,10 @@ impl Render for QueryResponse {
 
 pub async fn dispatch(gateway: &Gateway, out: Out, command: ProjectCommand) -> Result<()> {
     match command {
-        ProjectCommand::List(a) => list(gateway, out, a.limit).await,
+        ProjectCommand::List(a) => list(gateway, out, &a).await,
         ProjectCommand::Create(a) => create(gateway, out, &a.name, &a.prompt).await,
         ProjectCommand::Show(a) => show(gateway, out, &a.project).await,
-        ProjectCommand::Delete(a) => delete(gateway, out, &a.project).await,
+        ProjectCommand::Delete(a) => delete(gateway, out, &a.target.project, a.yes).await,
         ProjectCommand::AddDoc(a) => add_docs(gateway, out, &a.project, a.role, &a.files).await,
         ProjectCommand::Docs(a) => docs(gateway, out, &a.project).await,
         ProjectCommand::Ask(a) => ask(gateway, out, &a.project, a.model, &a.question).await,
@@ -258,25 +260,42 @@ pub async fn create(gateway: &Gateway, out: Out, name: &str, prompt: &PromptSour
     Ok(())
 }
 
-pub async fn list(gateway: &Gateway, out: Out, limit: u32) -> Result<()> {
-    let page = gateway
-        .call(|mut c| {
-            let request = gateway.request(ListProjectsRequest {
-                page_size: limit,
-                page_token: String::new(),
-            });
-            async move { c.list_projects(request).await }
-        })
-        .await?;
-    out.show(&page.projects);
+pub async fn list(gateway: &Gateway, out: Out, a: &ListProjects) -> Result<()> {
+    let filter = a.query.filter.clone().unwrap_or_default();
+    let order_by = a.query.order_by.clone().unwrap_or_default();
+    let listed = paging::collect("projects", &a.page, |page_size, page_token| {
+        let (filter, order_by) = (filter.clone(), order_by.clone());
+        async move {
+            let page = gateway
+                .call(|mut c| {
+                    let request = gateway.request(ListProjectsRequest {
+                        page_size,
+                        page_token: page_token.clone(),
+                        filter: filter.clone(),
+                        order_by: order_by.clone(),
+                    });
+                    async move { c.list_projects(request).await }
+                })
+                .await?;
+            Ok((page.projects, page.next_page_token))
+        }
+    })
+    .await?;
+    listed.show(out);
     Ok(())
 }
 
-pub async fn delete(gateway: &Gateway, out: Out, project: &str) -> Result<()> {
+pub async fn delete(gateway: &Gateway, out: Out, project: &str, yes: bool) -> Result<()> {
+    if !yes {
+        confirm_deletion(project)?;
+    }
+    // One id for every attempt: a retry after a lost answer gets the first one.
+    let call_id = uuid::Uuid::now_v7();
     let done = gateway
         .call(|mut c| {
             let request = gateway.request(DeleteProjectRequest {
                 project_id: project.to_string(),
+                client_request_id: call_id.to_string(),
             });
             async move { c.delete_project(request).await }
         })
@@ -339,15 +358,21 @@ pub async fn upload_docs(
 }
 
 pub async fn docs(gateway: &Gateway, out: Out, project: &str) -> Result<()> {
-    let list = gateway
-        .call(|mut c| {
-            let request = gateway.request(ListProjectDocumentsRequest {
-                project_id: project.to_string(),
-            });
-            async move { c.list_project_documents(request).await }
-        })
-        .await?;
-    out.show(&list.documents);
+    let all = paging::all("documents", |page_size, page_token| async move {
+        let page = gateway
+            .call(|mut c| {
+                let request = gateway.request(ListProjectDocumentsRequest {
+                    project_id: project.to_string(),
+                    page_size,
+                    page_token: page_token.clone(),
+                });
+                async move { c.list_project_documents(request).await }
+            })
+            .await?;
+        Ok((page.documents, page.next_page_token))
+    })
+    .await?;
+    out.show(&all);
     Ok(())
 }
 
@@ -421,4 +446,23 @@ pub async fn export(
         size_bytes: zip.len(),
     });
     Ok(())
+}
+
+/// Deleting a project cannot be undone: a person confirms it by typing
+/// `yes`; a script (stdin not a terminal) must say `--yes`.
+fn confirm_deletion(project: &str) -> Result<()> {
+    use std::io::{BufRead, IsTerminal, Write};
+    let refused =
+        |why: &str| Failed::new(Kind::Usage, format!("project {project} not deleted: {why}"));
+    if !std::io::stdin().is_terminal() {
+        return Err(refused("stdin is not a terminal; add --yes to delete without asking").into());
+    }
+    eprint!("Delete project {project}, its sessions, documents and stored objects? Type yes: ");
+    std::io::stderr().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    match answer.trim() {
+        "yes" | "y" => Ok(()),
+        _ => Err(refused("not confirmed").into()),
+    }
 }

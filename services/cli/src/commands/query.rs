@@ -5,14 +5,13 @@ use crate::cli::QueryCommand;
 use crate::gateway::Gateway;
 use crate::json;
 use crate::output::{Out, Render, lines};
+use crate::paging::{self, PageArgs};
 use anyhow::Result;
 use dialectic_proto::v1::{ListQueryHistoryRequest, QueryHistoryEntry};
 use serde_json::Value;
 
 /// The longest part of an answer a history line quotes, in characters.
 const ANSWER_PREVIEW_CHARS: usize = 100;
-
-struct History(Vec<QueryHistoryEntry>);
 
 fn preview(answer: &str) -> String {
     let first = answer.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
@@ -44,32 +43,36 @@ fn line(entry: &QueryHistoryEntry) -> String {
     )
 }
 
-impl Render for History {
+impl Render for Vec<QueryHistoryEntry> {
     fn text(&self) -> String {
-        lines(&self.0, "no questions asked yet", line)
+        lines(self, "no questions asked yet", line)
     }
     fn json(&self) -> Value {
-        self.0.iter().map(json::history_entry).collect()
+        self.iter().map(json::history_entry).collect()
     }
 }
 
 pub async fn dispatch(gateway: &Gateway, out: Out, command: QueryCommand) -> Result<()> {
     match command {
-        QueryCommand::History(a) => history(gateway, out, &a.project, a.limit).await,
+        QueryCommand::History(a) => history(gateway, out, &a.project, &a.page).await,
     }
 }
 
-pub async fn history(gateway: &Gateway, out: Out, project: &str, limit: u32) -> Result<()> {
-    let page = gateway
-        .call(|mut c| {
-            let request = gateway.request(ListQueryHistoryRequest {
-                project_id: project.to_string(),
-                page_size: limit,
-                page_token: String::new(),
-            });
-            async move { c.list_query_history(request).await }
-        })
-        .await?;
-    out.show(&History(page.entries));
+pub async fn history(gateway: &Gateway, out: Out, project: &str, page: &PageArgs) -> Result<()> {
+    let listed = paging::collect("entries", page, |page_size, page_token| async move {
+        let page = gateway
+            .call(|mut c| {
+                let request = gateway.request(ListQueryHistoryRequest {
+                    project_id: project.to_string(),
+                    page_size,
+                    page_token: page_token.clone(),
+                });
+                async move { c.list_query_history(request).await }
+            })
+            .await?;
+        Ok((page.entries, page.next_page_token))
+    })
+    .await?;
+    listed.show(out);
     Ok(())
 }

@@ -51,13 +51,20 @@ pub async fn dispatch(gateway: &Gateway, out: Out, command: RecipeCommand) -> Re
 }
 
 pub async fn list(gateway: &Gateway, out: Out) -> Result<()> {
-    let list = gateway
-        .call(|mut c| {
-            let request = gateway.request(ListRecipesRequest {});
-            async move { c.list_recipes(request).await }
-        })
-        .await?;
-    out.show(&list.recipes);
+    let all = crate::paging::all("recipes", |page_size, page_token| async move {
+        let page = gateway
+            .call(|mut c| {
+                let request = gateway.request(ListRecipesRequest {
+                    page_size,
+                    page_token: page_token.clone(),
+                });
+                async move { c.list_recipes(request).await }
+            })
+            .await?;
+        Ok((page.recipes, page.next_page_token))
+    })
+    .await?;
+    out.show(&all);
     Ok(())
 }
 
@@ -94,6 +101,8 @@ pub async fn edit(
     edges: &[String],
 ) -> Result<()> {
     let add_edges = edges.iter().map(|e| edge(e)).collect::<Result<Vec<_>>>()?;
+    // One id for every attempt: a retry after a lost answer gets the first one.
+    let call_id = uuid::Uuid::now_v7();
     let recipe = gateway
         .call(|mut c| {
             let request = gateway.request(EditStageRecipeRequest {
@@ -101,6 +110,7 @@ pub async fn edit(
                 skip: skip.to_vec(),
                 unskip: unskip.to_vec(),
                 add_edges: add_edges.clone(),
+                client_request_id: call_id.to_string(),
             });
             async move { c.edit_stage_recipe(request).await }
         })

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 pub async fn dispatch(gateway: &Gateway, out: Out, command: SessionCommand) -> Result<()> {
     match command {
-        SessionCommand::List(a) => list(gateway, out, &a.project).await,
+        SessionCommand::List(a) => list(gateway, out, &a).await,
         SessionCommand::Start(a) => start(gateway, out, a).await,
         SessionCommand::Status(a) => status(gateway, out, &a.session).await,
         SessionCommand::Watch(a) => watch(gateway, out, &a.session, a.until.as_deref()).await,
@@ -201,18 +201,29 @@ pub async fn start(gateway: &Gateway, out: Out, a: StartSession) -> Result<()> {
     Ok(())
 }
 
-pub async fn list(gateway: &Gateway, out: Out, project: &str) -> Result<()> {
-    let page = gateway
-        .call(|mut c| {
-            let request = gateway.request(ListSessionsRequest {
-                project_id: project.to_string(),
-                page_size: 0,
-                page_token: String::new(),
-            });
-            async move { c.list_sessions(request).await }
-        })
-        .await?;
-    out.show(&page.sessions);
+pub async fn list(gateway: &Gateway, out: Out, a: &crate::cli::ListSessions) -> Result<()> {
+    let filter = a.query.filter.clone().unwrap_or_default();
+    let order_by = a.query.order_by.clone().unwrap_or_default();
+    let listed = crate::paging::collect("sessions", &a.page, |page_size, page_token| {
+        let (filter, order_by) = (filter.clone(), order_by.clone());
+        async move {
+            let page = gateway
+                .call(|mut c| {
+                    let request = gateway.request(ListSessionsRequest {
+                        project_id: a.project.clone(),
+                        page_size,
+                        page_token: page_token.clone(),
+                        filter: filter.clone(),
+                        order_by: order_by.clone(),
+                    });
+                    async move { c.list_sessions(request).await }
+                })
+                .await?;
+            Ok((page.sessions, page.next_page_token))
+        }
+    })
+    .await?;
+    listed.show(out);
     Ok(())
 }
 
@@ -232,12 +243,15 @@ pub async fn submit(
         })
         .into_iter()
         .collect();
+    // One id for every attempt: a retry after a lost answer gets the first one.
+    let call_id = uuid::Uuid::now_v7();
     let s = gateway
         .call(|mut c| {
             let request = gateway.request(SubmitStageResponsesRequest {
                 session_id: session.to_string(),
                 stage_slug: stage.to_string(),
                 responses: responses.clone(),
+                client_request_id: call_id.to_string(),
             });
             async move { c.submit_stage_responses(request).await }
         })
@@ -256,25 +270,39 @@ pub enum Lifecycle {
 }
 
 pub async fn change(gateway: &Gateway, out: Out, session: &str, change: Lifecycle) -> Result<()> {
+    // One id for every attempt: a retry after a lost answer gets the first one.
+    let call_id = uuid::Uuid::now_v7();
     let s = gateway
         .call(|mut c| {
             let session_id = session.to_string();
             async move {
                 match change {
                     Lifecycle::Pause => {
-                        let request = gateway.request(PauseSessionRequest { session_id });
+                        let request = gateway.request(PauseSessionRequest {
+                            session_id,
+                            client_request_id: call_id.to_string(),
+                        });
                         c.pause_session(request).await
                     }
                     Lifecycle::Resume => {
-                        let request = gateway.request(ResumeSessionRequest { session_id });
+                        let request = gateway.request(ResumeSessionRequest {
+                            session_id,
+                            client_request_id: call_id.to_string(),
+                        });
                         c.resume_session(request).await
                     }
                     Lifecycle::Cancel => {
-                        let request = gateway.request(CancelSessionRequest { session_id });
+                        let request = gateway.request(CancelSessionRequest {
+                            session_id,
+                            client_request_id: call_id.to_string(),
+                        });
                         c.cancel_session(request).await
                     }
                     Lifecycle::Complete => {
-                        let request = gateway.request(CompleteSessionRequest { session_id });
+                        let request = gateway.request(CompleteSessionRequest {
+                            session_id,
+                            client_request_id: call_id.to_string(),
+                        });
                         c.complete_session(request).await
                     }
                 }
@@ -351,6 +379,8 @@ fn dash(value: &str) -> &str {
 }
 
 pub async fn revisit(gateway: &Gateway, out: Out, args: Revisit) -> Result<()> {
+    // One id for every attempt: a retry after a lost answer gets the first one.
+    let call_id = uuid::Uuid::now_v7();
     let done = gateway
         .call(|mut c| {
             let request = gateway.request(RevisitStageRequest {
@@ -360,6 +390,7 @@ pub async fn revisit(gateway: &Gateway, out: Out, args: Revisit) -> Result<()> {
                 reason: args.reason.clone(),
                 impact_level: 0,
                 dry_run: args.dry_run,
+                client_request_id: call_id.to_string(),
             });
             async move { c.revisit_stage(request).await }
         })
@@ -375,12 +406,15 @@ pub async fn retry(
     stage: Option<String>,
     model: Option<String>,
 ) -> Result<()> {
+    // One id for every attempt: a retry after a lost answer gets the first one.
+    let call_id = uuid::Uuid::now_v7();
     let done = gateway
         .call(|mut c| {
             let request = gateway.request(RetryStageRequest {
                 session_id: session.to_string(),
                 stage_slug: stage.clone().unwrap_or_default(),
                 model: model.clone().unwrap_or_default(),
+                client_request_id: call_id.to_string(),
             });
             async move { c.retry_stage(request).await }
         })

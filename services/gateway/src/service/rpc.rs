@@ -5,8 +5,8 @@
 use super::*;
 use dialectic_proto::v1::{
     CompleteSessionRequest, GetServerInfoRequest, ListQueryHistoryRequest,
-    ListQueryHistoryResponse, ListSessionRevisionsRequest, ListSessionRevisionsResponse,
-    OverrideClaimRequest, ServerInfo,
+    ListQueryHistoryResponse, ListSessionEventsRequest, ListSessionEventsResponse,
+    ListSessionRevisionsRequest, ListSessionRevisionsResponse, OverrideClaimRequest, ServerInfo,
 };
 use dialectic_runtime::error_status;
 use dialectic_store::wallets;
@@ -37,7 +37,7 @@ macro_rules! names {
 
 names!(session_id: GetSessionRequest, GetBlackboardRequest, ListStageDocumentsRequest,
     PauseSessionRequest, CancelSessionRequest, CompleteSessionRequest, RevisitStageRequest, RegenerateDocumentRequest,
-    ListSessionRevisionsRequest);
+    ListSessionRevisionsRequest, ListSessionEventsRequest);
 
 /// A progress stream rides out a Postgres failover (see `last_known`).
 impl Names for WatchSessionRequest {
@@ -209,10 +209,13 @@ impl Gateway {
         Ok(session)
     }
 
-    async fn models(&self) -> Result<ListModelsResponse, GatewayError> {
+    async fn models(&self, req: ListModelsRequest) -> Result<ListModelsResponse, GatewayError> {
+        let start = convert::start_of(&req.page_token)?;
         let rows = models::active_models(self.store.pool()).await?;
+        let (rows, next_page_token) = convert::whole_page(rows, req.page_size, start)?;
         Ok(ListModelsResponse {
             models: rows.iter().map(convert::model).collect(),
+            next_page_token,
         })
     }
 }
@@ -274,43 +277,44 @@ dialectic_service! {
     create_project(CreateProjectRequest) -> Project: |gw, user, req| Gateway::create_project(gw, user, req);
     get_project(GetProjectRequest) -> Project: |gw, user, req| async move { gw.project_view(user, &req.project_id).await };
     start_session(StartSessionRequest) -> Session: |gw, user, req| gw.start_traced_session(user, req);
-    submit_stage_responses(SubmitStageResponsesRequest) -> Session: |gw, user, req| Gateway::submit_stage_responses(gw, user, req);
-    pause_session(PauseSessionRequest) -> Session: |gw, user, req| async move { gw.session_command(user, &req.session_id, Command::Pause).await };
-    resume_session(ResumeSessionRequest) -> Session: |gw, user, req| async move { gw.session_command(user, &req.session_id, Command::Resume).await };
+    submit_stage_responses(SubmitStageResponsesRequest) -> Session: |gw, user, req| gw.once(user, "submit_stage_responses", req, move |req| Gateway::submit_stage_responses(gw, user, req));
+    pause_session(PauseSessionRequest) -> Session: |gw, user, req| gw.once(user, "pause_session", req, move |req| async move { gw.session_command(user, &req.session_id, Command::Pause).await });
+    resume_session(ResumeSessionRequest) -> Session: |gw, user, req| gw.once(user, "resume_session", req, move |req| async move { gw.session_command(user, &req.session_id, Command::Resume).await });
     // Cancel abandons the session (the planner applies it): claims refuse its
     // jobs, so only what already runs finishes; watchers' streams end.
-    cancel_session(CancelSessionRequest) -> Session: |gw, user, req| async move { gw.session_command(user, &req.session_id, Command::Cancel).await };
-    complete_session(CompleteSessionRequest) -> Session: |gw, user, req| async move { gw.session_command(user, &req.session_id, Command::Complete).await };
+    cancel_session(CancelSessionRequest) -> Session: |gw, user, req| gw.once(user, "cancel_session", req, move |req| async move { gw.session_command(user, &req.session_id, Command::Cancel).await });
+    complete_session(CompleteSessionRequest) -> Session: |gw, user, req| gw.once(user, "complete_session", req, move |req| async move { gw.session_command(user, &req.session_id, Command::Complete).await });
     get_session(GetSessionRequest) -> Session: |gw, user, req| async move { gw.session_of(user, &req.session_id).await };
     get_blackboard(GetBlackboardRequest) -> GetBlackboardResponse: |gw, user, req| gw.blackboard(user, req);
     list_stage_documents(ListStageDocumentsRequest) -> ListStageDocumentsResponse: |gw, user, req| gw.list_documents(user, req);
     get_document_content(GetDocumentContentRequest) -> DocumentContent: |gw, user, req| gw.document_content(user, req);
     get_document_chunks(GetDocumentContentRequest) -> DocumentChunks: |gw, user, req| async move { gw.document_chunks(user, &req.resource_id).await };
-    save_document_edit(SaveDocumentEditRequest) -> StageDocument: |gw, user, req| Gateway::save_document_edit(gw, user, req);
-    override_claim(OverrideClaimRequest) -> StageDocument: |gw, user, req| Gateway::override_claim(gw, user, req);
+    save_document_edit(SaveDocumentEditRequest) -> StageDocument: |gw, user, req| gw.once(user, "save_document_edit", req, move |req| Gateway::save_document_edit(gw, user, req));
+    override_claim(OverrideClaimRequest) -> StageDocument: |gw, user, req| gw.once(user, "override_claim", req, move |req| Gateway::override_claim(gw, user, req));
     credit_wallet(CreditWalletRequest) -> WalletTransaction: |gw, admin, req| gw.credit_as_admin(admin, req);
     get_wallet(GetWalletRequest) -> Wallet: |gw, user, req| gw.wallet_view(user, req.history);
-    list_models(ListModelsRequest) -> ListModelsResponse: |gw, _, _| gw.models();
+    list_models(ListModelsRequest) -> ListModelsResponse: |gw, _, req| gw.models(req);
     list_projects(ListProjectsRequest) -> ListProjectsResponse: |gw, user, req| Gateway::list_projects(gw, user, req);
-    delete_project(DeleteProjectRequest) -> DeleteProjectResponse: |gw, user, req| async move { Gateway::delete_project(gw, user, &req.project_id).await };
+    delete_project(DeleteProjectRequest) -> DeleteProjectResponse: |gw, user, req| gw.once(user, "delete_project", req, move |req| async move { Gateway::delete_project(gw, user, &req.project_id).await });
     list_sessions(ListSessionsRequest) -> ListSessionsResponse: |gw, user, req| Gateway::list_sessions(gw, user, req);
     list_wallet_transactions(ListWalletTransactionsRequest) -> ListWalletTransactionsResponse: |gw, user, req| Gateway::list_wallet_transactions(gw, user, req);
-    list_recipes(ListRecipesRequest) -> ListRecipesResponse: |gw, _, _| Gateway::list_recipes(gw);
+    list_recipes(ListRecipesRequest) -> ListRecipesResponse: |gw, _, req| Gateway::list_recipes(gw, req);
     get_stage_recipe(GetStageRecipeRequest) -> StageRecipe: |gw, _, req| async move { gw.stage_recipe(&req.stage_slug).await };
-    edit_stage_recipe(EditStageRecipeRequest) -> StageRecipe: |gw, user, req| Gateway::edit_stage_recipe(gw, user, req);
-    list_pipelines(ListPipelinesRequest) -> ListPipelinesResponse: |gw, _, _| Gateway::list_pipelines(gw);
-    install_pipeline(InstallPipelineRequest) -> InstallPipelineResponse: |gw, user, req| async move { Gateway::install_pipeline(gw, user, &req.content).await };
+    edit_stage_recipe(EditStageRecipeRequest) -> StageRecipe: |gw, user, req| gw.once(user, "edit_stage_recipe", req, move |req| Gateway::edit_stage_recipe(gw, user, req));
+    list_pipelines(ListPipelinesRequest) -> ListPipelinesResponse: |gw, _, req| Gateway::list_pipelines(gw, req);
+    install_pipeline(InstallPipelineRequest) -> InstallPipelineResponse: |gw, user, req| gw.once(user, "install_pipeline", req, move |req| async move { Gateway::install_pipeline(gw, user, &req.content).await });
     add_project_document(AddProjectDocumentRequest) -> ProjectDocument: |gw, user, req| Gateway::add_project_document(gw, user, req);
-    list_project_documents(ListProjectDocumentsRequest) -> ListProjectDocumentsResponse: |gw, user, req| async move { gw.list_project_documents(user, &req.project_id).await };
+    list_project_documents(ListProjectDocumentsRequest) -> ListProjectDocumentsResponse: |gw, user, req| Gateway::list_project_documents(gw, user, req);
     // The question stays out of the span (only project_id is recorded): it may be confidential.
     query(QueryRequest) -> QueryResponse: |gw, user, req| Gateway::query(gw, user, req);
     list_query_history(ListQueryHistoryRequest) -> ListQueryHistoryResponse: |gw, user, req| Gateway::list_query_history(gw, user, req);
-    revisit_stage(RevisitStageRequest) -> RevisitStageResponse: |gw, user, req| Gateway::revisit_stage(gw, user, req);
+    revisit_stage(RevisitStageRequest) -> RevisitStageResponse: |gw, user, req| gw.once(user, "revisit_stage", req, move |req| Gateway::revisit_stage(gw, user, req));
     list_session_revisions(ListSessionRevisionsRequest) -> ListSessionRevisionsResponse: |gw, user, req| Gateway::session_revisions(gw, user, req);
     regenerate_document(RegenerateDocumentRequest) -> RegenerateDocumentResponse: |gw, user, req| Gateway::regenerate_document(gw, user, req);
-    retry_stage(RetryStageRequest) -> RetryStageResponse: |gw, user, req| Gateway::retry_stage(gw, user, req);
+    retry_stage(RetryStageRequest) -> RetryStageResponse: |gw, user, req| gw.once(user, "retry_stage", req, move |req| Gateway::retry_stage(gw, user, req));
     export_project(ExportProjectRequest) -> Self::ExportProjectStream: |gw, user, req| async move { gw.export_stream(user, &req.project_id).await };
     get_export_url(ExportProjectRequest) -> ExportUrl: |gw, user, req| async move { gw.export_url(user, &req.project_id).await };
     watch_session(WatchSessionRequest) -> Self::WatchSessionStream: |gw, user, req| gw.watch(user, req);
+    list_session_events(ListSessionEventsRequest) -> ListSessionEventsResponse: |gw, user, req| gw.list_session_events(user, req);
     get_server_info(GetServerInfoRequest) -> ServerInfo: |gw, _, _| async move { Ok(gw.server_info.clone()) };
 }

@@ -2,14 +2,19 @@
 //! process share one Redis subscription (a feed: one pump task fanning the
 //! subscription's events out through a broadcast channel), which ends once
 //! its last watcher goes; and a user holds at most
-//! `gateway.max_watches_per_user` watch streams at once.
+//! `gateway.max_watches_per_user` watch streams at once. A stream opens with
+//! a snapshot, or with the events a resuming client missed (replayed from the
+//! session's history in Redis, see [`opening`]), drops live events it already
+//! sent by their sequence, and sends a heartbeat whenever it has been quiet
+//! for `gateway.watch_heartbeat_secs`.
 
 use super::ends_watch;
 use crate::convert;
 use crate::error::GatewayError;
-use dialectic_cache::ProgressEvent;
+use dialectic_cache::{Cache, CacheError, ProgressEvent};
 use dialectic_core::error::{ErrorCode, Reason};
 use dialectic_core::ids::{SessionId, UserId};
+use dialectic_core::progress::EventKind;
 use dialectic_proto::v1::SessionEvent;
 use dialectic_runtime::CancellationToken;
 use dialectic_runtime::error_status::Failure;
@@ -17,6 +22,7 @@ use futures::{Stream, StreamExt};
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::mpsc;
 use tonic::Status;
@@ -32,6 +38,8 @@ const FEED_CAPACITY: usize = 256;
 pub(crate) struct Watches {
     /// Most streams one user may hold in this process at once; 0: no cap.
     max_per_user: u32,
+    /// How long a stream may stay quiet before it gets a heartbeat.
+    heartbeat: Duration,
     state: Arc<Mutex<State>>,
 }
 
@@ -64,8 +72,19 @@ impl Watches {
     pub(crate) fn new(max_per_user: u32) -> Self {
         Self {
             max_per_user,
+            heartbeat: Duration::from_secs(20),
             state: Arc::default(),
         }
+    }
+
+    /// Sets `gateway.watch_heartbeat_secs` (0 is taken as 1).
+    pub(crate) fn heartbeat_every(mut self, secs: u64) -> Self {
+        self.heartbeat = Duration::from_secs(secs.max(1));
+        self
+    }
+
+    pub(crate) fn heartbeat(&self) -> Duration {
+        self.heartbeat
     }
 
     /// Counts one more stream for `user`, or refuses it at the cap with
@@ -259,29 +278,151 @@ fn feed_closed(message: impl Into<String>) -> Status {
     Failure::new(ErrorCode::Unavailable, Reason::ProgressFeedClosed, message).into()
 }
 
-/// One watch stream: `snapshot`, then the session's events, until the
-/// session waits for review or is over, the client goes, or the server
-/// shuts down. `permit` and `feed` are held as long, so the user's count
-/// falls, and the feed loses a watcher, as the stream ends.
+/// Most history entries one read takes while an opening replays.
+const REPLAY_PAGE: usize = 500;
+
+/// What a watch stream sends before its live events: a snapshot, or the
+/// events its client missed, and whether that already ends the stream.
+pub(crate) struct Opening {
+    events: Vec<SessionEvent>,
+    /// The last sequence the opening covers: live events up to it are
+    /// dropped as already sent.
+    sequence: u64,
+    ends: bool,
+}
+
+impl Opening {
+    fn snapshot(snapshot: SessionEvent) -> Self {
+        Self {
+            ends: ends_watch(&snapshot.session_status),
+            sequence: snapshot.sequence,
+            events: vec![snapshot],
+        }
+    }
+}
+
+/// How a watch opens. `snapshot` (carrying the sequence read right after
+/// joining the feed, before the session's row) opens a stream without a
+/// cursor. With `after`, the events after it are replayed from the
+/// history, up to the first that ends a watch; when they do not end it but
+/// the session's status does, the snapshot follows and ends it. A cursor the
+/// history no longer covers (older than its first entry, or past the last
+/// sequence given) gets the snapshot marked `history_truncated`: the events
+/// in between are gone, and the snapshot stands for them.
+pub(crate) async fn opening(
+    cache: &Cache,
+    session: &str,
+    after: Option<u64>,
+    mut snapshot: SessionEvent,
+) -> Result<Opening, CacheError> {
+    let Some(after) = after else {
+        return Ok(Opening::snapshot(snapshot));
+    };
+    let replay = replay(cache, session, after).await?;
+    let covered = match replay.first() {
+        Some(first) => first.sequence == after + 1,
+        None => after == snapshot.sequence,
+    };
+    if !covered {
+        snapshot.history_truncated = true;
+        return Ok(Opening::snapshot(snapshot));
+    }
+    let mut events = Vec::with_capacity(replay.len());
+    let mut sequence = after;
+    for event in replay {
+        let ends = ends_watch(&event.session_status);
+        sequence = event.sequence;
+        events.push(convert::event(event));
+        if ends {
+            return Ok(Opening {
+                events,
+                sequence,
+                ends: true,
+            });
+        }
+    }
+    let ends = ends_watch(&snapshot.session_status);
+    if ends {
+        snapshot.sequence = snapshot.sequence.max(sequence);
+        sequence = snapshot.sequence;
+        events.push(snapshot);
+    }
+    Ok(Opening {
+        events,
+        sequence,
+        ends,
+    })
+}
+
+/// Every retained event after `after`, oldest first. Publishing goes on
+/// meanwhile, so the read stops at a short page; the history's trimming
+/// bounds it.
+async fn replay(
+    cache: &Cache,
+    session: &str,
+    after: u64,
+) -> Result<Vec<ProgressEvent>, CacheError> {
+    let mut events: Vec<ProgressEvent> = Vec::new();
+    loop {
+        let from = events.last().map_or(after, |e| e.sequence);
+        let page = cache.history_after(session, from, REPLAY_PAGE).await?;
+        let short = page.len() < REPLAY_PAGE;
+        events.extend(page);
+        if short || events.len() as u64 > 2 * dialectic_cache::HISTORY_LEN {
+            return Ok(events);
+        }
+    }
+}
+
+/// A heartbeat: the session, the time and the last sequence sent, nothing else.
+fn heartbeat(session_id: &str, sequence: u64) -> SessionEvent {
+    convert::event(ProgressEvent {
+        at_ms: chrono::Utc::now().timestamp_millis(),
+        sequence,
+        ..ProgressEvent::new(EventKind::Heartbeat, session_id)
+    })
+}
+
+/// One watch stream: `opening`, then the session's events after it, until
+/// the session waits for review or is over, the client goes, or the server
+/// shuts down; a heartbeat whenever nothing was sent for `beat`. `permit`
+/// and `feed` are held as long, so the user's count falls, and the feed
+/// loses a watcher, as the stream ends.
 pub(crate) async fn forward(
-    snapshot: SessionEvent,
+    session_id: String,
+    opening: Opening,
     mut feed: Subscription,
     permit: WatchPermit,
     tx: mpsc::Sender<Result<SessionEvent, Status>>,
     shutdown: CancellationToken,
+    beat: Duration,
 ) {
     let _permit = permit;
-    let done = ends_watch(&snapshot.session_status);
-    if tx.send(Ok(snapshot)).await.is_err() || done {
+    for event in opening.events {
+        if tx.send(Ok(event)).await.is_err() {
+            return;
+        }
+    }
+    if opening.ends {
         return;
     }
+    let mut sent = opening.sequence;
     loop {
         tokio::select! {
             // Open streams must not hold up the server's graceful shutdown.
             _ = shutdown.cancelled() => break,
             _ = tx.closed() => break,
+            _ = tokio::time::sleep(beat) => {
+                if tx.send(Ok(heartbeat(&session_id, sent))).await.is_err() {
+                    break;
+                }
+            }
             next = feed.events.recv() => match next {
+                // Published before the opening was read: already sent, or
+                // stood for by the snapshot.
+                Ok(event) if event.sequence != 0 && event.sequence <= sent => {}
                 Ok(event) => {
+                    sent = sent.max(event.sequence);
                     let done = ends_watch(&event.session_status);
                     if tx.send(Ok(convert::event(event))).await.is_err() || done {
                         break;
@@ -290,10 +431,10 @@ pub(crate) async fn forward(
                 // A watcher too slow for the shared feed lost events. Skipping
                 // past them would show the client a session that jumped, so
                 // its stream ends as one whose feed dropped always has
-                // (UNAVAILABLE, PROGRESS_FEED_CLOSED): the client watches again
-                // and the new stream's snapshot, read from the session's row
-                // as GetSession reads it, carries the state it missed. The
-                // CLI already re-watches on UNAVAILABLE.
+                // (UNAVAILABLE, PROGRESS_FEED_CLOSED): the client watches
+                // again with its cursor and the history replays what it
+                // missed (without one, the new snapshot carries the state).
+                // The CLI already re-watches on UNAVAILABLE.
                 Err(RecvError::Lagged(missed)) => {
                     let _ = tx
                         .send(Err(feed_closed(format!(
@@ -470,6 +611,85 @@ mod tests {
         convert::event(event(EventKind::Snapshot, "running_thesis"))
     }
 
+    /// Longer than any of these tests waits: no heartbeat comes.
+    const QUIET: Duration = Duration::from_secs(3600);
+
+    fn numbered(sequence: u64) -> ProgressEvent {
+        ProgressEvent {
+            sequence,
+            ..event(EventKind::JobStatus, "running_thesis")
+        }
+    }
+
+    #[tokio::test]
+    async fn live_events_the_opening_covered_are_not_sent_again() {
+        let watches = Watches::new(0);
+        let redis = FakeRedis::default();
+        let feed = watches
+            .feed(SessionId::new(), redis.subscribe())
+            .await
+            .expect("feed");
+        let permit = watches.admit(UserId::new()).expect("permit");
+        let opening = Opening {
+            events: vec![convert::event(numbered(4)), convert::event(numbered(5))],
+            sequence: 5,
+            ends: false,
+        };
+        let (tx, mut rx) = mpsc::channel(16);
+        let _task = tokio::spawn(forward(
+            String::new(),
+            opening,
+            feed,
+            permit,
+            tx,
+            CancellationToken::new(),
+            QUIET,
+        ));
+        for n in [4, 5, 6, 7] {
+            redis.publisher(0).send(numbered(n)).expect("publish");
+        }
+        let mut got = Vec::new();
+        while got.len() < 4 {
+            let item = within("an event", rx.recv()).await.expect("open");
+            got.push(item.expect("event").sequence);
+        }
+        assert_eq!(got, [4, 5, 6, 7]);
+    }
+
+    #[tokio::test]
+    async fn a_quiet_stream_gets_heartbeats_with_the_last_sequence_sent() {
+        let watches = Watches::new(0);
+        let redis = FakeRedis::default();
+        let feed = watches
+            .feed(SessionId::new(), redis.subscribe())
+            .await
+            .expect("feed");
+        let permit = watches.admit(UserId::new()).expect("permit");
+        let (tx, mut rx) = mpsc::channel(16);
+        let _task = tokio::spawn(forward(
+            "s".into(),
+            Opening::snapshot(SessionEvent {
+                sequence: 9,
+                ..snapshot()
+            }),
+            feed,
+            permit,
+            tx,
+            CancellationToken::new(),
+            Duration::from_millis(50),
+        ));
+        let first = within("the snapshot", rx.recv()).await.expect("open");
+        assert_eq!(first.expect("snapshot").kind, "snapshot");
+        for _ in 0..2 {
+            let beat = within("a heartbeat", rx.recv()).await.expect("open");
+            let beat = beat.expect("heartbeat");
+            assert_eq!(
+                (beat.kind.as_str(), beat.sequence, beat.session_id.as_str()),
+                ("heartbeat", 9, "s")
+            );
+        }
+    }
+
     #[tokio::test]
     async fn a_lagging_watcher_is_told_to_watch_again() {
         let watches = Watches::new(1);
@@ -508,7 +728,15 @@ mod tests {
         let shutdown = CancellationToken::new();
         within(
             "the lagging stream to end",
-            forward(snapshot(), feed, permit, tx, shutdown),
+            forward(
+                String::new(),
+                Opening::snapshot(snapshot()),
+                feed,
+                permit,
+                tx,
+                shutdown,
+                QUIET,
+            ),
         )
         .await;
         let mut last = None;
@@ -537,11 +765,13 @@ mod tests {
         assert!(watches.admit(user).is_err());
         let (tx, mut rx) = mpsc::channel(16);
         let task = tokio::spawn(forward(
-            snapshot(),
+            String::new(),
+            Opening::snapshot(snapshot()),
             feed,
             permit,
             tx,
             CancellationToken::new(),
+            QUIET,
         ));
         redis
             .publisher(0)
