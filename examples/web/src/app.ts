@@ -84,15 +84,41 @@ async function startSession() {
 }
 
 // Follows a session's events until it waits for review, then shows a
-// document; or until a stage fails, then says why and offers the retry.
+// document; or until a stage fails, then says why and offers the retry. A
+// stream a proxy cuts is opened again after the last event seen
+// (after_sequence), so no event is lost or shown twice; heartbeats only keep
+// a quiet stream alive and are not shown.
 async function watchSession(sessionId: string) {
   $("session").textContent = sessionId;
   setStatus("running");
   $("retry").hidden = true;
-  let stage = "";
-  for await (const event of api().watchSession({ sessionId })) {
-    stage = event.stageSlug || stage;
-    show("events", `${SessionEventKind[event.eventKind]} ${event.sessionStatus} ${stage}`);
+  const seen: Seen = { stage: "" };
+  for (let resumes = 0; resumes < 30; resumes++) {
+    try {
+      await followEvents(sessionId, seen);
+      return;
+    } catch (error) {
+      show("events", `stream broken (${String(error)}); resuming after event ${seen.last ?? 0n}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+  setStatus("the event stream kept breaking; reload to follow the session again", true);
+}
+
+interface Seen {
+  stage: string;
+  last?: bigint;
+}
+
+// One stream, from the event after `seen.last`; it returns when the stream
+// ends or the session reached review or a failed stage, and throws when the
+// stream breaks.
+async function followEvents(sessionId: string, seen: Seen) {
+  for await (const event of api().watchSession({ sessionId, afterSequence: seen.last })) {
+    if (event.eventKind === SessionEventKind.HEARTBEAT) continue;
+    if (event.sequence > 0n) seen.last = event.sequence;
+    seen.stage = event.stageSlug || seen.stage;
+    show("events", `${SessionEventKind[event.eventKind]} ${event.sessionStatus} ${seen.stage}`);
     if (event.state === SessionState.FAILED) {
       // Nothing moves until someone retries: the event's message (the
       // session's notice) names the failed step, its error and the command.
@@ -102,7 +128,7 @@ async function watchSession(sessionId: string) {
     }
     if (event.state === SessionState.REVIEW) {
       const session = await api().getSession({ sessionId });
-      await showFirstDocument(sessionId, stage || session.currentStage, session.iteration);
+      await showFirstDocument(sessionId, seen.stage || session.currentStage, session.iteration);
       setStatus("review");
       return;
     }
