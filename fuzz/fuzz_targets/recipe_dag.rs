@@ -29,6 +29,7 @@ fn step(index: u8, key_byte: u8, skipped: bool) -> RecipeStep {
         order: i32::from(key_byte),
         is_skipped: skipped,
         config: Default::default(),
+        role: None,
         filter: Default::default(),
         skip_only_when: None,
     }

@@ -47,6 +47,7 @@ async fn processing_job(env: &TestEnv) -> JobId {
             client_request_id: None,
             auto_advance: false,
             pushback: Default::default(),
+            model_roles: &Default::default(),
         },
     )
     .await

@@ -45,6 +45,7 @@ fn step(key: &str, job_type: JobType, order: i32) -> RecipeStep {
         order,
         is_skipped: false,
         config: Default::default(),
+        role: None,
         filter: Default::default(),
     }
 }
@@ -102,6 +103,7 @@ async fn set_up(env: &TestEnv, recipe: &Recipe) -> Fixture {
             client_request_id: None,
             auto_advance: false,
             pushback: Default::default(),
+            model_roles: &Default::default(),
         },
     )
     .await

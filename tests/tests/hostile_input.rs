@@ -8,15 +8,15 @@ use dialectic_e2e::{TestEnv, eventually};
 use dialectic_proto::v1::{
     AddProjectDocumentRequest, CancelSessionRequest, CompleteSessionRequest, CreateProjectRequest,
     CreditWalletRequest, DeleteProjectRequest, EditStageRecipeRequest, ExportProjectRequest,
-    GetBlackboardRequest, GetDocumentContentRequest, GetProjectRequest, GetServerInfoRequest,
-    GetSessionRequest, GetStageRecipeRequest, GetWalletRequest, InstallPipelineRequest,
-    ListModelsRequest, ListPipelinesRequest, ListProjectDocumentsRequest, ListProjectsRequest,
-    ListQueryHistoryRequest, ListRecipesRequest, ListSessionEventsRequest,
-    ListSessionRevisionsRequest, ListSessionsRequest, ListStageDocumentsRequest,
-    ListWalletTransactionsRequest, OverrideClaimRequest, PauseSessionRequest, QueryRequest,
-    RecipeEdge, RegenerateDocumentRequest, ResumeSessionRequest, RetryStageRequest,
-    RevisitStageRequest, SaveDocumentEditRequest, StageResponse, StartSessionRequest,
-    SubmitStageResponsesRequest, WatchSessionRequest,
+    GetBlackboardRequest, GetContractAnalysisRequest, GetDocumentContentRequest, GetProjectRequest,
+    GetServerInfoRequest, GetSessionRequest, GetStageRecipeRequest, GetUploadProgressRequest,
+    GetWalletRequest, InstallPipelineRequest, ListModelsRequest, ListPipelinesRequest,
+    ListProjectDocumentsRequest, ListProjectsRequest, ListQueryHistoryRequest, ListRecipesRequest,
+    ListSessionEventsRequest, ListSessionRevisionsRequest, ListSessionsRequest,
+    ListStageDocumentsRequest, ListWalletTransactionsRequest, OverrideClaimRequest,
+    PauseSessionRequest, QueryRequest, RecipeEdge, RegenerateDocumentRequest, ResumeSessionRequest,
+    RetryStageRequest, RevisitStageRequest, SaveDocumentEditRequest, StageResponse,
+    StartSessionRequest, SubmitStageResponsesRequest, WatchSessionRequest,
 };
 use dialectic_runtime::error_status::{self, StatusExt};
 use prost::Message;
@@ -373,6 +373,19 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
             ),
         ));
         cases.push((
+            "GetUploadProgress",
+            what,
+            code,
+            done(
+                client
+                    .get_upload_progress(GetUploadProgressRequest {
+                        project_id: id.clone(),
+                        client_request_id: "upload-1".into(),
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
             "ListSessions",
             what,
             code,
@@ -382,6 +395,19 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
                         project_id: id.clone(),
                         page_size: 10,
                         page_token: String::new(),
+                        ..Default::default()
+                    })
+                    .await,
+            ),
+        ));
+        cases.push((
+            "GetContractAnalysis",
+            what,
+            code,
+            done(
+                client
+                    .get_contract_analysis(GetContractAnalysisRequest {
+                        project_id: id.clone(),
                         ..Default::default()
                     })
                     .await,
@@ -717,6 +743,15 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
         })
     );
     case!(
+        "GetUploadProgress",
+        "missing client_request_id",
+        Code::InvalidArgument,
+        client.get_upload_progress(GetUploadProgressRequest {
+            project_id: unknown.clone(),
+            client_request_id: " ".into(),
+        })
+    );
+    case!(
         "ListProjectDocuments",
         "forged page token",
         Code::InvalidArgument,
@@ -844,6 +879,26 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
             page_token: "not-a-token".into(),
         })
     );
+    case!(
+        "GetContractAnalysis",
+        "both a project and a session",
+        Code::InvalidArgument,
+        client.get_contract_analysis(GetContractAnalysisRequest {
+            project_id: project.id.clone(),
+            session_id: unknown.clone(),
+            section: String::new(),
+        })
+    );
+    case!(
+        "GetContractAnalysis",
+        "a section over 64 characters",
+        Code::InvalidArgument,
+        client.get_contract_analysis(GetContractAnalysisRequest {
+            project_id: project.id.clone(),
+            session_id: String::new(),
+            section: "7.".repeat(40),
+        })
+    );
     // Checked before the session is looked up: a forged token is refused
     // whoever's session it names.
     case!(
@@ -876,6 +931,7 @@ async fn every_rpc_refuses_bad_input_clearly_and_writes_nothing() {
         client.install_pipeline(InstallPipelineRequest {
             content: include_str!("../pipelines/notes.toml").replace("\"draft\"", "\"thesis\""),
             client_request_id: String::new(),
+            validate_only: false,
         })
     );
     case!(

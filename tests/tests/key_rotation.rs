@@ -5,11 +5,11 @@
 //! signed by `ServiceKey::from_settings` over the key directory as a
 //! gateway process reads it when it starts.
 
-use dialectic_core::service_auth::{HEADER, ServiceName};
+use dialectic_core::service_auth::ServiceName;
 use dialectic_e2e::TestEnv;
 use dialectic_proto::v1::wallet::GetBalanceRequest;
 use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
-use dialectic_runtime::service_auth::{ServiceKey, generate_keys, key_file};
+use dialectic_runtime::service_auth::{ServiceKey, Signing, generate_keys, key_file};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,7 +22,7 @@ use tonic::transport::Channel;
 /// the gateway replicas (each with the key it read when it started) that make them.
 #[derive(Default)]
 struct Fleet {
-    wallets: Vec<WalletServiceClient<Channel>>,
+    wallets: Vec<Channel>,
     gateways: Vec<ServiceKey>,
 }
 
@@ -63,12 +63,10 @@ async fn roll_wallet(env: &mut TestEnv, fleet: &Mutex<Fleet>, dir: &Path) {
     settings.internal.key_dir = dir.display().to_string();
     let addr = env.start_with("wallet", settings).await;
     env.wait_serving("wallet").await;
-    let client = WalletServiceClient::new(
-        tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-            .expect("wallet url")
-            .connect_lazy(),
-    );
-    fleet.lock().expect("fleet").wallets.push(client);
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("wallet url")
+        .connect_lazy();
+    fleet.lock().expect("fleet").wallets.push(channel);
     tokio::time::sleep(Duration::from_millis(300)).await;
     {
         let mut fleet = fleet.lock().expect("fleet");
@@ -110,21 +108,18 @@ async fn a_key_rotates_without_a_refused_call() {
             let mut turn = 0usize;
             while !stop.load(Ordering::Relaxed) {
                 turn += 1;
-                let (mut wallet, key) = {
+                let (channel, key) = {
                     let fleet = fleet.lock().expect("fleet");
                     (
                         fleet.wallets[turn % fleet.wallets.len()].clone(),
                         fleet.gateways[turn % fleet.gateways.len()].clone(),
                     )
                 };
-                let mut request = tonic::Request::new(GetBalanceRequest {
+                let mut wallet = WalletServiceClient::new(Signing::new(channel, key));
+                let request = GetBalanceRequest {
                     wallet_id: uuid::Uuid::now_v7().to_string(),
                     ..Default::default()
-                });
-                request.metadata_mut().insert(
-                    HEADER,
-                    key.mint(ServiceName::Wallet).parse().expect("metadata"),
-                );
+                };
                 // No such wallet: NOT_FOUND is an authenticated call.
                 let code = match wallet.get_balance(request).await {
                     Ok(_) => Code::Ok,
@@ -171,15 +166,12 @@ async fn a_key_rotates_without_a_refused_call() {
     assert!(tally["NotFound"] >= 300, "{tally:?}");
 
     // The rotation did retire the old key: a call it signs is refused now.
-    let mut wallet = fleet.lock().expect("fleet").wallets[0].clone();
-    let mut request = tonic::Request::new(GetBalanceRequest {
+    let channel = fleet.lock().expect("fleet").wallets[0].clone();
+    let mut wallet = WalletServiceClient::new(Signing::new(channel, old_key));
+    let request = GetBalanceRequest {
         wallet_id: uuid::Uuid::now_v7().to_string(),
         ..Default::default()
-    });
-    request.metadata_mut().insert(
-        HEADER,
-        old_key.mint(ServiceName::Wallet).parse().expect("metadata"),
-    );
+    };
     let refused = wallet.get_balance(request).await.expect_err("the old key");
     assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
 

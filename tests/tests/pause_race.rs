@@ -83,6 +83,7 @@ async fn running_thesis(env: &TestEnv, project: ProjectId) -> (SessionId, JobId)
             client_request_id: None,
             auto_advance: true,
             pushback: Default::default(),
+            model_roles: &Default::default(),
         },
     )
     .await

@@ -344,6 +344,7 @@ async fn install_pipeline_checks_the_caller_and_the_file() {
     let install = |content: &str| InstallPipelineRequest {
         content: content.into(),
         client_request_id: String::new(),
+        validate_only: false,
     };
     let before = count(&env, INSTALLED_ROWS).await;
 

@@ -2,7 +2,8 @@
 //! deadlines configured short (`gateway.connections`, 2 s) so each test is
 //! quick: quiet connections are closed within the deadline while ordinary
 //! calls go on answering; one HTTP/2 connection gets no more streams than it
-//! was told; HTTP/1.1 is spoken only with a web origin configured; and TLS
+//! was told; HTTP/1.1 is spoken only with a web origin or the JSON API
+//! (`gateway.json_api`) configured; and TLS
 //! handshakes left half done neither outlive their timeout nor take more
 //! than the configured slots, nor keep a real client out.
 
@@ -278,6 +279,8 @@ async fn answer_to_http1(addr: SocketAddr) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http1_is_spoken_only_with_web_origins() {
     let mut env = TestEnv::new().await;
+    // The JSON API speaks HTTP/1.1 too (tests/curl_json.rs); off here.
+    env.settings.gateway.json_api = false;
     env.start(&["gateway"]).await;
     let without = answer_to_http1(env.addr("gateway")).await;
     assert!(

@@ -13,7 +13,9 @@
 //! model too.
 
 use dialectic_core::structured::StructuredOutput;
-use dialectic_e2e::{TestEnv, eventually, register_llama_cpp_model, start_uploaded_session};
+use dialectic_e2e::{
+    TestEnv, eventually, register_llama_cpp_model, sample_sum, start_uploaded_session,
+};
 use dialectic_proto::v1::{
     DocumentRole, GetDocumentContentRequest, GetSessionRequest, ListStageDocumentsRequest,
 };
@@ -124,6 +126,7 @@ async fn the_essay_pipeline_finishes_on_the_local_llama_cpp_model() {
     let per_job = attempts as f64 / jobs as f64;
     eprintln!("{jobs} model jobs, {attempts} attempts ({per_job:.2} per job)");
     assert!(per_job <= 2.0, "{attempts} attempts for {jobs} jobs");
+    model_call_metrics_name_the_local_model(&name);
 
     // Whatever a 135M model claims, the stored fact-check calls a claim
     // verified only with a quote one of the sources holds.
@@ -188,6 +191,31 @@ async fn the_essay_pipeline_finishes_on_the_local_llama_cpp_model() {
         voice["voice_consistency_score"].as_f64()
     );
     env.teardown().await;
+}
+
+/// The executor ran in this process, so its registry holds the session's
+/// calls: llama-cpp-python streams, so every answered call has a first token
+/// (the OpenAI dialect's streamed path measured it on a real server).
+fn model_call_metrics_name_the_local_model(name: &str) {
+    let metrics = dialectic_telemetry::metrics::render();
+    let model = format!("model=\"{name}\"");
+    let value = |series: &str, label: &str| sample_sum(&metrics, series, &[&model, label]);
+    let answered = value("dialectic_model_calls_total", "result=\"ok\"");
+    let first_tokens = sample_sum(
+        &metrics,
+        "dialectic_model_time_to_first_token_seconds_count",
+        &[&model],
+    );
+    let output_tokens = value("dialectic_model_tokens_total", "direction=\"output\"");
+    eprintln!(
+        "{answered} answered calls, {first_tokens} first tokens, {output_tokens} output tokens"
+    );
+    assert!(answered >= 1.0, "the local model answered:\n{metrics}");
+    assert_eq!(
+        first_tokens, answered,
+        "each streamed answer timed its first token"
+    );
+    assert!(output_tokens >= answered, "each answer wrote tokens");
 }
 
 /// The stored reply (all its turns') of the session's `document_key`.

@@ -5,11 +5,12 @@
 //! (the same events, in the same order, as ListSessionEvents pages through);
 //! a quiet stream (a session waiting at pending_antithesis) gets heartbeats at
 //! `gateway.watch_heartbeat_secs`, carrying the last sequence; and another
-//! user's session is NOT_FOUND to both calls.
+//! user's session is NOT_FOUND to both calls. Behind a proxy that cuts every
+//! 15 s, heartbeats arrive while a 30 s model call runs.
 
 use dialectic_e2e::{BearerKey, GatewayClient, TestEnv};
 use dialectic_proto::v1::dialectic_service_client::DialecticServiceClient;
-use dialectic_proto::v1::{ListSessionEventsRequest, SessionEvent, WatchSessionRequest};
+use dialectic_proto::v1::{JobStatus, ListSessionEventsRequest, SessionEvent, WatchSessionRequest};
 use futures::StreamExt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -296,6 +297,77 @@ async fn a_watcher_behind_a_cutting_relay_resumes_with_every_event_once_and_quie
         .await
         .expect_err("another user's events");
     assert_eq!(refused.code(), Code::NotFound, "{refused:?}");
+    drop(relay);
+    env.teardown().await;
+}
+
+/// The proxy the issue names: it cuts every 15 s while a model call takes
+/// 30 s. Heartbeats (every 5 s here) arrive while the call runs, between the
+/// job's start and its end, and the watcher, resuming after each cut, takes
+/// in every event once and in order up to the call's end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn heartbeats_cover_a_thirty_second_call_behind_a_proxy_that_cuts_every_fifteen_seconds() {
+    const LONG_CUT: Duration = Duration::from_secs(15);
+    let mut env = TestEnv::new().await;
+    env.settings.gateway.watch_heartbeat_secs = 5;
+    env.settings.executor.simulated_latency_ms = 30_000;
+    env.start_all().await;
+    let mut direct = env.gateway().await;
+    let relay = Arc::new(CuttingRelay::to(env.addr("gateway")).await);
+    let key = env.settings.gateway.bootstrap_key.clone();
+    let (_, session_id) = env.new_session(PROMPT, &["simulated"], false).await;
+    let (tx, mut seen) = mpsc::unbounded_channel();
+    let watcher = tokio::spawn(resuming_watcher(relay.client(&key), session_id.clone(), tx));
+    let cutter = tokio::spawn({
+        let relay = relay.clone();
+        async move {
+            loop {
+                tokio::time::sleep(LONG_CUT).await;
+                relay.cut();
+            }
+        }
+    });
+
+    // Until the first job (the stage's plan, one 30 s call) has completed.
+    let mut received: Vec<SessionEvent> = Vec::new();
+    let (mut broken, mut beats_during_the_call, mut calling) = (0, 0, false);
+    loop {
+        match next(&mut seen, 120, "the first job's end").await {
+            Seen::Event(e) if e.kind == "heartbeat" => {
+                if calling {
+                    beats_during_the_call += 1;
+                }
+            }
+            Seen::Event(e) => {
+                calling |= e.kind == "job_started";
+                let completed = e.job_status() == JobStatus::Completed;
+                received.push(*e);
+                if completed {
+                    break;
+                }
+            }
+            Seen::Broken => broken += 1,
+            Seen::Ended => panic!("the session moved on before its first job completed"),
+        }
+    }
+    cutter.abort();
+    watcher.abort();
+    assert!(calling, "the call's start arrived: {received:?}");
+    assert!(
+        broken >= 1,
+        "the relay cut the stream during the call (cut {broken} times)"
+    );
+    // 30 s of call with a beat every 5 s, less the time each cut takes to
+    // resume: well over two, and none at all without heartbeats.
+    assert!(
+        beats_during_the_call >= 2,
+        "heartbeats kept the stream alive during the call: {beats_during_the_call}"
+    );
+    let kept = history(&mut direct, &session_id, 50).await;
+    assert!(received.len() <= kept.len(), "no event was received twice");
+    let got: Vec<_> = received.iter().map(fields).collect();
+    let want: Vec<_> = kept[..received.len()].iter().map(fields).collect();
+    assert_eq!(got, want, "every event once and in order, through the cuts");
     drop(relay);
     env.teardown().await;
 }

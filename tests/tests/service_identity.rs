@@ -3,7 +3,7 @@
 //! list is refused even with a valid token, and an executor answers
 //! questions only for the gateway, only about the named user's own project.
 
-use dialectic_core::service_auth::{HEADER, ServiceName};
+use dialectic_core::service_auth::ServiceName;
 use dialectic_e2e::{TestEnv, upload_documents};
 use dialectic_proto::v1::CreateProjectRequest;
 use dialectic_proto::v1::executor::AnswerRequest;
@@ -11,7 +11,7 @@ use dialectic_proto::v1::executor::executor_service_client::ExecutorServiceClien
 use dialectic_proto::v1::wallet::GetBalanceRequest;
 use dialectic_proto::v1::wallet::wallet_service_client::WalletServiceClient;
 use dialectic_runtime::error_status::StatusExt;
-use dialectic_runtime::service_auth::ServiceKey;
+use dialectic_runtime::service_auth::{ServiceKey, Signing};
 use tonic::Code;
 use tonic::codegen::http::uri::PathAndQuery;
 
@@ -21,21 +21,16 @@ fn plain_channel(addr: std::net::SocketAddr) -> tonic::transport::Channel {
         .connect_lazy()
 }
 
-/// `message` carrying a token minted as `caller` for `audience`.
-fn with_token<T>(
+/// A channel to `addr` whose every call carries a token minted as `caller`
+/// for `audience` (bound to that call), whichever service it reaches.
+fn signed_as(
     env: &TestEnv,
+    addr: std::net::SocketAddr,
     caller: ServiceName,
     audience: ServiceName,
-    message: T,
-) -> tonic::Request<T> {
-    let token = ServiceKey::from_settings(&env.settings, caller)
-        .expect("this env's keys")
-        .mint(audience);
-    let mut request = tonic::Request::new(message);
-    request
-        .metadata_mut()
-        .insert(HEADER, token.parse().expect("metadata"));
-    request
+) -> Signing<tonic::transport::Channel> {
+    let key = ServiceKey::from_settings(&env.settings, caller).expect("this env's keys");
+    Signing::new(plain_channel(addr), key).aimed_at(audience)
 }
 
 fn reason(status: &tonic::Status) -> String {
@@ -50,23 +45,31 @@ async fn a_token_for_the_indexer_is_refused_by_the_wallet() {
     let mut env = TestEnv::new().await;
     env.start(&["wallet"]).await;
     env.wait_serving("wallet").await;
-    let mut wallet = WalletServiceClient::new(plain_channel(env.addr("wallet")));
+    let wallet = |audience| {
+        WalletServiceClient::new(signed_as(
+            &env,
+            env.addr("wallet"),
+            ServiceName::Gateway,
+            audience,
+        ))
+    };
     let ask = || GetBalanceRequest {
         wallet_id: uuid::Uuid::now_v7().to_string(),
         ..Default::default()
     };
 
-    let replayed = with_token(&env, ServiceName::Gateway, ServiceName::Indexer, ask());
-    let refused = wallet
-        .get_balance(replayed)
+    let refused = wallet(ServiceName::Indexer)
+        .get_balance(ask())
         .await
         .expect_err("another audience");
     assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
     assert_eq!(reason(&refused), "SERVICE_TOKEN_REJECTED");
 
     // The same caller with a token for the wallet gets past identity to the ledger.
-    let meant = with_token(&env, ServiceName::Gateway, ServiceName::Wallet, ask());
-    let answered = wallet.get_balance(meant).await.expect_err("no such wallet");
+    let answered = wallet(ServiceName::Wallet)
+        .get_balance(ask())
+        .await
+        .expect_err("no such wallet");
     assert_eq!(answered.code(), Code::NotFound, "{answered:?}");
     env.teardown().await;
 }
@@ -76,12 +79,16 @@ async fn an_unlisted_internal_method_is_refused_with_a_valid_token() {
     let mut env = TestEnv::new().await;
     env.start(&["wallet"]).await;
     env.wait_serving("wallet").await;
-    let mut grpc = tonic::client::Grpc::new(plain_channel(env.addr("wallet")));
+    let mut grpc = tonic::client::Grpc::new(signed_as(
+        &env,
+        env.addr("wallet"),
+        ServiceName::Gateway,
+        ServiceName::Wallet,
+    ));
     grpc.ready().await.expect("connection ready");
-    let request = with_token(&env, ServiceName::Gateway, ServiceName::Wallet, ());
     let refused = grpc
         .unary(
-            request,
+            tonic::Request::new(()),
             PathAndQuery::from_static("/dialectic.v1.wallet.WalletService/Mint"),
             tonic_prost::ProstCodec::<(), ()>::default(),
         )
@@ -122,14 +129,23 @@ async fn only_the_gateway_asks_an_executor_and_only_about_the_users_project() {
         query_id: uuid::Uuid::now_v7().to_string(),
         ..Default::default()
     };
-    let mut executor = ExecutorServiceClient::new(plain_channel(env.addr("executor")));
+    let executor = |caller| {
+        ExecutorServiceClient::new(signed_as(
+            &env,
+            env.addr("executor"),
+            caller,
+            ServiceName::Executor,
+        ))
+    };
 
     for caller in ServiceName::ALL
         .into_iter()
         .filter(|s| *s != ServiceName::Gateway)
     {
-        let request = with_token(&env, caller, ServiceName::Executor, ask(&owner));
-        let refused = executor.answer(request).await.expect_err("not the gateway");
+        let refused = executor(caller)
+            .answer(ask(&owner))
+            .await
+            .expect_err("not the gateway");
         assert_eq!(
             refused.code(),
             Code::PermissionDenied,
@@ -137,26 +153,14 @@ async fn only_the_gateway_asks_an_executor_and_only_about_the_users_project() {
         );
     }
 
-    let request = with_token(
-        &env,
-        ServiceName::Gateway,
-        ServiceName::Executor,
-        ask(&stranger.to_string()),
-    );
-    let refused = executor
-        .answer(request)
+    let refused = executor(ServiceName::Gateway)
+        .answer(ask(&stranger.to_string()))
         .await
         .expect_err("another user's project");
     assert_eq!(refused.code(), Code::NotFound, "{refused:?}");
 
-    let request = with_token(
-        &env,
-        ServiceName::Gateway,
-        ServiceName::Executor,
-        ask(&owner),
-    );
-    let answer = executor
-        .answer(request)
+    let answer = executor(ServiceName::Gateway)
+        .answer(ask(&owner))
         .await
         .expect("the owner's question");
     assert!(!answer.into_inner().answer.is_empty());

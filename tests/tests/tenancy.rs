@@ -585,6 +585,7 @@ async fn other_users_ids_are_not_found_and_bad_input_is_refused() {
         unskip: vec![],
         add_edges: vec![],
         client_request_id: String::new(),
+        validate_only: false,
     };
     let before = client
         .get_stage_recipe(GetStageRecipeRequest {

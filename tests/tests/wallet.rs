@@ -576,10 +576,15 @@ async fn the_wallet_admits_only_the_services_allowed_each_call() {
             .expect("a key")
     };
     let executor_key = key_file(ServiceName::Executor);
+    // Bound to no call this test makes: the signature and the audience are
+    // checked first, so these fail for what they claim, not for that.
+    let call = service_auth::Call::new("/", b"", b"");
     let claiming_gateway = service_auth::mint(
         &executor_key,
         ServiceName::Gateway,
         ServiceName::Wallet,
+        &call,
+        &[0; service_auth::NONCE_BYTES],
         now_unix(),
     );
     let refused = presenting(&url, claiming_gateway)
@@ -597,6 +602,8 @@ async fn the_wallet_admits_only_the_services_allowed_each_call() {
         &key_file(ServiceName::Gateway),
         ServiceName::Gateway,
         ServiceName::Indexer,
+        &call,
+        &[0; service_auth::NONCE_BYTES],
         now_unix(),
     );
     let refused = presenting(&url, for_the_indexer)

@@ -7,7 +7,9 @@
 //! named, with a TTL.
 
 pub mod board;
+pub mod dead_letters;
 pub mod reads;
+pub mod uploads;
 pub mod waits;
 
 /// Lua: deletes every key the set KEYS[1] tracks, then the set (seed 004 §7:

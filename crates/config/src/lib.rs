@@ -111,6 +111,13 @@ pub struct InternalConfig {
     /// A hosts(5)-format file consulted before DNS on every resolution: pins
     /// internal names to addresses where there is no DNS for them. Empty: DNS only.
     pub hosts_file: String,
+    /// For one release's rolling upgrade: also accept the previous release's
+    /// service tokens (v3: caller, audience and expiry, bound to no call and
+    /// replayable within their minute), and send one beside each token so
+    /// previous-release pods accept this one's calls. Off (the default):
+    /// only tokens bound to their call. OPERATIONS.md, "Upgrading across the
+    /// token change".
+    pub accept_previous_tokens: bool,
 }
 
 impl Default for InternalConfig {
@@ -120,6 +127,7 @@ impl Default for InternalConfig {
             token_secret: String::new(),
             resolve_interval_ms: 5_000,
             hosts_file: String::new(),
+            accept_previous_tokens: false,
         }
     }
 }
@@ -253,6 +261,11 @@ pub struct GatewayConfig {
     /// beside gRPC on `listen`), comma-separated: `https://app.example.com`.
     /// Empty: no cross-origin page may (CORS refuses them).
     pub web_origins: String,
+    /// Serve every unary RPC as Connect's unary call on `listen` too: HTTP
+    /// POST of JSON (or `application/proto`) to `/dialectic.v1.DialecticService/<Method>`,
+    /// so `curl` reaches the API; HTTP/1.1 is spoken for it. false: the port
+    /// speaks HTTP/2 gRPC only (and gRPC-Web with `web_origins`).
+    pub json_api: bool,
     /// PEM file of the certificate chain (leaf first) `listen` serves TLS
     /// with; set together with `tls_key`. Both empty: plaintext, for a
     /// gateway behind a proxy that terminates TLS, or on loopback.
@@ -373,6 +386,7 @@ impl Default for GatewayConfig {
             last_known_secs: 120,
             idempotency_window_secs: 24 * 60 * 60,
             web_origins: String::new(),
+            json_api: true,
             tls_cert: String::new(),
             tls_key: String::new(),
             health_listen: String::new(),
@@ -618,6 +632,9 @@ pub struct IndexerConfig {
     pub embeddings_model: String,
     /// Name of the environment variable holding the embeddings API key (never the key).
     pub embeddings_secret_name: String,
+    /// Uploads (PDF, DOCX) one indexer converts at once, each on a core of
+    /// its own; more wait for a slot.
+    pub conversion_slots: usize,
 }
 
 impl Default for IndexerConfig {
@@ -628,6 +645,7 @@ impl Default for IndexerConfig {
             embeddings_base_url: String::new(),
             embeddings_model: "text-embedding-3-small".into(),
             embeddings_secret_name: "OPENAI_API_KEY".into(),
+            conversion_slots: 2,
         }
     }
 }

@@ -52,6 +52,7 @@ impl fmt::Debug for InternalConfig {
             .field("token_secret", &presence(&self.token_secret))
             .field("resolve_interval_ms", &self.resolve_interval_ms)
             .field("hosts_file", &self.hosts_file)
+            .field("accept_previous_tokens", &self.accept_previous_tokens)
             .finish()
     }
 }
@@ -95,6 +96,7 @@ impl fmt::Debug for GatewayConfig {
             .field("max_exports_per_user", &self.max_exports_per_user)
             .field("last_known_secs", &self.last_known_secs)
             .field("web_origins", &self.web_origins)
+            .field("json_api", &self.json_api)
             .field("tls_cert", &self.tls_cert)
             .field("tls_key", &self.tls_key)
             .field("health_listen", &self.health_listen)

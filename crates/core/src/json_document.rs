@@ -13,7 +13,9 @@
 //!   as a number, a string field its text;
 //! - what comes before the first field heading, without a leading `# title`
 //!   line, is `content`;
-//! - a field whose heading the edit leaves out keeps its current value.
+//! - a field whose heading the edit leaves out keeps its current value, and
+//!   so does a list of objects (a dependency map's edges), which is shown for
+//!   people and edited as JSON.
 
 use crate::prompt::title_from_key;
 use crate::recipe::OutputRule;
@@ -149,10 +151,21 @@ fn from_markdown(
         set.insert("content".into(), Value::String(content_of(&preamble)));
     }
     for (field, body) in blocks {
+        // A list of objects (a dependency map's edges) is shown one line per
+        // object for people; it is edited as JSON, and its block keeps it.
+        if holds_objects(current.get(&field)) {
+            continue;
+        }
         let value = block_value(kind_of(rule, current, &field), &field, &body)?;
         set.insert(field, value);
     }
     Ok(set)
+}
+
+fn holds_objects(value: Option<&Value>) -> bool {
+    value
+        .and_then(Value::as_array)
+        .is_some_and(|items| items.iter().any(Value::is_object))
 }
 
 /// The text before the first field heading, without its `# title` line.
@@ -437,5 +450,23 @@ properties.audience = { type = "string", enum = ["general", "semi-technical", "e
             parse_edit(&outline_rule(), &outline(), "# Outline\n\nShorter.\n").expect("fits");
         assert_eq!(edited["content"], "Shorter.");
         assert_eq!(edited["sections"], outline()["sections"]);
+    }
+
+    #[test]
+    fn a_list_of_objects_is_shown_and_kept_not_parsed_back() {
+        let rule: OutputRule = toml::from_str(
+            r#"
+document_key = "dependency_map"
+file_type = "json"
+required_keys = ["content", "edges"]
+key_types = { content = "string", edges = "array" }
+"#,
+        )
+        .expect("rule");
+        let data = json!({"content": "Map.", "edges": [{"from_section": "7.1", "to_section": "7", "kind": "exhibit"}]});
+        let edit = "# Dependency Map\n\nA new map.\n\n## Edges\n\n- 7.1 → 7 (exhibit)\n";
+        let edited = parse_edit(&rule, &data, edit).expect("fits");
+        assert_eq!(edited["content"], "A new map.");
+        assert_eq!(edited["edges"], data["edges"]);
     }
 }

@@ -8,10 +8,11 @@ use crate::fact_check;
 use crate::gate::{CONFIDENCE, ConfidenceGate};
 use crate::ids::StepId;
 use crate::job::JobType;
+use crate::model_role::{RoleDef, is_role_name};
 use crate::output_record::{MeanRule, RecordRule};
 use crate::recipe::{
     Granularity, InputIteration, InputRule, ObjectFilter, OutputRule, ProgressBand, Recipe,
-    RecipeStep, StepConfig,
+    RecipeStep, StepConfig, StepRole,
 };
 use crate::shape::JsonKind;
 use crate::skip_rule::SkipCondition;
@@ -30,6 +31,10 @@ pub struct PipelineFile {
     pub description: Option<String>,
     /// In the order a session runs them; each stage leads to the next.
     pub stages: Vec<StageDef>,
+    /// The model roles its steps name (`model_role`), by name; a session
+    /// maps each to a model when it starts (docs/models.md).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub roles: BTreeMap<String, RoleDef>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,6 +76,10 @@ pub struct StepDef {
     pub outputs: Vec<OutputRule>,
     #[serde(default, skip_serializing_if = "is_default")]
     pub config: StepConfig,
+    /// The role it runs as: one of the pipeline's `roles`. A session that
+    /// maps the role runs the step on that model only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_role: Option<String>,
     #[serde(default, skip_serializing_if = "is_default")]
     pub filter: ObjectFilter,
     /// Its band of the stage's percent, e.g. `[30, 50]`.
@@ -180,6 +189,7 @@ impl PipelineFile {
         if self.stages.is_empty() {
             problems.add("stages", "a pipeline needs at least one stage");
         }
+        self.check_roles(&mut problems);
         let mut earlier: BTreeSet<&str> = BTreeSet::new();
         for (index, stage) in self.stages.iter().enumerate() {
             let place = format!("stages[{index}] ({})", stage.slug);
@@ -202,6 +212,33 @@ impl PipelineFile {
             );
         }
         problems.into_result()
+    }
+
+    /// Role names and parameters, and that every step's role is declared.
+    fn check_roles(&self, problems: &mut Problems) {
+        for (name, role) in &self.roles {
+            if !is_role_name(name) {
+                problems.add(
+                    &format!("roles.{name}"),
+                    "a role name is lower case letters, digits and _ (at most 64)",
+                );
+            }
+            if let Some(problem) = role.config().problem() {
+                problems.add(&format!("roles.{name}"), problem);
+            }
+        }
+        for (s, stage) in self.stages.iter().enumerate() {
+            for (index, step) in stage.steps.iter().enumerate() {
+                if let Some(role) = &step.model_role
+                    && !self.roles.contains_key(role)
+                {
+                    problems.add(
+                        &format!("stages[{s}] ({}).steps[{index}] ({}).model_role", stage.slug, step.key),
+                        format!("{role:?} is not one of the pipeline's roles (declare it under [roles.{role}])"),
+                    );
+                }
+            }
+        }
     }
 
     /// A stage's recipe as the planner runs it (ids fresh, edges from `after`).
@@ -325,6 +362,9 @@ fn check_step(
             "per_item fans out over the items of its first document rule: give that rule `items` (the JSON array's key)",
         ),
         Ok(_) => {}
+    }
+    if let Some(problem) = step.config.problem() {
+        problems.add(&format!("{place}.config"), problem);
     }
     if let Some(problem) = step.progress.and_then(|band| band.problem()) {
         problems.add(&format!("{place}.progress"), problem);
@@ -541,6 +581,10 @@ fn recipe_step(def: &StepDef, id: StepId, order: i32) -> Result<RecipeStep, Stri
         order,
         is_skipped: false,
         config: def.config,
+        role: def.model_role.as_ref().map(|name| StepRole {
+            name: name.clone(),
+            config: StepConfig::default(),
+        }),
         filter: def.filter.clone(),
         progress: def.progress,
         skip_only_when: def.skip_only_when,
@@ -645,6 +689,45 @@ content = "# {{title}}\n\n{{content}}\n"
         let file = PipelineFile::parse(MINIMAL).expect("parses");
         let again = PipelineFile::parse(&file.to_toml().expect("writes")).expect("reads back");
         assert_eq!(again, file);
+    }
+
+    #[test]
+    fn steps_name_declared_roles_and_a_file_without_roles_still_reads() {
+        let with_roles = MINIMAL.replace(
+            "prompt = \"Write the note.\"",
+            "prompt = \"Write the note.\"\nmodel_role = \"writer\"",
+        ) + "\n[roles.writer]\ndescription = \"Writes the note\"\ntemperature = 0.2\ntimeout_seconds = 60\n";
+        assert_eq!(problems(&with_roles), Vec::<String>::new());
+        let file = PipelineFile::parse(&with_roles).expect("parses");
+        assert_eq!(file.roles["writer"].config().timeout_seconds, Some(60));
+        let again = PipelineFile::parse(&file.to_toml().expect("writes")).expect("reads back");
+        assert_eq!(again, file, "roles round-trip");
+        let recipe = PipelineFile::recipe(&file.stages[0]).expect("recipe");
+        let roles: Vec<Option<&str>> = recipe.steps.iter().map(|s| s.role_name()).collect();
+        assert_eq!(roles, [None, Some("writer")]);
+
+        let undeclared = with_roles.replace("[roles.writer]", "[roles.editor]");
+        let found = problems(&undeclared);
+        assert!(
+            found
+                .iter()
+                .any(|p| p.contains("steps[1] (write).model_role") && p.contains("\"writer\"")),
+            "{found:?}"
+        );
+        let hot = with_roles.replace("temperature = 0.2", "temperature = 9.0");
+        assert!(
+            problems(&hot)
+                .iter()
+                .any(|p| p.starts_with("roles.writer: temperature")),
+            "{:?}",
+            problems(&hot)
+        );
+        assert!(
+            PipelineFile::parse(MINIMAL)
+                .expect("parses")
+                .roles
+                .is_empty()
+        );
     }
 
     #[test]

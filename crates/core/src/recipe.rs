@@ -318,22 +318,53 @@ pub struct StepConfig {
     /// Output tokens; never more than the model's own limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// How long one model call of the step may take before the attempt
+    /// fails as transient (seed 004's per-agent `timeout_seconds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u32>,
 }
 
 impl StepConfig {
     /// Reads a `config_override` object; names the key that is wrong.
     pub fn from_override(value: &serde_json::Value) -> Result<Self, String> {
-        let config: StepConfig = serde_json::from_value(value.clone())
-            .map_err(|e| format!("config_override: {e} (known keys: temperature, max_tokens)"))?;
-        if let Some(t) = config.temperature
+        let config: StepConfig = serde_json::from_value(value.clone()).map_err(|e| {
+            format!("config_override: {e} (known keys: temperature, max_tokens, timeout_seconds)")
+        })?;
+        match config.problem() {
+            Some(problem) => Err(format!("config_override.{problem}")),
+            None => Ok(config),
+        }
+    }
+
+    /// What is out of range, named by its key.
+    pub fn problem(&self) -> Option<String> {
+        if let Some(t) = self.temperature
             && !(0.0..=2.0).contains(&t)
         {
-            return Err(format!("config_override.temperature {t} is outside 0 to 2"));
+            return Some(format!("temperature {t} is outside 0 to 2"));
         }
-        if config.max_tokens == Some(0) {
-            return Err("config_override.max_tokens must be at least 1".into());
+        if self.max_tokens == Some(0) {
+            return Some("max_tokens must be at least 1".into());
         }
-        Ok(config)
+        if self.timeout_seconds == Some(0) {
+            return Some("timeout_seconds must be at least 1".into());
+        }
+        None
+    }
+
+    /// These parameters where set, `under`'s (a role's) where not.
+    pub fn over(self, under: StepConfig) -> StepConfig {
+        StepConfig {
+            temperature: self.temperature.or(under.temperature),
+            max_tokens: self.max_tokens.or(under.max_tokens),
+            timeout_seconds: self.timeout_seconds.or(under.timeout_seconds),
+        }
+    }
+
+    /// The longest one model call may take, when the step says.
+    pub fn timeout(&self) -> Option<std::time::Duration> {
+        self.timeout_seconds
+            .map(|s| std::time::Duration::from_secs(u64::from(s)))
     }
 
     /// The output limit for a model whose own limit is `model_max`.
@@ -503,6 +534,10 @@ pub struct RecipeStep {
     /// Model parameters for this step (`config_override`).
     #[serde(default)]
     pub config: StepConfig,
+    /// The model role the step runs as, with that role's parameters, when
+    /// its pipeline names one (`model_role`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<StepRole>,
     /// What its document rules may match (`object_filter`).
     #[serde(default)]
     pub filter: ObjectFilter,
@@ -514,7 +549,29 @@ pub struct RecipeStep {
     pub skip_only_when: Option<crate::skip_rule::SkipCondition>,
 }
 
+/// A step's model role: the session maps it to the model the step runs on,
+/// and its parameters stand where the step's own say nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRole {
+    pub name: String,
+    #[serde(default)]
+    pub config: StepConfig,
+}
+
 impl RecipeStep {
+    /// The parameters a call of this step carries: its own, then its role's.
+    pub fn effective_config(&self) -> StepConfig {
+        match &self.role {
+            Some(role) => self.config.over(role.config),
+            None => self.config,
+        }
+    }
+
+    /// The role the step runs as, when it has one.
+    pub fn role_name(&self) -> Option<&str> {
+        self.role.as_ref().map(|r| r.name.as_str())
+    }
+
     pub fn renders_markdown(&self) -> bool {
         self.own_output().is_some_and(OutputRule::is_markdown)
     }
@@ -826,6 +883,7 @@ pub(crate) mod tests {
             order,
             is_skipped: false,
             config: StepConfig::default(),
+            role: None,
             filter: ObjectFilter::default(),
         }
     }
@@ -917,6 +975,38 @@ pub(crate) mod tests {
         assert!(!earlier.multiple);
         assert_eq!(earlier.iteration.of(1), None);
         assert_eq!(earlier.iteration.of(3), Some(2));
+    }
+
+    #[test]
+    fn a_steps_own_parameters_stand_over_its_roles() {
+        let role = StepConfig {
+            temperature: Some(0.0),
+            max_tokens: Some(4096),
+            timeout_seconds: Some(180),
+        };
+        let mut step = step("resolve", JobType::Execute, 1);
+        step.config.temperature = Some(0.2);
+        assert_eq!(step.effective_config(), step.config, "no role, its own");
+        step.role = Some(StepRole {
+            name: "reasoning".into(),
+            config: role,
+        });
+        let effective = step.effective_config();
+        assert_eq!(
+            (
+                effective.temperature,
+                effective.max_tokens,
+                effective.timeout()
+            ),
+            (
+                Some(0.2),
+                Some(4096),
+                Some(std::time::Duration::from_secs(180))
+            )
+        );
+        assert_eq!(step.role_name(), Some("reasoning"));
+        let zero = StepConfig::from_override(&serde_json::json!({"timeout_seconds": 0}));
+        assert!(zero.unwrap_err().contains("timeout_seconds"));
     }
 
     #[test]

@@ -6,19 +6,39 @@
 //! holds only the executor's private key can sign only as the executor: it
 //! can neither credit a wallet nor pass for the gateway, and a token the
 //! gateway sent the indexer does not work at the wallet.
+//!
+//! A token (v4) is also bound to its call: it signs the method path, the
+//! acting user (`x-dialectic-user`) and a digest of the request body, so one
+//! seen in transit does nothing for another method, user, wallet or amount;
+//! and it carries a nonce, so the money-moving calls ([`single_use`]) refuse
+//! it a second time. The previous format (v3, caller, audience and expiry
+//! only) is verified by [`verify_previous`], which a verifier uses only while
+//! a rolling upgrade is configured to accept it.
 
 use hmac::{Hmac, Mac};
 use ring::signature::{ED25519, Ed25519KeyPair, KeyPair, UnparsedPublicKey};
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 
-/// The gRPC metadata key that carries the token.
-pub const HEADER: &str = "x-dialectic-service";
+/// The gRPC metadata key that carries the token (v4).
+pub const HEADER: &str = "x-dialectic-call";
+/// Where the previous release carried its token (v3); read only while
+/// previous tokens are accepted, and sent only then.
+pub const PREVIOUS_HEADER: &str = "x-dialectic-service";
+/// The user the gateway acts for on an internal call; the token signs it.
+pub const USER_HEADER: &str = "x-dialectic-user";
 /// How long a minted token is valid; callers mint one per call, so a token
 /// seen in transit is worth at most this long.
 pub const TOKEN_SECS: i64 = 60;
-const VERSION: &str = "v3";
+/// How far a caller's clock may run ahead of a verifier's: an expiry later
+/// than `TOKEN_SECS + SKEW_SECS` from now was not minted by an honest caller.
+pub const SKEW_SECS: i64 = 10;
+const VERSION: &str = "v4";
+const PREVIOUS_VERSION: &str = "v3";
 /// An Ed25519 seed (private key) and public key are both 32 bytes.
 pub const KEY_BYTES: usize = 32;
+/// A token's nonce: random, so two calls never share one.
+pub const NONCE_BYTES: usize = 16;
+pub type Nonce = [u8; NONCE_BYTES];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ServiceName {
@@ -93,6 +113,18 @@ pub enum TokenError {
     Expired,
     #[error("the service token is for the {0} service")]
     OtherAudience(&'static str),
+    #[error(
+        "the service token expires further ahead than a token lives ({TOKEN_SECS} s + {SKEW_SECS} s skew)"
+    )]
+    TooFarAhead,
+    #[error("the service token was signed for another call (method, acting user or request body)")]
+    OtherCall,
+    #[error("the service token was already used (a replayed call)")]
+    Replayed,
+    #[error(
+        "the service token is the previous format (v3), accepted only while internal.accept_previous_tokens is on"
+    )]
+    Previous,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -200,39 +232,170 @@ fn key_bytes(text: &str) -> Result<[u8; KEY_BYTES], KeyError> {
         .ok_or(KeyError::NotHex)
 }
 
-/// `v3.<caller>.<audience>.<expires unix seconds>.<hex Ed25519 signature of
-/// the rest>`, signed with the caller's own key.
-pub fn mint(key: &SigningKey, caller: ServiceName, audience: ServiceName, now_unix: i64) -> String {
+/// What a token is bound to: the method path, the acting user (empty when
+/// none is named) and the request body as sent (the gRPC-framed, encoded
+/// message). Lengths are hashed in, so no two calls share a binding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Call {
+    binding: [u8; 32],
+}
+
+impl Call {
+    pub fn new(path: &str, user: &[u8], body: &[u8]) -> Self {
+        let mut hash = Sha256::new();
+        hash.update(b"dialectic call v4");
+        for part in [path.as_bytes(), user, Sha256::digest(body).as_slice()] {
+            hash.update((part.len() as u64).to_be_bytes());
+            hash.update(part);
+        }
+        Self {
+            binding: hash.finalize().into(),
+        }
+    }
+}
+
+/// A fresh random nonce for one token.
+pub fn random_nonce() -> Result<Nonce, KeyError> {
+    use ring::rand::SecureRandom;
+    let mut nonce = [0; NONCE_BYTES];
+    ring::rand::SystemRandom::new()
+        .fill(&mut nonce)
+        .map_err(|_| KeyError::NoRandomness)?;
+    Ok(nonce)
+}
+
+/// `v4.<caller>.<audience>.<expires unix seconds>.<hex nonce>.<hex binding
+/// of the call>.<hex Ed25519 signature of the rest>`, signed with the
+/// caller's own key.
+pub fn mint(
+    key: &SigningKey,
+    caller: ServiceName,
+    audience: ServiceName,
+    call: &Call,
+    nonce: &Nonce,
+    now_unix: i64,
+) -> String {
     let claims = format!(
-        "{VERSION}.{}.{}.{}",
+        "{VERSION}.{}.{}.{}.{}.{}",
+        caller.as_str(),
+        audience.as_str(),
+        now_unix + TOKEN_SECS,
+        hex(nonce),
+        hex(&call.binding)
+    );
+    signed(key, claims)
+}
+
+/// The previous format: `v3.<caller>.<audience>.<expires>.<signature>`,
+/// bound to no call; sent beside a v4 token only during an upgrade.
+pub fn mint_previous(
+    key: &SigningKey,
+    caller: ServiceName,
+    audience: ServiceName,
+    now_unix: i64,
+) -> String {
+    let claims = format!(
+        "{PREVIOUS_VERSION}.{}.{}.{}",
         caller.as_str(),
         audience.as_str(),
         now_unix + TOKEN_SECS
     );
+    signed(key, claims)
+}
+
+fn signed(key: &SigningKey, claims: String) -> String {
     let signature = key.pair.sign(claims.as_bytes());
     format!("{claims}.{}", hex(signature.as_ref()))
 }
 
+/// A token that passed every check that needs no request body: its caller's
+/// key signed it, for this audience, and it is in time. [`Signed::bound_to`]
+/// then checks the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Signed {
+    pub caller: ServiceName,
+    pub expires: i64,
+    pub nonce: Nonce,
+    binding: [u8; 32],
+}
+
+impl Signed {
+    /// The token, if it was minted for `call`.
+    pub fn bound_to(self, call: &Call) -> Result<Self, TokenError> {
+        if self.binding != call.binding {
+            return Err(TokenError::OtherCall);
+        }
+        Ok(self)
+    }
+}
+
+/// The claims of a v4 token whose caller's key signed it for `audience` and
+/// that is in time; its binding is still to be checked.
+pub fn verify_signed(
+    keys: &PublicKeys,
+    token: &str,
+    audience: ServiceName,
+    now_unix: i64,
+) -> Result<Signed, TokenError> {
+    if token.starts_with("v3.") {
+        return Err(TokenError::Previous);
+    }
+    let (caller, parts) = signed_claims(keys, token, VERSION, 6)?;
+    let expires = in_time(parts[3], now_unix)?;
+    aimed_at(parts[2], audience)?;
+    let nonce = unhex(parts[4])
+        .and_then(|n| n.try_into().ok())
+        .ok_or(TokenError::Malformed)?;
+    let binding = unhex(parts[5])
+        .and_then(|b| b.try_into().ok())
+        .ok_or(TokenError::Malformed)?;
+    Ok(Signed {
+        caller,
+        expires,
+        nonce,
+        binding,
+    })
+}
+
 /// The service a token names, when that service's own key signed it for
-/// `audience` and it has not expired.
+/// `audience` and for `call`, and it is in time.
 pub fn verify(
+    keys: &PublicKeys,
+    token: &str,
+    audience: ServiceName,
+    call: &Call,
+    now_unix: i64,
+) -> Result<Signed, TokenError> {
+    verify_signed(keys, token, audience, now_unix)?.bound_to(call)
+}
+
+/// [`verify`] for the previous format (v3): caller, audience and expiry.
+pub fn verify_previous(
     keys: &PublicKeys,
     token: &str,
     audience: ServiceName,
     now_unix: i64,
 ) -> Result<ServiceName, TokenError> {
+    let (caller, parts) = signed_claims(keys, token, PREVIOUS_VERSION, 4)?;
+    in_time(parts[3], now_unix)?;
+    aimed_at(parts[2], audience)?;
+    Ok(caller)
+}
+
+/// The claims of `token` (`fields` of them, the first `version`) and the
+/// caller they name, once that caller's key is seen to have signed them.
+fn signed_claims<'t>(
+    keys: &PublicKeys,
+    token: &'t str,
+    version: &str,
+    fields: usize,
+) -> Result<(ServiceName, Vec<&'t str>), TokenError> {
     let (claims, signature) = token.rsplit_once('.').ok_or(TokenError::Malformed)?;
-    let mut parts = claims.split('.');
-    let (Some(VERSION), Some(name), Some(aimed_at), Some(expires), None) = (
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-    ) else {
+    let parts: Vec<&str> = claims.split('.').collect();
+    if parts.len() != fields || parts[0] != version {
         return Err(TokenError::Malformed);
-    };
-    let caller = ServiceName::parse(name).ok_or(TokenError::Malformed)?;
+    }
+    let caller = ServiceName::parse(parts[1]).ok_or(TokenError::Malformed)?;
     let signature = unhex(signature).ok_or(TokenError::Malformed)?;
     // The claimed caller's keys decide: no other service's key can sign for it.
     let public = keys.of(caller);
@@ -247,15 +410,37 @@ pub fn verify(
     if !public.iter().any(signed) {
         return Err(TokenError::BadSignature(caller.as_str()));
     }
+    Ok((caller, parts))
+}
+
+/// The expiry, if it has not passed and is no further ahead than a token
+/// lives (plus skew): a signed expiry a day out would be a day-long token.
+fn in_time(expires: &str, now_unix: i64) -> Result<i64, TokenError> {
     let expires: i64 = expires.parse().map_err(|_| TokenError::Malformed)?;
     if expires < now_unix {
         return Err(TokenError::Expired);
     }
-    let aimed_at = ServiceName::parse(aimed_at).ok_or(TokenError::Malformed)?;
-    if aimed_at != audience {
-        return Err(TokenError::OtherAudience(aimed_at.as_str()));
+    if expires > now_unix + TOKEN_SECS + SKEW_SECS {
+        return Err(TokenError::TooFarAhead);
     }
-    Ok(caller)
+    Ok(expires)
+}
+
+fn aimed_at(named: &str, audience: ServiceName) -> Result<(), TokenError> {
+    let named = ServiceName::parse(named).ok_or(TokenError::Malformed)?;
+    if named != audience {
+        return Err(TokenError::OtherAudience(named.as_str()));
+    }
+    Ok(())
+}
+
+/// Whether a call to `path` moves money, so its token may be used once: the
+/// wallet keeps the nonces of these calls until their tokens expire.
+pub fn single_use(path: &str) -> bool {
+    matches!(
+        path.strip_prefix('/').and_then(|p| p.split_once('/')),
+        Some((WALLET, "Credit" | "Capture" | "Hold" | "Release"))
+    )
 }
 
 /// Who may call a gRPC path.
@@ -304,6 +489,8 @@ pub fn access(path: &str) -> Access {
             | "RetryStage",
         ) => &[Gateway],
         (INDEXER, "CountTokens" | "Index" | "Retrieve") => &[Executor, Gateway],
+        // Uploads are converted for the gateway, which took them.
+        (INDEXER, "Convert") => &[Gateway],
         // Answer spends the named user's wallet: only the gateway, which
         // authenticated that user, may ask.
         (EXECUTOR, "Answer") => &[Gateway],
@@ -342,36 +529,158 @@ mod tests {
         }
     }
 
+    const CREDIT: &str = "/dialectic.v1.wallet.WalletService/Credit";
+    const NONCE: Nonce = [9; NONCE_BYTES];
+
+    fn call() -> Call {
+        Call::new(CREDIT, b"0192f0c0-user", b"\0\0\0\0\x05body!")
+    }
+
+    /// A token minted at NOW by `signing`, claiming `caller`, for [`call`].
+    fn token(signing: &SigningKey, caller: ServiceName, audience: ServiceName) -> String {
+        mint(signing, caller, audience, &call(), &NONCE, NOW)
+    }
+
+    fn check(
+        keys: &PublicKeys,
+        token: &str,
+        audience: ServiceName,
+    ) -> Result<ServiceName, TokenError> {
+        check_at(keys, token, audience, NOW)
+    }
+
+    fn check_at(
+        keys: &PublicKeys,
+        token: &str,
+        audience: ServiceName,
+        now: i64,
+    ) -> Result<ServiceName, TokenError> {
+        verify(keys, token, audience, &call(), now).map(|signed| signed.caller)
+    }
+
     #[test]
     fn a_minted_token_verifies_as_its_service_for_a_minute() {
         const { assert!(TOKEN_SECS <= 60) };
         let keys = every_public_key();
         for service in ServiceName::ALL {
-            let token = mint(&key(service), service, Wallet, NOW);
-            assert_eq!(verify(&keys, &token, Wallet, NOW), Ok(service));
-            assert_eq!(verify(&keys, &token, Wallet, NOW + TOKEN_SECS), Ok(service));
+            let token = token(&key(service), service, Wallet);
+            assert_eq!(check(&keys, &token, Wallet), Ok(service));
             assert_eq!(
-                verify(&keys, &token, Wallet, NOW + TOKEN_SECS + 1),
+                check_at(&keys, &token, Wallet, NOW + TOKEN_SECS),
+                Ok(service)
+            );
+            assert_eq!(
+                check_at(&keys, &token, Wallet, NOW + TOKEN_SECS + 1),
                 Err(TokenError::Expired)
             );
         }
+        let verified = verify(
+            &keys,
+            &token(&key(Gateway), Gateway, Wallet),
+            Wallet,
+            &call(),
+            NOW,
+        );
+        assert_eq!(
+            verified.map(|s| (s.nonce, s.expires)),
+            Ok((NONCE, NOW + TOKEN_SECS))
+        );
+    }
+
+    /// The method, the acting user and the body are signed: a token seen on
+    /// one call does nothing for another.
+    #[test]
+    fn a_token_is_bound_to_its_method_user_and_body() {
+        let keys = every_public_key();
+        let body = b"\0\0\0\0\x05body!";
+        let token = token(&key(Gateway), Gateway, Wallet);
+        for (what, other) in [
+            (
+                "method",
+                Call::new(
+                    "/dialectic.v1.wallet.WalletService/Hold",
+                    b"0192f0c0-user",
+                    body,
+                ),
+            ),
+            ("user", Call::new(CREDIT, b"0192f0c0-usex", body)),
+            ("no user", Call::new(CREDIT, b"", body)),
+            (
+                "body",
+                Call::new(CREDIT, b"0192f0c0-user", b"\0\0\0\0\x05body?"),
+            ),
+            ("no body", Call::new(CREDIT, b"0192f0c0-user", b"")),
+            // Lengths are hashed in: moving bytes between parts is another call.
+            (
+                "split",
+                Call::new(CREDIT, b"0192f0c0-use", b"r\0\0\0\0\x05body!"),
+            ),
+        ] {
+            assert_eq!(
+                verify(&keys, &token, Wallet, &other, NOW).map(|s| s.caller),
+                Err(TokenError::OtherCall),
+                "{what}"
+            );
+        }
+        assert_eq!(check(&keys, &token, Wallet), Ok(Gateway));
+        // The binding is in the signed claims: swapping it in breaks the signature.
+        let rebound = mint(
+            &key(Gateway),
+            Gateway,
+            Wallet,
+            &Call::new(CREDIT, b"x", b""),
+            &NONCE,
+            NOW,
+        );
+        let binding = |t: &str| t.split('.').nth(5).map(str::to_string).expect("binding");
+        let swapped = token.replacen(&binding(&token), &binding(&rebound), 1);
+        assert_eq!(
+            verify(&keys, &swapped, Wallet, &Call::new(CREDIT, b"x", b""), NOW).map(|s| s.caller),
+            Err(TokenError::BadSignature("gateway"))
+        );
+    }
+
+    /// A key holder minting a long-lived token (a day ahead) is refused: an
+    /// expiry is believed only up to the lifetime plus the clock skew.
+    #[test]
+    fn an_expiry_further_ahead_than_a_token_lives_is_refused() {
+        let keys = every_public_key();
+        let signing = key(Executor);
+        let minted_at = |at: i64| mint(&signing, Executor, Wallet, &call(), &NONCE, at);
+        assert_eq!(
+            check(&keys, &minted_at(NOW + SKEW_SECS), Wallet),
+            Ok(Executor)
+        );
+        assert_eq!(
+            check(&keys, &minted_at(NOW + SKEW_SECS + 1), Wallet),
+            Err(TokenError::TooFarAhead)
+        );
+        assert_eq!(
+            check(&keys, &minted_at(NOW + 86_400), Wallet),
+            Err(TokenError::TooFarAhead)
+        );
+        let previous = mint_previous(&signing, Executor, Wallet, NOW + 86_400);
+        assert_eq!(
+            verify_previous(&keys, &previous, Wallet, NOW),
+            Err(TokenError::TooFarAhead)
+        );
     }
 
     #[test]
     fn a_token_for_one_service_is_refused_by_every_other() {
         let keys = every_public_key();
-        let for_indexer = mint(&key(Gateway), Gateway, Indexer, NOW);
-        assert_eq!(verify(&keys, &for_indexer, Indexer, NOW), Ok(Gateway));
+        let for_indexer = token(&key(Gateway), Gateway, Indexer);
+        assert_eq!(check(&keys, &for_indexer, Indexer), Ok(Gateway));
         for other in ServiceName::ALL.into_iter().filter(|s| *s != Indexer) {
             assert_eq!(
-                verify(&keys, &for_indexer, other, NOW),
+                check(&keys, &for_indexer, other),
                 Err(TokenError::OtherAudience("indexer")),
                 "{other:?}"
             );
         }
         let redirected = for_indexer.replacen(".indexer.", ".wallet.", 1);
         assert_eq!(
-            verify(&keys, &redirected, Wallet, NOW),
+            check(&keys, &redirected, Wallet),
             Err(TokenError::BadSignature("gateway"))
         );
     }
@@ -381,38 +690,38 @@ mod tests {
     #[test]
     fn one_service_s_key_cannot_sign_for_another() {
         let keys = every_public_key();
-        let forged = mint(&key(Executor), Gateway, Wallet, NOW);
+        let forged = token(&key(Executor), Gateway, Wallet);
         assert_eq!(
-            verify(&keys, &forged, Wallet, NOW),
+            check(&keys, &forged, Wallet),
             Err(TokenError::BadSignature("gateway"))
         );
-        let token = mint(&key(Executor), Executor, Wallet, NOW);
+        let token = token(&key(Executor), Executor, Wallet);
         let promoted = token.replacen("executor", "gateway", 1);
         assert_eq!(
-            verify(&keys, &promoted, Wallet, NOW),
+            check(&keys, &promoted, Wallet),
             Err(TokenError::BadSignature("gateway"))
         );
-        let extended = token.replacen(&(NOW + TOKEN_SECS).to_string(), "9999999999", 1);
+        let extended = token.replacen(&(NOW + TOKEN_SECS).to_string(), &(NOW + 65).to_string(), 1);
         assert_eq!(
-            verify(&keys, &extended, Wallet, NOW),
+            check(&keys, &extended, Wallet),
             Err(TokenError::BadSignature("executor"))
         );
     }
 
     #[test]
     fn another_deployment_s_keys_or_none_fail() {
-        let token = mint(&key(Executor), Executor, Wallet, NOW);
+        let token = token(&key(Executor), Executor, Wallet);
         let mut elsewhere = PublicKeys::default();
         elsewhere.insert(
             Executor,
             SigningKey::derived(b"another deployment", Executor).public_key(),
         );
         assert_eq!(
-            verify(&elsewhere, &token, Wallet, NOW),
+            check(&elsewhere, &token, Wallet),
             Err(TokenError::BadSignature("executor"))
         );
         assert_eq!(
-            verify(&PublicKeys::default(), &token, Wallet, NOW),
+            check(&PublicKeys::default(), &token, Wallet),
             Err(TokenError::UnknownCaller("executor"))
         );
     }
@@ -424,8 +733,8 @@ mod tests {
         let mut keys = PublicKeys::default();
         keys.insert_hex(Planner, &format!("{}\n", hex(&signing.public_key())))
             .expect("a public key");
-        let token = mint(&signing, Planner, Executor, NOW);
-        assert_eq!(verify(&keys, &token, Executor, NOW), Ok(Planner));
+        let token = token(&signing, Planner, Executor);
+        assert_eq!(check(&keys, &token, Executor), Ok(Planner));
         assert_eq!(SigningKey::from_hex("abc").err(), Some(KeyError::NotHex));
         assert_eq!(
             keys.insert_hex(Planner, &"0".repeat(62)),
@@ -445,33 +754,71 @@ mod tests {
         )
         .expect("two keys");
         for signing in [&old, &new] {
-            let token = mint(signing, Planner, Executor, NOW);
-            assert_eq!(verify(&keys, &token, Executor, NOW), Ok(Planner));
+            let token = token(signing, Planner, Executor);
+            assert_eq!(check(&keys, &token, Executor), Ok(Planner));
         }
-        let stranger = mint(&key(Wallet), Planner, Executor, NOW);
+        let stranger = token(&key(Wallet), Planner, Executor);
         assert_eq!(
-            verify(&keys, &stranger, Executor, NOW),
+            check(&keys, &stranger, Executor),
             Err(TokenError::BadSignature("planner"))
+        );
+    }
+
+    /// The previous format verifies only through [`verify_previous`]; the
+    /// current verifier names it, so a refused upgrade says why.
+    #[test]
+    fn the_previous_format_verifies_only_as_such() {
+        let keys = every_public_key();
+        let previous = mint_previous(&key(Gateway), Gateway, Wallet, NOW);
+        assert_eq!(verify_previous(&keys, &previous, Wallet, NOW), Ok(Gateway));
+        assert_eq!(check(&keys, &previous, Wallet), Err(TokenError::Previous));
+        let current = token(&key(Gateway), Gateway, Wallet);
+        assert_eq!(
+            verify_previous(&keys, &current, Wallet, NOW),
+            Err(TokenError::Malformed)
+        );
+        assert_eq!(
+            verify_previous(&keys, &previous, Indexer, NOW),
+            Err(TokenError::OtherAudience("wallet"))
         );
     }
 
     #[test]
     fn garbage_is_malformed() {
         let keys = every_public_key();
+        let nonce = hex(&NONCE);
         for token in [
             "",
-            "v3",
-            "v3.gateway.wallet.1",
-            "v3.gateway.wallet.1.zz",
-            "v3.nobody.wallet.1.00",
+            "v4",
+            "v4.gateway.wallet.1",
+            "v4.gateway.wallet.1.zz",
+            "v4.nobody.wallet.1.00.00.00",
+            &format!("v4.gateway.wallet.1.{nonce}.00"),
             "v1.gateway.1.00",
             "v2.gateway.wallet.1.00",
+            "v5.gateway.wallet.1.00.00.00",
         ] {
             assert_eq!(
-                verify(&keys, token, Wallet, NOW),
+                check(&keys, token, Wallet),
                 Err(TokenError::Malformed),
                 "{token}"
             );
+        }
+    }
+
+    #[test]
+    fn only_the_money_moving_wallet_calls_are_single_use() {
+        for method in ["Credit", "Capture", "Hold", "Release"] {
+            assert!(single_use(&format!("/{WALLET}/{method}")), "{method}");
+        }
+        for path in [
+            "/dialectic.v1.wallet.WalletService/GetBalance",
+            "/dialectic.v1.wallet.WalletService/ListTransactions",
+            "/dialectic.v1.planner.PlannerService/Cancel",
+            "/dialectic.v1.DialecticService/CreditWallet",
+            "",
+        ] {
+            assert!(!single_use(path), "{path}");
         }
     }
 

@@ -10,8 +10,9 @@ pub use machine::{
     waits_right_after,
 };
 pub use notice::{
-    FailedJob, SlotWait, credit_command, failed_stage_notice, funds_notice, idle_abandoned_notice,
-    retry_command, slot_notice,
+    DeadLetterWait, FailedJob, SlotWait, credit_command, dead_letter_holds_job, dead_letter_notice,
+    failed_stage_notice, funds_notice, idle_abandoned_notice, replay_command, retry_command,
+    slot_notice,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

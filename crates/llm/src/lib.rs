@@ -5,6 +5,7 @@ pub mod embeddings;
 mod openai;
 mod replay;
 mod simulated;
+mod simulated_contract;
 mod simulated_query;
 
 pub use replay::{ExchangeStore, Recording, Replay, exchange_key};

@@ -625,6 +625,7 @@ impl SimulatedProvider {
                         (None, _) => typed_value(request, key),
                     };
                 }
+                crate::simulated_contract::fill(request, first_user, &mut reply);
                 if !request.publishes.is_empty() {
                     reply["blackboard"] = board_entries(request, first_user);
                     if strays(request, first_user)

@@ -16,6 +16,33 @@ use lapin::{Channel, Connection};
 /// Header our consumers add when they dead-letter a message themselves.
 pub const ORIGINAL_ROUTING_KEY_HEADER: &str = "x-dialectic-original-routing-key";
 
+/// The name (under the prefix) of the queue that gets a copy of every dead
+/// letter for the session notices ([`crate::Topology::dead_notices_queue`]).
+pub const NOTICES_KEY: &str = "dead.notices";
+
+/// Whom a dead letter held up, read from its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    /// A job's dispatch or outcome.
+    Job(String),
+    /// A command about a session (start a stage, resume).
+    Session(String),
+}
+
+/// The job or session a message is about; None for what is undecodable or
+/// about neither (an edit to render).
+pub fn subject(body: &[u8]) -> Option<Subject> {
+    match crate::decode(body).ok()?.body? {
+        Body::JobDispatch(d) => Some(Subject::Job(d.job_id)),
+        Body::JobOutcome(o) => Some(Subject::Job(o.job_id)),
+        Body::PlannerCommand(c) => match c.command? {
+            planner_command::Command::StartStage(s) => Some(Subject::Session(s.session_id)),
+            planner_command::Command::ResumeSession(r) => Some(Subject::Session(r.session_id)),
+            planner_command::Command::RenderEdit(_) => None,
+        },
+    }
+}
+
 /// One message in the dead-letter queue, as an operator needs to see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeadLetter {
@@ -35,7 +62,9 @@ pub struct DeadLetter {
 }
 
 impl DeadLetter {
-    fn from_delivery(delivery: &Delivery) -> Self {
+    /// Reads a delivery from the dead queue, or from the notices queue (which
+    /// gets the same message, headers and all).
+    pub fn from_delivery(delivery: &Delivery) -> Self {
         let headers = delivery.properties.headers().as_ref();
         let text = |name: &str| headers.and_then(|h| string_field(h, name));
         let death = headers.and_then(first_death);
@@ -273,6 +302,20 @@ mod tests {
             summarize(&crate::render_edit_command("c1")),
             "render edit c1"
         );
+    }
+
+    #[test]
+    fn a_subject_is_the_job_or_session_a_message_is_about() {
+        assert_eq!(
+            subject(&crate::job_dispatch("j1")),
+            Some(Subject::Job("j1".into()))
+        );
+        assert_eq!(
+            subject(&crate::start_stage_command("s1", "thesis", 1)),
+            Some(Subject::Session("s1".into()))
+        );
+        assert_eq!(subject(&crate::render_edit_command("c1")), None);
+        assert_eq!(subject(b"\xff garbage"), None);
     }
 
     #[test]

@@ -59,6 +59,8 @@ pub const TRACEPARENT_HEADER: &str = "traceparent";
 pub const PUBLISHED_MS_HEADER: &str = "x-dialectic-published-ms";
 /// Header naming why a message was dead-lettered by a consumer.
 pub const DEAD_REASON_HEADER: &str = "x-dialectic-dead-reason";
+/// The most dead letters the notices queue keeps unread.
+const DEAD_NOTICES_MAX: i64 = 10_000;
 
 /// Names derived from the configured prefix.
 #[derive(Debug, Clone)]
@@ -82,6 +84,12 @@ impl Topology {
     }
     pub fn dead_queue(&self) -> String {
         format!("{}.dead", self.prefix)
+    }
+    /// The copy of every dead letter that the planner reads to note which
+    /// session it holds up ([`dead::NOTICES_KEY`]); the dead queue itself is
+    /// left to operators.
+    pub fn dead_notices_queue(&self) -> String {
+        self.queue(dead::NOTICES_KEY)
     }
     pub fn queue(&self, routing_key: &str) -> String {
         format!("{}.{routing_key}", self.prefix)
@@ -130,6 +138,7 @@ impl Topology {
                 FieldTable::default(),
             )
             .await?;
+        self.declare_dead_notices(channel).await?;
         for key in keys::ALL {
             let mut args = FieldTable::default();
             args.insert(
@@ -169,6 +178,49 @@ impl Topology {
         Ok(())
     }
 
+    /// A second queue on the dead-letter exchange (a fanout), so every dead
+    /// letter, ours or the broker's, is also seen by a consumer, and the dead
+    /// queue is never peeked on a timer (a peek counts as a delivery). It has
+    /// no dead-letter exchange of its own (a loop), and is bounded: without a
+    /// reader it keeps the newest `DEAD_NOTICES_MAX` and drops the oldest, so
+    /// it never refuses a dead letter.
+    async fn declare_dead_notices(&self, channel: &Channel) -> Result<(), QueueError> {
+        let mut args = FieldTable::default();
+        args.insert(
+            "x-queue-type".into(),
+            AMQPValue::LongString("quorum".into()),
+        );
+        args.insert(
+            "x-max-length".into(),
+            AMQPValue::LongLongInt(DEAD_NOTICES_MAX),
+        );
+        args.insert(
+            "x-overflow".into(),
+            AMQPValue::LongString("drop-head".into()),
+        );
+        args.insert(
+            "x-delivery-limit".into(),
+            AMQPValue::LongInt(self.delivery_limit as i32),
+        );
+        let durable = QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        };
+        channel
+            .queue_declare(self.dead_notices_queue().into(), durable, args)
+            .await?;
+        channel
+            .queue_bind(
+                self.dead_notices_queue().into(),
+                self.dead_letter_exchange().into(),
+                "".into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+        Ok(())
+    }
+
     /// Removes everything this topology declared (tests clean up after themselves).
     pub async fn delete(&self, channel: &Channel) -> Result<(), QueueError> {
         for key in keys::ALL {
@@ -178,6 +230,12 @@ impl Topology {
         }
         channel
             .queue_delete(self.dead_queue().into(), QueueDeleteOptions::default())
+            .await?;
+        channel
+            .queue_delete(
+                self.dead_notices_queue().into(),
+                QueueDeleteOptions::default(),
+            )
             .await?;
         channel
             .exchange_delete(self.exchange().into(), ExchangeDeleteOptions::default())

@@ -109,6 +109,20 @@ pub fn for_caller(status: Status, request_id: &str) -> Status {
 }
 
 /// Names the call in `metadata` (a response's headers, an error's trailers).
+/// The request id a call answers under: the client's own when it is plain
+/// (1-128 of `A-Z a-z 0-9 . _ : -`), else a fresh UUIDv7.
+pub fn request_id_or_new(offered: Option<&str>) -> String {
+    let plain = |id: &&str| {
+        (1..=128).contains(&id.len())
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b".-_:".contains(&b))
+    };
+    offered
+        .filter(plain)
+        .map_or_else(|| uuid::Uuid::now_v7().to_string(), str::to_string)
+}
+
 pub fn stamp_request_id(metadata: &mut MetadataMap, request_id: &str) {
     if let Ok(value) = MetadataValue::try_from(request_id) {
         metadata.insert(REQUEST_ID, value);

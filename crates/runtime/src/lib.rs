@@ -5,6 +5,7 @@
 pub mod balance;
 pub mod blackboard;
 pub mod build_info;
+pub mod connect;
 mod consumer;
 pub mod courier;
 pub mod error_status;
@@ -65,6 +66,8 @@ pub enum RuntimeError {
     ServiceKey(#[from] service_auth::ServiceKeyError),
     #[error("{0}")]
     Balance(#[from] balance::BalanceError),
+    #[error("Connect JSON: {0}")]
+    Connect(#[from] connect::ConnectError),
 }
 
 static DRAIN: std::sync::LazyLock<CancellationToken> =
@@ -244,11 +247,15 @@ pub struct Public {
     pub health_listen: Option<String>,
     /// Deadlines and caps of each connection (`gateway.connections`).
     pub limits: Limits,
+    /// Connect's unary calls (JSON over HTTP POST) for these methods
+    /// ([`connect`]); None: gRPC and gRPC-Web only.
+    pub connect: Option<connect::Procedures>,
 }
 
 /// [`start_grpc`] with `public.limits`, TLS when `public.tls` is set, and,
 /// when `public.web_origins` names any, gRPC-Web (HTTP/1.1 included) with
-/// CORS for those pages ([`web`]); with none, HTTP/2 gRPC only.
+/// CORS for those pages ([`web`]); Connect's unary JSON calls (HTTP/1.1
+/// included) with `public.connect`; with neither, HTTP/2 gRPC only.
 pub async fn start_grpc_web(
     service: &str,
     listen: &str,
@@ -304,12 +311,14 @@ async fn serve_grpc(
         .add_service(health_service)
         .add_service(reflection)
         .add_service(reflection_v1alpha);
-    let http1 = web_origins.is_some();
+    let connect = public.connect.map(connect::ConnectLayer::new);
+    let http1 = web_origins.is_some() || connect.is_some();
     let cors = web_origins.as_deref().and_then(web::cors);
     // Outermost first: a preflight never reaches the gRPC layers, and
     // everything inside the translation sees a plain gRPC call.
     let stack = tower::ServiceBuilder::new()
         .layer(tower::util::option_layer(cors))
+        .layer(tower::util::option_layer(connect))
         .layer(tower::util::option_layer(
             web_origins.map(|_| tonic_web::GrpcWebLayer::new()),
         ))

@@ -35,6 +35,9 @@ pub enum Claim {
     },
     /// The first call is still running.
     InFlight { fingerprint: Vec<u8> },
+    /// The first call failed and released its claim between this call's
+    /// insert and its read: the caller may retry at once.
+    Released,
 }
 
 /// Claims `key` for a call whose request hashes to `fingerprint`, pruning
@@ -99,11 +102,7 @@ async fn earlier(
             answer,
         },
         Some((fingerprint, None)) => Claim::InFlight { fingerprint },
-        // Released between the insert and this read: the first call failed,
-        // and this one may try again.
-        None => Claim::InFlight {
-            fingerprint: Vec::new(),
-        },
+        None => Claim::Released,
     })
 }
 

@@ -7,6 +7,7 @@ pub mod auth;
 pub mod blackboard;
 pub mod clarifications;
 pub mod contributions;
+pub mod dead_letters;
 pub mod error;
 pub mod gates;
 pub mod idempotency;

@@ -8,6 +8,7 @@ use crate::recipes::recipe_of_stage;
 use dialectic_core::ids::{
     PipelineId, PromptId, RecipeInstanceId, SessionId, StageId, StepId, TemplateId,
 };
+use dialectic_core::model_role::RoleDef;
 use dialectic_core::pipeline::{
     DocumentTemplateDef, PipelineFile, RelevanceDef, StageDef, StepDef,
 };
@@ -78,12 +79,14 @@ async fn export_version(
     conn: &mut sqlx::PgConnection,
     process_id: PipelineId,
 ) -> Result<PipelineFile, StoreError> {
-    let (name, display_name, description): (String, String, Option<String>) = sqlx::query_as(
-        "SELECT COALESCE(slug, ''), name, description FROM dialectic_process_templates WHERE id = $1",
-    )
-    .bind(process_id)
-    .fetch_one(&mut *conn)
-    .await?;
+    let (name, display_name, description, roles): (String, String, Option<String>, Json<_>) =
+        sqlx::query_as(
+            "SELECT COALESCE(slug, ''), name, description, model_roles
+               FROM dialectic_process_templates WHERE id = $1",
+        )
+        .bind(process_id)
+        .fetch_one(&mut *conn)
+        .await?;
     let rows: Vec<StageRow> = sqlx::query_as(
         "SELECT s.id, s.slug, s.display_name, s.description, sp.prompt_text AS system_prompt
            FROM dialectic_process_template_stages pts
@@ -111,6 +114,7 @@ async fn export_version(
         display_name,
         description,
         stages,
+        roles: roles.0,
     })
 }
 fn steps_of(stage: &str, recipe: &Recipe) -> Result<Vec<StepDef>, StoreError> {
@@ -139,6 +143,7 @@ fn steps_of(stage: &str, recipe: &Recipe) -> Result<Vec<StepDef>, StoreError> {
                 relevance,
                 outputs: step.outputs_required.clone(),
                 config: step.config,
+                model_role: step.role_name().map(str::to_string),
                 filter: step.filter.clone(),
                 progress: step.progress,
                 skip_only_when: step.skip_only_when,
@@ -215,6 +220,20 @@ async fn newest_version(
 /// already this file, nothing is written. A stage slug or display name that
 /// belongs to another pipeline is refused (`Invalid`), nothing written.
 pub async fn install(pool: &PgPool, file: &PipelineFile) -> Result<Installed, StoreError> {
+    install_or_check(pool, file, true).await
+}
+
+/// What [`install`] would do, every check included (the rows are written
+/// and the transaction rolled back), with nothing kept: a dry run.
+pub async fn check_install(pool: &PgPool, file: &PipelineFile) -> Result<Installed, StoreError> {
+    install_or_check(pool, file, false).await
+}
+
+async fn install_or_check(
+    pool: &PgPool,
+    file: &PipelineFile,
+    keep: bool,
+) -> Result<Installed, StoreError> {
     file.validate()
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
     let digest = file
@@ -237,7 +256,10 @@ pub async fn install(pool: &PgPool, file: &PipelineFile) -> Result<Installed, St
     if let Some(newest) = newest
         && is_same_file(&mut tx, &newest, file, &digest).await?
     {
-        tx.commit().await?;
+        // The match may have stored the digest of an old version.
+        if keep {
+            tx.commit().await?;
+        }
         return Ok(Installed {
             version: newest.version,
             created: false,
@@ -246,7 +268,11 @@ pub async fn install(pool: &PgPool, file: &PipelineFile) -> Result<Installed, St
     }
     refuse_taken_names(&mut tx, file).await?;
     install_version(&mut tx, file, installed.version, &digest).await?;
-    tx.commit().await?;
+    if keep {
+        tx.commit().await?;
+    } else {
+        tx.rollback().await?;
+    }
     Ok(installed)
 }
 
@@ -345,8 +371,8 @@ async fn install_version(
     }
     sqlx::query(
         "INSERT INTO dialectic_process_templates
-           (id, name, slug, description, starting_stage_id, version, source_digest)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+           (id, name, slug, description, starting_stage_id, version, source_digest, model_roles)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
     .bind(process_id)
     .bind(&file.display_name)
@@ -355,6 +381,7 @@ async fn install_version(
     .bind(stage_ids[0])
     .bind(version)
     .bind(digest)
+    .bind(Json(&file.roles))
     .execute(&mut **tx)
     .await?;
     for (number, stage_id) in stage_ids.iter().enumerate() {
@@ -516,8 +543,8 @@ async fn install_step(
         "INSERT INTO dialectic_recipe_template_steps
            (id, template_id, step_number, step_key, step_slug, step_name, job_type, prompt_type, prompt_template_id,
             output_type, granularity_strategy, inputs_required, inputs_relevance, outputs_required,
-            config_override, object_filter, progress_band, skip_only_when)
-         VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+            config_override, object_filter, progress_band, skip_only_when, model_role)
+         VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
     )
     .bind(id)
     .bind(template_id)
@@ -536,6 +563,7 @@ async fn install_step(
     .bind(encode(serde_json::to_value(&step.filter))?)
     .bind(step.progress.map(band_column))
     .bind(step.skip_only_when.map(Json))
+    .bind(&step.model_role)
     .execute(&mut **tx)
     .await?;
     Ok(id)
@@ -569,4 +597,26 @@ pub async fn recorded_outputs(
                 .map(move |o| (stage.clone(), o))
         })
         .collect())
+}
+
+/// The model roles of the pipeline version a new session of `project_id`
+/// runs (the newest version of the project's pipeline, as
+/// `sessions::insert_session` picks it), by name.
+pub async fn roles_for_new_session(
+    pool: &PgPool,
+    project_id: dialectic_core::ids::ProjectId,
+) -> Result<BTreeMap<String, RoleDef>, StoreError> {
+    let roles: Option<Json<BTreeMap<String, RoleDef>>> = sqlx::query_scalar(
+        "SELECT t.model_roles
+           FROM dialectic_projects p
+           JOIN dialectic_process_templates pinned ON pinned.id = p.process_template_id
+           JOIN LATERAL (SELECT model_roles FROM dialectic_process_templates v
+                          WHERE v.id = pinned.id OR v.slug = pinned.slug
+                          ORDER BY v.version DESC LIMIT 1) t ON true
+          WHERE p.id = $1",
+    )
+    .bind(project_id)
+    .fetch_optional(pool)
+    .await?;
+    Ok(roles.map(|r| r.0).unwrap_or_default())
 }

@@ -92,11 +92,11 @@ pub async fn clone_stage_recipe(
            (instance_id, template_step_id, step_key, step_slug, step_name, job_type, prompt_type,
             prompt_template_id, output_type, granularity_strategy, inputs_required, inputs_relevance,
             outputs_required, execution_order, parallel_group, branch_key, config_override, object_filter,
-            progress_band, skip_only_when)
+            progress_band, skip_only_when, model_role)
          SELECT $1, ts.id, ts.step_key, ts.step_slug, ts.step_name, ts.job_type, ts.prompt_type,
                 ts.prompt_template_id, ts.output_type, ts.granularity_strategy, ts.inputs_required,
                 ts.inputs_relevance, ts.outputs_required, ts.step_number, ts.parallel_group, ts.branch_key,
-                ts.config_override, ts.object_filter, ts.progress_band, ts.skip_only_when
+                ts.config_override, ts.object_filter, ts.progress_band, ts.skip_only_when, ts.model_role
          FROM dialectic_recipe_template_steps ts
          WHERE ts.template_id = $2",
     )
@@ -466,6 +466,7 @@ pub async fn add_custom_step(
         order,
         is_skipped: false,
         config: Default::default(),
+        role: None,
         filter: Default::default(),
     };
     let mut next = recipe.clone();

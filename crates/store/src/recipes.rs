@@ -3,6 +3,8 @@
 
 use crate::StoreError;
 use dialectic_core::ids::{RecipeInstanceId, StageId, StepId, TemplateId};
+use dialectic_core::model_role::RoleDef;
+use dialectic_core::recipe::StepRole;
 use dialectic_core::recipe::{
     ObjectFilter, ProgressBand, Recipe, RecipeStep, StepConfig, apply_output_overrides,
 };
@@ -29,6 +31,9 @@ struct StepRecord {
     progress_band: Option<Vec<i16>>,
     output_overrides: Json<serde_json::Value>,
     skip_only_when: Option<Json<SkipCondition>>,
+    model_role: Option<String>,
+    /// The role's definition in the stage's pipeline version, when it has one.
+    role_def: Option<Json<RoleDef>>,
 }
 
 /// Reads a `progress_band` column: none, or `[start, end]` within 0..=100.
@@ -74,6 +79,10 @@ impl StepRecord {
             progress: band_of(self.progress_band.as_deref())
                 .map_err(|e| corrupt("progress_band", e))?,
             skip_only_when: self.skip_only_when.map(|c| c.0),
+            role: self.model_role.map(|name| StepRole {
+                name,
+                config: self.role_def.map(|d| d.0.config()).unwrap_or_default(),
+            }),
             inputs_relevance: self.inputs_relevance.0,
             step_key: self.step_key,
             step_name: self.step_name,
@@ -85,6 +94,12 @@ impl StepRecord {
         })
     }
 }
+
+/// A step's role as its stage's pipeline version declares it (the recipe
+/// template, `$2`, belongs to one stage, and the stage to one version).
+const ROLE_DEF: &str = "SELECT t.model_roles -> s.model_role
+       FROM dialectic_stages st JOIN dialectic_process_templates t ON t.id = st.process_template_id
+      WHERE st.recipe_template_id = $2 LIMIT 1";
 
 const ACTIVE_INSTANCE: &str = "SELECT i.id, i.template_id, i.is_cloned
      FROM dialectic_stages s JOIN dialectic_stage_recipe_instances i ON i.id = s.active_recipe_instance_id";
@@ -127,15 +142,17 @@ async fn load_recipe(
         return Err(StoreError::not_found("recipe for stage", stage_slug));
     };
     let (steps, edges): (Vec<StepRecord>, Vec<(StepId, StepId)>) = if is_cloned {
-        let steps = sqlx::query_as::<_, StepRecord>(
+        let steps = sqlx::query_as::<_, StepRecord>(&format!(
             "SELECT s.id, s.step_key, s.step_name, s.job_type, s.prompt_type, sp.prompt_text AS prompt_template, s.output_type,
                     s.granularity_strategy, s.inputs_required, s.inputs_relevance, s.outputs_required,
                     COALESCE(s.execution_order, 0) AS step_order, s.is_skipped, s.config_override, s.object_filter,
-                    s.progress_band, s.output_overrides, s.skip_only_when
+                    s.progress_band, s.output_overrides, s.skip_only_when, s.model_role,
+                    ({ROLE_DEF}) AS role_def
              FROM dialectic_stage_recipe_steps s LEFT JOIN system_prompts sp ON sp.id = s.prompt_template_id
              WHERE s.instance_id = $1 ORDER BY step_order, s.created_at",
-        )
+        ))
         .bind(instance_id)
+        .bind(template_id)
         .fetch_all(&mut *executor)
         .await?;
         let edges = sqlx::query_as("SELECT from_step_id, to_step_id FROM dialectic_stage_recipe_edges WHERE instance_id = $1")
@@ -144,14 +161,16 @@ async fn load_recipe(
             .await?;
         (steps, edges)
     } else {
-        let steps = sqlx::query_as::<_, StepRecord>(
+        let steps = sqlx::query_as::<_, StepRecord>(&format!(
             "SELECT s.id, s.step_key, s.step_name, s.job_type, s.prompt_type, sp.prompt_text AS prompt_template, s.output_type,
                     s.granularity_strategy, s.inputs_required, s.inputs_relevance, s.outputs_required,
                     s.step_number AS step_order, false AS is_skipped, s.config_override,
-                    s.object_filter, s.progress_band, '{}'::jsonb AS output_overrides, s.skip_only_when
+                    s.object_filter, s.progress_band, '{{}}'::jsonb AS output_overrides, s.skip_only_when,
+                    s.model_role, ({ROLE_DEF}) AS role_def
              FROM dialectic_recipe_template_steps s LEFT JOIN system_prompts sp ON sp.id = s.prompt_template_id
              WHERE s.template_id = $1 ORDER BY s.step_number, s.step_key",
-        )
+        ))
+        .bind(template_id)
         .bind(template_id)
         .fetch_all(&mut *executor)
         .await?;

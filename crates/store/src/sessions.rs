@@ -9,6 +9,7 @@ use dialectic_core::ids::{ModelId, ProjectId, SessionId, StageId, UserId};
 use dialectic_core::job::JobStatus;
 use dialectic_core::pushback::Pushback;
 use dialectic_core::session::{SessionState, SessionStatus};
+use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, sqlx::FromRow, serde::Deserialize)]
 pub struct SessionRow {
@@ -32,6 +33,12 @@ pub struct SessionRow {
     #[sqlx(try_from = "String")]
     #[serde(default)]
     pub pushback: Pushback,
+    /// The model each role of its pipeline runs on, as mapped at start
+    /// (docs/models.md, "Model roles"); a role not here runs on every
+    /// selected model.
+    #[sqlx(json)]
+    #[serde(default)]
+    pub model_roles: BTreeMap<String, ModelId>,
 }
 
 impl SessionRow {
@@ -63,7 +70,7 @@ pub(crate) fn session_process(session: &str) -> String {
 
 pub(crate) const SESSION_COLUMNS: &str = "id, project_id, user_id, status, iteration_count, current_stage_id, selected_model_ids, auto_advance, created_at, updated_at, revision, paused_from,
     (SELECT t.version FROM dialectic_process_templates t WHERE t.id = process_template_id) AS pipeline_version,
-    pushback";
+    pushback, model_roles";
 
 pub struct NewSession<'a> {
     pub id: SessionId,
@@ -74,6 +81,8 @@ pub struct NewSession<'a> {
     pub client_request_id: Option<&'a str>,
     pub auto_advance: bool,
     pub pushback: Pushback,
+    /// Role -> model, checked against the pipeline's roles by the caller.
+    pub model_roles: &'a BTreeMap<String, ModelId>,
 }
 
 /// Inserts the session at `pending_<first stage>` of the newest version of
@@ -84,8 +93,9 @@ pub async fn insert_session(
 ) -> Result<(SessionRow, bool), StoreError> {
     let inserted = sqlx::query_as::<_, SessionRow>(&format!(
         "INSERT INTO dialectic_sessions (id, project_id, user_id, status, current_stage_id, selected_model_ids,
-                                         session_description, client_request_id, auto_advance, process_template_id, pushback)
-         SELECT $1, p.id, $3, $8 || st.slug, st.id, $4, $5, $6, $7, t.id, $9
+                                         session_description, client_request_id, auto_advance, process_template_id, pushback,
+                                         model_roles)
+         SELECT $1, p.id, $3, $8 || st.slug, st.id, $4, $5, $6, $7, t.id, $9, $10
          FROM dialectic_projects p
          JOIN dialectic_process_templates pinned ON pinned.id = p.process_template_id
          JOIN LATERAL (SELECT id, starting_stage_id FROM dialectic_process_templates v
@@ -105,6 +115,7 @@ pub async fn insert_session(
     .bind(s.auto_advance)
     .bind(SessionStatus::PENDING_PREFIX)
     .bind(s.pushback.as_str())
+    .bind(sqlx::types::Json(s.model_roles))
     .fetch_optional(&mut **tx)
     .await?;
     if let Some(row) = inserted {
@@ -123,6 +134,19 @@ pub async fn insert_session(
         }
     }
     Err(StoreError::not_found("project", s.project_id))
+}
+
+/// The model each role is mapped to in the session (`StartSession`'s map).
+pub async fn model_roles(
+    executor: impl sqlx::PgExecutor<'_>,
+    session_id: SessionId,
+) -> Result<BTreeMap<String, ModelId>, StoreError> {
+    let roles: Option<sqlx::types::Json<BTreeMap<String, ModelId>>> =
+        sqlx::query_scalar("SELECT model_roles FROM dialectic_sessions WHERE id = $1")
+            .bind(session_id)
+            .fetch_optional(executor)
+            .await?;
+    Ok(roles.map(|r| r.0).unwrap_or_default())
 }
 
 /// The session `$1` of user `$2`, unless its project was deleted.

@@ -44,11 +44,15 @@ enum AdminCommand {
 enum DlqCommand {
     /// List dead letters (oldest first) without removing them.
     List {
+        /// At most this many dead letters.
         #[arg(long, default_value_t = 100)]
         limit: usize,
     },
     /// Print one dead letter in full (its id or an unambiguous prefix).
-    Show { id: String },
+    Show {
+        /// The dead letter's id, or a prefix only it has.
+        id: String,
+    },
     /// Send dead letters back to the queue they came from. Replaying a finished
     /// job's dispatch is harmless: the job cannot be claimed again.
     Replay {

@@ -47,6 +47,18 @@ pub struct Cli {
     /// `yaml` the same as YAML documents; every command honours it, `admin` included.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text, env = "DIALECTIC_OUTPUT", global = true)]
     pub output: Format,
+    /// Print only these keys of each row, e.g. `--fields id,name` (a dotted
+    /// path reaches into an object: `progress.stage`): a table as text, the
+    /// same keys as JSON or YAML.
+    #[arg(long, value_name = "A,B", value_parser = crate::shape::fields_arg, global = true)]
+    pub fields: Option<Fields>,
+    /// Run a jq filter (the jaq implementation) on the JSON answer and print
+    /// each result, strings raw: `--jq '.[].id'`. Implies `--output json`.
+    #[arg(long, value_name = "EXPR", value_parser = crate::shape::jq_arg, global = true)]
+    pub jq: Option<String>,
+    /// Leave the header row out of tables (`--fields` as text).
+    #[arg(long, global = true)]
+    pub no_headers: bool,
     /// How long any one call may take (e.g. 500ms, 30s, 2m); a stream such as
     /// `watch` only until it starts.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, env = "DIALECTIC_TIMEOUT", global = true)]
@@ -59,6 +71,9 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// `--fields`: the keys to keep, in order.
+pub type Fields = Vec<String>;
+
 #[derive(Subcommand)]
 pub enum Command {
     /// Projects: create, list, show, delete; their uploads, questions, export.
@@ -67,6 +82,10 @@ pub enum Command {
     /// A project's questions: `query history` lists them with their answers.
     #[command(subcommand)]
     Query(QueryCommand),
+    /// A contract-stack analysis as data: `contract analysis` prints its
+    /// clauses, dependency edges and conflicts (`--section 7`: what touches 7).
+    #[command(subcommand)]
+    Contract(ContractCommand),
     /// Sessions: start one, follow it, review its stages, pause, resume, cancel, retry.
     #[command(subcommand)]
     Session(SessionCommand),
@@ -102,6 +121,7 @@ pub enum Command {
     /// `dialectic completion zsh > "${fpath[1]}/_dialectic"`,
     /// `dialectic completion fish | source`.
     Completion {
+        /// The shell the script is for.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
@@ -141,10 +161,31 @@ pub enum QueryCommand {
     History(QueryHistory),
 }
 
+#[derive(Subcommand)]
+pub enum ContractCommand {
+    /// The resolved clauses (section, title, category, effective date, the
+    /// document that last changed it), dependency edges and conflicts of the
+    /// project's analysis or of one session.
+    Analysis(ContractAnalysisArgs),
+}
+
+#[derive(Args)]
+pub struct ContractAnalysisArgs {
+    /// The project: its analysis is the session its questions read.
+    #[arg(long, required_unless_present = "session", conflicts_with = "session")]
+    pub project: Option<String>,
+    /// One session instead.
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Only what touches this section ("7" also holds 7.2 and 7(a)).
+    #[arg(long)]
+    pub section: Option<String>,
+}
+
 #[derive(Args)]
 pub struct QueryHistory {
-    #[arg(long)]
-    pub project: String,
+    #[command(flatten)]
+    pub target: ProjectRef,
     #[command(flatten)]
     pub page: crate::paging::PageArgs,
 }
@@ -159,8 +200,8 @@ pub struct ListProjects {
 
 #[derive(Args)]
 pub struct ListSessions {
-    #[arg(long)]
-    pub project: String,
+    #[command(flatten)]
+    pub target: ProjectRef,
     #[command(flatten)]
     pub page: crate::paging::PageArgs,
     #[command(flatten)]
@@ -178,20 +219,18 @@ pub struct DeleteProject {
 
 #[derive(Args)]
 pub struct CreateProject {
+    /// The project's name (a later `project show NAME` finds it by this).
     #[arg(long)]
     pub name: String,
     #[command(flatten)]
     pub prompt: PromptSource,
 }
 
-#[derive(Args)]
-pub struct ProjectRef {
-    #[arg(long)]
-    pub project: String,
-}
+pub use crate::refs::{ProjectRef, ResourceRef, SessionRef, StageRef};
 
 #[derive(Args)]
 pub struct AddDocs {
+    /// The project's id, or its name when no other project of yours has that name.
     #[arg(long)]
     pub project: String,
     /// The role of every file that names none: source, writing_sample,
@@ -205,19 +244,21 @@ pub struct AddDocs {
 
 #[derive(Args)]
 pub struct Ask {
+    /// The project's id, or its name when no other project of yours has that name.
     #[arg(long)]
     pub project: String,
     /// The model that answers; default: the executor's query_model.
     #[arg(long)]
     pub model: Option<String>,
+    /// The question (its words may go unquoted).
     #[arg(required = true)]
     pub question: Vec<String>,
 }
 
 #[derive(Args)]
 pub struct Export {
-    #[arg(long)]
-    pub project: String,
+    #[command(flatten)]
+    pub target: ProjectRef,
     /// Where to write the zip [default: ./{project_slug}.zip].
     #[arg(long, conflicts_with = "url")]
     pub out: Option<PathBuf>,
@@ -230,6 +271,8 @@ pub struct Export {
 pub enum SessionCommand {
     /// A project's sessions, newest first.
     List(ListSessions),
+    /// Your newest session (of one project, if named), shown as `status` shows it.
+    Last(LastSession),
     /// Start a session on a project; prints its id and status.
     Start(StartSession),
     /// Print a session's status and job counts.
@@ -269,18 +312,27 @@ pub enum SessionCommand {
 }
 
 #[derive(Args)]
-pub struct SessionRef {
-    #[arg(long)]
-    pub session: String,
+pub struct LastSession {
+    /// Only this project's sessions: its id, or its name when no other
+    /// project of yours has it [default: all your projects].
+    #[arg(value_name = "PROJECT", conflicts_with = "project")]
+    pub project_arg: Option<String>,
+    /// The same as PROJECT, as a flag.
+    #[arg(long, value_name = "PROJECT")]
+    pub project: Option<String>,
 }
 
 #[derive(Args)]
 pub struct StartSession {
-    #[arg(long)]
-    pub project: String,
+    #[command(flatten)]
+    pub target: ProjectRef,
     /// Model api identifier or id (repeatable); default: the gateway's default model.
     #[arg(long = "model")]
     pub models: Vec<String>,
+    /// Run the pipeline's steps of model role ROLE on MODEL only
+    /// (repeatable): `--model-role analyst=gpt-5.1`.
+    #[arg(long = "model-role", value_name = "ROLE=MODEL", value_parser = dialectic_core::model_role::parse_role_flag)]
+    pub model_roles: Vec<(String, String)>,
     /// Start each next stage as soon as one completes, without stage responses.
     #[arg(long)]
     pub auto_advance: bool,
@@ -291,8 +343,8 @@ pub struct StartSession {
 
 #[derive(Args)]
 pub struct Watch {
-    #[arg(long)]
-    pub session: String,
+    #[command(flatten)]
+    pub target: SessionRef,
     /// Stop when the session reaches this status (one its pipeline has).
     #[arg(long, value_parser = format::until_status)]
     pub until: Option<String>,
@@ -300,8 +352,8 @@ pub struct Watch {
 
 #[derive(Args)]
 pub struct Submit {
-    #[arg(long)]
-    pub session: String,
+    #[command(flatten)]
+    pub target: SessionRef,
     /// The stage that completed.
     #[arg(long)]
     pub stage: String,
@@ -315,8 +367,8 @@ pub struct Submit {
 
 #[derive(Args)]
 pub struct Retry {
-    #[arg(long)]
-    pub session: String,
+    #[command(flatten)]
+    pub target: SessionRef,
     /// The stage to retry [default: the session's current stage].
     #[arg(long)]
     pub stage: Option<String>,
@@ -327,12 +379,15 @@ pub struct Retry {
 
 #[derive(Args)]
 pub struct Revisit {
-    #[arg(long)]
-    pub session: String,
+    #[command(flatten)]
+    pub target: SessionRef,
+    /// The earlier stage to revisit (its slug, e.g. thesis).
     #[arg(long)]
     pub stage: String,
+    /// How far the change reaches: minor, moderate or major (see above).
     #[arg(long, value_parser = ["minor", "moderate", "major"], required_unless_present = "dry_run")]
     pub impact: Option<String>,
+    /// Why, kept in the session's history.
     #[arg(long, default_value = "")]
     pub reason: String,
     /// Change nothing: show what minor, moderate and major would each flag,
@@ -343,8 +398,8 @@ pub struct Revisit {
 
 #[derive(Args)]
 pub struct Blackboard {
-    #[arg(long)]
-    pub session: String,
+    #[command(flatten)]
+    pub target: SessionRef,
     /// Only entries of this type.
     #[arg(long = "type")]
     pub entry_type: Option<String>,
@@ -352,12 +407,18 @@ pub struct Blackboard {
 
 #[derive(Args)]
 pub struct RunArgs {
+    /// The new project's name.
     #[arg(long)]
     pub name: String,
     #[command(flatten)]
     pub prompt: PromptSource,
+    /// Model api identifier or id (repeatable); default: the gateway's default model.
     #[arg(long = "model")]
     pub models: Vec<String>,
+    /// Run the pipeline's steps of model role ROLE on MODEL only
+    /// (repeatable): `--model-role analyst=gpt-5.1`.
+    #[arg(long = "model-role", value_name = "ROLE=MODEL", value_parser = dialectic_core::model_role::parse_role_flag)]
+    pub model_roles: Vec<(String, String)>,
     /// Stop when the session reaches this status (one its pipeline has).
     #[arg(long, default_value = dialectic_core::session::SessionStatus::REVIEW, value_parser = format::until_status)]
     pub until: String,
@@ -367,8 +428,11 @@ pub struct RunArgs {
     /// How hard critique steps push back: full (the default), light or minimal.
     #[arg(long, value_parser = format::pushback)]
     pub pushback: Option<dialectic_core::pushback::Pushback>,
-    #[arg(long, default_value_t = 300)]
-    pub timeout_secs: u64,
+    /// How long to wait for --until before giving up (exit 75), e.g. 90s,
+    /// 10m, 1h; a bare number is seconds (`--timeout-secs`, its old
+    /// spelling, still works).
+    #[arg(long, alias = "timeout-secs", default_value = "5m", value_parser = format::seconds_or_duration)]
+    pub wait: Duration,
     /// Upload this file (text, markdown, PDF or DOCX) to the project before
     /// the session starts (repeat for several, in order; e.g. a base
     /// agreement, then its amendments). ROLE=FILE gives it a role:
@@ -381,28 +445,29 @@ pub struct RunArgs {
 pub enum DocCommand {
     /// List a session's rendered documents with their first lines.
     List {
-        #[arg(long)]
-        session: String,
+        #[command(flatten)]
+        target: SessionRef,
+        /// Only this stage's documents (its slug, e.g. thesis).
         #[arg(long)]
         stage: Option<String>,
     },
     /// Print one rendered document.
     Show {
-        #[arg(long)]
-        resource: String,
+        #[command(flatten)]
+        target: ResourceRef,
     },
     /// The raw model chunks (and edits) a document was merged from.
     Chunks {
-        #[arg(long)]
-        resource: String,
+        #[command(flatten)]
+        target: ResourceRef,
     },
     /// Write one document of the stage the session just finished again; the
     /// jobs that wrote it are superseded and the old version is archived.
     Regenerate(RegenerateArgs),
     /// Save your edited version of a document (later stages read it).
     Edit {
-        #[arg(long)]
-        resource: String,
+        #[command(flatten)]
+        target: ResourceRef,
         /// The whole edited body (markdown).
         #[arg(long)]
         file: PathBuf,
@@ -411,11 +476,12 @@ pub enum DocCommand {
     /// checked verdict stays; the log shows both).
     Override {
         /// The fact-check document (`doc list`).
-        #[arg(long)]
-        resource: String,
+        #[command(flatten)]
+        target: ResourceRef,
         /// The claim's number in the log, from 1.
         #[arg(long)]
         claim: u32,
+        /// Why your view differs, shown beside the checked verdict.
         #[arg(long)]
         rationale: String,
     },
@@ -427,7 +493,14 @@ pub enum PipelineCommand {
     List,
     /// Administrators: install a pipeline file (docs/pipelines.md) as its
     /// pipeline's next version.
-    Install { file: PathBuf },
+    Install {
+        /// The pipeline file (TOML).
+        file: PathBuf,
+        /// Install nothing: the gateway checks the file as an install would
+        /// and answers the version it would become.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -436,13 +509,13 @@ pub enum RecipeCommand {
     List,
     /// One stage's steps in execution order, with what each waits for.
     Show {
-        #[arg(long)]
-        stage: String,
+        #[command(flatten)]
+        target: StageRef,
     },
     /// Administrators: change a stage's recipe (cloned from its template on the first change).
     Edit {
-        #[arg(long)]
-        stage: String,
+        #[command(flatten)]
+        target: StageRef,
         /// A step_key to skip (repeatable).
         #[arg(long)]
         skip: Vec<String>,
@@ -452,6 +525,10 @@ pub enum RecipeCommand {
         /// `FROM:TO` step keys: TO also waits for FROM (repeatable).
         #[arg(long = "edge")]
         edges: Vec<String>,
+        /// Change nothing: the gateway checks the edit (stage and steps
+        /// known, no cycle) and answers the recipe as it would be.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -461,17 +538,24 @@ pub enum ContextCommand {
     /// https://gw.example.com --ca-cert ca.pem`; then `dialectic --context prod
     /// auth login` keeps its key.
     Add {
+        /// The context's name (`default` is the file's top level).
         name: String,
         /// Use it from now on.
         #[arg(long = "use")]
         make_current: bool,
     },
     /// Use this context until another is chosen (`default`: the file's top level).
-    Use { name: String },
+    Use {
+        /// The context's name (`dialectic context list`).
+        name: String,
+    },
     /// Every context: its gateway, key (prefix) and CA; `*` marks the one in use.
     List,
     /// Forget a context and its key.
-    Delete { name: String },
+    Delete {
+        /// The context's name (`dialectic context list`).
+        name: String,
+    },
 }
 
 #[derive(Subcommand)]

@@ -4,9 +4,8 @@
 use crate::exit::{Failed, Kind};
 use anyhow::{Context, Result, anyhow};
 use std::collections::BTreeMap;
-use std::fs::{DirBuilder, OpenOptions, Permissions};
+use std::fs::{DirBuilder, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The context the file's top-level settings form: a file written before
@@ -156,9 +155,9 @@ impl FileConfig {
     /// exists when the key is on disk readable by others.
     pub fn save(&self, path: &Path) -> Result<()> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
+            let mut builder = DirBuilder::new();
+            owner_only::dir(builder.recursive(true));
+            builder
                 .create(dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
         }
@@ -167,14 +166,11 @@ impl FileConfig {
         staged.push(".new");
         let staged = PathBuf::from(staged);
         let write = || -> std::io::Result<()> {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&staged)?;
+            let mut options = OpenOptions::new();
+            owner_only::file(options.write(true).create(true).truncate(true));
+            let mut file = options.open(&staged)?;
             // `mode` applies only when the file is created; a leftover keeps its own.
-            file.set_permissions(Permissions::from_mode(0o600))?;
+            owner_only::restrict(&file)?;
             file.write_all(text.as_bytes())?;
             file.sync_all()?;
             std::fs::rename(&staged, path)
@@ -193,12 +189,9 @@ pub fn as_config_error(e: anyhow::Error) -> anyhow::Error {
 }
 
 fn refuse_if_exposed(path: &Path) -> Result<()> {
-    let mode = std::fs::metadata(path)
-        .with_context(|| format!("cannot read {}", path.display()))?
-        .permissions()
-        .mode()
-        & 0o777;
-    if mode & 0o077 != 0 {
+    let metadata =
+        std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    if let Some(mode) = owner_only::exposed(&metadata) {
         return Err(Failed::new(
             Kind::Config,
             format!(
@@ -259,5 +252,49 @@ mod tests {
     fn a_key_in_any_context_makes_the_file_secret() {
         assert!(!parsed("gateway_url = \"http://a:1\"\n").holds_a_key());
         assert!(parsed("[contexts.prod]\napi_key = \"p\"\n").holds_a_key());
+    }
+}
+
+/// Owner-only files by Unix mode. Elsewhere (Windows, docs/running.md) a
+/// file under the user's profile inherits its ACL, which only the user and
+/// administrators pass, so nothing is set and nothing is refused.
+#[cfg(unix)]
+mod owner_only {
+    use std::fs::{DirBuilder, File, Metadata, OpenOptions, Permissions};
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+
+    pub fn dir(builder: &mut DirBuilder) {
+        builder.mode(0o700);
+    }
+
+    pub fn file(options: &mut OpenOptions) {
+        options.mode(0o600);
+    }
+
+    pub fn restrict(file: &File) -> std::io::Result<()> {
+        file.set_permissions(Permissions::from_mode(0o600))
+    }
+
+    /// The file's mode when group or others may read or write it.
+    pub fn exposed(metadata: &Metadata) -> Option<u32> {
+        let mode = metadata.permissions().mode() & 0o777;
+        (mode & 0o077 != 0).then_some(mode)
+    }
+}
+
+#[cfg(not(unix))]
+mod owner_only {
+    use std::fs::{DirBuilder, File, Metadata, OpenOptions};
+
+    pub fn dir(_: &mut DirBuilder) {}
+
+    pub fn file(_: &mut OpenOptions) {}
+
+    pub fn restrict(_: &File) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    pub fn exposed(_: &Metadata) -> Option<u32> {
+        None
     }
 }

@@ -21,7 +21,7 @@ pub enum Kind {
     NotFound,
     /// The gateway cannot be reached, or says a dependency is down.
     Unavailable,
-    /// The call (`--timeout`) or the wait (`--timeout-secs`) ran out.
+    /// The call (`--timeout`) or the wait (`run --wait`) ran out.
     TimedOut,
     /// UNAUTHENTICATED or PERMISSION_DENIED: the key is missing, wrong or
     /// not allowed to do this.

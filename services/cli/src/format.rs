@@ -65,6 +65,15 @@ pub fn session(s: &Session) -> String {
         s.cost,
         spent(s)
     );
+    if !s.model_roles.is_empty() {
+        let mut roles: Vec<String> = s
+            .model_roles
+            .iter()
+            .map(|(role, model)| format!("{role}={model}"))
+            .collect();
+        roles.sort();
+        out.push_str(&format!("model roles: {}\n", roles.join(", ")));
+    }
     // A failed stage's jobs are all over: its percent would read as done.
     let failed = s.state() == SessionState::Failed;
     match &s.position {
@@ -373,6 +382,15 @@ pub fn pushback(value: &str) -> Result<dialectic_core::pushback::Pushback, Strin
     value
         .parse()
         .map_err(|e: dialectic_core::pushback::UnknownPushback| e.to_string())
+}
+
+/// A wait's length: a duration (`90s`, `10m`, `1h 30m`) or, as the flag's
+/// old spelling took, a bare number of seconds.
+pub fn seconds_or_duration(value: &str) -> Result<std::time::Duration, String> {
+    if let Ok(seconds) = value.trim().parse::<u64>() {
+        return Ok(std::time::Duration::from_secs(seconds));
+    }
+    humantime::parse_duration(value).map_err(|e| format!("{e}; e.g. 300, 90s, 10m"))
 }
 
 pub fn until_status(value: &str) -> Result<String, String> {

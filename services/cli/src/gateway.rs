@@ -495,12 +495,14 @@ impl Gateway {
         &self,
         project: &str,
         models: &[String],
+        model_roles: &[(String, String)],
         auto_advance: bool,
         pushback: Option<Pushback>,
     ) -> Result<Session> {
         let message = StartSessionRequest {
             project_id: project.to_string(),
             models: models.to_vec(),
+            model_roles: model_roles.iter().cloned().collect(),
             description: String::new(),
             client_request_id: client_request_id(),
             auto_advance,

@@ -6,6 +6,7 @@
 //! The mapping is derived from the descriptors the protos compile to, so a
 //! field added to a message shows up without a change here.
 
+use dialectic_proto::v1::ContractAnalysis;
 use dialectic_proto::v1::{
     BlackboardEntry, DeleteProjectResponse, DocumentChunk, ExportUrl, InstallPipelineResponse,
     Model, Pipeline, Project, ProjectDocument, QueryHistoryEntry, QueryResponse, RecipeSummary,
@@ -69,6 +70,7 @@ json_of! {
     export_url(ExportUrl) => "dialectic.v1.ExportUrl";
     answer(QueryResponse) => "dialectic.v1.QueryResponse";
     history_entry(QueryHistoryEntry) => "dialectic.v1.QueryHistoryEntry";
+    contract_analysis(ContractAnalysis) => "dialectic.v1.ContractAnalysis";
     revisit(RevisitStageResponse) => "dialectic.v1.RevisitStageResponse";
     retry(RetryStageResponse) => "dialectic.v1.RetryStageResponse";
     chunk(DocumentChunk) => "dialectic.v1.DocumentChunk";

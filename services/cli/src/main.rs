@@ -4,6 +4,7 @@ mod admin;
 mod cli;
 mod commands;
 mod config;
+mod examples;
 mod exit;
 mod format;
 mod gateway;
@@ -12,13 +13,16 @@ mod legacy;
 mod output;
 mod paging;
 mod progress;
+mod refs;
+mod shape;
+mod upload_progress;
 
 use anyhow::Result;
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use cli::{AuthCommand, Cli, Command};
 use commands::{
-    auth, completion, context, doc, model, pipeline, project, query, recipe, session, version,
-    wallet,
+    auth, completion, context, contract, doc, model, pipeline, project, query, recipe, session,
+    version, wallet,
 };
 use config::{FileConfig, Location};
 use exit::{Failed, Kind};
@@ -27,9 +31,27 @@ use output::{Out, note};
 use std::process::ExitCode;
 use tonic::Status;
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+fn main() -> ExitCode {
+    // A Tab press (`COMPLETE=<shell>`) is answered here and exits; it needs
+    // no runtime of ours, and builds its own to ask the gateway.
+    clap_complete::CompleteEnv::with_factory(completion::command).complete();
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(parse_and_run()),
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            exit::exit_code(Kind::Failure)
+        }
+    }
+}
+
+async fn parse_and_run() -> ExitCode {
+    let parsed = examples::with_examples(Cli::command())
+        .try_get_matches()
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    let cli = match parsed {
         Ok(cli) => cli,
         // --help and --version are answers, not errors.
         Err(e) if !e.use_stderr() => {
@@ -54,7 +76,18 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<()> {
-    let out = Out::new(cli.output);
+    shape::set(shape::Shape {
+        fields: cli.fields.unwrap_or_default(),
+        jq: cli.jq.clone(),
+        no_headers: cli.no_headers,
+    });
+    // jq reads JSON, and what prints it (bars, previews) must know it is not a person.
+    let format = if cli.jq.is_some() {
+        output::Format::Json
+    } else {
+        cli.output
+    };
+    let out = Out::new(format);
     let command = match cli.command {
         Command::Deprecated(old) => {
             let (command, spelling) = old.current();
@@ -123,6 +156,7 @@ async fn dispatch(
     match command {
         Command::Project(c) => project::dispatch(gateway, out, c).await,
         Command::Query(c) => query::dispatch(gateway, out, c).await,
+        Command::Contract(c) => contract::dispatch(gateway, out, c).await,
         Command::Session(c) => session::dispatch(gateway, out, c).await,
         Command::Doc(c) => doc::dispatch(gateway, out, c).await,
         Command::Pipeline(c) => pipeline::dispatch(gateway, out, c).await,
@@ -130,7 +164,7 @@ async fn dispatch(
         Command::Model(c) => model::dispatch(gateway, out, c).await,
         Command::Wallet(args) => wallet::dispatch(gateway, out, args).await,
         Command::Run(args) => session::run_args(gateway, out, args).await,
-        Command::History(a) => session::history(gateway, out, &a.session).await,
+        Command::History(a) => session::history(gateway, out, &a.id(gateway).await?).await,
         Command::Admin(args) => admin::run(args, out).await,
         Command::Completion { shell } => completion::print(shell),
         Command::Auth(AuthCommand::Status) => auth::status(gateway, out, who).await,

@@ -2,6 +2,8 @@
 //! and as JSON, and [`Out`] picks by `--output`. Data goes to stdout; notes,
 //! progress bars and errors go to stderr.
 
+use crate::exit::Kind;
+use crate::shape::{self, Shape};
 use serde_json::Value;
 use std::fmt::Display;
 
@@ -42,8 +44,36 @@ impl Out {
         }
     }
 
+    /// The answer cut as `--fields` and `--jq` ask: a field the answer does
+    /// not have, or a jq filter that fails on it, is an error.
+    pub fn shaped(&self, answer: &(impl Render + ?Sized), shape: &Shape) -> Result<String, String> {
+        if shape.is_plain() {
+            return Ok(self.render(answer));
+        }
+        let mut value = answer.json();
+        if !shape.fields.is_empty() {
+            value = shape::select(&value, &shape.fields)?;
+        }
+        if let Some(filter) = &shape.jq {
+            return shape::jq(filter, &value);
+        }
+        Ok(match self.format {
+            Format::Text => shape::table(&value, &shape.fields, !shape.no_headers),
+            Format::Json => format!("{value}\n"),
+            Format::Yaml => yaml(&value),
+        })
+    }
+
+    /// Prints the answer. A shaping error ends the run as a usage error: the
+    /// answer is in hand, but not what the command line asked to see of it.
     pub fn show(&self, answer: &(impl Render + ?Sized)) {
-        print!("{}", self.render(answer));
+        match self.shaped(answer, shape::get()) {
+            Ok(text) => print!("{text}"),
+            Err(message) => {
+                eprintln!("error: {message}");
+                std::process::exit(i32::from(Kind::Usage.code()));
+            }
+        }
     }
 
     /// A line of a long command's running account (`run`'s ids as they are

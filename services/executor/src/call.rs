@@ -37,6 +37,7 @@ impl Executor {
         model: &ModelRow,
         provider: &Provider,
         request: &ChatRequest,
+        timeout: Option<Duration>,
     ) -> Result<Reply, AttemptError> {
         // No call the wallet cannot pay for: hold the most it can cost first.
         let hold = match &self.billing {
@@ -52,6 +53,13 @@ impl Executor {
         let outcome = tokio::select! {
             outcome = model_call::chat(provider, model, request) => outcome,
             _ = self.hand_back.cancelled() => return Err(self.hand_back(job, hold.as_ref()).await),
+            // The step's (or its role's) `timeout_seconds`: the call is
+            // dropped unanswered, so nothing is charged, and the job retries.
+            _ = sleep_or_never(timeout) => {
+                let after = timeout.unwrap_or_default().as_secs();
+                let error = LlmError::Transient(format!("no reply within the step's timeout of {after} s"));
+                return Err(self.call_failed(job, hold.as_ref(), error).await);
+            }
         };
         let response = match outcome {
             Ok(response) => response,
@@ -115,6 +123,14 @@ impl Executor {
             LlmError::Transient(m) => retryable("model_transient", m),
             other => permanent("model_failed", other),
         }
+    }
+}
+
+/// Sleeps for `timeout`, or forever when there is none.
+async fn sleep_or_never(timeout: Option<Duration>) {
+    match timeout {
+        Some(timeout) => tokio::time::sleep(timeout).await,
+        None => std::future::pending().await,
     }
 }
 

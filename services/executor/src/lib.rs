@@ -169,7 +169,13 @@ impl Executor {
             .instrument(info_span!("seed_prompt"))
             .await?;
         let reply = self
-            .call(job, &attempt.model, &provider, &prepared.request)
+            .call(
+                job,
+                &attempt.model,
+                &provider,
+                &prepared.request,
+                attempt.step.effective_config().timeout(),
+            )
             .await?;
         let kept = persist::Kept {
             reply,

@@ -124,9 +124,9 @@ impl Executor {
             model: model.api_identifier.clone(),
             max_tokens: attempt
                 .step
-                .config
+                .effective_config()
                 .max_tokens(model.max_output_tokens.max(1) as u32),
-            temperature: attempt.step.config.temperature,
+            temperature: attempt.step.effective_config().temperature,
             output_type: attempt.step.output_type.clone(),
             hints: hints(&attempt.payload.planned_documents, &attempt.step),
             encoding,
@@ -291,6 +291,7 @@ mod tests {
             order: 1,
             is_skipped: false,
             config: Default::default(),
+            role: None,
             filter: Default::default(),
         }
     }

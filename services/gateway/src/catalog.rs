@@ -330,11 +330,13 @@ impl Gateway {
         })
     }
 
-    /// Pipelines are shared by every user: only an administrator installs one.
+    /// Pipelines are shared by every user: only an administrator installs one
+    /// (or checks one: `validate_only` writes nothing).
     pub(crate) async fn install_pipeline(
         &self,
         user: UserId,
         content: &str,
+        validate_only: bool,
     ) -> Result<InstallPipelineResponse, GatewayError> {
         if !dialectic_store::auth::is_admin(self.store.pool(), user).await? {
             return Err(GatewayError::AdminOnly(
@@ -343,6 +345,9 @@ impl Gateway {
         }
         let file = dialectic_core::pipeline::PipelineFile::parse(content)
             .map_err(|e| GatewayError::bad("content", e.to_string()))?;
+        if validate_only {
+            return self.check_pipeline(&file).await;
+        }
         let installed = pipelines::install(self.store.pool(), &file).await?;
         let version = pipelines::list(self.store.pool())
             .await?
@@ -354,6 +359,26 @@ impl Gateway {
         Ok(InstallPipelineResponse {
             pipeline: Some(pipeline(version, true)),
             created: installed.created,
+        })
+    }
+
+    /// A dry run of an install: every check, nothing kept; the version it
+    /// would be has no creation time yet.
+    async fn check_pipeline(
+        &self,
+        file: &dialectic_core::pipeline::PipelineFile,
+    ) -> Result<InstallPipelineResponse, GatewayError> {
+        let checked = pipelines::check_install(self.store.pool(), file).await?;
+        Ok(InstallPipelineResponse {
+            pipeline: Some(Pipeline {
+                slug: checked.name,
+                name: file.display_name.clone(),
+                version: u32::try_from(checked.version).unwrap_or(0),
+                stages: file.stages.iter().map(|s| s.slug.clone()).collect(),
+                created_at: None,
+                current: true,
+            }),
+            created: checked.created,
         })
     }
 
@@ -390,6 +415,9 @@ impl Gateway {
                 "recipes are shared by every user; only an administrator may change them".into(),
             ));
         }
+        if req.validate_only {
+            return self.preview_recipe_edit(&req).await;
+        }
         let stage = req.stage_slug.trim();
         let pool = self.store.pool();
         let edit_error = |e: RecipeEditError| match e {
@@ -421,6 +449,49 @@ impl Gateway {
     }
 
     pub(crate) async fn stage_recipe(&self, stage_slug: &str) -> Result<StageRecipe, GatewayError> {
+        let (recipe, is_cloned) = self.load_recipe(stage_slug).await?;
+        recipe_view(stage_slug.trim(), &recipe, is_cloned)
+    }
+
+    /// A dry run of an edit: the same refusals (unknown stage or step key, an
+    /// edge outside the recipe or closing a cycle), applied to a copy only.
+    async fn preview_recipe_edit(
+        &self,
+        req: &EditStageRecipeRequest,
+    ) -> Result<StageRecipe, GatewayError> {
+        let stage = req.stage_slug.trim();
+        let (mut recipe, is_cloned) = self.load_recipe(stage).await?;
+        for (keys, skipped) in [(&req.skip, true), (&req.unskip, false)] {
+            for key in keys {
+                let step = recipe.steps.iter_mut().find(|s| &s.step_key == key);
+                let step = step.ok_or_else(|| {
+                    GatewayError::not_found("recipe step", format!("{key} of stage {stage}"))
+                })?;
+                step.is_skipped = skipped;
+            }
+        }
+        for edge in &req.add_edges {
+            let (from, to) = (&edge.from_step_key, &edge.to_step_key);
+            let ids = match (recipe.step_by_key(from), recipe.step_by_key(to)) {
+                (Some(a), Some(b)) => (a.id, b.id),
+                _ => {
+                    return Err(GatewayError::bad(
+                        "add_edges",
+                        format!("edge {from} -> {to}: both steps must be in stage {stage}"),
+                    ));
+                }
+            };
+            recipe = recipe
+                .with_edge(ids)
+                .map_err(|e| GatewayError::bad("add_edges", e.to_string()))?;
+        }
+        recipe_view(stage, &recipe, is_cloned)
+    }
+
+    async fn load_recipe(
+        &self,
+        stage_slug: &str,
+    ) -> Result<(dialectic_core::recipe::Recipe, bool), GatewayError> {
         let stage_slug = stage_slug.trim();
         if stage_slug.is_empty() {
             return Err(GatewayError::bad(
@@ -439,32 +510,41 @@ impl Gateway {
             .await
             .map_err(StoreError::from)?;
         let recipe = recipes::stage_recipe(&mut conn, stage_slug).await?;
-        let order = recipe
-            .topological_order()
-            .map_err(|e| GatewayError::Internal(format!("stage {stage_slug} recipe: {e}")))?;
-        let steps = order
-            .into_iter()
-            .filter_map(|id| recipe.step(id))
-            .map(|step| RecipeStep {
-                id: step.id.to_string(),
-                step_key: step.step_key.clone(),
-                name: step.step_name.clone(),
-                job_type: step.job_type.as_str().to_string(),
-                job_kind: convert::job_kind(step.job_type.as_str()),
-                granularity_strategy: step.granularity.as_str().to_string(),
-                output_type: step.output_type.clone(),
-                skipped: step.is_skipped,
-                after: recipe
-                    .predecessors(step.id)
-                    .filter_map(|p| recipe.step(p))
-                    .map(|p| p.step_key.clone())
-                    .collect(),
-            })
-            .collect();
-        Ok(StageRecipe {
-            stage_slug: stage_slug.to_string(),
-            is_cloned: *is_cloned,
-            steps,
-        })
+        Ok((recipe, *is_cloned))
     }
+}
+
+/// A recipe as the API shows it: steps in execution order, each with what it waits for.
+fn recipe_view(
+    stage_slug: &str,
+    recipe: &dialectic_core::recipe::Recipe,
+    is_cloned: bool,
+) -> Result<StageRecipe, GatewayError> {
+    let order = recipe
+        .topological_order()
+        .map_err(|e| GatewayError::Internal(format!("stage {stage_slug} recipe: {e}")))?;
+    let steps = order
+        .into_iter()
+        .filter_map(|id| recipe.step(id))
+        .map(|step| RecipeStep {
+            id: step.id.to_string(),
+            step_key: step.step_key.clone(),
+            name: step.step_name.clone(),
+            job_type: step.job_type.as_str().to_string(),
+            job_kind: convert::job_kind(step.job_type.as_str()),
+            granularity_strategy: step.granularity.as_str().to_string(),
+            output_type: step.output_type.clone(),
+            skipped: step.is_skipped,
+            after: recipe
+                .predecessors(step.id)
+                .filter_map(|p| recipe.step(p))
+                .map(|p| p.step_key.clone())
+                .collect(),
+        })
+        .collect();
+    Ok(StageRecipe {
+        stage_slug: stage_slug.to_string(),
+        is_cloned,
+        steps,
+    })
 }

@@ -1,38 +1,44 @@
 //! Project documents: files a user uploads to a project for its steps to read
 //! (`project_document` input rules), stored under the project and indexed.
-//! A PDF or DOCX is converted to markdown once, on a blocking worker thread
-//! (never on the async threads that serve other calls); steps read the
-//! markdown, and the original is stored beside it (and exported with it).
+//! A PDF or DOCX is converted to markdown once, by the indexer (never in the
+//! gateway, whose threads serve everyone's calls), with its progress noted
+//! for `GetUploadProgress`; steps read the markdown, and the original is
+//! stored beside it (and exported with it).
 
 use crate::convert;
 use crate::error::GatewayError;
 use crate::service::{Gateway, optional, uploaded_text};
+use dialectic_cache::uploads::{UploadKey, UploadProgress as NotedProgress, UploadStage};
 use dialectic_config::GatewayConfig;
-use dialectic_convert::{Kind, Limits, to_markdown};
+use dialectic_convert::{Kind, Limits};
 use dialectic_core::document_role::DocumentRole;
 use dialectic_core::error::Reason;
 use dialectic_core::ids::{ProjectId, ResourceId, UserId};
 use dialectic_core::paths::project_document_key;
 use dialectic_proto::names::{from_api, to_api};
-use dialectic_proto::v1::indexer::{IndexRequest, IndexResponse};
+use dialectic_proto::v1::indexer::convert_response::Event;
+use dialectic_proto::v1::indexer::{ConvertRequest, IndexRequest, IndexResponse};
 use dialectic_proto::v1::{
-    AddProjectDocumentRequest, DocumentRole as ApiRole, ListProjectDocumentsRequest,
-    ListProjectDocumentsResponse, ProjectDocument,
+    AddProjectDocumentRequest, DocumentRole as ApiRole, GetUploadProgressRequest,
+    ListProjectDocumentsRequest, ListProjectDocumentsResponse, ProjectDocument, UploadProgress,
+    UploadStage as ApiStage,
 };
 use dialectic_store::StoreError;
 use dialectic_store::project_documents::{
     self, Limit, LimitReached, NewProjectDocument, ProjectDocumentRow, Recorded,
 };
 use dialectic_store::projects;
-use tokio::sync::Semaphore;
+use std::time::{Duration, Instant};
 
 /// Extensions an upload may have: text is stored as it is, PDF and DOCX are
 /// converted.
 const UPLOAD_EXTENSIONS: [&str; 5] = ["md", "markdown", "txt", "pdf", "docx"];
 
-/// Conversions running at once: each holds a file, its parse and a core,
-/// so a burst of uploads waits here rather than starving the gateway.
-static CONVERSIONS: Semaphore = Semaphore::const_new(2);
+/// How often a conversion's progress is noted: often enough for a person
+/// watching, rarely enough that a 1,000-page file costs Redis little.
+const PROGRESS_EVERY: Duration = Duration::from_millis(200);
+/// How long an upload's progress is kept after its last note.
+const UPLOAD_PROGRESS_SECS: u64 = 600;
 
 /// What one conversion may cost (`gateway.max_upload_pages`,
 /// `gateway.max_upload_unpacked_bytes`). The file itself is already capped
@@ -79,6 +85,15 @@ fn upload_role(req: &AddProjectDocumentRequest) -> Result<Option<DocumentRole>, 
             .parse()
             .map(Some)
             .map_err(|_| bad()),
+    }
+}
+
+fn api_stage(stage: UploadStage) -> ApiStage {
+    match stage {
+        UploadStage::Converting => ApiStage::Converting,
+        UploadStage::Indexing => ApiStage::Indexing,
+        UploadStage::Stored => ApiStage::Stored,
+        UploadStage::Failed => ApiStage::Failed,
     }
 }
 
@@ -167,6 +182,8 @@ fn upload_text(file_name: &str, content: &[u8], max_bytes: usize) -> Result<Stri
 struct Upload {
     text: String,
     original: Option<(Kind, Vec<u8>)>,
+    /// Pages the conversion read, of how many: (0, 0) for a text file.
+    pages: (u32, u32),
 }
 
 impl Upload {
@@ -177,30 +194,27 @@ impl Upload {
     }
 }
 
-/// Converts `content` on a blocking worker; a file that cannot be read is
-/// INVALID_ARGUMENT naming it and saying why.
-async fn convert_upload(
-    file_name: &str,
-    kind: Kind,
-    content: Vec<u8>,
-    limits: Limits,
-) -> Result<Upload, GatewayError> {
-    let _permit = CONVERSIONS
-        .acquire()
-        .await
-        .map_err(|e| GatewayError::Internal(format!("conversion workers: {e}")))?;
-    let (content, converted) = tokio::task::spawn_blocking(move || {
-        let converted = to_markdown(&content, kind, &limits);
-        (content, converted)
-    })
-    .await
-    .map_err(|e| GatewayError::Internal(format!("converting {file_name}: {e}")))?;
-    let converted = converted
-        .map_err(|e| GatewayError::bad("file", format!("file {file_name} is refused: {e}")))?;
-    Ok(Upload {
-        text: converted.markdown,
-        original: Some((kind, content)),
-    })
+/// The refusal or failure of an upload's conversion: a file the indexer
+/// cannot read is INVALID_ARGUMENT naming it (as the indexer said it);
+/// anything else is the indexer being out of reach.
+fn conversion_failed(file_name: &str, status: tonic::Status) -> GatewayError {
+    if status.code() == tonic::Code::InvalidArgument {
+        return GatewayError::bad("file", status.message().to_string());
+    }
+    GatewayError::unavailable(
+        Reason::IndexerUnavailable,
+        format!(
+            "the indexer could not convert {file_name}: {}",
+            status.message()
+        ),
+    )
+}
+
+/// Where an upload's progress is noted: nowhere for an upload sent without
+/// a client_request_id, as nobody could ask for it.
+struct ProgressNote<'a> {
+    key: UploadKey<'a>,
+    file_name: &'a str,
 }
 
 impl Gateway {
@@ -222,16 +236,46 @@ impl Gateway {
         {
             return Ok(document(first));
         }
-        let role = upload_role(&req)?;
-        let file_name = upload_name(&req)?;
+        let (user_text, project_text) = (user.to_string(), project_id.to_string());
+        let file_name = req.file_name.clone();
+        let note = request_id.map(|request_id| ProgressNote {
+            key: UploadKey {
+                user_id: &user_text,
+                project_id: &project_text,
+                request_id,
+            },
+            file_name: &file_name,
+        });
+        let added = self
+            .add_new_document(user, project_id, &req, note.as_ref())
+            .await;
+        if let Err(e) = &added {
+            let failure = e.to_string();
+            self.note_upload(note.as_ref(), UploadStage::Failed, (0, 0), &failure)
+                .await;
+        }
+        added
+    }
+
+    async fn add_new_document(
+        &self,
+        user: UserId,
+        project_id: ProjectId,
+        req: &AddProjectDocumentRequest,
+        note: Option<&ProgressNote<'_>>,
+    ) -> Result<ProjectDocument, GatewayError> {
+        let role = upload_role(req)?;
+        let file_name = upload_name(req)?;
         let file_name = file_name.as_str();
         let upload = match Kind::from_file_name(file_name) {
             Some(kind) => {
-                convert_upload(file_name, kind, req.content, self.conversion_limits).await?
+                self.convert_upload(note, file_name, kind, req.content.clone())
+                    .await?
             }
             None => Upload {
                 text: upload_text(file_name, &req.content, self.max_upload_bytes())?,
                 original: None,
+                pages: (0, 0),
             },
         };
         let size = upload.size();
@@ -242,6 +286,9 @@ impl Gateway {
         if let Some(reached) = self.document_limits.check(held, size) {
             return Err(exhausted(reached, size));
         }
+        let pages = upload.pages;
+        self.note_upload(note, UploadStage::Indexing, pages, "")
+            .await;
         let indexed = self.index_upload(file_name, &upload.text).await?;
         let id = ResourceId::new();
         let keys = self.store_upload(project_id, id, file_name, upload).await?;
@@ -256,12 +303,137 @@ impl Gateway {
             size_bytes: size,
             content_hash: &indexed.content_hash,
             chunks: indexed.chunks,
-            client_request_id: request_id,
+            client_request_id: optional(&req.client_request_id),
             role,
         };
         let recorded =
             project_documents::insert(self.store.pool(), &new, &self.document_limits).await;
-        self.settle_upload(project_id, &keys, size, recorded).await
+        let stored = self
+            .settle_upload(project_id, &keys, size, recorded)
+            .await?;
+        self.note_upload(note, UploadStage::Stored, pages, "").await;
+        Ok(stored)
+    }
+
+    /// Has the indexer convert `content` (a PDF or DOCX) to markdown, noting
+    /// its progress as pages are read; the original is kept to store beside
+    /// the text.
+    async fn convert_upload(
+        &self,
+        note: Option<&ProgressNote<'_>>,
+        file_name: &str,
+        kind: Kind,
+        content: Vec<u8>,
+    ) -> Result<Upload, GatewayError> {
+        let max_text = self.conversion_limits.max_expanded_bytes;
+        let request = ConvertRequest {
+            file_name: file_name.to_string(),
+            content: content.clone(),
+            max_pages: self.conversion_limits.max_pages,
+            max_unpacked_bytes: u64::try_from(max_text).unwrap_or(u64::MAX),
+        };
+        let failed = |status| conversion_failed(file_name, status);
+        let mut events = self
+            .indexer()
+            .convert(request)
+            .await
+            .map_err(failed)?
+            .into_inner();
+        let mut text = String::new();
+        let mut pages = (0, 0);
+        let mut noted: Option<Instant> = None;
+        while let Some(message) = events.message().await.map_err(failed)? {
+            match message.event {
+                Some(Event::Progress(p)) => {
+                    pages = (p.pages_done, p.pages_total);
+                    if noted.is_none_or(|at| at.elapsed() >= PROGRESS_EVERY) {
+                        self.note_upload(note, UploadStage::Converting, pages, "")
+                            .await;
+                        noted = Some(Instant::now());
+                    }
+                }
+                Some(Event::Text(part)) if text.len() + part.len() <= max_text => {
+                    text.push_str(&part);
+                }
+                Some(Event::Text(_)) => {
+                    return Err(GatewayError::bad(
+                        "file",
+                        format!("file {file_name} is refused: its text passes {max_text} bytes"),
+                    ));
+                }
+                Some(Event::Done(_)) => {
+                    return Ok(Upload {
+                        text,
+                        original: Some((kind, content)),
+                        pages,
+                    });
+                }
+                None => {}
+            }
+        }
+        Err(GatewayError::unavailable(
+            Reason::IndexerUnavailable,
+            format!("the indexer stopped converting {file_name} before its end"),
+        ))
+    }
+
+    /// Notes how far the upload got, best effort: losing Redis loses only
+    /// the progress, never the upload.
+    async fn note_upload(
+        &self,
+        note: Option<&ProgressNote<'_>>,
+        stage: UploadStage,
+        (pages_done, pages_total): (u32, u32),
+        failure: &str,
+    ) {
+        let (Some(note), Ok(cache)) = (note, self.cache()) else {
+            return;
+        };
+        let progress = NotedProgress {
+            file_name: note.file_name.to_string(),
+            stage,
+            pages_done,
+            pages_total,
+            failure: failure.to_string(),
+        };
+        if let Err(e) = cache
+            .note_upload_progress(note.key, &progress, UPLOAD_PROGRESS_SECS)
+            .await
+        {
+            tracing::debug!(error = %e, "an upload's progress was not noted");
+        }
+    }
+
+    /// The caller's upload's latest progress (see [`Gateway::note_upload`]).
+    pub(crate) async fn upload_progress(
+        &self,
+        user: UserId,
+        req: GetUploadProgressRequest,
+    ) -> Result<UploadProgress, GatewayError> {
+        let project_id = ProjectId::parse(&req.project_id)?;
+        let request_id = req.client_request_id.trim();
+        if request_id.is_empty() {
+            return Err(GatewayError::bad(
+                "client_request_id",
+                "client_request_id is required: progress is kept under the id an upload was sent with",
+            ));
+        }
+        projects::project_for_user(self.store.pool(), user, project_id).await?;
+        let (user_text, project_text) = (user.to_string(), project_id.to_string());
+        let key = UploadKey {
+            user_id: &user_text,
+            project_id: &project_text,
+            request_id,
+        };
+        let noted = self.cache()?.upload_progress(key).await?;
+        let noted = noted.ok_or_else(|| GatewayError::not_found("upload", request_id))?;
+        Ok(UploadProgress {
+            file_name: noted.file_name,
+            stage: api_stage(noted.stage).into(),
+            pages_done: noted.pages_done,
+            pages_total: noted.pages_total,
+            failure: noted.failure,
+        })
     }
 
     /// Writes the text steps read and, for a converted file, the original

@@ -129,7 +129,10 @@ impl Gateway {
     }
 
     /// The document's JSON now: its latest edit, else its chunks merged.
-    async fn current_data(&self, chain: &[ContributionRow]) -> Result<Value, GatewayError> {
+    pub(crate) async fn current_data(
+        &self,
+        chain: &[ContributionRow],
+    ) -> Result<Value, GatewayError> {
         let parts = contributions::current_parts(chain);
         let mut replies = Vec::with_capacity(parts.len());
         for part in parts {

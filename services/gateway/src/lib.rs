@@ -4,6 +4,8 @@
 //! documents from S3 and streams session progress from Redis.
 
 pub mod catalog;
+mod citations;
+mod contract_analysis;
 pub mod convert;
 pub mod documents;
 mod edits;
@@ -70,6 +72,7 @@ async fn start_gateway(
             .filter(|l| !l.is_empty())
             .map(str::to_string),
         limits: dialectic_runtime::Limits::from_config(&settings.gateway.connections),
+        connect: connect_json(&settings)?,
     };
     let store = dialectic_runtime::store(&settings)?;
     let blob = dialectic_runtime::blob(&settings);
@@ -126,6 +129,22 @@ async fn start_gateway(
         work_shutdown,
         courier_task.into_iter().collect(),
     ))
+}
+
+/// The unary RPCs as Connect's JSON calls (`gateway.json_api`), held to the
+/// message size gRPC callers are.
+fn connect_json(
+    settings: &Settings,
+) -> Result<Option<dialectic_runtime::connect::Procedures>, RuntimeError> {
+    if !settings.gateway.json_api {
+        return Ok(None);
+    }
+    let procedures = dialectic_runtime::connect::Procedures::new(
+        dialectic_proto::FILE_DESCRIPTOR_SET,
+        SERVICE_NAME,
+        settings.gateway.max_message_bytes,
+    )?;
+    Ok(Some(procedures))
 }
 
 /// The configured bootstrap key, if any. A bad `default_user_id` only turns the

@@ -110,7 +110,7 @@ impl Gateway {
                 });
             }
             Claim::Answered { .. } => return Err(reused(&request_id)),
-            Claim::InFlight { fingerprint: first } if !first.is_empty() && first != fingerprint => {
+            Claim::InFlight { fingerprint: first } if first != fingerprint => {
                 return Err(reused(&request_id));
             }
             Claim::InFlight { .. } => {
@@ -119,6 +119,15 @@ impl Gateway {
                     format!(
                         "a call with client_request_id {request_id} is still running; retry \
                          to get its answer"
+                    ),
+                ));
+            }
+            Claim::Released => {
+                return Err(GatewayError::unavailable(
+                    Reason::ConcurrentUpdate,
+                    format!(
+                        "the first call with client_request_id {request_id} failed just now; \
+                         retry to run it again"
                     ),
                 ));
             }

@@ -57,6 +57,8 @@ fn response(answer: AnswerResponse) -> QueryResponse {
                 // A kind this gateway does not know is not claimed to be the user's.
                 model_written: SourceKind::parse(&c.source_kind)
                     .is_none_or(SourceKind::model_written),
+                // Placed by the gateway (`citations`), from the cited source.
+                ..Default::default()
             })
             .collect(),
         caveats: answer.caveats,
@@ -197,7 +199,9 @@ impl Gateway {
             .await
             .map_err(GatewayError::Executor)?
             .into_inner();
-        let answer = response(answer);
+        let mut answer = response(answer);
+        self.place_citations(user, project, &mut answer.citations)
+            .await;
         if let (Some(cache), Some(lookup)) = (self.cache.get(), lookup) {
             for name in &names {
                 let stored = cache

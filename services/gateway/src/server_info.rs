@@ -28,6 +28,7 @@ fn features(settings: &Settings) -> Vec<String> {
     [
         ("tls", tls),
         ("grpc_web", web),
+        ("json_api", gateway.json_api),
         ("pdf_upload", true),
         ("docx_upload", true),
         ("export_url", true),

@@ -65,6 +65,7 @@ use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
+mod dead_letters;
 mod history;
 mod rpc;
 mod watching;
@@ -497,7 +498,7 @@ impl Gateway {
         self.max_prompt_bytes
     }
 
-    fn cache(&self) -> Result<&Cache, GatewayError> {
+    pub(crate) fn cache(&self) -> Result<&Cache, GatewayError> {
         self.cache.get().ok_or_else(|| {
             GatewayError::unavailable(Reason::CacheUnavailable, "redis is not connected yet")
         })
@@ -522,7 +523,18 @@ impl Gateway {
         row: SessionRow,
         with_jobs: bool,
     ) -> Result<Session, GatewayError> {
-        let names = self.model_names(&row.selected_model_ids).await?;
+        let role_models: Vec<ModelId> = row.model_roles.values().copied().collect();
+        let names = self
+            .model_names(&[row.selected_model_ids.as_slice(), &role_models].concat())
+            .await?;
+        let model_roles = row
+            .model_roles
+            .iter()
+            .map(|(role, id)| {
+                let name = names.get(id).cloned().unwrap_or_else(|| id.to_string());
+                (role.clone(), name)
+            })
+            .collect();
         let models = row
             .selected_model_ids
             .iter()
@@ -607,13 +619,16 @@ impl Gateway {
             pushback: convert::pushback(row.pushback),
             spent,
             output,
+            model_roles,
         })
     }
 
     /// What a session says about itself, the first that holds of: a failed
-    /// stage, an idle spell that abandoned it, a wait for funds, a wait for a
-    /// model's call slot, else the low-confidence gates it kept. A wait the
-    /// user can end (funds) comes before one that ends by itself (a slot).
+    /// stage, an idle spell that abandoned it, a dead letter it waits for, a
+    /// wait for funds, a wait for a model's call slot, else the low-confidence
+    /// gates it kept. A wait only an operator ends (a dead letter) comes
+    /// first, then one the user can end (funds), then one that ends by
+    /// itself (a slot).
     async fn notice(
         &self,
         row: &SessionRow,
@@ -624,6 +639,10 @@ impl Gateway {
         }
         if let Some(was) = idle_abandoned_at(row) {
             return Ok(idle_abandoned_notice(&row.id.to_string(), &was));
+        }
+        let dead = self.dead_letter_notice(row).await;
+        if !dead.is_empty() {
+            return Ok(dead);
         }
         let paused = jobs_in(counts, JobStatus::PausedNsf);
         if paused > 0 {
@@ -967,6 +986,7 @@ impl Gateway {
                 format!("unknown model {name:?}; see ListModels for the available ones"),
             )
         })?;
+        let model_roles = self.model_roles(project_id, &req, &active).await?;
         let session_id = SessionId::new();
         let mut tx = self.store.begin().await?;
         let (row, created) = sessions::insert_session(
@@ -980,6 +1000,7 @@ impl Gateway {
                 client_request_id: optional(&req.client_request_id),
                 auto_advance: req.auto_advance,
                 pushback: convert::pushback_of(req.pushback)?,
+                model_roles: &model_roles,
             },
         )
         .await?;
@@ -1004,6 +1025,42 @@ impl Gateway {
             tx.commit().await.map_err(StoreError::from)?;
         }
         self.session_view(row, false).await
+    }
+
+    /// The request's role map, each role one the project's pipeline
+    /// declares and each model registered and active (docs/models.md).
+    async fn model_roles(
+        &self,
+        project_id: ProjectId,
+        req: &StartSessionRequest,
+        active: &[(ModelId, String)],
+    ) -> Result<std::collections::BTreeMap<String, ModelId>, GatewayError> {
+        let mut roles = std::collections::BTreeMap::new();
+        if req.model_roles.is_empty() {
+            return Ok(roles);
+        }
+        let declared =
+            dialectic_store::pipelines::roles_for_new_session(self.store.pool(), project_id)
+                .await?;
+        dialectic_core::model_role::check_role_map(
+            &declared,
+            req.model_roles.keys().map(String::as_str),
+        )
+        .map_err(|reason| GatewayError::bad("model_roles", reason))?;
+        for (role, model) in &req.model_roles {
+            let id = convert::resolve_models(std::slice::from_ref(model), active)
+                .ok()
+                .and_then(|ids| ids.first().copied())
+                .filter(|_| !model.trim().is_empty())
+                .ok_or_else(|| {
+                    GatewayError::bad(
+                        "model_roles",
+                        format!("role {role:?}: unknown model {model:?}; see ListModels for the available ones"),
+                    )
+                })?;
+            roles.insert(role.clone(), id);
+        }
+        Ok(roles)
     }
 
     async fn list_documents(
@@ -1324,7 +1381,8 @@ impl Gateway {
             e.session_status == status && (stage_slug.is_empty() || e.stage_slug == stage_slug)
         });
         // A failed session's snapshot says why, as GetSession does, and so
-        // does one whose jobs wait for a call slot: no event says that.
+        // does one held up by a dead letter or whose jobs wait for a call
+        // slot: no event says that.
         // Best effort: the latest event, the stage's failure, says it too.
         let notice = match &row {
             Some(row) => self.failed_stage_notice(row).await.unwrap_or_else(|e| {
@@ -1332,6 +1390,11 @@ impl Gateway {
                 None
             }),
             None => None,
+        };
+        let notice = match (notice, &row) {
+            (Some(notice), _) => Some(notice),
+            (None, Some(row)) => Some(self.dead_letter_notice(row).await).filter(|n| !n.is_empty()),
+            (None, None) => None,
         };
         let notice = match notice {
             Some(notice) => Some(notice),

@@ -10,8 +10,8 @@ use dialectic_core::error::{ErrorCode, ErrorContract, Reason};
 use dialectic_llm::embeddings::{Embedder, LocalEmbedder, OpenAiEmbedder};
 use dialectic_proto::v1::indexer::indexer_service_server::{IndexerService, IndexerServiceServer};
 use dialectic_proto::v1::indexer::{
-    CountTokensRequest, CountTokensResponse, IndexRequest, IndexResponse, RetrieveRequest,
-    RetrieveResponse,
+    ConvertRequest, ConvertResponse, CountTokensRequest, CountTokensResponse, IndexRequest,
+    IndexResponse, RetrieveRequest, RetrieveResponse,
 };
 use dialectic_runtime::error_status;
 use dialectic_runtime::{CancellationToken, Dependencies, Running, RuntimeError, supervise};
@@ -20,7 +20,10 @@ use dialectic_store::{Store, StoreError};
 use dialectic_tokenizer::{Encoding, TokenCounter, TokenizerError};
 use futures::future::BoxFuture;
 use std::sync::{Arc, OnceLock};
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
+
+pub mod conversion;
 
 pub const SERVICE_NAME: &str = "dialectic.v1.indexer.IndexerService";
 
@@ -128,6 +131,7 @@ pub struct Indexer {
     counter: TokenCounter,
     chunk_tokens: u64,
     openai: Option<Arc<OpenAiEmbedder>>,
+    converter: conversion::Converter,
 }
 
 impl Indexer {
@@ -157,6 +161,10 @@ impl Indexer {
             counter,
             chunk_tokens: u64::from(config.chunk_tokens.max(16)),
             openai,
+            converter: conversion::Converter::new(
+                config.conversion_slots,
+                settings.gateway.max_message_bytes,
+            ),
         }
     }
 
@@ -335,6 +343,20 @@ impl IndexerService for Indexer {
         let req = request.into_inner();
         Ok(Response::new(Indexer::retrieve(self, &req).await?))
     }
+
+    type ConvertStream = ReceiverStream<Result<ConvertResponse, Status>>;
+
+    async fn convert(
+        &self,
+        request: Request<ConvertRequest>,
+    ) -> Result<Response<Self::ConvertStream>, Status> {
+        let req = request.into_inner();
+        let _span =
+            tracing::info_span!("convert", file = %req.file_name, bytes = req.content.len());
+        Ok(Response::new(ReceiverStream::new(
+            self.converter.start(req),
+        )))
+    }
 }
 
 pub fn start(
@@ -359,7 +381,12 @@ async fn start_indexer(
     let server = dialectic_runtime::start_grpc(
         SERVICE_NAME,
         &settings.indexer.listen,
-        tonic::service::Routes::new(IndexerServiceServer::new(indexer)),
+        tonic::service::Routes::new(
+            // An upload to convert is as large as the gateway takes, plus
+            // the request's other fields.
+            IndexerServiceServer::new(indexer)
+                .max_decoding_message_size(settings.gateway.max_message_bytes + 64 * 1024),
+        ),
         dialectic_runtime::service_auth::ServiceKey::from_settings(
             &settings,
             dialectic_core::service_auth::ServiceName::Indexer,

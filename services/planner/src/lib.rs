@@ -7,6 +7,7 @@
 mod clarify;
 mod commands;
 mod confidence;
+mod dead_letters;
 pub mod engine;
 mod error;
 pub mod relay;
@@ -200,6 +201,10 @@ async fn start_planner(
     )
     .await?;
 
+    let notes: Arc<dyn Handler> = Arc::new(dead_letters::DeadLetterNotes {
+        store: store.clone(),
+        cache: cache.clone(),
+    });
     let mut dependencies = Dependencies {
         store: Some(store.clone()),
         cache: Some(cache),
@@ -223,6 +228,12 @@ async fn start_planner(
             work_shutdown.clone(),
         )));
     }
+    tasks.push(tokio::spawn(run_consumer(
+        ConsumerOptions::new(&settings, dialectic_queue::dead::NOTICES_KEY, 4, "planner"),
+        notes,
+        dependencies.broker_flag(),
+        work_shutdown.clone(),
+    )));
     tasks.push(spawn_sweeper(
         engine,
         store,

@@ -1,8 +1,9 @@
 //! What a session that cannot move says about itself: a failed stage's
 //! notice names the step that failed, its last error and the command that
 //! runs it again, a wait for funds the command that credits the wallet, and
-//! a wait for a model's call slot that model and its cap, so a user polling
-//! the session never waits on nothing.
+//! a wait for a model's call slot that model and its cap, a message stuck in
+//! the dead-letter queue its step, its reason and the command that replays
+//! it, so a user polling the session never waits on nothing.
 
 use crate::job::{JobEvent, JobStatus, JobType, retry_event};
 
@@ -37,13 +38,8 @@ impl FailedJob {
     }
 
     fn step(&self) -> String {
-        match (self.step_key.as_str(), self.step_name.as_str()) {
-            ("", "") => format!("a {} job", self.job_type.as_str()),
-            (key, "") => key.to_string(),
-            ("", name) => format!("\"{name}\""),
-            (key, name) if key == name => key.to_string(),
-            (key, name) => format!("\"{name}\" ({key})"),
-        }
+        named_step(&self.step_key, &self.step_name)
+            .unwrap_or_else(|| format!("a {} job", self.job_type.as_str()))
     }
 
     fn reason(&self) -> String {
@@ -70,6 +66,17 @@ impl FailedJob {
             (JobStatus::RetryLoopFailed, n) if n > 0 => format!("failed{on} after {n} attempt(s)"),
             _ => format!("failed{on}"),
         }
+    }
+}
+
+/// A step as a notice names it: its name and key, or whichever it has.
+fn named_step(key: &str, name: &str) -> Option<String> {
+    match (key, name) {
+        ("", "") => None,
+        (key, "") => Some(key.to_string()),
+        ("", name) => Some(format!("\"{name}\"")),
+        (key, name) if key == name => Some(key.to_string()),
+        (key, name) => Some(format!("\"{name}\" ({key})")),
     }
 }
 
@@ -149,6 +156,108 @@ pub fn slot_notice(waits: &[SlotWait]) -> String {
         [] => String::new(),
         waits => format!("{}; they run as slots free up", waits.join("; ")),
     }
+}
+
+/// A message a session waits for that sits in the dead-letter queue
+/// (docs/running.md, "Dead letters"): a job's dispatch or outcome, or a
+/// command about the session, that no consumer could handle. Nothing moves
+/// it on but an operator's replay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetterWait {
+    /// The letter's id in `dialectic admin dlq list`.
+    pub letter_id: String,
+    /// The queue it was going to.
+    pub routing_key: String,
+    /// Why: our consumer's reason, or the broker's (`delivery_limit`, …).
+    pub reason: String,
+    /// What the message says (`job dispatch 0192…`).
+    pub summary: String,
+    /// The job's step (key and name) and stage; empty for a session command.
+    pub step_key: String,
+    pub step_name: String,
+    pub stage: String,
+}
+
+impl DeadLetterWait {
+    fn what(&self) -> String {
+        match (
+            named_step(&self.step_key, &self.step_name),
+            self.stage.as_str(),
+        ) {
+            (None, _) => self.summary.clone(),
+            (Some(step), "") => format!("step {step} ({})", self.summary),
+            (Some(step), stage) => format!("step {step} of stage {stage} ({})", self.summary),
+        }
+    }
+
+    /// The broker's own reasons, said in words.
+    fn reason(&self) -> String {
+        let reason = match self.reason.trim() {
+            "" => "no reason was given".to_string(),
+            "delivery_limit" => {
+                "delivery_limit: delivered again and again, never handled".to_string()
+            }
+            "rejected" => "rejected: a consumer refused it".to_string(),
+            "expired" => "expired: it waited in its queue too long".to_string(),
+            reason => reason.to_string(),
+        };
+        match reason.char_indices().nth(MAX_REASON_CHARS) {
+            Some((cut, _)) => format!("{}…", &reason[..cut]),
+            None => reason,
+        }
+    }
+}
+
+/// Whether a dead letter about a job still holds it up: the job is as it
+/// was when the letter was noted (same status, same attempt) and
+/// unfinished. Once the letter is replayed and the job claimed, or the job
+/// retried or ended another way, it has moved on and the letter is history.
+pub fn dead_letter_holds_job(noted: (&str, i32), now: (&str, i32)) -> bool {
+    let unfinished = now.0.parse::<JobStatus>().is_ok_and(|s| !s.is_terminal());
+    unfinished && noted == now
+}
+
+/// The command an operator replays dead letters with.
+pub fn replay_command(letter_ids: &[&str]) -> String {
+    format!("dialectic admin dlq replay {}", letter_ids.join(" "))
+}
+
+/// The notice of a session held up by dead letters: each one's step, queue
+/// and reason, and the command that replays them all.
+pub fn dead_letter_notice(letters: &[DeadLetterWait]) -> String {
+    if letters.is_empty() {
+        return String::new();
+    }
+    let each: Vec<String> = letters
+        .iter()
+        .map(|l| {
+            format!(
+                "{} on {} was dead-lettered: {}",
+                l.what(),
+                l.routing_key,
+                l.reason()
+            )
+        })
+        .collect();
+    let mut ids: Vec<&str> = Vec::new();
+    for letter in letters {
+        if !ids.contains(&letter.letter_id.as_str()) {
+            ids.push(&letter.letter_id);
+        }
+    }
+    let (waits, stays, them) = match letters.len() {
+        1 => ("a message it waits for is".to_string(), "It stays", "it"),
+        n => (
+            format!("{n} messages it waits for are"),
+            "They stay",
+            "them",
+        ),
+    };
+    format!(
+        "stuck: {waits} in the dead-letter queue: {}. {stays} there until an operator replays {them}: {}",
+        each.join("; "),
+        replay_command(&ids)
+    )
 }
 
 /// The notice of a session abandoned while idle and unfinished (`was` is
@@ -319,6 +428,81 @@ mod tests {
             jobs,
         };
         assert_eq!(waits, vec![wait("a", 1, 2), wait("b", 2, 1)]);
+    }
+
+    fn letter(id: &str, step_key: &str, reason: &str) -> DeadLetterWait {
+        DeadLetterWait {
+            letter_id: id.into(),
+            routing_key: "job.plan".into(),
+            reason: reason.into(),
+            summary: "job dispatch j1".into(),
+            step_key: step_key.into(),
+            step_name: "Plan the thesis".into(),
+            stage: "thesis".into(),
+        }
+    }
+
+    #[test]
+    fn a_dead_letter_names_its_step_queue_reason_and_the_replay_command() {
+        assert_eq!(
+            dead_letter_notice(&[letter("0123456789abcdef", "thesis_plan", "lost")]),
+            "stuck: a message it waits for is in the dead-letter queue: step \"Plan the \
+             thesis\" (thesis_plan) of stage thesis (job dispatch j1) on job.plan was \
+             dead-lettered: lost. It stays there until an operator replays it: dialectic \
+             admin dlq replay 0123456789abcdef"
+        );
+        let command = DeadLetterWait {
+            letter_id: "b2".into(),
+            routing_key: "planner.command".into(),
+            reason: " ".into(),
+            summary: "start stage thesis of session s1 (iteration 1)".into(),
+            step_key: String::new(),
+            step_name: String::new(),
+            stage: String::new(),
+        };
+        let notice = dead_letter_notice(&[
+            letter("a1", "thesis_plan", "delivery_limit"),
+            command,
+            letter("a1", "thesis_plan", "delivery_limit"),
+        ]);
+        assert!(
+            notice.starts_with("stuck: 3 messages it waits for are in the dead-letter queue:"),
+            "{notice}"
+        );
+        assert!(
+            notice.contains("delivery_limit: delivered again and again"),
+            "{notice}"
+        );
+        assert!(
+            notice.contains("; start stage thesis of session s1 (iteration 1) on planner.command was dead-lettered: no reason was given;"),
+            "{notice}"
+        );
+        assert!(
+            notice.ends_with("replays them: dialectic admin dlq replay a1 b2"),
+            "{notice}"
+        );
+        assert_eq!(dead_letter_notice(&[]), "");
+    }
+
+    #[test]
+    fn a_dead_letter_holds_its_job_until_the_job_moves_on() {
+        assert!(dead_letter_holds_job(("pending", 0), ("pending", 0)));
+        assert!(
+            !dead_letter_holds_job(("pending", 0), ("processing", 1)),
+            "replayed and claimed"
+        );
+        assert!(
+            !dead_letter_holds_job(("retrying", 1), ("retrying", 2)),
+            "tried again"
+        );
+        assert!(
+            !dead_letter_holds_job(("completed", 1), ("completed", 1)),
+            "a finished job waits for nothing"
+        );
+        assert!(!dead_letter_holds_job(
+            ("pending", 0),
+            ("no such status", 0)
+        ));
     }
 
     #[test]

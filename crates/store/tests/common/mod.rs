@@ -109,6 +109,7 @@ impl TestDb {
                 client_request_id: None,
                 auto_advance: false,
                 pushback: Default::default(),
+                model_roles: &Default::default(),
             },
         )
         .await

@@ -148,8 +148,10 @@ impl Render for Regenerating {
 
 #[derive(Args)]
 pub struct RegenerateArgs {
+    /// The session's id, or `last` for your newest session.
     #[arg(long)]
     session: String,
+    /// The stage the session just finished (its slug).
     #[arg(long)]
     stage: String,
     /// The model that wrote it (api identifier or id).
@@ -169,15 +171,18 @@ pub struct RegenerateArgs {
 
 pub async fn dispatch(gateway: &Gateway, out: Out, command: DocCommand) -> Result<()> {
     match command {
-        DocCommand::List { session, stage } => list(gateway, out, &session, stage.as_deref()).await,
-        DocCommand::Show { resource } => show(gateway, out, &resource).await,
-        DocCommand::Chunks { resource } => chunks(gateway, out, &resource).await,
-        DocCommand::Edit { resource, file } => edit(gateway, out, &resource, &file).await,
+        DocCommand::List { target, stage } => {
+            let session = target.id(gateway).await?;
+            list(gateway, out, &session, stage.as_deref()).await
+        }
+        DocCommand::Show { target } => show(gateway, out, target.given()).await,
+        DocCommand::Chunks { target } => chunks(gateway, out, target.given()).await,
+        DocCommand::Edit { target, file } => edit(gateway, out, target.given(), &file).await,
         DocCommand::Override {
-            resource,
+            target,
             claim,
             rationale,
-        } => override_claim(gateway, out, &resource, claim, &rationale).await,
+        } => override_claim(gateway, out, target.given(), claim, &rationale).await,
         DocCommand::Regenerate(args) => regenerate(gateway, out, args).await,
     }
 }
@@ -271,6 +276,7 @@ pub async fn regenerate(gateway: &Gateway, out: Out, args: RegenerateArgs) -> Re
     // One id for every retry of this invocation, so a retried call after
     // an unavailable gateway cannot start a second regeneration.
     let request_id = request_id.unwrap_or_else(client_request_id);
+    let session = crate::refs::session_id(gateway, &session).await?;
     let done = gateway
         .call(|mut c| {
             let request = gateway.request(RegenerateDocumentRequest {

@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod completion;
 pub mod context;
+pub mod contract;
 pub mod doc;
 pub mod model;
 pub mod pipeline;

@@ -50,7 +50,7 @@ impl Render for InstallPipelineResponse {
 pub async fn dispatch(gateway: &Gateway, out: Out, command: PipelineCommand) -> Result<()> {
     match command {
         PipelineCommand::List => list(gateway, out).await,
-        PipelineCommand::Install { file } => install(gateway, out, &file).await,
+        PipelineCommand::Install { file, dry_run } => install(gateway, out, &file, dry_run).await,
     }
 }
 
@@ -72,20 +72,50 @@ pub async fn list(gateway: &Gateway, out: Out) -> Result<()> {
     Ok(())
 }
 
-pub async fn install(gateway: &Gateway, out: Out, file: &Path) -> Result<()> {
+pub async fn install(gateway: &Gateway, out: Out, file: &Path, dry_run: bool) -> Result<()> {
     let content = std::fs::read_to_string(file)
         .with_context(|| format!("reading pipeline file {}", file.display()))?;
-    // One id for every attempt: a retry after a lost answer gets the first one.
-    let call_id = uuid::Uuid::now_v7();
+    // One id for every attempt: a retry after a lost answer gets the first
+    // one. A dry run changes nothing, so it needs none.
+    let call_id = if dry_run {
+        String::new()
+    } else {
+        uuid::Uuid::now_v7().to_string()
+    };
     let installed = gateway
         .call(|mut c| {
             let request = gateway.request(InstallPipelineRequest {
                 content: content.clone(),
-                client_request_id: call_id.to_string(),
+                client_request_id: call_id.clone(),
+                validate_only: dry_run,
             });
             async move { c.install_pipeline(request).await }
         })
         .await?;
-    out.show(&installed);
+    if dry_run {
+        out.show(&Checked(installed));
+    } else {
+        out.show(&installed);
+    }
     Ok(())
+}
+
+/// A dry run's answer: the file is valid, and what installing it would do.
+struct Checked(InstallPipelineResponse);
+
+impl Render for Checked {
+    fn text(&self) -> String {
+        let verdict = match (&self.0.pipeline, self.0.created) {
+            (Some(p), true) => format!("would install {}", line(p)),
+            (Some(p), false) => format!(
+                "{} v{} already is this file; installing would change nothing",
+                p.slug, p.version
+            ),
+            (None, _) => "the gateway answered without the pipeline".into(),
+        };
+        format!("dry run: the file is valid; nothing was installed\n{verdict}\n")
+    }
+    fn json(&self) -> Value {
+        json::installed(&self.0)
+    }
 }

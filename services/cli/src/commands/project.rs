@@ -5,6 +5,8 @@ use crate::exit::{Failed, Kind};
 use crate::gateway::{Gateway, client_request_id};
 use crate::output::{Out, Render, lines};
 use crate::paging;
+use crate::refs;
+use crate::upload_progress;
 use crate::{format, json};
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -200,13 +202,22 @@ pub async fn dispatch(gateway: &Gateway, out: Out, command: ProjectCommand) -> R
     match command {
         ProjectCommand::List(a) => list(gateway, out, &a).await,
         ProjectCommand::Create(a) => create(gateway, out, &a.name, &a.prompt).await,
-        ProjectCommand::Show(a) => show(gateway, out, &a.project).await,
-        ProjectCommand::Delete(a) => delete(gateway, out, &a.target.project, a.yes).await,
-        ProjectCommand::AddDoc(a) => add_docs(gateway, out, &a.project, a.role, &a.files).await,
-        ProjectCommand::Docs(a) => docs(gateway, out, &a.project).await,
-        ProjectCommand::Ask(a) => ask(gateway, out, &a.project, a.model, &a.question).await,
+        ProjectCommand::Show(a) => show(gateway, out, &a.id(gateway).await?).await,
+        ProjectCommand::Delete(a) => {
+            delete(gateway, out, &a.target.id(gateway).await?, a.yes).await
+        }
+        ProjectCommand::AddDoc(a) => {
+            let project = refs::project_id(gateway, &a.project).await?;
+            add_docs(gateway, out, &project, a.role, &a.files).await
+        }
+        ProjectCommand::Docs(a) => docs(gateway, out, &a.id(gateway).await?).await,
+        ProjectCommand::Ask(a) => {
+            let project = refs::project_id(gateway, &a.project).await?;
+            ask(gateway, out, &project, a.model, &a.question).await
+        }
         ProjectCommand::Export(a) => {
-            export(gateway, out, &a.project, a.out.as_deref(), a.url).await
+            let project = a.target.id(gateway).await?;
+            export(gateway, out, &project, a.out.as_deref(), a.url).await
         }
     }
 }
@@ -340,18 +351,21 @@ pub async fn upload_docs(
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let request_id = client_request_id();
-        let document = gateway
-            .call(|mut c| {
-                let request = gateway.request(AddProjectDocumentRequest {
-                    project_id: project.to_string(),
-                    file_name: file_name.clone(),
-                    content: content.clone(),
-                    client_request_id: request_id.clone(),
-                    role,
-                });
-                async move { c.add_project_document(request).await }
-            })
-            .await?;
+        let upload = gateway.call(|mut c| {
+            let request = gateway.request(AddProjectDocumentRequest {
+                project_id: project.to_string(),
+                file_name: file_name.clone(),
+                content: content.clone(),
+                client_request_id: request_id.clone(),
+                role,
+            });
+            async move { c.add_project_document(request).await }
+        });
+        let document = if upload_progress::is_converted(&file_name) {
+            upload_progress::while_uploading(gateway, project, &request_id, upload).await?
+        } else {
+            upload.await?
+        };
         uploaded.push(document);
     }
     Ok(uploaded)

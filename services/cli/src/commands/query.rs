@@ -28,13 +28,13 @@ fn line(entry: &QueryHistoryEntry) -> String {
         .to_string();
     let response = entry.response.clone().unwrap_or_default();
     format!(
-        "{asked_at}  {}  {} ms  cost {}{}  {} citation(s)\n  Q: {}\n  A: {}",
+        "{asked_at}  {}  {}  cost {}{}  {} citation(s)\n  Q: {}\n  A: {}",
         if response.query_type.is_empty() {
             "-"
         } else {
             &response.query_type
         },
-        entry.latency_ms,
+        humantime::format_duration(std::time::Duration::from_millis(entry.latency_ms.into())),
         response.cost,
         if response.cached { " (cached)" } else { "" },
         response.citations.len(),
@@ -54,7 +54,10 @@ impl Render for Vec<QueryHistoryEntry> {
 
 pub async fn dispatch(gateway: &Gateway, out: Out, command: QueryCommand) -> Result<()> {
     match command {
-        QueryCommand::History(a) => history(gateway, out, &a.project, &a.page).await,
+        QueryCommand::History(a) => {
+            let project = a.target.id(gateway).await?;
+            history(gateway, out, &project, &a.page).await
+        }
     }
 }
 

@@ -40,13 +40,23 @@ impl Render for StageRecipe {
 pub async fn dispatch(gateway: &Gateway, out: Out, command: RecipeCommand) -> Result<()> {
     match command {
         RecipeCommand::List => list(gateway, out).await,
-        RecipeCommand::Show { stage } => show(gateway, out, &stage).await,
+        RecipeCommand::Show { target } => show(gateway, out, target.given()).await,
         RecipeCommand::Edit {
-            stage,
+            target,
             skip,
             unskip,
             edges,
-        } => edit(gateway, out, &stage, &skip, &unskip, &edges).await,
+            dry_run,
+        } => {
+            let edit = Edit {
+                stage: target.given(),
+                skip: &skip,
+                unskip: &unskip,
+                edges: &edges,
+                dry_run,
+            };
+            edit_recipe(gateway, out, edit).await
+        }
     }
 }
 
@@ -92,29 +102,60 @@ fn edge(text: &str) -> Result<RecipeEdge> {
     })
 }
 
-pub async fn edit(
-    gateway: &Gateway,
-    out: Out,
-    stage: &str,
-    skip: &[String],
-    unskip: &[String],
-    edges: &[String],
-) -> Result<()> {
-    let add_edges = edges.iter().map(|e| edge(e)).collect::<Result<Vec<_>>>()?;
-    // One id for every attempt: a retry after a lost answer gets the first one.
-    let call_id = uuid::Uuid::now_v7();
+/// `recipe edit`'s flags.
+pub struct Edit<'a> {
+    pub stage: &'a str,
+    pub skip: &'a [String],
+    pub unskip: &'a [String],
+    pub edges: &'a [String],
+    pub dry_run: bool,
+}
+
+/// A dry run's answer: the recipe as the edit would leave it.
+struct Previewed(StageRecipe);
+
+impl Render for Previewed {
+    fn text(&self) -> String {
+        format!(
+            "dry run: nothing was changed; the recipe would be:\n{}",
+            format::recipe(&self.0)
+        )
+    }
+    fn json(&self) -> Value {
+        json::recipe(&self.0)
+    }
+}
+
+pub async fn edit_recipe(gateway: &Gateway, out: Out, edit: Edit<'_>) -> Result<()> {
+    let add_edges = edit
+        .edges
+        .iter()
+        .map(|e| edge(e))
+        .collect::<Result<Vec<_>>>()?;
+    // One id for every attempt: a retry after a lost answer gets the first
+    // one. A dry run changes nothing, so it needs none.
+    let call_id = if edit.dry_run {
+        String::new()
+    } else {
+        uuid::Uuid::now_v7().to_string()
+    };
     let recipe = gateway
         .call(|mut c| {
             let request = gateway.request(EditStageRecipeRequest {
-                stage_slug: stage.to_string(),
-                skip: skip.to_vec(),
-                unskip: unskip.to_vec(),
+                stage_slug: edit.stage.to_string(),
+                skip: edit.skip.to_vec(),
+                unskip: edit.unskip.to_vec(),
                 add_edges: add_edges.clone(),
-                client_request_id: call_id.to_string(),
+                client_request_id: call_id.clone(),
+                validate_only: edit.dry_run,
             });
             async move { c.edit_stage_recipe(request).await }
         })
         .await?;
-    out.show(&recipe);
+    if edit.dry_run {
+        out.show(&Previewed(recipe));
+    } else {
+        out.show(&recipe);
+    }
     Ok(())
 }

@@ -4,10 +4,11 @@
 use super::doc::Listed;
 use super::project::{PromptSource, upload_docs};
 use crate::cli::Revisit;
-use crate::cli::{RunArgs, SessionCommand, StartSession};
+use crate::cli::{RunArgs, SessionCommand, SessionRef, StartSession};
 use crate::exit::{Failed, Kind};
 use crate::gateway::Gateway;
 use crate::output::{Out, Render, lines};
+use crate::refs;
 use crate::{format, json, progress};
 use anyhow::Result;
 use dialectic_proto::v1::{
@@ -24,21 +25,40 @@ use std::time::{Duration, Instant};
 pub async fn dispatch(gateway: &Gateway, out: Out, command: SessionCommand) -> Result<()> {
     match command {
         SessionCommand::List(a) => list(gateway, out, &a).await,
-        SessionCommand::Start(a) => start(gateway, out, a).await,
-        SessionCommand::Status(a) => status(gateway, out, &a.session).await,
-        SessionCommand::Watch(a) => watch(gateway, out, &a.session, a.until.as_deref()).await,
-        SessionCommand::Submit(a) => {
-            submit(gateway, out, &a.session, &a.stage, a.feedback, a.document).await
+        SessionCommand::Last(a) => {
+            let project = a.project_arg.as_deref().or(a.project.as_deref());
+            out.show(&refs::last_session(gateway, project).await?);
+            Ok(())
         }
-        SessionCommand::Pause(a) => change(gateway, out, &a.session, Lifecycle::Pause).await,
-        SessionCommand::Resume(a) => change(gateway, out, &a.session, Lifecycle::Resume).await,
-        SessionCommand::Cancel(a) => change(gateway, out, &a.session, Lifecycle::Cancel).await,
-        SessionCommand::Complete(a) => change(gateway, out, &a.session, Lifecycle::Complete).await,
-        SessionCommand::Retry(a) => retry(gateway, out, &a.session, a.stage, a.model).await,
+        SessionCommand::Start(a) => start(gateway, out, a).await,
+        SessionCommand::Status(a) => status(gateway, out, &a.id(gateway).await?).await,
+        SessionCommand::Watch(a) => {
+            let session = a.target.id(gateway).await?;
+            watch(gateway, out, &session, a.until.as_deref()).await
+        }
+        SessionCommand::Submit(a) => {
+            let session = a.target.id(gateway).await?;
+            submit(gateway, out, &session, &a.stage, a.feedback, a.document).await
+        }
+        SessionCommand::Pause(a) => lifecycle(gateway, out, &a, Lifecycle::Pause).await,
+        SessionCommand::Resume(a) => lifecycle(gateway, out, &a, Lifecycle::Resume).await,
+        SessionCommand::Cancel(a) => lifecycle(gateway, out, &a, Lifecycle::Cancel).await,
+        SessionCommand::Complete(a) => lifecycle(gateway, out, &a, Lifecycle::Complete).await,
+        SessionCommand::Retry(a) => {
+            let session = a.target.id(gateway).await?;
+            retry(gateway, out, &session, a.stage, a.model).await
+        }
         SessionCommand::Revisit(a) => revisit(gateway, out, a).await,
-        SessionCommand::Blackboard(a) => blackboard(gateway, out, &a.session, a.entry_type).await,
-        SessionCommand::History(a) => history(gateway, out, &a.session).await,
+        SessionCommand::Blackboard(a) => {
+            let session = a.target.id(gateway).await?;
+            blackboard(gateway, out, &session, a.entry_type).await
+        }
+        SessionCommand::History(a) => history(gateway, out, &a.id(gateway).await?).await,
     }
+}
+
+async fn lifecycle(gateway: &Gateway, out: Out, a: &SessionRef, to: Lifecycle) -> Result<()> {
+    change(gateway, out, &a.id(gateway).await?, to).await
 }
 
 /// `dialectic run`: its flags as a plan.
@@ -47,9 +67,10 @@ pub async fn run_args(gateway: &Gateway, out: Out, args: RunArgs) -> Result<()> 
         name: &args.name,
         prompt: &args.prompt,
         models: &args.models,
+        model_roles: &args.model_roles,
         until: &args.until,
         auto_advance: !args.no_auto_advance,
-        timeout: Duration::from_secs(args.timeout_secs),
+        timeout: args.wait,
         docs: &args.docs,
         pushback: args.pushback,
     };
@@ -194,8 +215,15 @@ impl Render for RunSummary {
 }
 
 pub async fn start(gateway: &Gateway, out: Out, a: StartSession) -> Result<()> {
+    let project = a.target.id(gateway).await?;
     let session = gateway
-        .start_session(&a.project, &a.models, a.auto_advance, a.pushback)
+        .start_session(
+            &project,
+            &a.models,
+            &a.model_roles,
+            a.auto_advance,
+            a.pushback,
+        )
         .await?;
     out.show(&Moved(session));
     Ok(())
@@ -204,13 +232,14 @@ pub async fn start(gateway: &Gateway, out: Out, a: StartSession) -> Result<()> {
 pub async fn list(gateway: &Gateway, out: Out, a: &crate::cli::ListSessions) -> Result<()> {
     let filter = a.query.filter.clone().unwrap_or_default();
     let order_by = a.query.order_by.clone().unwrap_or_default();
+    let project = a.target.id(gateway).await?;
     let listed = crate::paging::collect("sessions", &a.page, |page_size, page_token| {
-        let (filter, order_by) = (filter.clone(), order_by.clone());
+        let (filter, order_by, project) = (filter.clone(), order_by.clone(), project.clone());
         async move {
             let page = gateway
                 .call(|mut c| {
                     let request = gateway.request(ListSessionsRequest {
-                        project_id: a.project.clone(),
+                        project_id: project.clone(),
                         page_size,
                         page_token: page_token.clone(),
                         filter: filter.clone(),
@@ -379,12 +408,13 @@ fn dash(value: &str) -> &str {
 }
 
 pub async fn revisit(gateway: &Gateway, out: Out, args: Revisit) -> Result<()> {
+    let session = args.target.id(gateway).await?;
     // One id for every attempt: a retry after a lost answer gets the first one.
     let call_id = uuid::Uuid::now_v7();
     let done = gateway
         .call(|mut c| {
             let request = gateway.request(RevisitStageRequest {
-                session_id: args.session.clone(),
+                session_id: session.clone(),
                 stage_slug: args.stage.clone(),
                 impact: args.impact.clone().unwrap_or_default(),
                 reason: args.reason.clone(),
@@ -483,6 +513,7 @@ pub struct RunPlan<'a> {
     pub name: &'a str,
     pub prompt: &'a PromptSource,
     pub models: &'a [String],
+    pub model_roles: &'a [(String, String)],
     pub until: &'a str,
     pub auto_advance: bool,
     pub timeout: Duration,
@@ -506,7 +537,13 @@ pub async fn run(gateway: &Gateway, out: Out, plan: RunPlan<'_>) -> Result<()> {
         out.step(super::project::project_document_line(document));
     }
     let session = gateway
-        .start_session(&project.id, plan.models, plan.auto_advance, plan.pushback)
+        .start_session(
+            &project.id,
+            plan.models,
+            plan.model_roles,
+            plan.auto_advance,
+            plan.pushback,
+        )
         .await?;
     out.step(format!("session {} {}", session.id, session.status));
     let deadline = Instant::now() + plan.timeout;

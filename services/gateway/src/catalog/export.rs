@@ -289,6 +289,8 @@ impl Gateway {
     ) -> Result<ExportPlan, GatewayError> {
         let id = ProjectId::parse(project_id)?;
         let project = projects::project_for_user(self.store.pool(), user, id).await?;
+        // A contract analysis goes out as data too, beside its documents.
+        self.store_analysis_for_export(user, project.id).await?;
         let prefix = project_prefix(project.id);
         let mut objects = self.blob.list_with_sizes(&prefix).await?;
         objects.sort_by(|a, b| a.key.cmp(&b.key));

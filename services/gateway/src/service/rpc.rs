@@ -8,6 +8,8 @@ use dialectic_proto::v1::{
     ListQueryHistoryResponse, ListSessionEventsRequest, ListSessionEventsResponse,
     ListSessionRevisionsRequest, ListSessionRevisionsResponse, OverrideClaimRequest, ServerInfo,
 };
+use dialectic_proto::v1::{ContractAnalysis, GetContractAnalysisRequest};
+use dialectic_proto::v1::{GetUploadProgressRequest, UploadProgress};
 use dialectic_runtime::error_status;
 use dialectic_store::wallets;
 
@@ -47,7 +49,7 @@ impl Names for WatchSessionRequest {
     }
 }
 names!(project_id: GetProjectRequest, StartSessionRequest, DeleteProjectRequest,
-    ListSessionsRequest, AddProjectDocumentRequest, QueryRequest, ListProjectDocumentsRequest,
+    ListSessionsRequest, AddProjectDocumentRequest, GetUploadProgressRequest, QueryRequest, ListProjectDocumentsRequest,
     ListQueryHistoryRequest,
     ExportProjectRequest);
 names!(resource_id: GetDocumentContentRequest, SaveDocumentEditRequest, OverrideClaimRequest);
@@ -71,6 +73,20 @@ impl Names for ResumeSessionRequest {
     const JOINS_SESSION_TRACE: bool = true;
     fn named_ids(&self) -> Vec<(&'static str, &str)> {
         vec![("session_id", self.session_id.as_str())]
+    }
+}
+
+/// Names the project or the session, whichever it reads.
+impl Names for GetContractAnalysisRequest {
+    fn named_ids(&self) -> Vec<(&'static str, &str)> {
+        [
+            ("project_id", &self.project_id),
+            ("session_id", &self.session_id),
+        ]
+        .into_iter()
+        .filter(|(_, id)| !id.is_empty())
+        .map(|(field, id)| (field, id.as_str()))
+        .collect()
     }
 }
 
@@ -224,17 +240,8 @@ impl Gateway {
 /// plain token (1 to 128 of `A-Z a-z 0-9 . _ : -`, so it cannot forge a log
 /// line), else a new UUIDv7.
 fn request_id(metadata: &tonic::metadata::MetadataMap) -> String {
-    let plain = |id: &&str| {
-        (1..=128).contains(&id.len())
-            && id
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b".-_:".contains(&b))
-    };
-    metadata
-        .get(error_status::REQUEST_ID)
-        .and_then(|value| value.to_str().ok())
-        .filter(plain)
-        .map_or_else(|| uuid::Uuid::now_v7().to_string(), str::to_string)
+    let offered = metadata.get(error_status::REQUEST_ID);
+    error_status::request_id_or_new(offered.and_then(|value| value.to_str().ok()))
 }
 
 /// A failed call's one log line (the id a user quotes finds it) and the
@@ -302,12 +309,14 @@ dialectic_service! {
     get_stage_recipe(GetStageRecipeRequest) -> StageRecipe: |gw, _, req| async move { gw.stage_recipe(&req.stage_slug).await };
     edit_stage_recipe(EditStageRecipeRequest) -> StageRecipe: |gw, user, req| gw.once(user, "edit_stage_recipe", req, move |req| Gateway::edit_stage_recipe(gw, user, req));
     list_pipelines(ListPipelinesRequest) -> ListPipelinesResponse: |gw, _, req| Gateway::list_pipelines(gw, req);
-    install_pipeline(InstallPipelineRequest) -> InstallPipelineResponse: |gw, user, req| gw.once(user, "install_pipeline", req, move |req| async move { Gateway::install_pipeline(gw, user, &req.content).await });
+    install_pipeline(InstallPipelineRequest) -> InstallPipelineResponse: |gw, user, req| gw.once(user, "install_pipeline", req, move |req| async move { Gateway::install_pipeline(gw, user, &req.content, req.validate_only).await });
     add_project_document(AddProjectDocumentRequest) -> ProjectDocument: |gw, user, req| Gateway::add_project_document(gw, user, req);
     list_project_documents(ListProjectDocumentsRequest) -> ListProjectDocumentsResponse: |gw, user, req| Gateway::list_project_documents(gw, user, req);
+    get_upload_progress(GetUploadProgressRequest) -> UploadProgress: |gw, user, req| Gateway::upload_progress(gw, user, req);
     // The question stays out of the span (only project_id is recorded): it may be confidential.
     query(QueryRequest) -> QueryResponse: |gw, user, req| Gateway::query(gw, user, req);
     list_query_history(ListQueryHistoryRequest) -> ListQueryHistoryResponse: |gw, user, req| Gateway::list_query_history(gw, user, req);
+    get_contract_analysis(GetContractAnalysisRequest) -> ContractAnalysis: |gw, user, req| Gateway::get_contract_analysis(gw, user, req);
     revisit_stage(RevisitStageRequest) -> RevisitStageResponse: |gw, user, req| gw.once(user, "revisit_stage", req, move |req| Gateway::revisit_stage(gw, user, req));
     list_session_revisions(ListSessionRevisionsRequest) -> ListSessionRevisionsResponse: |gw, user, req| Gateway::session_revisions(gw, user, req);
     regenerate_document(RegenerateDocumentRequest) -> RegenerateDocumentResponse: |gw, user, req| Gateway::regenerate_document(gw, user, req);

@@ -17,6 +17,7 @@ mod apply;
 mod outcome;
 mod plan;
 mod published;
+mod roles;
 mod session;
 mod spawn;
 mod stage;

@@ -2,6 +2,7 @@
 //! predecessors are done, each fanned out by its granularity into child
 //! jobs, and completes when none are left.
 
+use super::roles::Roles;
 use super::spawn::{Child, child_key_in_root};
 use super::stage::reruns_after_revisit;
 use super::{Apply, Engine, PlannerError, Unit};
@@ -219,6 +220,8 @@ impl Engine {
         } else {
             Vec::new()
         };
+        let lineage = payload.lineage_model_id.or(job.model_id);
+        let roles = Roles::load(&mut unit.tx, job.session_id, lineage.as_slice()).await?;
         let mut spawned = Spawned::default();
         for (step, jobs) in planned {
             let mut child = Child {
@@ -227,6 +230,7 @@ impl Engine {
                 asked: asked.as_ref().is_some_and(|ids| ids.contains(&step.id)),
                 previous: None,
                 previous_done: false,
+                runs_on: roles.child(step, job, payload),
             };
             // A chain re-runs from its first link that was not kept: every
             // link after it read the draft that link changes.

@@ -2,6 +2,7 @@
 //! cut-off reply (seed 001), a render of a finished markdown chunk (seed 000
 //! function 7).
 
+use super::roles::Placement;
 use super::{Engine, PlannerError, Unit};
 use dialectic_core::clarify::Clarification;
 use dialectic_core::fanout::FanOutJob;
@@ -27,6 +28,8 @@ pub(super) struct Child<'a> {
     pub(super) previous: Option<JobId>,
     /// That job was kept from an earlier root, finished: nothing to wait for.
     pub(super) previous_done: bool,
+    /// The model its step's role moves it to; None: its parent's.
+    pub(super) runs_on: Option<Placement>,
 }
 
 /// A child's key: its parent, then its key within the root.
@@ -59,16 +62,22 @@ pub(super) fn child_key_in_root(
     key
 }
 
-/// A child's payload: its parent's model and stage, its own step and sources.
+/// A child's payload: its parent's model (or its role's) and stage, its
+/// own step and sources.
 fn child_payload(
     parent: &JobPayload,
     step: &RecipeStep,
     fan: FanOutJob,
     child: &Child<'_>,
 ) -> JobPayload {
+    let (model_api_identifier, lineage_model_id) = match &child.runs_on {
+        Some(placement) => (placement.api_identifier.clone(), placement.lineage_model_id),
+        // A root moved to another model by a retry keeps its lineage.
+        None => (parent.model_api_identifier.clone(), parent.lineage_model_id),
+    };
     JobPayload {
         step: Some(step.clone()),
-        model_api_identifier: parent.model_api_identifier.clone(),
+        model_api_identifier,
         model_slug: parent.model_slug.clone(),
         stage_number: parent.stage_number,
         planned_documents: if step.job_type == JobType::Plan {
@@ -80,8 +89,7 @@ fn child_payload(
         recipe: None,
         sources: fan.sources,
         lineage: (fan.lineage != Lineage::Plain).then_some(fan.lineage),
-        // A root moved to another model by a retry keeps its lineage.
-        lineage_model_id: parent.lineage_model_id,
+        lineage_model_id,
         clarification: child.round.filter(|_| child.asked).cloned(),
     }
 }
@@ -119,7 +127,11 @@ impl Engine {
             status,
             step_id: Some(step.id),
             step_key: Some(&step.step_key),
-            model_id: parent.model_id,
+            model_id: child
+                .runs_on
+                .as_ref()
+                .map(|p| p.model_id)
+                .or(parent.model_id),
             document_key: Some(&step.output_type),
             payload: &payload,
             parent_job_id: Some(parent.id),

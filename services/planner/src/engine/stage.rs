@@ -2,6 +2,7 @@
 //! §4.1) and its completion (seed 000 §§2–3), which moves the session on.
 
 use super::plan::descendant_outputs;
+use super::roles::{Placement, Roles};
 use super::{Engine, PlannerError, Unit, lock_known_session, now_ms, parse_id, session_event};
 use dialectic_cache::ProgressEvent;
 use dialectic_core::ids::{JobId, ModelId, SessionId};
@@ -133,6 +134,7 @@ impl Engine {
             tracing::info!(%prerequisite, stage, "earlier documents still rendering or regenerating; the stage's root jobs wait for them");
         }
         let models = models::models_by_id(&mut *unit.tx, &session.selected_model_ids).await?;
+        let roles = Roles::of(&mut unit.tx, session.model_roles.clone(), &[]).await?;
         let roots = Roots {
             stage: stage_row,
             recipe,
@@ -147,22 +149,26 @@ impl Engine {
                     reason: format!("model {model_id} no longer exists"),
                 });
             };
-            self.insert_root_job(unit, session, &roots, model).await?;
+            let placement = roles.root(&roots.step, model.id, &model.api_identifier);
+            self.insert_root_job(unit, session, &roots, model, placement)
+                .await?;
         }
         Ok(())
     }
 
+    /// One root in the lineage of `model`, run where its step's role says.
     async fn insert_root_job(
         &self,
         unit: &mut Unit,
         session: &SessionRow,
         roots: &Roots,
         model: &ModelRow,
+        placement: Placement,
     ) -> Result<(), PlannerError> {
         let stage = roots.stage.slug.as_str();
         let payload = JobPayload {
             step: Some(roots.step.clone()),
-            model_api_identifier: model.api_identifier.clone(),
+            model_api_identifier: placement.api_identifier,
             model_slug: slugify(&model.api_identifier, 40, "model"),
             stage_number: roots.stage.stage_number.max(0) as u32,
             planned_documents: descendant_outputs(&roots.recipe, &roots.step),
@@ -170,7 +176,7 @@ impl Engine {
             recipe: Some(roots.recipe.clone()),
             sources: Vec::new(),
             lineage: None,
-            lineage_model_id: None,
+            lineage_model_id: placement.lineage_model_id,
             clarification: None,
         };
         let new = NewJob {
@@ -193,7 +199,7 @@ impl Engine {
             },
             step_id: Some(roots.step.id),
             step_key: Some(&roots.step.step_key),
-            model_id: Some(model.id),
+            model_id: Some(placement.model_id),
             document_key: Some(&roots.step.output_type),
             payload: &payload,
             parent_job_id: None,

@@ -23,6 +23,7 @@ pub(super) fn step(key: &str, job_type: JobType) -> RecipeStep {
         order: 0,
         is_skipped: false,
         config: StepConfig::default(),
+        role: None,
         filter: ObjectFilter::default(),
         progress: None,
         skip_only_when: None,

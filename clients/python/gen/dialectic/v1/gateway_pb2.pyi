@@ -10,6 +10,32 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class DependencyKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DEPENDENCY_KIND_UNSPECIFIED: _ClassVar[DependencyKind]
+    DEPENDENCY_KIND_CROSS_REFERENCE: _ClassVar[DependencyKind]
+    DEPENDENCY_KIND_DEFINED_TERM: _ClassVar[DependencyKind]
+    DEPENDENCY_KIND_PAYMENT_SCHEDULE: _ClassVar[DependencyKind]
+    DEPENDENCY_KIND_CONDITION: _ClassVar[DependencyKind]
+    DEPENDENCY_KIND_EXHIBIT: _ClassVar[DependencyKind]
+
+class ConflictKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONFLICT_KIND_UNSPECIFIED: _ClassVar[ConflictKind]
+    CONFLICT_KIND_CONTRADICTION: _ClassVar[ConflictKind]
+    CONFLICT_KIND_STALE_REFERENCE: _ClassVar[ConflictKind]
+    CONFLICT_KIND_BUDGET_MISMATCH: _ClassVar[ConflictKind]
+    CONFLICT_KIND_DATE_INCONSISTENCY: _ClassVar[ConflictKind]
+    CONFLICT_KIND_AMBIGUITY: _ClassVar[ConflictKind]
+
+class ConflictSeverity(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONFLICT_SEVERITY_UNSPECIFIED: _ClassVar[ConflictSeverity]
+    CONFLICT_SEVERITY_LOW: _ClassVar[ConflictSeverity]
+    CONFLICT_SEVERITY_MEDIUM: _ClassVar[ConflictSeverity]
+    CONFLICT_SEVERITY_HIGH: _ClassVar[ConflictSeverity]
+    CONFLICT_SEVERITY_CRITICAL: _ClassVar[ConflictSeverity]
+
 class CitationSourceKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CITATION_SOURCE_KIND_UNSPECIFIED: _ClassVar[CitationSourceKind]
@@ -17,6 +43,14 @@ class CitationSourceKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CITATION_SOURCE_KIND_RENDERED_DOCUMENT: _ClassVar[CitationSourceKind]
     CITATION_SOURCE_KIND_CONTRIBUTION: _ClassVar[CitationSourceKind]
     CITATION_SOURCE_KIND_BLACKBOARD_ENTRY: _ClassVar[CitationSourceKind]
+
+class UploadStage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    UPLOAD_STAGE_UNSPECIFIED: _ClassVar[UploadStage]
+    UPLOAD_STAGE_CONVERTING: _ClassVar[UploadStage]
+    UPLOAD_STAGE_INDEXING: _ClassVar[UploadStage]
+    UPLOAD_STAGE_STORED: _ClassVar[UploadStage]
+    UPLOAD_STAGE_FAILED: _ClassVar[UploadStage]
 
 class DocumentRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -114,11 +148,33 @@ class RevisitImpact(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REVISIT_IMPACT_MINOR: _ClassVar[RevisitImpact]
     REVISIT_IMPACT_MODERATE: _ClassVar[RevisitImpact]
     REVISIT_IMPACT_MAJOR: _ClassVar[RevisitImpact]
+DEPENDENCY_KIND_UNSPECIFIED: DependencyKind
+DEPENDENCY_KIND_CROSS_REFERENCE: DependencyKind
+DEPENDENCY_KIND_DEFINED_TERM: DependencyKind
+DEPENDENCY_KIND_PAYMENT_SCHEDULE: DependencyKind
+DEPENDENCY_KIND_CONDITION: DependencyKind
+DEPENDENCY_KIND_EXHIBIT: DependencyKind
+CONFLICT_KIND_UNSPECIFIED: ConflictKind
+CONFLICT_KIND_CONTRADICTION: ConflictKind
+CONFLICT_KIND_STALE_REFERENCE: ConflictKind
+CONFLICT_KIND_BUDGET_MISMATCH: ConflictKind
+CONFLICT_KIND_DATE_INCONSISTENCY: ConflictKind
+CONFLICT_KIND_AMBIGUITY: ConflictKind
+CONFLICT_SEVERITY_UNSPECIFIED: ConflictSeverity
+CONFLICT_SEVERITY_LOW: ConflictSeverity
+CONFLICT_SEVERITY_MEDIUM: ConflictSeverity
+CONFLICT_SEVERITY_HIGH: ConflictSeverity
+CONFLICT_SEVERITY_CRITICAL: ConflictSeverity
 CITATION_SOURCE_KIND_UNSPECIFIED: CitationSourceKind
 CITATION_SOURCE_KIND_UPLOADED_DOCUMENT: CitationSourceKind
 CITATION_SOURCE_KIND_RENDERED_DOCUMENT: CitationSourceKind
 CITATION_SOURCE_KIND_CONTRIBUTION: CitationSourceKind
 CITATION_SOURCE_KIND_BLACKBOARD_ENTRY: CitationSourceKind
+UPLOAD_STAGE_UNSPECIFIED: UploadStage
+UPLOAD_STAGE_CONVERTING: UploadStage
+UPLOAD_STAGE_INDEXING: UploadStage
+UPLOAD_STAGE_STORED: UploadStage
+UPLOAD_STAGE_FAILED: UploadStage
 DOCUMENT_ROLE_UNSPECIFIED: DocumentRole
 DOCUMENT_ROLE_SOURCE: DocumentRole
 DOCUMENT_ROLE_WRITING_SAMPLE: DocumentRole
@@ -289,8 +345,86 @@ class ListQueryHistoryResponse(_message.Message):
     next_page_token: str
     def __init__(self, entries: _Optional[_Iterable[_Union[QueryHistoryEntry, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
+class GetContractAnalysisRequest(_message.Message):
+    __slots__ = ("project_id", "session_id", "section")
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SECTION_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    session_id: str
+    section: str
+    def __init__(self, project_id: _Optional[str] = ..., session_id: _Optional[str] = ..., section: _Optional[str] = ...) -> None: ...
+
+class ContractAnalysis(_message.Message):
+    __slots__ = ("project_id", "session_id", "iteration", "clauses", "edges", "conflicts")
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    ITERATION_FIELD_NUMBER: _ClassVar[int]
+    CLAUSES_FIELD_NUMBER: _ClassVar[int]
+    EDGES_FIELD_NUMBER: _ClassVar[int]
+    CONFLICTS_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    session_id: str
+    iteration: int
+    clauses: _containers.RepeatedCompositeFieldContainer[ResolvedClause]
+    edges: _containers.RepeatedCompositeFieldContainer[DependencyEdge]
+    conflicts: _containers.RepeatedCompositeFieldContainer[ContractConflict]
+    def __init__(self, project_id: _Optional[str] = ..., session_id: _Optional[str] = ..., iteration: _Optional[int] = ..., clauses: _Optional[_Iterable[_Union[ResolvedClause, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[DependencyEdge, _Mapping]]] = ..., conflicts: _Optional[_Iterable[_Union[ContractConflict, _Mapping]]] = ...) -> None: ...
+
+class ResolvedClause(_message.Message):
+    __slots__ = ("section_number", "section_title", "category", "effective_date", "effective_date_text", "last_changed_by", "content", "confidence", "resource_id")
+    SECTION_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    SECTION_TITLE_FIELD_NUMBER: _ClassVar[int]
+    CATEGORY_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_DATE_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_DATE_TEXT_FIELD_NUMBER: _ClassVar[int]
+    LAST_CHANGED_BY_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    section_number: str
+    section_title: str
+    category: str
+    effective_date: str
+    effective_date_text: str
+    last_changed_by: str
+    content: str
+    confidence: float
+    resource_id: str
+    def __init__(self, section_number: _Optional[str] = ..., section_title: _Optional[str] = ..., category: _Optional[str] = ..., effective_date: _Optional[str] = ..., effective_date_text: _Optional[str] = ..., last_changed_by: _Optional[str] = ..., content: _Optional[str] = ..., confidence: _Optional[float] = ..., resource_id: _Optional[str] = ...) -> None: ...
+
+class DependencyEdge(_message.Message):
+    __slots__ = ("from_section", "to_section", "kind", "kind_text")
+    FROM_SECTION_FIELD_NUMBER: _ClassVar[int]
+    TO_SECTION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    KIND_TEXT_FIELD_NUMBER: _ClassVar[int]
+    from_section: str
+    to_section: str
+    kind: DependencyKind
+    kind_text: str
+    def __init__(self, from_section: _Optional[str] = ..., to_section: _Optional[str] = ..., kind: _Optional[_Union[DependencyKind, str]] = ..., kind_text: _Optional[str] = ...) -> None: ...
+
+class ContractConflict(_message.Message):
+    __slots__ = ("kind", "kind_text", "sections", "documents", "severity", "severity_text", "explanation")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    KIND_TEXT_FIELD_NUMBER: _ClassVar[int]
+    SECTIONS_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    SEVERITY_FIELD_NUMBER: _ClassVar[int]
+    SEVERITY_TEXT_FIELD_NUMBER: _ClassVar[int]
+    EXPLANATION_FIELD_NUMBER: _ClassVar[int]
+    kind: ConflictKind
+    kind_text: str
+    sections: _containers.RepeatedScalarFieldContainer[str]
+    documents: _containers.RepeatedScalarFieldContainer[str]
+    severity: ConflictSeverity
+    severity_text: str
+    explanation: str
+    def __init__(self, kind: _Optional[_Union[ConflictKind, str]] = ..., kind_text: _Optional[str] = ..., sections: _Optional[_Iterable[str]] = ..., documents: _Optional[_Iterable[str]] = ..., severity: _Optional[_Union[ConflictSeverity, str]] = ..., severity_text: _Optional[str] = ..., explanation: _Optional[str] = ...) -> None: ...
+
 class Citation(_message.Message):
-    __slots__ = ("source_id", "source_name", "chunk_id", "start", "end", "quote", "source_kind", "model_written")
+    __slots__ = ("source_id", "source_name", "chunk_id", "start", "end", "quote", "source_kind", "model_written", "document", "section", "section_title", "effective_date", "page")
     SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     SOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
     CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
@@ -299,6 +433,11 @@ class Citation(_message.Message):
     QUOTE_FIELD_NUMBER: _ClassVar[int]
     SOURCE_KIND_FIELD_NUMBER: _ClassVar[int]
     MODEL_WRITTEN_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    SECTION_FIELD_NUMBER: _ClassVar[int]
+    SECTION_TITLE_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_DATE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_FIELD_NUMBER: _ClassVar[int]
     source_id: str
     source_name: str
     chunk_id: str
@@ -307,7 +446,12 @@ class Citation(_message.Message):
     quote: str
     source_kind: CitationSourceKind
     model_written: bool
-    def __init__(self, source_id: _Optional[str] = ..., source_name: _Optional[str] = ..., chunk_id: _Optional[str] = ..., start: _Optional[int] = ..., end: _Optional[int] = ..., quote: _Optional[str] = ..., source_kind: _Optional[_Union[CitationSourceKind, str]] = ..., model_written: _Optional[bool] = ...) -> None: ...
+    document: str
+    section: str
+    section_title: str
+    effective_date: str
+    page: int
+    def __init__(self, source_id: _Optional[str] = ..., source_name: _Optional[str] = ..., chunk_id: _Optional[str] = ..., start: _Optional[int] = ..., end: _Optional[int] = ..., quote: _Optional[str] = ..., source_kind: _Optional[_Union[CitationSourceKind, str]] = ..., model_written: _Optional[bool] = ..., document: _Optional[str] = ..., section: _Optional[str] = ..., section_title: _Optional[str] = ..., effective_date: _Optional[str] = ..., page: _Optional[int] = ...) -> None: ...
 
 class QueryResponse(_message.Message):
     __slots__ = ("answer", "citations", "caveats", "confidence", "query_type", "sub_queries", "cached", "cost", "analysis_session_id")
@@ -415,6 +559,28 @@ class AddProjectDocumentRequest(_message.Message):
     role: DocumentRole
     def __init__(self, project_id: _Optional[str] = ..., file_name: _Optional[str] = ..., content: _Optional[bytes] = ..., client_request_id: _Optional[str] = ..., role: _Optional[_Union[DocumentRole, str]] = ...) -> None: ...
 
+class GetUploadProgressRequest(_message.Message):
+    __slots__ = ("project_id", "client_request_id")
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    client_request_id: str
+    def __init__(self, project_id: _Optional[str] = ..., client_request_id: _Optional[str] = ...) -> None: ...
+
+class UploadProgress(_message.Message):
+    __slots__ = ("file_name", "stage", "pages_done", "pages_total", "failure")
+    FILE_NAME_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    PAGES_DONE_FIELD_NUMBER: _ClassVar[int]
+    PAGES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    file_name: str
+    stage: UploadStage
+    pages_done: int
+    pages_total: int
+    failure: str
+    def __init__(self, file_name: _Optional[str] = ..., stage: _Optional[_Union[UploadStage, str]] = ..., pages_done: _Optional[int] = ..., pages_total: _Optional[int] = ..., failure: _Optional[str] = ...) -> None: ...
+
 class ProjectDocument(_message.Message):
     __slots__ = ("resource_id", "project_id", "file_name", "size_bytes", "position", "content_hash", "chunks", "storage_key", "created_at", "role")
     RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -472,20 +638,29 @@ class GetProjectRequest(_message.Message):
     def __init__(self, project_id: _Optional[str] = ...) -> None: ...
 
 class StartSessionRequest(_message.Message):
-    __slots__ = ("project_id", "models", "description", "client_request_id", "auto_advance", "pushback")
+    __slots__ = ("project_id", "models", "description", "client_request_id", "auto_advance", "pushback", "model_roles")
+    class ModelRolesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
     MODELS_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     CLIENT_REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     AUTO_ADVANCE_FIELD_NUMBER: _ClassVar[int]
     PUSHBACK_FIELD_NUMBER: _ClassVar[int]
+    MODEL_ROLES_FIELD_NUMBER: _ClassVar[int]
     project_id: str
     models: _containers.RepeatedScalarFieldContainer[str]
     description: str
     client_request_id: str
     auto_advance: bool
     pushback: Pushback
-    def __init__(self, project_id: _Optional[str] = ..., models: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., client_request_id: _Optional[str] = ..., auto_advance: _Optional[bool] = ..., pushback: _Optional[_Union[Pushback, str]] = ...) -> None: ...
+    model_roles: _containers.ScalarMap[str, str]
+    def __init__(self, project_id: _Optional[str] = ..., models: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., client_request_id: _Optional[str] = ..., auto_advance: _Optional[bool] = ..., pushback: _Optional[_Union[Pushback, str]] = ..., model_roles: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class StageResponse(_message.Message):
     __slots__ = ("resource_id", "document_key", "feedback")
@@ -554,7 +729,14 @@ class StageJobCounts(_message.Message):
     def __init__(self, stage_slug: _Optional[str] = ..., plan: _Optional[int] = ..., execute: _Optional[int] = ..., render: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ..., in_flight: _Optional[int] = ..., cost: _Optional[int] = ..., superseded: _Optional[int] = ...) -> None: ...
 
 class Session(_message.Message):
-    __slots__ = ("id", "project_id", "status", "iteration", "current_stage", "models", "jobs", "created_at", "updated_at", "auto_advance", "cost", "notice", "pipeline_version", "skipped_steps", "position", "state", "needs_review_stages", "pushback", "spent", "output")
+    __slots__ = ("id", "project_id", "status", "iteration", "current_stage", "models", "jobs", "created_at", "updated_at", "auto_advance", "cost", "notice", "pipeline_version", "skipped_steps", "position", "state", "needs_review_stages", "pushback", "spent", "output", "model_roles")
+    class ModelRolesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ID_FIELD_NUMBER: _ClassVar[int]
     PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -575,6 +757,7 @@ class Session(_message.Message):
     PUSHBACK_FIELD_NUMBER: _ClassVar[int]
     SPENT_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    MODEL_ROLES_FIELD_NUMBER: _ClassVar[int]
     id: str
     project_id: str
     status: str
@@ -595,7 +778,8 @@ class Session(_message.Message):
     pushback: Pushback
     spent: Money
     output: SessionOutput
-    def __init__(self, id: _Optional[str] = ..., project_id: _Optional[str] = ..., status: _Optional[str] = ..., iteration: _Optional[int] = ..., current_stage: _Optional[str] = ..., models: _Optional[_Iterable[str]] = ..., jobs: _Optional[_Iterable[_Union[StageJobCounts, _Mapping]]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., auto_advance: _Optional[bool] = ..., cost: _Optional[int] = ..., notice: _Optional[str] = ..., pipeline_version: _Optional[int] = ..., skipped_steps: _Optional[_Iterable[_Union[SkippedStep, _Mapping]]] = ..., position: _Optional[_Union[SessionPosition, _Mapping]] = ..., state: _Optional[_Union[SessionState, str]] = ..., needs_review_stages: _Optional[_Iterable[str]] = ..., pushback: _Optional[_Union[Pushback, str]] = ..., spent: _Optional[_Union[Money, _Mapping]] = ..., output: _Optional[_Union[SessionOutput, _Mapping]] = ...) -> None: ...
+    model_roles: _containers.ScalarMap[str, str]
+    def __init__(self, id: _Optional[str] = ..., project_id: _Optional[str] = ..., status: _Optional[str] = ..., iteration: _Optional[int] = ..., current_stage: _Optional[str] = ..., models: _Optional[_Iterable[str]] = ..., jobs: _Optional[_Iterable[_Union[StageJobCounts, _Mapping]]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., auto_advance: _Optional[bool] = ..., cost: _Optional[int] = ..., notice: _Optional[str] = ..., pipeline_version: _Optional[int] = ..., skipped_steps: _Optional[_Iterable[_Union[SkippedStep, _Mapping]]] = ..., position: _Optional[_Union[SessionPosition, _Mapping]] = ..., state: _Optional[_Union[SessionState, str]] = ..., needs_review_stages: _Optional[_Iterable[str]] = ..., pushback: _Optional[_Union[Pushback, str]] = ..., spent: _Optional[_Union[Money, _Mapping]] = ..., output: _Optional[_Union[SessionOutput, _Mapping]] = ..., model_roles: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class SessionOutput(_message.Message):
     __slots__ = ("document", "word_count", "figures", "completed_at")
@@ -1019,12 +1203,14 @@ class ListPipelinesResponse(_message.Message):
     def __init__(self, pipelines: _Optional[_Iterable[_Union[Pipeline, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class InstallPipelineRequest(_message.Message):
-    __slots__ = ("content", "client_request_id")
+    __slots__ = ("content", "client_request_id", "validate_only")
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     CLIENT_REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
     content: str
     client_request_id: str
-    def __init__(self, content: _Optional[str] = ..., client_request_id: _Optional[str] = ...) -> None: ...
+    validate_only: bool
+    def __init__(self, content: _Optional[str] = ..., client_request_id: _Optional[str] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class InstallPipelineResponse(_message.Message):
     __slots__ = ("pipeline", "created")
@@ -1293,18 +1479,20 @@ class RecipeEdge(_message.Message):
     def __init__(self, from_step_key: _Optional[str] = ..., to_step_key: _Optional[str] = ...) -> None: ...
 
 class EditStageRecipeRequest(_message.Message):
-    __slots__ = ("stage_slug", "skip", "unskip", "add_edges", "client_request_id")
+    __slots__ = ("stage_slug", "skip", "unskip", "add_edges", "client_request_id", "validate_only")
     STAGE_SLUG_FIELD_NUMBER: _ClassVar[int]
     SKIP_FIELD_NUMBER: _ClassVar[int]
     UNSKIP_FIELD_NUMBER: _ClassVar[int]
     ADD_EDGES_FIELD_NUMBER: _ClassVar[int]
     CLIENT_REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
     stage_slug: str
     skip: _containers.RepeatedScalarFieldContainer[str]
     unskip: _containers.RepeatedScalarFieldContainer[str]
     add_edges: _containers.RepeatedCompositeFieldContainer[RecipeEdge]
     client_request_id: str
-    def __init__(self, stage_slug: _Optional[str] = ..., skip: _Optional[_Iterable[str]] = ..., unskip: _Optional[_Iterable[str]] = ..., add_edges: _Optional[_Iterable[_Union[RecipeEdge, _Mapping]]] = ..., client_request_id: _Optional[str] = ...) -> None: ...
+    validate_only: bool
+    def __init__(self, stage_slug: _Optional[str] = ..., skip: _Optional[_Iterable[str]] = ..., unskip: _Optional[_Iterable[str]] = ..., add_edges: _Optional[_Iterable[_Union[RecipeEdge, _Mapping]]] = ..., client_request_id: _Optional[str] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class RegenerateDocumentRequest(_message.Message):
     __slots__ = ("session_id", "stage_slug", "model", "document_key", "resource_id", "client_request_id")

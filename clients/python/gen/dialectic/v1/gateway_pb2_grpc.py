@@ -67,6 +67,11 @@ class DialecticServiceStub:
                 request_serializer=dialectic_dot_v1_dot_gateway__pb2.AddProjectDocumentRequest.SerializeToString,
                 response_deserializer=dialectic_dot_v1_dot_gateway__pb2.ProjectDocument.FromString,
                 _registered_method=True)
+        self.GetUploadProgress = channel.unary_unary(
+                '/dialectic.v1.DialecticService/GetUploadProgress',
+                request_serializer=dialectic_dot_v1_dot_gateway__pb2.GetUploadProgressRequest.SerializeToString,
+                response_deserializer=dialectic_dot_v1_dot_gateway__pb2.UploadProgress.FromString,
+                _registered_method=True)
         self.ListProjectDocuments = channel.unary_unary(
                 '/dialectic.v1.DialecticService/ListProjectDocuments',
                 request_serializer=dialectic_dot_v1_dot_gateway__pb2.ListProjectDocumentsRequest.SerializeToString,
@@ -237,6 +242,11 @@ class DialecticServiceStub:
                 request_serializer=dialectic_dot_v1_dot_gateway__pb2.ListQueryHistoryRequest.SerializeToString,
                 response_deserializer=dialectic_dot_v1_dot_gateway__pb2.ListQueryHistoryResponse.FromString,
                 _registered_method=True)
+        self.GetContractAnalysis = channel.unary_unary(
+                '/dialectic.v1.DialecticService/GetContractAnalysis',
+                request_serializer=dialectic_dot_v1_dot_gateway__pb2.GetContractAnalysisRequest.SerializeToString,
+                response_deserializer=dialectic_dot_v1_dot_gateway__pb2.ContractAnalysis.FromString,
+                _registered_method=True)
         self.GetServerInfo = channel.unary_unary(
                 '/dialectic.v1.DialecticService/GetServerInfo',
                 request_serializer=dialectic_dot_v1_dot_gateway__pb2.GetServerInfoRequest.SerializeToString,
@@ -293,6 +303,17 @@ class DialecticServiceServicer:
         gateway.max_document_bytes_per_project bytes of them; an upload past
         either is RESOURCE_EXHAUSTED (PROJECT_DOCUMENT_LIMIT_REACHED,
         PROJECT_BYTES_LIMIT_REACHED) and writes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetUploadProgress(self, request, context):
+        """How far the caller's upload with this client_request_id has got while
+        its AddProjectDocument call runs: a PDF's pages read so far (the indexer
+        converts it), then indexing, then stored or failed. Kept for ten minutes
+        after the upload ends. NOT_FOUND for an upload this gateway has not
+        seen, including one sent without a client_request_id.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -604,6 +625,16 @@ class DialecticServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetContractAnalysis(self, request, context):
+        """A contract-stack analysis as data: its resolved clauses (section, title,
+        category, effective date, the document that last changed it), its
+        dependency edges and its conflicts, of one session or of the project's
+        analysis (the session Query reads); `section` keeps only what touches it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetServerInfo(self, request, context):
         """What this gateway runs: its version and build, the API it serves, the
         optional features it has turned on and the limits it enforces, so a
@@ -640,6 +671,11 @@ def add_DialecticServiceServicer_to_server(servicer, server):
                     servicer.AddProjectDocument,
                     request_deserializer=dialectic_dot_v1_dot_gateway__pb2.AddProjectDocumentRequest.FromString,
                     response_serializer=dialectic_dot_v1_dot_gateway__pb2.ProjectDocument.SerializeToString,
+            ),
+            'GetUploadProgress': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetUploadProgress,
+                    request_deserializer=dialectic_dot_v1_dot_gateway__pb2.GetUploadProgressRequest.FromString,
+                    response_serializer=dialectic_dot_v1_dot_gateway__pb2.UploadProgress.SerializeToString,
             ),
             'ListProjectDocuments': grpc.unary_unary_rpc_method_handler(
                     servicer.ListProjectDocuments,
@@ -811,6 +847,11 @@ def add_DialecticServiceServicer_to_server(servicer, server):
                     request_deserializer=dialectic_dot_v1_dot_gateway__pb2.ListQueryHistoryRequest.FromString,
                     response_serializer=dialectic_dot_v1_dot_gateway__pb2.ListQueryHistoryResponse.SerializeToString,
             ),
+            'GetContractAnalysis': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetContractAnalysis,
+                    request_deserializer=dialectic_dot_v1_dot_gateway__pb2.GetContractAnalysisRequest.FromString,
+                    response_serializer=dialectic_dot_v1_dot_gateway__pb2.ContractAnalysis.SerializeToString,
+            ),
             'GetServerInfo': grpc.unary_unary_rpc_method_handler(
                     servicer.GetServerInfo,
                     request_deserializer=dialectic_dot_v1_dot_gateway__pb2.GetServerInfoRequest.FromString,
@@ -960,6 +1001,33 @@ class DialecticService:
             '/dialectic.v1.DialecticService/AddProjectDocument',
             dialectic_dot_v1_dot_gateway__pb2.AddProjectDocumentRequest.SerializeToString,
             dialectic_dot_v1_dot_gateway__pb2.ProjectDocument.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetUploadProgress(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dialectic.v1.DialecticService/GetUploadProgress',
+            dialectic_dot_v1_dot_gateway__pb2.GetUploadProgressRequest.SerializeToString,
+            dialectic_dot_v1_dot_gateway__pb2.UploadProgress.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1878,6 +1946,33 @@ class DialecticService:
             '/dialectic.v1.DialecticService/ListQueryHistory',
             dialectic_dot_v1_dot_gateway__pb2.ListQueryHistoryRequest.SerializeToString,
             dialectic_dot_v1_dot_gateway__pb2.ListQueryHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetContractAnalysis(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dialectic.v1.DialecticService/GetContractAnalysis',
+            dialectic_dot_v1_dot_gateway__pb2.GetContractAnalysisRequest.SerializeToString,
+            dialectic_dot_v1_dot_gateway__pb2.ContractAnalysis.FromString,
             options,
             channel_credentials,
             insecure,

@@ -24,25 +24,33 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x64ialectic/v1/indexer.proto\x12\x14\x64ialectic.v1.indexer\"H\n\x12\x43ountTokensRequest\x12\x1c\n\ttokenizer\x18\x01 \x01(\tR\ttokenizer\x12\x14\n\x05texts\x18\x02 \x03(\tR\x05texts\"F\n\x13\x43ountTokensResponse\x12\x14\n\x05total\x18\x01 \x01(\x04R\x05total\x12\x19\n\x08per_text\x18\x02 \x03(\x04R\x07perText\"\\\n\x0cIndexRequest\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\x12\x1a\n\x08\x65mbedder\x18\x02 \x01(\tR\x08\x65mbedder\x12\x1c\n\ttokenizer\x18\x03 \x01(\tR\ttokenizer\"\x96\x01\n\rIndexResponse\x12!\n\x0c\x63ontent_hash\x18\x01 \x01(\tR\x0b\x63ontentHash\x12\x16\n\x06\x63hunks\x18\x02 \x01(\rR\x06\x63hunks\x12!\n\x0ctokens_spent\x18\x03 \x01(\x04R\x0btokensSpent\x12\'\n\x0f\x61lready_indexed\x18\x04 \x01(\x08R\x0e\x61lreadyIndexed\"\x9a\x01\n\x0fRetrieveRequest\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\x12\x14\n\x05query\x18\x02 \x01(\tR\x05query\x12#\n\rbudget_tokens\x18\x03 \x01(\x04R\x0c\x62udgetTokens\x12\x1a\n\x08\x65mbedder\x18\x04 \x01(\tR\x08\x65mbedder\x12\x1c\n\ttokenizer\x18\x05 \x01(\tR\ttokenizer\"\xc8\x01\n\x10RetrieveResponse\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\x12\x16\n\x06tokens\x18\x02 \x01(\x04R\x06tokens\x12\x1f\n\x0b\x63hunks_used\x18\x03 \x01(\rR\nchunksUsed\x12!\n\x0c\x63hunks_total\x18\x04 \x01(\rR\x0b\x63hunksTotal\x12!\n\x0ctokens_spent\x18\x05 \x01(\x04R\x0btokensSpent\x12!\n\x0c\x63ontent_hash\x18\x06 \x01(\tR\x0b\x63ontentHash2\xa1\x02\n\x0eIndexerService\x12\x62\n\x0b\x43ountTokens\x12(.dialectic.v1.indexer.CountTokensRequest\x1a).dialectic.v1.indexer.CountTokensResponse\x12P\n\x05Index\x12\".dialectic.v1.indexer.IndexRequest\x1a#.dialectic.v1.indexer.IndexResponse\x12Y\n\x08Retrieve\x12%.dialectic.v1.indexer.RetrieveRequest\x1a&.dialectic.v1.indexer.RetrieveResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x64ialectic/v1/indexer.proto\x12\x14\x64ialectic.v1.indexer\"\x92\x01\n\x0e\x43onvertRequest\x12\x1b\n\tfile_name\x18\x01 \x01(\tR\x08\x66ileName\x12\x18\n\x07\x63ontent\x18\x02 \x01(\x0cR\x07\x63ontent\x12\x1b\n\tmax_pages\x18\x03 \x01(\rR\x08maxPages\x12,\n\x12max_unpacked_bytes\x18\x04 \x01(\x04R\x10maxUnpackedBytes\"\xae\x01\n\x0f\x43onvertResponse\x12\x43\n\x08progress\x18\x01 \x01(\x0b\x32%.dialectic.v1.indexer.ConvertProgressH\x00R\x08progress\x12\x14\n\x04text\x18\x02 \x01(\tH\x00R\x04text\x12\x37\n\x04\x64one\x18\x03 \x01(\x0b\x32!.dialectic.v1.indexer.ConvertDoneH\x00R\x04\x64oneB\x07\n\x05\x65vent\"Q\n\x0f\x43onvertProgress\x12\x1d\n\npages_done\x18\x01 \x01(\rR\tpagesDone\x12\x1f\n\x0bpages_total\x18\x02 \x01(\rR\npagesTotal\"#\n\x0b\x43onvertDone\x12\x14\n\x05pages\x18\x01 \x01(\rR\x05pages\"H\n\x12\x43ountTokensRequest\x12\x1c\n\ttokenizer\x18\x01 \x01(\tR\ttokenizer\x12\x14\n\x05texts\x18\x02 \x03(\tR\x05texts\"F\n\x13\x43ountTokensResponse\x12\x14\n\x05total\x18\x01 \x01(\x04R\x05total\x12\x19\n\x08per_text\x18\x02 \x03(\x04R\x07perText\"\\\n\x0cIndexRequest\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\x12\x1a\n\x08\x65mbedder\x18\x02 \x01(\tR\x08\x65mbedder\x12\x1c\n\ttokenizer\x18\x03 \x01(\tR\ttokenizer\"\x96\x01\n\rIndexResponse\x12!\n\x0c\x63ontent_hash\x18\x01 \x01(\tR\x0b\x63ontentHash\x12\x16\n\x06\x63hunks\x18\x02 \x01(\rR\x06\x63hunks\x12!\n\x0ctokens_spent\x18\x03 \x01(\x04R\x0btokensSpent\x12\'\n\x0f\x61lready_indexed\x18\x04 \x01(\x08R\x0e\x61lreadyIndexed\"\x9a\x01\n\x0fRetrieveRequest\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\x12\x14\n\x05query\x18\x02 \x01(\tR\x05query\x12#\n\rbudget_tokens\x18\x03 \x01(\x04R\x0c\x62udgetTokens\x12\x1a\n\x08\x65mbedder\x18\x04 \x01(\tR\x08\x65mbedder\x12\x1c\n\ttokenizer\x18\x05 \x01(\tR\ttokenizer\"\xc8\x01\n\x10RetrieveResponse\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\x12\x16\n\x06tokens\x18\x02 \x01(\x04R\x06tokens\x12\x1f\n\x0b\x63hunks_used\x18\x03 \x01(\rR\nchunksUsed\x12!\n\x0c\x63hunks_total\x18\x04 \x01(\rR\x0b\x63hunksTotal\x12!\n\x0ctokens_spent\x18\x05 \x01(\x04R\x0btokensSpent\x12!\n\x0c\x63ontent_hash\x18\x06 \x01(\tR\x0b\x63ontentHash2\xfb\x02\n\x0eIndexerService\x12\x62\n\x0b\x43ountTokens\x12(.dialectic.v1.indexer.CountTokensRequest\x1a).dialectic.v1.indexer.CountTokensResponse\x12P\n\x05Index\x12\".dialectic.v1.indexer.IndexRequest\x1a#.dialectic.v1.indexer.IndexResponse\x12Y\n\x08Retrieve\x12%.dialectic.v1.indexer.RetrieveRequest\x1a&.dialectic.v1.indexer.RetrieveResponse\x12X\n\x07\x43onvert\x12$.dialectic.v1.indexer.ConvertRequest\x1a%.dialectic.v1.indexer.ConvertResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'dialectic.v1.indexer_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_COUNTTOKENSREQUEST']._serialized_start=52
-  _globals['_COUNTTOKENSREQUEST']._serialized_end=124
-  _globals['_COUNTTOKENSRESPONSE']._serialized_start=126
-  _globals['_COUNTTOKENSRESPONSE']._serialized_end=196
-  _globals['_INDEXREQUEST']._serialized_start=198
-  _globals['_INDEXREQUEST']._serialized_end=290
-  _globals['_INDEXRESPONSE']._serialized_start=293
-  _globals['_INDEXRESPONSE']._serialized_end=443
-  _globals['_RETRIEVEREQUEST']._serialized_start=446
-  _globals['_RETRIEVEREQUEST']._serialized_end=600
-  _globals['_RETRIEVERESPONSE']._serialized_start=603
-  _globals['_RETRIEVERESPONSE']._serialized_end=803
-  _globals['_INDEXERSERVICE']._serialized_start=806
-  _globals['_INDEXERSERVICE']._serialized_end=1095
+  _globals['_CONVERTREQUEST']._serialized_start=53
+  _globals['_CONVERTREQUEST']._serialized_end=199
+  _globals['_CONVERTRESPONSE']._serialized_start=202
+  _globals['_CONVERTRESPONSE']._serialized_end=376
+  _globals['_CONVERTPROGRESS']._serialized_start=378
+  _globals['_CONVERTPROGRESS']._serialized_end=459
+  _globals['_CONVERTDONE']._serialized_start=461
+  _globals['_CONVERTDONE']._serialized_end=496
+  _globals['_COUNTTOKENSREQUEST']._serialized_start=498
+  _globals['_COUNTTOKENSREQUEST']._serialized_end=570
+  _globals['_COUNTTOKENSRESPONSE']._serialized_start=572
+  _globals['_COUNTTOKENSRESPONSE']._serialized_end=642
+  _globals['_INDEXREQUEST']._serialized_start=644
+  _globals['_INDEXREQUEST']._serialized_end=736
+  _globals['_INDEXRESPONSE']._serialized_start=739
+  _globals['_INDEXRESPONSE']._serialized_end=889
+  _globals['_RETRIEVEREQUEST']._serialized_start=892
+  _globals['_RETRIEVEREQUEST']._serialized_end=1046
+  _globals['_RETRIEVERESPONSE']._serialized_start=1049
+  _globals['_RETRIEVERESPONSE']._serialized_end=1249
+  _globals['_INDEXERSERVICE']._serialized_start=1252
+  _globals['_INDEXERSERVICE']._serialized_end=1631
 # @@protoc_insertion_point(module_scope)

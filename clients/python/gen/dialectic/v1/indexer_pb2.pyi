@@ -1,10 +1,46 @@
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Iterable as _Iterable
-from typing import ClassVar as _ClassVar, Optional as _Optional
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ConvertRequest(_message.Message):
+    __slots__ = ("file_name", "content", "max_pages", "max_unpacked_bytes")
+    FILE_NAME_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    MAX_PAGES_FIELD_NUMBER: _ClassVar[int]
+    MAX_UNPACKED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    file_name: str
+    content: bytes
+    max_pages: int
+    max_unpacked_bytes: int
+    def __init__(self, file_name: _Optional[str] = ..., content: _Optional[bytes] = ..., max_pages: _Optional[int] = ..., max_unpacked_bytes: _Optional[int] = ...) -> None: ...
+
+class ConvertResponse(_message.Message):
+    __slots__ = ("progress", "text", "done")
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    progress: ConvertProgress
+    text: str
+    done: ConvertDone
+    def __init__(self, progress: _Optional[_Union[ConvertProgress, _Mapping]] = ..., text: _Optional[str] = ..., done: _Optional[_Union[ConvertDone, _Mapping]] = ...) -> None: ...
+
+class ConvertProgress(_message.Message):
+    __slots__ = ("pages_done", "pages_total")
+    PAGES_DONE_FIELD_NUMBER: _ClassVar[int]
+    PAGES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    pages_done: int
+    pages_total: int
+    def __init__(self, pages_done: _Optional[int] = ..., pages_total: _Optional[int] = ...) -> None: ...
+
+class ConvertDone(_message.Message):
+    __slots__ = ("pages",)
+    PAGES_FIELD_NUMBER: _ClassVar[int]
+    pages: int
+    def __init__(self, pages: _Optional[int] = ...) -> None: ...
 
 class CountTokensRequest(_message.Message):
     __slots__ = ("tokenizer", "texts")

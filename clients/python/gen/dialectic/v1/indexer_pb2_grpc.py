@@ -52,6 +52,11 @@ class IndexerServiceStub:
                 request_serializer=dialectic_dot_v1_dot_indexer__pb2.RetrieveRequest.SerializeToString,
                 response_deserializer=dialectic_dot_v1_dot_indexer__pb2.RetrieveResponse.FromString,
                 _registered_method=True)
+        self.Convert = channel.unary_stream(
+                '/dialectic.v1.indexer.IndexerService/Convert',
+                request_serializer=dialectic_dot_v1_dot_indexer__pb2.ConvertRequest.SerializeToString,
+                response_deserializer=dialectic_dot_v1_dot_indexer__pb2.ConvertResponse.FromString,
+                _registered_method=True)
 
 
 class IndexerServiceServicer:
@@ -81,6 +86,18 @@ class IndexerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Convert(self, request, context):
+        """Converts an uploaded PDF or DOCX to markdown (numbered headings as
+        sections, tables as markdown tables, page anchors), here rather than in
+        the gateway, so a large file costs an indexer's core and never the
+        gateway's. Streams progress as pages are read, then the text in parts
+        and the page count. A file it cannot read is INVALID_ARGUMENT on the
+        field "file", with a message naming the file and saying why.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IndexerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -98,6 +115,11 @@ def add_IndexerServiceServicer_to_server(servicer, server):
                     servicer.Retrieve,
                     request_deserializer=dialectic_dot_v1_dot_indexer__pb2.RetrieveRequest.FromString,
                     response_serializer=dialectic_dot_v1_dot_indexer__pb2.RetrieveResponse.SerializeToString,
+            ),
+            'Convert': grpc.unary_stream_rpc_method_handler(
+                    servicer.Convert,
+                    request_deserializer=dialectic_dot_v1_dot_indexer__pb2.ConvertRequest.FromString,
+                    response_serializer=dialectic_dot_v1_dot_indexer__pb2.ConvertResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -184,6 +206,33 @@ class IndexerService:
             '/dialectic.v1.indexer.IndexerService/Retrieve',
             dialectic_dot_v1_dot_indexer__pb2.RetrieveRequest.SerializeToString,
             dialectic_dot_v1_dot_indexer__pb2.RetrieveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Convert(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/dialectic.v1.indexer.IndexerService/Convert',
+            dialectic_dot_v1_dot_indexer__pb2.ConvertRequest.SerializeToString,
+            dialectic_dot_v1_dot_indexer__pb2.ConvertResponse.FromString,
             options,
             channel_credentials,
             insecure,

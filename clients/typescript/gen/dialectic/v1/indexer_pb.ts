@@ -13,7 +13,126 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file dialectic/v1/indexer.proto.
  */
 export const file_dialectic_v1_indexer: GenFile = /*@__PURE__*/
-  fileDesc("ChpkaWFsZWN0aWMvdjEvaW5kZXhlci5wcm90bxIUZGlhbGVjdGljLnYxLmluZGV4ZXIiNgoSQ291bnRUb2tlbnNSZXF1ZXN0EhEKCXRva2VuaXplchgBIAEoCRINCgV0ZXh0cxgCIAMoCSI2ChNDb3VudFRva2Vuc1Jlc3BvbnNlEg0KBXRvdGFsGAEgASgEEhAKCHBlcl90ZXh0GAIgAygEIkEKDEluZGV4UmVxdWVzdBIMCgR0ZXh0GAEgASgJEhAKCGVtYmVkZGVyGAIgASgJEhEKCXRva2VuaXplchgDIAEoCSJkCg1JbmRleFJlc3BvbnNlEhQKDGNvbnRlbnRfaGFzaBgBIAEoCRIOCgZjaHVua3MYAiABKA0SFAoMdG9rZW5zX3NwZW50GAMgASgEEhcKD2FscmVhZHlfaW5kZXhlZBgEIAEoCCJqCg9SZXRyaWV2ZVJlcXVlc3QSDAoEdGV4dBgBIAEoCRINCgVxdWVyeRgCIAEoCRIVCg1idWRnZXRfdG9rZW5zGAMgASgEEhAKCGVtYmVkZGVyGAQgASgJEhEKCXRva2VuaXplchgFIAEoCSKHAQoQUmV0cmlldmVSZXNwb25zZRIMCgR0ZXh0GAEgASgJEg4KBnRva2VucxgCIAEoBBITCgtjaHVua3NfdXNlZBgDIAEoDRIUCgxjaHVua3NfdG90YWwYBCABKA0SFAoMdG9rZW5zX3NwZW50GAUgASgEEhQKDGNvbnRlbnRfaGFzaBgGIAEoCTKhAgoOSW5kZXhlclNlcnZpY2USYgoLQ291bnRUb2tlbnMSKC5kaWFsZWN0aWMudjEuaW5kZXhlci5Db3VudFRva2Vuc1JlcXVlc3QaKS5kaWFsZWN0aWMudjEuaW5kZXhlci5Db3VudFRva2Vuc1Jlc3BvbnNlElAKBUluZGV4EiIuZGlhbGVjdGljLnYxLmluZGV4ZXIuSW5kZXhSZXF1ZXN0GiMuZGlhbGVjdGljLnYxLmluZGV4ZXIuSW5kZXhSZXNwb25zZRJZCghSZXRyaWV2ZRIlLmRpYWxlY3RpYy52MS5pbmRleGVyLlJldHJpZXZlUmVxdWVzdBomLmRpYWxlY3RpYy52MS5pbmRleGVyLlJldHJpZXZlUmVzcG9uc2ViBnByb3RvMw");
+  fileDesc("ChpkaWFsZWN0aWMvdjEvaW5kZXhlci5wcm90bxIUZGlhbGVjdGljLnYxLmluZGV4ZXIiYwoOQ29udmVydFJlcXVlc3QSEQoJZmlsZV9uYW1lGAEgASgJEg8KB2NvbnRlbnQYAiABKAwSEQoJbWF4X3BhZ2VzGAMgASgNEhoKEm1heF91bnBhY2tlZF9ieXRlcxgEIAEoBCKYAQoPQ29udmVydFJlc3BvbnNlEjkKCHByb2dyZXNzGAEgASgLMiUuZGlhbGVjdGljLnYxLmluZGV4ZXIuQ29udmVydFByb2dyZXNzSAASDgoEdGV4dBgCIAEoCUgAEjEKBGRvbmUYAyABKAsyIS5kaWFsZWN0aWMudjEuaW5kZXhlci5Db252ZXJ0RG9uZUgAQgcKBWV2ZW50IjoKD0NvbnZlcnRQcm9ncmVzcxISCgpwYWdlc19kb25lGAEgASgNEhMKC3BhZ2VzX3RvdGFsGAIgASgNIhwKC0NvbnZlcnREb25lEg0KBXBhZ2VzGAEgASgNIjYKEkNvdW50VG9rZW5zUmVxdWVzdBIRCgl0b2tlbml6ZXIYASABKAkSDQoFdGV4dHMYAiADKAkiNgoTQ291bnRUb2tlbnNSZXNwb25zZRINCgV0b3RhbBgBIAEoBBIQCghwZXJfdGV4dBgCIAMoBCJBCgxJbmRleFJlcXVlc3QSDAoEdGV4dBgBIAEoCRIQCghlbWJlZGRlchgCIAEoCRIRCgl0b2tlbml6ZXIYAyABKAkiZAoNSW5kZXhSZXNwb25zZRIUCgxjb250ZW50X2hhc2gYASABKAkSDgoGY2h1bmtzGAIgASgNEhQKDHRva2Vuc19zcGVudBgDIAEoBBIXCg9hbHJlYWR5X2luZGV4ZWQYBCABKAgiagoPUmV0cmlldmVSZXF1ZXN0EgwKBHRleHQYASABKAkSDQoFcXVlcnkYAiABKAkSFQoNYnVkZ2V0X3Rva2VucxgDIAEoBBIQCghlbWJlZGRlchgEIAEoCRIRCgl0b2tlbml6ZXIYBSABKAkihwEKEFJldHJpZXZlUmVzcG9uc2USDAoEdGV4dBgBIAEoCRIOCgZ0b2tlbnMYAiABKAQSEwoLY2h1bmtzX3VzZWQYAyABKA0SFAoMY2h1bmtzX3RvdGFsGAQgASgNEhQKDHRva2Vuc19zcGVudBgFIAEoBBIUCgxjb250ZW50X2hhc2gYBiABKAky+wIKDkluZGV4ZXJTZXJ2aWNlEmIKC0NvdW50VG9rZW5zEiguZGlhbGVjdGljLnYxLmluZGV4ZXIuQ291bnRUb2tlbnNSZXF1ZXN0GikuZGlhbGVjdGljLnYxLmluZGV4ZXIuQ291bnRUb2tlbnNSZXNwb25zZRJQCgVJbmRleBIiLmRpYWxlY3RpYy52MS5pbmRleGVyLkluZGV4UmVxdWVzdBojLmRpYWxlY3RpYy52MS5pbmRleGVyLkluZGV4UmVzcG9uc2USWQoIUmV0cmlldmUSJS5kaWFsZWN0aWMudjEuaW5kZXhlci5SZXRyaWV2ZVJlcXVlc3QaJi5kaWFsZWN0aWMudjEuaW5kZXhlci5SZXRyaWV2ZVJlc3BvbnNlElgKB0NvbnZlcnQSJC5kaWFsZWN0aWMudjEuaW5kZXhlci5Db252ZXJ0UmVxdWVzdBolLmRpYWxlY3RpYy52MS5pbmRleGVyLkNvbnZlcnRSZXNwb25zZTABYgZwcm90bzM");
+
+/**
+ * @generated from message dialectic.v1.indexer.ConvertRequest
+ */
+export type ConvertRequest = Message<"dialectic.v1.indexer.ConvertRequest"> & {
+  /**
+   * The upload's name; its extension (.pdf or .docx) says how to read it.
+   *
+   * @generated from field: string file_name = 1;
+   */
+  fileName: string;
+
+  /**
+   * @generated from field: bytes content = 2;
+   */
+  content: Uint8Array;
+
+  /**
+   * The most pages a PDF may have (gateway.max_upload_pages).
+   *
+   * @generated from field: uint32 max_pages = 3;
+   */
+  maxPages: number;
+
+  /**
+   * The most bytes the file may expand to when read
+   * (gateway.max_upload_unpacked_bytes).
+   *
+   * @generated from field: uint64 max_unpacked_bytes = 4;
+   */
+  maxUnpackedBytes: bigint;
+};
+
+/**
+ * Describes the message dialectic.v1.indexer.ConvertRequest.
+ * Use `create(ConvertRequestSchema)` to create a new message.
+ */
+export const ConvertRequestSchema: GenMessage<ConvertRequest> = /*@__PURE__*/
+  messageDesc(file_dialectic_v1_indexer, 0);
+
+/**
+ * @generated from message dialectic.v1.indexer.ConvertResponse
+ */
+export type ConvertResponse = Message<"dialectic.v1.indexer.ConvertResponse"> & {
+  /**
+   * @generated from oneof dialectic.v1.indexer.ConvertResponse.event
+   */
+  event: {
+    /**
+     * @generated from field: dialectic.v1.indexer.ConvertProgress progress = 1;
+     */
+    value: ConvertProgress;
+    case: "progress";
+  } | {
+    /**
+     * A part of the markdown: the parts, in order, are the whole text.
+     *
+     * @generated from field: string text = 2;
+     */
+    value: string;
+    case: "text";
+  } | {
+    /**
+     * The last message: the text is complete.
+     *
+     * @generated from field: dialectic.v1.indexer.ConvertDone done = 3;
+     */
+    value: ConvertDone;
+    case: "done";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message dialectic.v1.indexer.ConvertResponse.
+ * Use `create(ConvertResponseSchema)` to create a new message.
+ */
+export const ConvertResponseSchema: GenMessage<ConvertResponse> = /*@__PURE__*/
+  messageDesc(file_dialectic_v1_indexer, 1);
+
+/**
+ * @generated from message dialectic.v1.indexer.ConvertProgress
+ */
+export type ConvertProgress = Message<"dialectic.v1.indexer.ConvertProgress"> & {
+  /**
+   * @generated from field: uint32 pages_done = 1;
+   */
+  pagesDone: number;
+
+  /**
+   * @generated from field: uint32 pages_total = 2;
+   */
+  pagesTotal: number;
+};
+
+/**
+ * Describes the message dialectic.v1.indexer.ConvertProgress.
+ * Use `create(ConvertProgressSchema)` to create a new message.
+ */
+export const ConvertProgressSchema: GenMessage<ConvertProgress> = /*@__PURE__*/
+  messageDesc(file_dialectic_v1_indexer, 2);
+
+/**
+ * @generated from message dialectic.v1.indexer.ConvertDone
+ */
+export type ConvertDone = Message<"dialectic.v1.indexer.ConvertDone"> & {
+  /**
+   * A PDF's pages, or the pages a DOCX's page breaks mark (0: none).
+   *
+   * @generated from field: uint32 pages = 1;
+   */
+  pages: number;
+};
+
+/**
+ * Describes the message dialectic.v1.indexer.ConvertDone.
+ * Use `create(ConvertDoneSchema)` to create a new message.
+ */
+export const ConvertDoneSchema: GenMessage<ConvertDone> = /*@__PURE__*/
+  messageDesc(file_dialectic_v1_indexer, 3);
 
 /**
  * @generated from message dialectic.v1.indexer.CountTokensRequest
@@ -37,7 +156,7 @@ export type CountTokensRequest = Message<"dialectic.v1.indexer.CountTokensReques
  * Use `create(CountTokensRequestSchema)` to create a new message.
  */
 export const CountTokensRequestSchema: GenMessage<CountTokensRequest> = /*@__PURE__*/
-  messageDesc(file_dialectic_v1_indexer, 0);
+  messageDesc(file_dialectic_v1_indexer, 4);
 
 /**
  * @generated from message dialectic.v1.indexer.CountTokensResponse
@@ -59,7 +178,7 @@ export type CountTokensResponse = Message<"dialectic.v1.indexer.CountTokensRespo
  * Use `create(CountTokensResponseSchema)` to create a new message.
  */
 export const CountTokensResponseSchema: GenMessage<CountTokensResponse> = /*@__PURE__*/
-  messageDesc(file_dialectic_v1_indexer, 1);
+  messageDesc(file_dialectic_v1_indexer, 5);
 
 /**
  * @generated from message dialectic.v1.indexer.IndexRequest
@@ -91,7 +210,7 @@ export type IndexRequest = Message<"dialectic.v1.indexer.IndexRequest"> & {
  * Use `create(IndexRequestSchema)` to create a new message.
  */
 export const IndexRequestSchema: GenMessage<IndexRequest> = /*@__PURE__*/
-  messageDesc(file_dialectic_v1_indexer, 2);
+  messageDesc(file_dialectic_v1_indexer, 6);
 
 /**
  * @generated from message dialectic.v1.indexer.IndexResponse
@@ -127,7 +246,7 @@ export type IndexResponse = Message<"dialectic.v1.indexer.IndexResponse"> & {
  * Use `create(IndexResponseSchema)` to create a new message.
  */
 export const IndexResponseSchema: GenMessage<IndexResponse> = /*@__PURE__*/
-  messageDesc(file_dialectic_v1_indexer, 3);
+  messageDesc(file_dialectic_v1_indexer, 7);
 
 /**
  * @generated from message dialectic.v1.indexer.RetrieveRequest
@@ -166,7 +285,7 @@ export type RetrieveRequest = Message<"dialectic.v1.indexer.RetrieveRequest"> & 
  * Use `create(RetrieveRequestSchema)` to create a new message.
  */
 export const RetrieveRequestSchema: GenMessage<RetrieveRequest> = /*@__PURE__*/
-  messageDesc(file_dialectic_v1_indexer, 4);
+  messageDesc(file_dialectic_v1_indexer, 8);
 
 /**
  * @generated from message dialectic.v1.indexer.RetrieveResponse
@@ -212,7 +331,7 @@ export type RetrieveResponse = Message<"dialectic.v1.indexer.RetrieveResponse"> 
  * Use `create(RetrieveResponseSchema)` to create a new message.
  */
 export const RetrieveResponseSchema: GenMessage<RetrieveResponse> = /*@__PURE__*/
-  messageDesc(file_dialectic_v1_indexer, 5);
+  messageDesc(file_dialectic_v1_indexer, 9);
 
 /**
  * Internal: token counting, chunking, embedding and retrieval for context
@@ -250,6 +369,21 @@ export const IndexerService: GenService<{
     methodKind: "unary";
     input: typeof RetrieveRequestSchema;
     output: typeof RetrieveResponseSchema;
+  },
+  /**
+   * Converts an uploaded PDF or DOCX to markdown (numbered headings as
+   * sections, tables as markdown tables, page anchors), here rather than in
+   * the gateway, so a large file costs an indexer's core and never the
+   * gateway's. Streams progress as pages are read, then the text in parts
+   * and the page count. A file it cannot read is INVALID_ARGUMENT on the
+   * field "file", with a message naming the file and saying why.
+   *
+   * @generated from rpc dialectic.v1.indexer.IndexerService.Convert
+   */
+  convert: {
+    methodKind: "server_streaming";
+    input: typeof ConvertRequestSchema;
+    output: typeof ConvertResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_dialectic_v1_indexer, 0);

@@ -54,6 +54,7 @@ fn a_child_inherits_its_parents_model_and_lineage_and_plans_only_as_a_plan_step(
         asked: true,
         previous: None,
         previous_done: false,
+        runs_on: None,
     };
     let plan = child_payload(
         &parent,
@@ -83,4 +84,28 @@ fn a_child_inherits_its_parents_model_and_lineage_and_plans_only_as_a_plan_step(
     assert_eq!(execute.lineage, Some(critiquing));
     assert_eq!(execute.clarification, None);
     assert!(execute.recipe.is_none());
+    let lineage = parent.lineage_model_id;
+    let moved = Child {
+        runs_on: Some(Placement {
+            model_id: ModelId::new(),
+            api_identifier: "analyst-model".into(),
+            lineage_model_id: lineage,
+        }),
+        ..not_asked
+    };
+    let analysed = child_payload(
+        &parent,
+        &step("draft", JobType::Execute),
+        fan("", Lineage::Plain),
+        &moved,
+    );
+    assert_eq!(
+        (
+            analysed.model_api_identifier.as_str(),
+            analysed.lineage_model_id
+        ),
+        ("analyst-model", lineage),
+        "a role's model answers, in the parent's lineage"
+    );
+    assert_eq!(analysed.model_slug, "model-a", "named by its lineage");
 }
